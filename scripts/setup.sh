@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything herd needs to build and test, from Debian packages, on a fresh Debian 12 machine
+# as root (or with sudo). Idempotent: packages already present are not reinstalled, and apt-get update
+# runs only when something is missing. Then configures and builds herd in build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build git ca-certificates xz-utils python3 python3-pip
+  libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev clang-format
+  libopenblas-dev libopenmpi-dev openmpi-bin iproute2
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Project-specific assets (tokenizer, corpus) are fetched by scripts/fetch-assets.sh when present.
+if [ -x scripts/fetch-assets.sh ]; then scripts/fetch-assets.sh; fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)"
+echo "setup: herd built at build/herd"

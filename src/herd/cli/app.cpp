@@ -1,0 +1,64 @@
+#include "herd/cli/app.h"
+
+#include <cstdio>
+#include <iostream>
+
+namespace herd::cli {
+
+int report_error(const std::string& command, const Error& error) {
+  std::fprintf(stderr, "herd %s: error: %s\n", command.c_str(), error.message().c_str());
+  return 1;
+}
+
+namespace {
+
+// CLI11's own messages for a missing or malformed option are already one line; we add where to look.
+int report_parse_error(const CLI::App& root, const CLI::ParseError& e) {
+  std::string where = "herd";
+  for (const CLI::App* sub : root.get_subcommands()) where += " " + sub->get_name();
+  std::string msg = e.what();
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  for (char& c : msg) {
+    if (c == '\n') c = ' ';
+  }
+  std::fprintf(stderr, "%s: error: %s; see '%s --help'\n", where.c_str(), msg.c_str(), where.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int run_cli(int argc, const char* const* argv) {
+  CLI::App root{
+      "herd: train Llama 3 models with 4D parallelism (TP, CP, PP, FSDP) and plan such runs.\n"
+      "Run 'herd <command> --help' for the options of one command."};
+  root.name("herd");
+  root.require_subcommand(1);
+  root.set_version_flag("--version", std::string("herd ") + HERD_VERSION);
+  root.footer("Documentation: README.md and docs/ in the herd repository.");
+
+  std::vector<Subcommand> subs;
+  subs.push_back(add_model_command(root));
+
+  try {
+    root.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return root.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return root.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return root.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (argc <= 1) {
+      std::cout << root.help();
+      return 2;
+    }
+    return report_parse_error(root, e);
+  }
+  for (const Subcommand& s : subs) {
+    if (s.app->parsed()) return s.run();
+  }
+  std::cout << root.help();
+  return 2;
+}
+
+}  // namespace herd::cli

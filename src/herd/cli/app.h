@@ -1,0 +1,34 @@
+// The herd command line: one subcommand per file (model.cpp, schedule.cpp, ...), registered in app.cpp.
+//
+// Contract for every subcommand: `--help` documents every option; an unknown option or a bad value is
+// one line on stderr and exit status 2; a user error found while running (bad config file, impossible
+// layout) is one line on stderr and exit status 1; results go to stdout.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "herd/core/error.h"
+
+namespace herd::cli {
+
+using Runner = std::function<int()>;
+
+struct Subcommand {
+  CLI::App* app;
+  Runner run;
+};
+
+// Each subcommand file provides one of these; it adds its options to a new subcommand of `root`
+// and returns the function that runs it once the command line has been parsed.
+Subcommand add_model_command(CLI::App& root);
+
+// Parses argv and runs the chosen subcommand; returns the process exit status.
+int run_cli(int argc, const char* const* argv);
+
+// Prints "herd <command>: error: <message>" on stderr and returns exit status 1.
+int report_error(const std::string& command, const Error& error);
+
+}  // namespace herd::cli

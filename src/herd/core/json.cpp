@@ -1,0 +1,142 @@
+#include "herd/core/json.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace herd {
+
+Result<Json> parse_json_text(const std::string& text, const std::string& source_name) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    // Re-parse with exceptions only to recover nlohmann's byte position for the message.
+    try {
+      Json again = Json::parse(text);
+      (void)again;
+    } catch (const Json::parse_error& e) {
+      return make_error(source_name, ": not valid JSON (byte ", e.byte, "); fix the syntax");
+    }
+    return make_error(source_name, ": not valid JSON; fix the syntax");
+  }
+  return j;
+}
+
+Result<Json> read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(path, ": cannot open file; check the path");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_json_text(ss.str(), path);
+}
+
+std::string json_preview(const Json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+std::string field_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+namespace {
+
+const Json* find_field(const Json& obj, const std::string& key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+Error missing(const std::string& parent, const std::string& key, const char* what) {
+  return make_error(field_path(parent, key), ": missing; expected ", what);
+}
+
+Error mistyped(const std::string& parent, const std::string& key, const char* what, const Json& got) {
+  return make_error(field_path(parent, key), ": expected ", what, ", got ", json_preview(got));
+}
+
+Result<std::int64_t> to_int(const Json& v, const std::string& parent, const std::string& key) {
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return static_cast<std::int64_t>(d);
+  }
+  return mistyped(parent, key, "an integer", v);
+}
+
+Result<double> to_number(const Json& v, const std::string& parent, const std::string& key) {
+  if (v.is_number()) return v.get<double>();
+  return mistyped(parent, key, "a number", v);
+}
+
+}  // namespace
+
+Result<std::int64_t> json_int(const Json& obj, const std::string& parent, const std::string& key) {
+  const Json* v = find_field(obj, key);
+  if (!v) return missing(parent, key, "an integer");
+  return to_int(*v, parent, key);
+}
+
+Result<double> json_number(const Json& obj, const std::string& parent, const std::string& key) {
+  const Json* v = find_field(obj, key);
+  if (!v) return missing(parent, key, "a number");
+  return to_number(*v, parent, key);
+}
+
+Result<std::string> json_string(const Json& obj, const std::string& parent, const std::string& key) {
+  const Json* v = find_field(obj, key);
+  if (!v) return missing(parent, key, "a string");
+  if (!v->is_string()) return mistyped(parent, key, "a string", *v);
+  return v->get<std::string>();
+}
+
+Result<bool> json_bool(const Json& obj, const std::string& parent, const std::string& key) {
+  const Json* v = find_field(obj, key);
+  if (!v) return missing(parent, key, "true or false");
+  if (!v->is_boolean()) return mistyped(parent, key, "true or false", *v);
+  return v->get<bool>();
+}
+
+Result<std::int64_t> json_int_or(const Json& obj, const std::string& parent, const std::string& key,
+                                 std::int64_t fallback) {
+  const Json* v = find_field(obj, key);
+  if (!v) return fallback;
+  return to_int(*v, parent, key);
+}
+
+Result<double> json_number_or(const Json& obj, const std::string& parent, const std::string& key,
+                              double fallback) {
+  const Json* v = find_field(obj, key);
+  if (!v) return fallback;
+  return to_number(*v, parent, key);
+}
+
+Result<std::string> json_string_or(const Json& obj, const std::string& parent, const std::string& key,
+                                   const std::string& fallback) {
+  const Json* v = find_field(obj, key);
+  if (!v) return fallback;
+  if (!v->is_string()) return mistyped(parent, key, "a string", *v);
+  return v->get<std::string>();
+}
+
+Result<bool> json_bool_or(const Json& obj, const std::string& parent, const std::string& key, bool fallback) {
+  const Json* v = find_field(obj, key);
+  if (!v) return fallback;
+  if (!v->is_boolean()) return mistyped(parent, key, "true or false", *v);
+  return v->get<bool>();
+}
+
+Status require_positive(double value, const std::string& field) {
+  if (!(value > 0) || !std::isfinite(value)) {
+    return make_error(field, ": must be a positive number, got ", value);
+  }
+  return Status::Ok();
+}
+
+Status require_positive(std::int64_t value, const std::string& field) {
+  if (value <= 0) return make_error(field, ": must be a positive integer, got ", value);
+  return Status::Ok();
+}
+
+}  // namespace herd
