@@ -1,0 +1,66 @@
+// The envelope every benchmark writes: {"figure", "machine", "commit", "date", "results": [...]}.
+// The machine is described by what the OS reports (CPU model, cores, memory), so results from
+// different machines are never compared by accident.
+#pragma once
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+#include "herd/core/json.h"
+
+#ifndef HERD_GIT_COMMIT
+#define HERD_GIT_COMMIT "unknown"
+#endif
+
+namespace herd::bench {
+
+inline Json machine_description() {
+  Json m;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      m["cpu"] = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  m["cores"] = std::thread::hardware_concurrency();
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  m["memory_gib"] = static_cast<double>(pages) * static_cast<double>(page_size) / (1024.0 * 1024 * 1024);
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  m["host"] = host;
+  return m;
+}
+
+inline Json envelope(const std::string& figure) {
+  Json j;
+  j["figure"] = figure;
+  j["machine"] = machine_description();
+  j["commit"] = HERD_GIT_COMMIT;
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  j["date"] = buf;
+  j["results"] = Json::array();
+  return j;
+}
+
+// Writes the document to `path` (or stdout when empty) and echoes a one-line summary to stderr.
+inline void write_result(const Json& doc, const std::string& path) {
+  if (path.empty()) {
+    std::cout << doc.dump(2) << "\n";
+    return;
+  }
+  std::ofstream out(path);
+  out << doc.dump(2) << "\n";
+  std::cerr << "wrote " << path << "\n";
+}
+
+}  // namespace herd::bench
