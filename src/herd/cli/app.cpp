@@ -10,6 +10,34 @@ int report_error(const std::string& command, const Error& error) {
   return 1;
 }
 
+CLI::Validator positive_integer() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        try {
+          std::size_t used = 0;
+          const long long n = std::stoll(v, &used);
+          if (used == v.size() && n > 0) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be a positive integer, got '" + v + "'";
+      },
+      "POSITIVE");
+}
+
+CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        try {
+          std::size_t used = 0;
+          const double x = std::stod(v, &used);
+          if (used == v.size() && x > 0) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be a positive number, got '" + v + "'";
+      },
+      "POSITIVE");
+}
+
 namespace {
 
 // CLI11's own messages for a missing or malformed option are already one line; we add where to look.
@@ -39,6 +67,20 @@ int run_cli(int argc, const char* const* argv) {
   std::vector<Subcommand> subs;
   subs.push_back(add_model_command(root));
 
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string name = argv[1];
+    std::string known;
+    bool found = false;
+    for (const Subcommand& s : subs) {
+      found = found || s.app->get_name() == name;
+      known += (known.empty() ? "" : ", ") + s.app->get_name();
+    }
+    if (!found) {
+      std::fprintf(stderr, "herd: error: unknown command '%s'; commands: %s (see 'herd --help')\n", name.c_str(),
+                   known.c_str());
+      return 2;
+    }
+  }
   try {
     root.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

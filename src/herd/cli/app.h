@@ -25,6 +25,10 @@ struct Subcommand {
 // and returns the function that runs it once the command line has been parsed.
 Subcommand add_model_command(CLI::App& root);
 
+// Option validators whose messages read "must be a positive integer, got 0".
+CLI::Validator positive_integer();
+CLI::Validator positive_number();
+
 // Parses argv and runs the chosen subcommand; returns the process exit status.
 int run_cli(int argc, const char* const* argv);
 

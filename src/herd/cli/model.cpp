@@ -137,10 +137,10 @@ Subcommand add_model_command(CLI::App& root) {
       ->required();
   app->add_option("--seq-len", opts->seq_len, "Sequence length for the attention FLOPs and activations")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   app->add_option("--microbatch-size", opts->micro_batch, "Sequences per micro-batch for the activation table")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   app->add_flag("--json", opts->json, "Print one JSON object instead of tables");
   return {app, [opts] { return run_model(*opts); }};
 }

@@ -1,0 +1,48 @@
+// Runs the herd binary as a user would and captures stdout, stderr and the exit status.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace herd::testing {
+
+struct CliResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// `args` is appended to the binary's path verbatim (shell syntax).
+inline CliResult run_herd(const std::string& args) {
+  static int counter = 0;
+  const std::string base = ::testing::TempDir() + "herd_cli_" + std::to_string(::getpid()) + "_" +
+                           std::to_string(counter++);
+  const std::string cmd = std::string(HERD_BINARY) + " " + args + " >" + base + ".out 2>" + base + ".err";
+  CliResult r;
+  const int raw = std::system(cmd.c_str());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+inline int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace herd::testing
