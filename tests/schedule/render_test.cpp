@@ -48,7 +48,7 @@ TEST(Render, AsciiScalesToWidth) {
   const std::string a = render_ascii(d.sched, d.sim, 100);
   const std::string first = a.substr(0, a.find('\n'));
   EXPECT_LE(first.size(), 100u + 12);
-  EXPECT_NE(a.find("one column = 5 time units"), std::string::npos) << a;
+  EXPECT_NE(a.find("one column = 2.5 time units"), std::string::npos) << a;
 }
 
 TEST(Render, SvgHasOneBoxPerComputeAction) {

@@ -47,11 +47,11 @@ std::string header(const Schedule& s, const SimResult& sim) {
 std::string render_ascii(const Schedule& s, const SimResult& sim, int max_columns) {
   max_columns = std::max(max_columns, 10);
   const double step = sim.step_time;
-  // One column per time unit when it fits, else the next 1-2-5 step, so the axis reads in round numbers.
+  // One column per time unit when it fits, else the next 1-2-2.5-5 step, so the axis reads in round numbers.
   double scale = 1.0;
   while (std::ceil(step / scale - 1e-9) > max_columns) {
     const double mant = scale / std::pow(10.0, std::floor(std::log10(scale) + 1e-9));
-    scale *= mant < 1.5 ? 2.0 : (mant < 3 ? 2.5 : 2.0);
+    scale *= mant < 1.5 ? 2.0 : (mant < 2.25 ? 1.25 : 2.0);  // 1, 2, 2.5, 5, 10, 20, 25, ...
   }
   const int cols = std::max(1, static_cast<int>(std::ceil(step / scale - 1e-9)));
   std::ostringstream os;
@@ -82,7 +82,8 @@ std::string render_ascii(const Schedule& s, const SimResult& sim, int max_column
   while (!labels.empty() && labels.back() == ' ') labels.pop_back();
   os << std::string(label_w - 1, ' ') << axis << "\n" << std::string(label_w - 1, ' ') << labels << "\n";
   os << "F: forward, B: backward; each cell is the micro-batch running (0-9, a-z, mod 36), blank is idle; one column = "
-     << tick_label(scale, scale) << " time unit" << (scale == 1.0 ? "" : "s") << "\n";
+     << (scale == std::floor(scale) ? fixed(scale, 0) : fixed(scale, 1)) << " time unit" << (scale == 1.0 ? "" : "s")
+     << "\n";
   return os.str();
 }
 
