@@ -93,6 +93,9 @@ TEST(ScheduleCli, BadInputIsOneLineAndExitOne) {
       {"--schedule zb", "unknown kind \"zb\""},
       {"--schedule 1f1b --v 2", "v (2) must be 1"},
       {"--cost fancy", "--cost: unknown model"},
+      {"--pp 0", "pp (0) must be at least 1"},
+      {"--output-cost -1", "--output-cost (-1) must be >= 0"},
+      {"--schedule interleaved --pp 4 --n 3", "--n (3) is fixed to --pp (4)"},
   };
   for (const auto& c : cases) {
     const CliRun r = herd_schedule(c.args, true);

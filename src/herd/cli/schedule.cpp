@@ -73,7 +73,17 @@ int run_schedule(ScheduleOptions o) {
   if (o.cost != "llama" && o.cost != "uniform") {
     return report_error(cmd, make_error("--cost: unknown model \"", o.cost, "\"; use llama or uniform"));
   }
+  // Ranges are checked here rather than by CLI11 so that the message names the option and the fix.
   if (o.p2p_latency < 0) return report_error(cmd, make_error("--p2p-latency (", o.p2p_latency, ") must be >= 0"));
+  if (o.output_cost < 0) return report_error(cmd, make_error("--output-cost (", o.output_cost, ") must be >= 0"));
+  if (o.embedding_cost < 0) {
+    return report_error(cmd, make_error("--embedding-cost (", o.embedding_cost, ") must be >= 0"));
+  }
+  if (o.backward_factor <= 0) {
+    return report_error(cmd, make_error("--backward-factor (", o.backward_factor, ") must be positive"));
+  }
+  if (o.width < 10) return report_error(cmd, make_error("--width (", o.width, ") must be at least 10 columns"));
+  if (o.layers < 0) return report_error(cmd, make_error("--layers (", o.layers, ") must be positive"));
   schedule::ScheduleSpec spec;
   spec.pp = o.pp;
   spec.v = o.v;
@@ -195,12 +205,11 @@ Subcommand add_schedule_command(CLI::App& root) {
   auto o = std::make_shared<ScheduleOptions>();
   CLI::App* app = root.add_subcommand(
       "schedule", "Generate, check, simulate and draw a pipeline schedule (Llama 3's flexible interleaved 1F1B)");
-  app->add_option("--pp", o->pp, "Pipeline ranks")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--pp", o->pp, "Pipeline ranks")->capture_default_str();
   app->add_option("--v", o->v, "Virtual stages (model chunks) per rank; default 2, or 1 for gpipe and 1f1b")
       ->capture_default_str();
   app->add_option("--microbatches", o->microbatches, "Micro-batches per step (M); any M >= 1, also M < PP")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->capture_default_str();
   app->add_option("--n", o->n,
                   "Contiguous micro-batches per chunk (N), from PP (depth-first) to M (breadth-first); default "
                   "min(PP, M)");
@@ -214,23 +223,18 @@ Subcommand add_schedule_command(CLI::App& root) {
                   "uniform: every stage forward 1, backward 2, free communication")
       ->capture_default_str();
   app->add_option("--output-cost", o->output_cost, "Output projection + loss forward, in layer forwards (llama cost)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->capture_default_str();
   app->add_option("--embedding-cost", o->embedding_cost, "Embedding forward, in layer forwards (llama cost)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->capture_default_str();
   app->add_option("--backward-factor", o->backward_factor, "Backward time over forward time (llama cost)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->capture_default_str();
   app->add_option("--p2p-latency", o->p2p_latency, "Time of one point-to-point transfer, in the same units")
       ->capture_default_str();
   app->add_flag("--sync-send", o->sync_send, "Synchronous sends: the sender waits for each transfer to finish");
   app->add_flag("--even-split", o->even_split,
                 "Split layers evenly instead of making the first and last stages lighter");
   app->add_option("--svg", o->svg, "Write the timeline as an SVG drawing to this file");
-  app->add_option("--width", o->width, "Columns of the ASCII timeline")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  app->add_option("--width", o->width, "Columns of the ASCII timeline")->capture_default_str();
   app->add_flag("--json", o->json, "Print one JSON object instead of tables");
   return {app, [o, app] {
             o->v_given = app->count("--v") > 0;
