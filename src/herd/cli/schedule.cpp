@@ -8,6 +8,7 @@
 // adds --embedding-cost (0), the last --output-cost (1: a 128K-vocabulary output projection and loss
 // cost about one layer). --cost uniform: every virtual stage costs 1 forward and 2 backward with free
 // communication, the setting of the textbook bubble formulas.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -39,6 +40,7 @@ struct ScheduleOptions {
   bool sync_send = false;
   bool even_split = false;
   std::string svg;
+  int svg_width = 0;  // 0: from the number of boxes per rank
   bool json = false;
   int width = 120;
   bool v_given = false;
@@ -118,6 +120,9 @@ int run_schedule(ScheduleOptions o) {
   if (!o.svg.empty()) {
     schedule::SvgOptions so;
     so.time_unit = o.cost == "uniform" ? "units of one stage's forward" : "units of one layer's forward";
+    // Wide enough for about 6 pixels per box (capped), so large schedules stay readable when zoomed.
+    const int boxes = 2 * s.microbatches * s.v;
+    so.width = o.svg_width > 0 ? o.svg_width : std::clamp(6 * boxes + 100, 1200, 16000);
     std::ofstream out(o.svg);
     if (!out) return report_error(cmd, make_error("--svg: cannot write \"", o.svg, "\""));
     out << schedule::render_svg(*sched, *sim, so);
@@ -234,6 +239,7 @@ Subcommand add_schedule_command(CLI::App& root) {
   app->add_flag("--even-split", o->even_split,
                 "Split layers evenly instead of making the first and last stages lighter");
   app->add_option("--svg", o->svg, "Write the timeline as an SVG drawing to this file");
+  app->add_option("--svg-width", o->svg_width, "Width of the SVG in pixels; default about 6 per box, 1200 to 16000");
   app->add_option("--width", o->width, "Columns of the ASCII timeline")->capture_default_str();
   app->add_flag("--json", o->json, "Print one JSON object instead of tables");
   return {app, [o, app] {

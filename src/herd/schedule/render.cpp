@@ -122,7 +122,10 @@ std::string render_svg(const Schedule& s, const SimResult& sim, const SvgOptions
       const double x0 = x_of(iv.start), w = std::max(0.5, x_of(iv.end) - x0);
       const std::string fill = "hsl(" + fixed(hue(a.microbatch), 1) + (fwd ? ",70%,80%)" : ",60%,34%)");
       os << "<rect x=\"" << fixed(x0, 2) << "\" y=\"" << y << "\" width=\"" << fixed(w, 2) << "\" height=\"" << row
-         << "\" fill=\"" << fill << "\" stroke=\"white\" stroke-width=\"" << (w > 3 ? "0.8" : "0.2") << "\"><title>"
+         << "\" fill=\""
+         << fill
+         // A white edge separates wide boxes; on boxes a few pixels wide it would wash out the colour.
+         << (w > 4 ? "\" stroke=\"white\" stroke-width=\"0.8" : "\" stroke=\"none") << "\"><title>"
          << (fwd ? "forward" : "backward") << " micro-batch " << a.microbatch << ", stage " << a.stage << " (chunk "
          << a.stage / pp << "), " << fixed(iv.start, 2) << " - " << fixed(iv.end, 2) << "</title></rect>\n";
       const std::string label = std::to_string(a.microbatch);
