@@ -262,6 +262,7 @@ Status LocalWork::wait() {
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       timed_out_ = true;
+      recorder_->set_state(op_.record_id, OpState::kTimedOut);  // before the dump in abort_locked
       w_->abort_locked("timeout after " + format_seconds(w_->opts.timeout_s) + " on global rank " +
                        std::to_string(global_) + ": " + describe_op() + ": global ranks " + rank_list(gone) + " " +
                        what);
