@@ -34,7 +34,8 @@ TEST(LocalFaults, StalledRankIsNamedAfterTheTimeoutAndRecordersAreDumped) {
   int named = 0;
   for (int r = 0; r < 4; ++r) {
     ASSERT_FALSE(st[r].ok()) << "rank " << r;
-    named += contains(st[r], "all_reduce #1 on group 'world' (global ranks 0,1,2,3), fp64 x 1: global ranks 2 had not joined it");
+    named += contains(
+        st[r], "all_reduce #1 on group 'world' (global ranks 0,1,2,3), fp64 x 1: global ranks 2 had not joined it");
     EXPECT_TRUE(contains(st[r], "flight recorders dumped to")) << st[r].error().message();
   }
   EXPECT_EQ(named, 4) << st[0].error().message();
@@ -88,7 +89,8 @@ TEST(LocalFaults, RankThatExitsEarlyIsNamed) {
   });
   EXPECT_LT(t.seconds(), 30.0);
   EXPECT_TRUE(st[0].ok());
-  for (int r : {1, 2}) EXPECT_TRUE(contains(st[r], "global ranks 0 exited without completing it")) << st[r].error().message();
+  for (int r : {1, 2})
+    EXPECT_TRUE(contains(st[r], "global ranks 0 exited without completing it")) << st[r].error().message();
 }
 
 TEST(LocalFaults, MismatchedCollectivesAreReportedOnEveryRank) {
@@ -117,8 +119,9 @@ TEST(LocalFaults, UnmatchedReceiveTimesOutNamingTheSender) {
     done = true;
     return s;
   });
-  EXPECT_TRUE(contains(st[0], "recv #0 on group 'world' (global ranks 0,1), fp32 x 1 from global rank 1 tag 42: "
-                              "global ranks 1 had not posted the matching send"))
+  EXPECT_TRUE(contains(st[0],
+                       "recv #0 on group 'world' (global ranks 0,1), fp32 x 1 from global rank 1 tag 42: "
+                       "global ranks 1 had not posted the matching send"))
       << st[0].error().message();
 }
 
