@@ -107,6 +107,14 @@ Json run_mpi_parent(const Sweep& s, int n, const std::string& self) {
   return *doc;
 }
 
+// The 1-minute load average: on a shared machine it says how much the numbers can be trusted.
+double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double l = -1;
+  f >> l;
+  return l;
+}
+
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> out;
   std::stringstream ss(s);
@@ -163,6 +171,7 @@ int main(int argc, char** argv) {
   herd::Json doc = envelope("comm: algbw and busbw by collective, message size and rank count");
   doc["sweep"] = {{"ranks", s.ranks}, {"min_bytes", s.min_bytes}, {"max_bytes", s.max_bytes}, {"reps", s.reps},
                   {"dtype", "fp32"}, {"timing", "median over reps of (barrier, iters ops, barrier) / iters"}};
+  doc["load_average_at_start"] = load_average();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   for (int n : s.ranks) {
     if (local) {
@@ -172,6 +181,7 @@ int main(int argc, char** argv) {
       for (auto& r : run_mpi_parent(s, n, self)) doc["results"].push_back(r);
     }
   }
+  doc["load_average_at_end"] = load_average();
   write_result(doc, out_path);
   return 0;
 }
