@@ -1,3 +1,4 @@
+// The NCCL backend: NCCL communicators per group, ops on a per-group stream, event-based handles.
 #include "herd/comm/nccl/nccl_communicator.h"
 
 #include <cuda_runtime.h>
