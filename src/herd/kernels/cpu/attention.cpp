@@ -1,7 +1,7 @@
 // Flash-style attention on the CPU: forward with an online softmax, backward recomputing the scores
 // from the saved log-sum-exp (FlashAttention-2, Dao 2023). Contracts and layout: attention.h.
 //
-// Memory per thread: the scaled query tile (kTileQ, D), its accumulator (kTileQ, D), K^T (D, kTileK)
+// Memory per thread: the scaled query tile (D, kTileQ), its accumulator (kTileQ, D), K^T (D, kTileK)
 // and V^T (D, kTileK), the score / probability tile (kTileQ, kTileK) and its gradient, and in the
 // backward the dK/dV accumulators (kTileK, D) and delta = rowsum(dO * O) for the task's query rows.
 // With D = 128 that is under 300 KiB, held in per-thread scratch reused across calls.
@@ -66,6 +66,22 @@ void apply_mask(T* s, std::int64_t qn, std::int64_t kn, const std::int32_t* pq, 
   }
 }
 
+// The same on a transposed tile s^T (kn, qn).
+template <typename T>
+void apply_mask_transposed(T* s, std::int64_t kn, std::int64_t qn, const std::int32_t* pq, const std::int32_t* dq,
+                           const std::int32_t* pk, const std::int32_t* dk) {
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  for (std::int64_t j = 0; j < kn; ++j) {
+    T* sj = s + j * qn;
+    const std::int32_t p = pk[j];
+    const std::int32_t dj = dk ? dk[j] : 0;
+    for (std::int64_t i = 0; i < qn; ++i) {
+      const bool visible = p <= pq[i] && (dq ? dq[i] : 0) == dj;
+      sj[i] = visible ? sj[i] : neg_inf;
+    }
+  }
+}
+
 // dst (D, kn) = src rows (kn, D) with row stride ld, transposed.
 template <typename T>
 void transpose_rows(const T* src, std::int64_t ld, std::int64_t kn, std::int64_t d, T* dst) {
@@ -101,6 +117,39 @@ bool worth_threads(const AttentionDims& d) {
 
 }  // namespace
 
+// rows (n, D) with row stride ld -> dst (n, D) contiguous. Packing the strided K/V/Q/dO rows keeps
+// the micro-GEMM's operands dense: rows 512 floats apart would all fall into a few L1 sets.
+template <typename T>
+void pack_rows(const T* src, std::int64_t ld, std::int64_t n, std::int64_t d, T* dst) {
+  // Explicit vector moves: GCC turns a plain copy loop into a memmove call, which costs more than the
+  // copy itself for a 64-float row.
+  constexpr std::int64_t L = cpu::Vec64<T>::kLanes;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const T* sj = src + j * ld;
+    T* dj = dst + j * d;
+    std::int64_t c = 0;
+    for (; c + L <= d; c += L) cpu::vstore(dj + c, cpu::vload(sj + c));
+    for (; c < d; ++c) dj[c] = sj[c];
+  }
+}
+
+// dst rows (n, D) with row stride ld <- src (n, D) contiguous.
+template <typename T>
+void unpack_rows(const T* src, std::int64_t n, std::int64_t d, T* dst, std::int64_t ld) {
+  constexpr std::int64_t L = cpu::Vec64<T>::kLanes;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const T* sj = src + j * d;
+    T* dj = dst + j * ld;
+    std::int64_t c = 0;
+    for (; c + L <= d; c += L) cpu::vstore(dj + c, cpu::vload(sj + c));
+    for (; c < d; ++c) dj[c] = sj[c];
+  }
+}
+
+// One task is (sequence, KV head, query tile) and handles the Hq/Hkv query heads that share the KV
+// head, so each K/V tile is packed once for all of them. Scores are computed transposed,
+// s^T (kn, qn) = K (q * scale)^T: the query tile is transposed once and reused for every key tile,
+// and the softmax statistics of the qn queries are vectors along a row of s^T.
 template <typename T>
 void attention_forward(const AttentionDims& d, const AttentionMask& m, const T* q, const T* k, const T* v, T* out,
                        T* lse) {
@@ -108,84 +157,103 @@ void attention_forward(const AttentionDims& d, const AttentionMask& m, const T* 
   const Strides st = strides_of(d);
   const std::int64_t D = d.head_dim, group = d.q_heads / d.kv_heads;
   const std::int64_t n_qt = (d.tq + kAttnTileQ - 1) / kAttnTileQ;
-  const std::int64_t tasks = d.batch * d.q_heads * n_qt;
+  const std::int64_t tasks = d.batch * d.kv_heads * n_qt;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const bool threaded = worth_threads(d);
+  constexpr std::int64_t TQ = kAttnTileQ, TK = kAttnTileK;
 
 #pragma omp parallel for schedule(dynamic, 1) if (threaded)
   for (std::int64_t task = 0; task < tasks; ++task) {
-    const std::int64_t qt = task % n_qt, h = (task / n_qt) % d.q_heads, b = task / (n_qt * d.q_heads);
-    const std::int64_t hk = h / group;
-    const std::int64_t q0 = qt * kAttnTileQ, qn = std::min(kAttnTileQ, d.tq - q0);
-    T* qs = cpu::thread_scratch<T, 0>(kAttnTileQ * D);          // (qn, D) scaled queries
-    T* acc = cpu::thread_scratch<T, 1>(kAttnTileQ * D);         // (qn, D)
-    T* kt = cpu::thread_scratch<T, 2>(D * kAttnTileK);          // (D, kn)
-    T* s = cpu::thread_scratch<T, 3>(kAttnTileQ * kAttnTileK);  // (qn, kn)
-    T* row_m = cpu::thread_scratch<T, 4>(2 * kAttnTileQ);
-    T* row_l = row_m + kAttnTileQ;
+    const std::int64_t qt = task % n_qt, hk = (task / n_qt) % d.kv_heads, b = task / (n_qt * d.kv_heads);
+    const std::int64_t q0 = qt * TQ, qn = std::min(TQ, d.tq - q0);
+    T* qts = cpu::thread_scratch<T, 0>(group * D * TQ);  // (group, D, qn) scaled queries, transposed
+    T* acc = cpu::thread_scratch<T, 1>(group * TQ * D);  // (group, qn, D)
+    T* kc = cpu::thread_scratch<T, 2>(2 * TK * D);       // (kn, D) packed keys, then values
+    T* vc = kc + TK * D;
+    T* s = cpu::thread_scratch<T, 3>(TK * TQ);  // (kn, qn) scores, then probabilities
+    T* stats = cpu::thread_scratch<T, 4>(group * 2 * TQ + 3 * TQ);
+    T *tile_m = stats + group * 2 * TQ, *alpha = tile_m + TQ, *tile_l = alpha + TQ;
 
     const std::int32_t* pq = m.pos_q + b * d.tq + q0;
     const std::int32_t* dq = m.doc_q ? m.doc_q + b * d.tq + q0 : nullptr;
     const Span qspan = span_of(pq, dq, qn);
-    for (std::int64_t i = 0; i < qn; ++i) {
-      const T* src = q + (b * d.tq + q0 + i) * st.q + h * D;
-      for (std::int64_t c = 0; c < D; ++c) qs[i * D + c] = src[c] * scale;
-      row_m[i] = neg_inf;
-      row_l[i] = 0;
+    for (std::int64_t g = 0; g < group; ++g) {
+      T* qg = qts + g * D * qn;
+      for (std::int64_t i = 0; i < qn; ++i) {
+        const T* src = q + (b * d.tq + q0 + i) * st.q + (hk * group + g) * D;
+        for (std::int64_t c = 0; c < D; ++c) qg[c * qn + i] = src[c] * scale;
+        stats[g * 2 * TQ + i] = neg_inf;  // running max
+        stats[g * 2 * TQ + TQ + i] = 0;   // running sum of exponentials
+      }
     }
-    std::fill(acc, acc + qn * D, T(0));
+    std::fill(acc, acc + group * qn * D, T(0));
 
-    for (std::int64_t k0 = 0; k0 < d.tk; k0 += kAttnTileK) {
-      const std::int64_t kn = std::min(kAttnTileK, d.tk - k0);
+    for (std::int64_t k0 = 0; k0 < d.tk; k0 += TK) {
+      const std::int64_t kn = std::min(TK, d.tk - k0);
       const std::int32_t* pk = m.pos_k + b * d.tk + k0;
       const std::int32_t* dk = m.doc_k ? m.doc_k + b * d.tk + k0 : nullptr;
       const TileMask tm = classify(qspan, span_of(pk, dk, kn));
       if (tm == TileMask::kSkip) continue;
-      const T* kb = k + (b * d.tk + k0) * st.k + hk * D;
-      const T* vb = v + (b * d.tk + k0) * st.v + hk * D;
-      transpose_rows(kb, st.k, kn, D, kt);
-      cpu::tile_gemm<T>(qn, kn, D, qs, D, 1, kt, kn, s, kn, false);  // s = (q * scale) k^T
-      if (tm == TileMask::kPartial) apply_mask(s, qn, kn, pq, dq, pk, dk);
-      for (std::int64_t i = 0; i < qn; ++i) {
-        T* si = s + i * kn;
-        T mx = neg_inf;
-#pragma omp simd reduction(max : mx)
-        for (std::int64_t j = 0; j < kn; ++j) mx = std::max(mx, si[j]);
-        if (mx == neg_inf) {  // nothing visible in this tile for this query
-          std::fill(si, si + kn, T(0));
-          continue;
-        }
-        const T mnew = std::max(row_m[i], mx);
-        const T alpha = row_m[i] == neg_inf ? T(0) : cpu::fast_exp(row_m[i] - mnew);
-        T sum = 0;
-#pragma omp simd reduction(+ : sum)
+      pack_rows(k + (b * d.tk + k0) * st.k + hk * D, st.k, kn, D, kc);
+      pack_rows(v + (b * d.tk + k0) * st.v + hk * D, st.v, kn, D, vc);
+      for (std::int64_t g = 0; g < group; ++g) {
+        T *row_m = stats + g * 2 * TQ, *row_l = row_m + TQ, *ag = acc + g * qn * D;
+        cpu::tile_gemm<T>(kn, qn, D, kc, D, 1, qts + g * D * qn, qn, s, qn, false);  // s^T = k (q * scale)^T
+        if (tm == TileMask::kPartial) apply_mask_transposed(s, kn, qn, pq, dq, pk, dk);
+        std::fill(tile_m, tile_m + qn, neg_inf);
         for (std::int64_t j = 0; j < kn; ++j) {
-          const T p = si[j] == neg_inf ? T(0) : cpu::fast_exp(si[j] - mnew);
-          si[j] = p;
-          sum += p;
-        }
-        row_l[i] = row_l[i] * alpha + sum;
-        row_m[i] = mnew;
-        if (alpha != T(1)) {
-          T* ai = acc + i * D;
+          const T* sj = s + j * qn;
 #pragma omp simd
-          for (std::int64_t c = 0; c < D; ++c) ai[c] *= alpha;
+          for (std::int64_t i = 0; i < qn; ++i) tile_m[i] = std::max(tile_m[i], sj[i]);
         }
+        for (std::int64_t i = 0; i < qn; ++i) {
+          const T mnew = std::max(row_m[i], tile_m[i]);
+          alpha[i] = row_m[i] == neg_inf ? T(0) : cpu::fast_exp(row_m[i] - mnew);
+          row_m[i] = mnew;
+          tile_l[i] = 0;
+        }
+        for (std::int64_t j = 0; j < kn; ++j) {
+          T* sj = s + j * qn;
+#pragma omp simd
+          for (std::int64_t i = 0; i < qn; ++i) {
+            const T p = sj[i] == neg_inf ? T(0) : cpu::fast_exp(sj[i] - row_m[i]);
+            sj[i] = p;
+            tile_l[i] += p;
+          }
+        }
+        for (std::int64_t i = 0; i < qn; ++i) {
+          row_l[i] = row_l[i] * alpha[i] + tile_l[i];
+          if (alpha[i] != T(1)) {
+            T* ai = ag + i * D;
+            const T a = alpha[i];
+#pragma omp simd
+            for (std::int64_t c = 0; c < D; ++c) ai[c] *= a;
+          }
+        }
+        cpu::tile_gemm<T>(qn, D, kn, s, 1, qn, vc, D, ag, D, true);  // acc += p v
       }
-      cpu::tile_gemm<T>(qn, D, kn, s, kn, 1, vb, st.v, acc, D, true);  // acc += p v
     }
 
-    for (std::int64_t i = 0; i < qn; ++i) {
-      T* o = out + (b * d.tq + q0 + i) * st.o + h * D;
-      const T l = row_l[i];
-      const T inv = l > T(0) ? T(1) / l : T(0);
-      for (std::int64_t c = 0; c < D; ++c) o[c] = acc[i * D + c] * inv;
-      lse[(b * d.q_heads + h) * d.tq + q0 + i] = l > T(0) ? row_m[i] + std::log(l) : neg_inf;
+    for (std::int64_t g = 0; g < group; ++g) {
+      const std::int64_t h = hk * group + g;
+      const T *row_m = stats + g * 2 * TQ, *row_l = row_m + TQ, *ag = acc + g * qn * D;
+      for (std::int64_t i = 0; i < qn; ++i) {
+        T* o = out + (b * d.tq + q0 + i) * st.o + h * D;
+        const T l = row_l[i];
+        const T inv = l > T(0) ? T(1) / l : T(0);
+        for (std::int64_t c = 0; c < D; ++c) o[c] = ag[i * D + c] * inv;
+        lse[(b * d.q_heads + h) * d.tq + q0 + i] = l > T(0) ? row_m[i] + std::log(l) : neg_inf;
+      }
     }
   }
 }
 
+// One task is (sequence, KV head): it owns dk/dv of that head and dq of its query heads, so tasks
+// never write the same memory. Key tiles are the outer loop (FlashAttention-2's backward order):
+// dK/dV of a key tile accumulate in registers-sized buffers across all query tiles and heads, while
+// dQ accumulates in a task-local (group, Tq, D) buffer copied out at the end, beside Q and dO
+// packed once per task.
 template <typename T>
 void attention_backward(const AttentionDims& d, const AttentionMask& m, const T* q, const T* k, const T* v,
                         const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
@@ -196,58 +264,64 @@ void attention_backward(const AttentionDims& d, const AttentionMask& m, const T*
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const bool threaded = worth_threads(d);
+  constexpr std::int64_t TQ = kAttnTileQ, TK = kAttnTileK;
 
 #pragma omp parallel for schedule(dynamic, 1) if (threaded)
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t hk = task % d.kv_heads, b = task / d.kv_heads;
     const std::int64_t h0 = hk * group;
-    T* kt = cpu::thread_scratch<T, 0>(D * kAttnTileK);                             // (D, kn)
-    T* vt = cpu::thread_scratch<T, 1>(D * kAttnTileK);                             // (D, kn)
-    T* dk_acc = cpu::thread_scratch<T, 2>(kAttnTileK * D);                         // (kn, D)
-    T* dv_acc = cpu::thread_scratch<T, 3>(kAttnTileK * D);                         // (kn, D)
-    T* p = cpu::thread_scratch<T, 4>(kAttnTileQ * kAttnTileK);                     // (qn, kn)
-    T* dp = cpu::thread_scratch<T, 5>(kAttnTileQ * kAttnTileK);                    // (qn, kn)
-    T* qs = cpu::thread_scratch<T, 6>(kAttnTileQ * D);                             // (qn, D)
-    T* delta = cpu::thread_scratch<T, 7>(static_cast<std::size_t>(group * d.tq));  // (group, Tq)
+    T* tiles = cpu::thread_scratch<T, 0>(8 * TK * D);
+    T *kc = tiles, *vc = kc + TK * D, *kt = vc + TK * D, *vt = kt + TK * D;  // (kn, D) x2, (D, kn) x2
+    T *dk_acc = vt + TK * D, *dv_acc = dk_acc + TK * D;                      // (kn, D) each
+    T* p = cpu::thread_scratch<T, 1>(2 * TQ * TK);                           // (qn, kn) P, then dP / dS
+    T* dp = p + TQ * TK;
+    T* delta = cpu::thread_scratch<T, 2>(static_cast<std::size_t>(group * d.tq));  // (group, Tq)
+    // (group, Tq, D) each: dQ accumulator, and Q and dO of the task's heads packed once (re-reading
+    // them strided for every key tile costs more than the arithmetic).
+    T* dq_local = cpu::thread_scratch<T, 3>(static_cast<std::size_t>(3 * group * d.tq * D));
+    T* q_all = dq_local + group * d.tq * D;
+    T* go_all = q_all + group * d.tq * D;
 
-    // delta_i = dO_i . O_i per query row; dq rows of this task's heads start at zero.
+    // delta_i = dO_i . O_i per query row.
     for (std::int64_t g = 0; g < group; ++g) {
       for (std::int64_t i = 0; i < d.tq; ++i) {
         const T* o = out + (b * d.tq + i) * st.o + (h0 + g) * D;
         const T* go = dout + (b * d.tq + i) * st.o + (h0 + g) * D;
-        T s = 0;
-#pragma omp simd reduction(+ : s)
-        for (std::int64_t c = 0; c < D; ++c) s += o[c] * go[c];
-        delta[g * d.tq + i] = s;
-        std::fill(dq + (b * d.tq + i) * st.q + (h0 + g) * D, dq + (b * d.tq + i) * st.q + (h0 + g + 1) * D, T(0));
+        T sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (std::int64_t c = 0; c < D; ++c) sum += o[c] * go[c];
+        delta[g * d.tq + i] = sum;
       }
+      pack_rows(q + b * d.tq * st.q + (h0 + g) * D, st.q, d.tq, D, q_all + g * d.tq * D);
+      pack_rows(dout + b * d.tq * st.o + (h0 + g) * D, st.o, d.tq, D, go_all + g * d.tq * D);
     }
+    std::fill(dq_local, dq_local + group * d.tq * D, T(0));
 
-    for (std::int64_t k0 = 0; k0 < d.tk; k0 += kAttnTileK) {
-      const std::int64_t kn = std::min(kAttnTileK, d.tk - k0);
+    for (std::int64_t k0 = 0; k0 < d.tk; k0 += TK) {
+      const std::int64_t kn = std::min(TK, d.tk - k0);
       const std::int32_t* pk = m.pos_k + b * d.tk + k0;
       const std::int32_t* dkd = m.doc_k ? m.doc_k + b * d.tk + k0 : nullptr;
       const Span kspan = span_of(pk, dkd, kn);
       const T* kb = k + (b * d.tk + k0) * st.k + hk * D;
       const T* vb = v + (b * d.tk + k0) * st.v + hk * D;
-      transpose_rows(kb, st.k, kn, D, kt);
-      transpose_rows(vb, st.v, kn, D, vt);
+      pack_rows(kb, st.k, kn, D, kc);
+      pack_rows(vb, st.v, kn, D, vc);
+      transpose_rows(kc, D, kn, D, kt);
+      transpose_rows(vc, D, kn, D, vt);
       std::fill(dk_acc, dk_acc + kn * D, T(0));
       std::fill(dv_acc, dv_acc + kn * D, T(0));
 
-      for (std::int64_t q0 = 0; q0 < d.tq; q0 += kAttnTileQ) {
-        const std::int64_t qn = std::min(kAttnTileQ, d.tq - q0);
+      for (std::int64_t q0 = 0; q0 < d.tq; q0 += TQ) {
+        const std::int64_t qn = std::min(TQ, d.tq - q0);
         const std::int32_t* pq = m.pos_q + b * d.tq + q0;
         const std::int32_t* dqd = m.doc_q ? m.doc_q + b * d.tq + q0 : nullptr;
         const TileMask tm = classify(span_of(pq, dqd, qn), kspan);
         if (tm == TileMask::kSkip) continue;
         for (std::int64_t g = 0; g < group; ++g) {
           const std::int64_t h = h0 + g;
-          for (std::int64_t i = 0; i < qn; ++i) {
-            const T* src = q + (b * d.tq + q0 + i) * st.q + h * D;
-            for (std::int64_t c = 0; c < D; ++c) qs[i * D + c] = src[c] * scale;
-          }
-          cpu::tile_gemm<T>(qn, kn, D, qs, D, 1, kt, kn, p, kn, false);  // scores
+          const T* qc = q_all + (g * d.tq + q0) * D;
+          const T* gc = go_all + (g * d.tq + q0) * D;
+          cpu::tile_gemm<T>(qn, kn, D, qc, D, 1, kt, kn, p, kn, false);  // unscaled scores
           if (tm == TileMask::kPartial) apply_mask(p, qn, kn, pq, dqd, pk, dkd);
           const T* lrow = lse + (b * d.q_heads + h) * d.tq + q0;
           for (std::int64_t i = 0; i < qn; ++i) {
@@ -258,30 +332,28 @@ void attention_backward(const AttentionDims& d, const AttentionMask& m, const T*
               continue;
             }
 #pragma omp simd
-            for (std::int64_t j = 0; j < kn; ++j) pi[j] = pi[j] == neg_inf ? T(0) : cpu::fast_exp(pi[j] - li);
+            for (std::int64_t j = 0; j < kn; ++j) pi[j] = pi[j] == neg_inf ? T(0) : cpu::fast_exp(pi[j] * scale - li);
           }
-          const T* gob = dout + (b * d.tq + q0) * st.o + h * D;
-          cpu::tile_gemm<T>(kn, D, qn, p, 1, kn, gob, st.o, dv_acc, D, true);  // dV += P^T dO
-          cpu::tile_gemm<T>(qn, kn, D, gob, st.o, 1, vt, kn, dp, kn, false);   // dP = dO V^T
+          cpu::tile_gemm<T>(kn, D, qn, p, 1, kn, gc, D, dv_acc, D, true);  // dV += P^T dO
+          cpu::tile_gemm<T>(qn, kn, D, gc, D, 1, vt, kn, dp, kn, false);   // dP = dO V^T
           const T* drow = delta + g * d.tq + q0;
           for (std::int64_t i = 0; i < qn; ++i) {
             T* dpi = dp + i * kn;
             const T* pi = p + i * kn;
             const T di = drow[i];
 #pragma omp simd
-            for (std::int64_t j = 0; j < kn; ++j) dpi[j] = pi[j] * (dpi[j] - di);  // dS
+            for (std::int64_t j = 0; j < kn; ++j) dpi[j] = pi[j] * (dpi[j] - di) * scale;  // scale * dS
           }
-          cpu::tile_gemm<T>(kn, D, qn, dp, 1, kn, qs, D, dk_acc, D, true);  // dK += dS^T (q * scale)
-          for (std::int64_t e = 0; e < qn * kn; ++e) dp[e] *= scale;
-          T* dqb = dq + (b * d.tq + q0) * st.q + h * D;
-          cpu::tile_gemm<T>(qn, D, kn, dp, kn, 1, kb, st.k, dqb, st.q, true);  // dQ += scale dS K
+          cpu::tile_gemm<T>(kn, D, qn, dp, 1, kn, qc, D, dk_acc, D, true);  // dK += scale dS^T Q
+          T* dqg = dq_local + (g * d.tq + q0) * D;
+          cpu::tile_gemm<T>(qn, D, kn, dp, kn, 1, kc, D, dqg, D, true);  // dQ += scale dS K
         }
       }
-      for (std::int64_t j = 0; j < kn; ++j) {
-        std::copy(dk_acc + j * D, dk_acc + (j + 1) * D, dk + (b * d.tk + k0 + j) * st.k + hk * D);
-        std::copy(dv_acc + j * D, dv_acc + (j + 1) * D, dv + (b * d.tk + k0 + j) * st.v + hk * D);
-      }
+      unpack_rows(dk_acc, kn, D, dk + (b * d.tk + k0) * st.k + hk * D, st.k);
+      unpack_rows(dv_acc, kn, D, dv + (b * d.tk + k0) * st.v + hk * D, st.v);
     }
+    for (std::int64_t g = 0; g < group; ++g)
+      unpack_rows(dq_local + g * d.tq * D, d.tq, D, dq + b * d.tq * st.q + (h0 + g) * D, st.q);
   }
 }
 
