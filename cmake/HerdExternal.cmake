@@ -16,6 +16,18 @@ add_library(herd_openblas INTERFACE)
 target_include_directories(herd_openblas SYSTEM INTERFACE ${HERD_OPENBLAS_INCLUDE})
 target_link_libraries(herd_openblas INTERFACE ${HERD_OPENBLAS_LIB})
 
+# oneDNN's sgemm serves the non-transposed float GEMMs on one thread (kernels/gemm.h, docs/blas.md).
+# Optional: without it every GEMM goes to OpenBLAS.
+find_path(HERD_DNNL_INCLUDE oneapi/dnnl/dnnl.h)
+find_library(HERD_DNNL_LIB NAMES dnnl)
+option(HERD_USE_DNNL "Use oneDNN's sgemm where it is faster than OpenBLAS" ON)
+if(HERD_USE_DNNL AND HERD_DNNL_INCLUDE AND HERD_DNNL_LIB)
+  target_include_directories(herd_openblas SYSTEM INTERFACE ${HERD_DNNL_INCLUDE})
+  target_link_libraries(herd_openblas INTERFACE ${HERD_DNNL_LIB})
+  target_compile_definitions(herd_openblas INTERFACE HERD_HAVE_DNNL)
+  set(HERD_HAVE_DNNL ON)
+endif()
+
 # herd's own CPU kernels (attention, norms, softmax) use OpenMP for threads and `omp simd` for
 # vectorised reductions, and are compiled for the host's vector ISA (AVX-512 on the reference machine).
 find_package(OpenMP REQUIRED COMPONENTS CXX)

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -54,22 +56,38 @@ using SgemmDnnl = int (*)(char, char, long, long, long, float, const float*, lon
                           long);
 constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Median GFLOP/s by wall clock and by process CPU time. The machine is shared: with one thread the CPU
+// time is what the library needs of a core (stable under contention, cache sharing aside); with two
+// it adds both threads (spinning included), so GFLOP per CPU-second is a per-core efficiency.
+struct Rate {
+  double wall, cpu;
+};
+
 template <typename T, typename F>
-double median_gflops(const Shape& s, int reps, F call) {
+Rate median_gflops(const Shape& s, int reps, F call) {
   const std::size_t a_sz = std::size_t(s.m) * s.k, b_sz = std::size_t(s.k) * s.n, c_sz = std::size_t(s.m) * s.n;
   std::vector<T> a(a_sz, T(0.5)), b(b_sz, T(0.25)), c(c_sz, T(0));
   for (std::size_t i = 0; i < a_sz; ++i) a[i] = T((i % 17) * 0.01);
   const int lda = s.ta == 'N' ? s.k : s.m, ldb = s.tb == 'N' ? s.n : s.k;
   call(a.data(), lda, b.data(), ldb, c.data());  // warm-up (thread pools, packing buffers)
-  std::vector<double> g;
+  std::vector<double> g, gc;
+  const double flop = 2.0 * s.m * s.n * s.k;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = Clock::now();
+    const double c0 = process_cpu_seconds();
     call(a.data(), lda, b.data(), ldb, c.data());
-    const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
-    g.push_back(2.0 * s.m * s.n * s.k / sec * 1e-9);
+    gc.push_back(flop / (process_cpu_seconds() - c0) * 1e-9);
+    g.push_back(flop / std::chrono::duration<double>(Clock::now() - t0).count() * 1e-9);
   }
   std::sort(g.begin(), g.end());
-  return g[g.size() / 2];
+  std::sort(gc.begin(), gc.end());
+  return {g[g.size() / 2], gc[gc.size() / 2]};
 }
 
 herd::Json measure(const Lib& lib, int threads, int reps) {
@@ -86,20 +104,24 @@ herd::Json measure(const Lib& lib, int threads, int reps) {
   for (const Shape& s : kShapes) {
     const int ta = s.ta == 'N' ? kNoTrans : kTrans, tb = s.tb == 'N' ? kNoTrans : kTrans;
     herd::Json row{{"library", lib.name}, {"threads", threads}, {"shape", s.name}, {"m", s.m}, {"n", s.n}, {"k", s.k}};
+    Rate sr{}, dr{};
     if (lib.dnnl) {
-      row["sgemm_gflops"] =
-          median_gflops<float>(s, reps, [&](const float* a, int lda, const float* b, int ldb, float* c) {
-            sd(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c, s.n);
-          });
+      sr = median_gflops<float>(s, reps, [&](const float* a, int lda, const float* b, int ldb, float* c) {
+        sd(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c, s.n);
+      });
     } else {
-      row["sgemm_gflops"] =
-          median_gflops<float>(s, reps, [&](const float* a, int lda, const float* b, int ldb, float* c) {
-            sg(kRowMajor, ta, tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c, s.n);
-          });
-      row["dgemm_gflops"] =
-          median_gflops<double>(s, reps, [&](const double* a, int lda, const double* b, int ldb, double* c) {
-            dg(kRowMajor, ta, tb, s.m, s.n, s.k, 1.0, a, lda, b, ldb, 0.0, c, s.n);
-          });
+      sr = median_gflops<float>(s, reps, [&](const float* a, int lda, const float* b, int ldb, float* c) {
+        sg(kRowMajor, ta, tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c, s.n);
+      });
+      dr = median_gflops<double>(s, reps, [&](const double* a, int lda, const double* b, int ldb, double* c) {
+        dg(kRowMajor, ta, tb, s.m, s.n, s.k, 1.0, a, lda, b, ldb, 0.0, c, s.n);
+      });
+    }
+    row["sgemm_gflops"] = sr.wall;
+    row["sgemm_gflops_per_cpu_s"] = sr.cpu;
+    if (!lib.dnnl) {
+      row["dgemm_gflops"] = dr.wall;
+      row["dgemm_gflops_per_cpu_s"] = dr.cpu;
     }
     out.push_back(row);
   }
@@ -132,6 +154,11 @@ int main(int argc, char** argv) {
                                  {"blis-pthread", dir + "blis-pthread/libblis.so.4", false}};
   herd::Json doc = herd::bench::envelope("blas_compare");
   doc["reps"] = reps;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {  // how shared the machine was when the run began
+    char buf[128] = {0};
+    if (std::fgets(buf, sizeof buf, f)) doc["loadavg_at_start"] = std::string(buf, std::strlen(buf) - 1);
+    std::fclose(f);
+  }
   for (const Lib& lib : libs) {
     if (access(lib.path.c_str(), R_OK) != 0) {
       std::fprintf(stderr, "skip %s: %s not installed\n", lib.name.c_str(), lib.path.c_str());
@@ -155,9 +182,10 @@ int main(int argc, char** argv) {
       waitpid(pid, nullptr, 0);
       if (text.empty()) continue;
       for (const auto& row : herd::Json::parse(text)) {
-        std::fprintf(stderr, "%-17s %d thr  %-28s sgemm %7.1f  dgemm %7.1f GFLOP/s\n", lib.name.c_str(), threads,
-                     row["shape"].get<std::string>().c_str(), row["sgemm_gflops"].get<double>(),
-                     row.contains("dgemm_gflops") ? row["dgemm_gflops"].get<double>() : 0.0);
+        std::fprintf(stderr, "%-17s %d thr  %-28s sgemm %6.1f (cpu %6.1f)  dgemm %6.1f (cpu %6.1f) GFLOP/s\n",
+                     lib.name.c_str(), threads, row["shape"].get<std::string>().c_str(),
+                     row["sgemm_gflops"].get<double>(), row["sgemm_gflops_per_cpu_s"].get<double>(),
+                     row.value("dgemm_gflops", 0.0), row.value("dgemm_gflops_per_cpu_s", 0.0));
         doc["results"].push_back(row);
       }
     }

@@ -81,6 +81,12 @@ int main(int argc, char** argv) {
     if (a == "--seq") seq = std::atoll(argv[i + 1]);
     if (a == "--batch") batch = std::atoll(argv[i + 1]);
     if (a == "--clock") g_cpu_clock = std::string(argv[i + 1]) == "cpu";
+    if (a == "--gemm") {
+      const std::string g = argv[i + 1];
+      set_gemm_policy(g == "openblas" ? GemmPolicy::kOpenBLAS
+                      : g == "onednn" ? GemmPolicy::kOneDNN
+                                      : GemmPolicy::kAuto);
+    }
   }
   set_num_threads(threads);
   const std::int64_t dim = 512, hq = 8, hkv = 2, hd = 64, ffn = 1536, vocab = 8192, n = batch * seq;
@@ -88,6 +94,9 @@ int main(int argc, char** argv) {
   doc["threads"] = threads;
   doc["clock"] = g_cpu_clock ? "process cpu time" : "wall";
   doc["blas"] = blas_name();
+  const GemmPolicy policy = gemm_policy();
+  doc["gemm_policy"] = policy == GemmPolicy::kOpenBLAS ? "openblas" : policy == GemmPolicy::kOneDNN ? "onednn" : "auto";
+  doc["have_onednn"] = have_onednn();
   doc["shape"] = {{"dim", dim}, {"q_heads", hq},  {"kv_heads", hkv}, {"head_dim", hd},
                   {"ffn", ffn}, {"vocab", vocab}, {"seq", seq},      {"batch", batch}};
   auto report = [&](const std::string& name, double sec, double flops, double bytes, double per_step) {
@@ -124,6 +133,36 @@ int main(int argc, char** argv) {
     doc["results"].back()["fraction_of_square_peak"] = r["gflops"].get<double>() / peak;
   }
   doc["gemm_peak_gflops"] = peak;
+
+  // The twelve GEMMs of one transformer layer's forward and backward (fused QKV, output projection,
+  // fused gate/up, down; each as Y = X W^T, dX = dY W, dW += dY^T X), run back to back: the figure the
+  // training step's GEMM time follows.
+  {
+    const std::int64_t outs[4] = {dim + 2 * hkv * hd, dim, 2 * ffn, dim};
+    const std::int64_t ins[4] = {dim, dim, dim, ffn};
+    std::vector<std::vector<float>> x, w, y, dw;
+    for (int l = 0; l < 4; ++l) {
+      x.push_back(filled(n * ins[l], 1.0f));
+      w.push_back(filled(outs[l] * ins[l]));
+      y.push_back(filled(n * outs[l], 1.0f));
+      dw.push_back(std::vector<float>(outs[l] * ins[l]));
+    }
+    std::vector<float> dx(n * ffn);
+    double flop = 0;
+    for (int l = 0; l < 4; ++l) flop += 6.0 * n * outs[l] * ins[l];
+    const double sec = median_seconds(reps, [&] {
+      for (int l = 0; l < 4; ++l) {
+        gemm<float>(Trans::kNo, Trans::kYes, n, outs[l], ins[l], 1.0f, x[l].data(), ins[l], w[l].data(), ins[l], 0.0f,
+                    y[l].data(), outs[l]);
+        gemm<float>(Trans::kNo, Trans::kNo, n, ins[l], outs[l], 1.0f, y[l].data(), outs[l], w[l].data(), ins[l], 0.0f,
+                    dx.data(), ins[l]);
+        gemm<float>(Trans::kYes, Trans::kNo, outs[l], ins[l], n, 1.0f, y[l].data(), outs[l], x[l].data(), ins[l], 1.0f,
+                    dw[l].data(), ins[l]);
+      }
+    });
+    report("gemm layer mix (12 GEMMs fwd+bwd)", sec, flop, 0, 8);
+    doc["results"].back()["fraction_of_square_peak"] = flop / sec * 1e-9 / peak;
+  }
 
   // Attention, causal, one document per sequence. FLOPs counted on visible (query, key) pairs:
   // forward 4 D per pair (QK^T, PV), backward 8 D (dV, dP, dQ, dK), excluding the recomputed QK^T.

@@ -27,22 +27,39 @@ double gemm_error(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64
   return rel_error(c, c_ref);
 }
 
+// Every float policy (OpenBLAS, oneDNN when built with it) must agree with the reference.
+std::vector<GemmPolicy> policies() {
+  std::vector<GemmPolicy> p = {GemmPolicy::kOpenBLAS, GemmPolicy::kAuto};
+  if (have_onednn()) p.push_back(GemmPolicy::kOneDNN);
+  return p;
+}
+
 TEST(Gemm, AllTransposesMatchReference) {
-  for (Trans ta : {Trans::kNo, Trans::kYes}) {
-    for (Trans tb : {Trans::kNo, Trans::kYes}) {
-      EXPECT_LT(gemm_error<float>(ta, tb, 37, 29, 53, 1.0f, 0.0f, 0), 1e-5);
-      EXPECT_LT(gemm_error<float>(ta, tb, 64, 17, 5, 0.5f, 1.0f, 3), 1e-5);
-      EXPECT_LT(gemm_error<double>(ta, tb, 37, 29, 53, 1.0, 0.0, 0), 1e-12);
-      EXPECT_LT(gemm_error<double>(ta, tb, 13, 71, 40, -2.0, 0.25, 7), 1e-12);
+  const GemmPolicy before = gemm_policy();
+  for (GemmPolicy policy : policies()) {
+    set_gemm_policy(policy);
+    for (Trans ta : {Trans::kNo, Trans::kYes}) {
+      for (Trans tb : {Trans::kNo, Trans::kYes}) {
+        EXPECT_LT(gemm_error<float>(ta, tb, 37, 29, 53, 1.0f, 0.0f, 0), 1e-5);
+        EXPECT_LT(gemm_error<float>(ta, tb, 64, 17, 5, 0.5f, 1.0f, 3), 1e-5);
+        EXPECT_LT(gemm_error<double>(ta, tb, 37, 29, 53, 1.0, 0.0, 0), 1e-12);
+        EXPECT_LT(gemm_error<double>(ta, tb, 13, 71, 40, -2.0, 0.25, 7), 1e-12);
+      }
     }
   }
+  set_gemm_policy(before);
 }
 
 TEST(Gemm, BetaZeroIgnoresGarbageInC) {
-  std::vector<float> a = {1, 2, 3, 4}, b = {1, 0, 0, 1};
-  std::vector<float> c(4, std::nanf(""));
-  gemm<float>(Trans::kNo, Trans::kNo, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2);
-  EXPECT_EQ(c, a);
+  const GemmPolicy before = gemm_policy();
+  for (GemmPolicy policy : policies()) {
+    set_gemm_policy(policy);
+    std::vector<float> a = {1, 2, 3, 4}, b = {1, 0, 0, 1};
+    std::vector<float> c(4, std::nanf(""));
+    gemm<float>(Trans::kNo, Trans::kNo, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2);
+    EXPECT_EQ(c, a);
+  }
+  set_gemm_policy(before);
 }
 
 TEST(Gemm, ThreadCountIsSettable) {

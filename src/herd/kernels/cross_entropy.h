@@ -23,7 +23,7 @@ namespace herd::kernels {
 inline constexpr std::int32_t kIgnoreIndex = -1;
 
 struct CrossEntropyTiles {
-  std::int64_t rows = 128;    // rows of h per tile
+  std::int64_t rows = 256;    // rows of h per tile
   std::int64_t vocab = 8192;  // vocab entries per tile (logits tile: rows x vocab)
 };
 

@@ -4,6 +4,11 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <atomic>
+#ifdef HERD_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
 #include "herd/core/check.h"
 
 namespace herd::kernels {
@@ -23,13 +28,45 @@ void check_dims(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t
              "gemm dimension beyond the 32-bit BLAS interface");
 }
 
+std::atomic<GemmPolicy> g_policy{GemmPolicy::kAuto};
+
+bool use_onednn(Trans ta) {
+#ifdef HERD_HAVE_DNNL
+  switch (g_policy.load(std::memory_order_relaxed)) {
+    case GemmPolicy::kOpenBLAS: return false;
+    case GemmPolicy::kOneDNN: return true;
+    case GemmPolicy::kAuto: return ta == Trans::kNo && omp_get_max_threads() == 1;
+  }
+#endif
+  (void)ta;
+  return false;
+}
+
 }  // namespace
+
+void set_gemm_policy(GemmPolicy p) { g_policy.store(p); }
+GemmPolicy gemm_policy() { return g_policy.load(); }
+bool have_onednn() {
+#ifdef HERD_HAVE_DNNL
+  return true;
+#else
+  return false;
+#endif
+}
 
 template <>
 void gemm<float>(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
                  std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   check_dims(ta, tb, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
+#ifdef HERD_HAVE_DNNL
+  if (use_onednn(ta)) {
+    const dnnl_status_t st = dnnl_sgemm(ta == Trans::kYes ? 'T' : 'N', tb == Trans::kYes ? 'T' : 'N', m, n, k, alpha, a,
+                                        lda, b, ldb, beta, c, ldc);
+    HERD_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(st));
+    return;
+  }
+#endif
   cblas_sgemm(CblasRowMajor, cblas_trans(ta), cblas_trans(tb), static_cast<int>(m), static_cast<int>(n),
               static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
               static_cast<int>(ldc));
