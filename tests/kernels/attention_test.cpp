@@ -86,6 +86,11 @@ TEST(Attention, DocumentMaskFloatAndDouble) {
   expect_matches_reference<double>(self_problem(2, 150, 6, 2, 8, 37), 1e-12);
 }
 
+// Large enough (B * Hq * Tq * Tk * D > 4e6) for the OpenMP-parallel path of both kernels.
+TEST(Attention, ThreadedPathMatchesReference) {
+  expect_matches_reference<float>(self_problem(2, 260, 4, 2, 32, 90), 2e-5);
+}
+
 TEST(Attention, MultiHeadAndOddHeadDimDouble) {
   expect_matches_reference<double>(self_problem(1, 70, 3, 3, 5, 0), 1e-12);
   expect_matches_reference<double>(self_problem(1, 65, 4, 1, 40, 20), 1e-12);

@@ -55,6 +55,9 @@ TEST(CrossEntropy, MatchesReferenceAcrossTilings) {
     expect_matches_reference<double>(p, {7, 100}, 1e-12, fused);
     expect_matches_reference<double>(p, {64, 301}, 1e-12, fused);  // vocab exactly one tile
   }
+  // Tiles above the threshold of the OpenMP-parallel row loops.
+  expect_matches_reference<float>(CeProblem(300, 16, 1000), {256, 1000}, 2e-5, true);
+  expect_matches_reference<float>(CeProblem(300, 16, 1000), {256, 384}, 2e-5, false);
 }
 
 // Vocab parallelism: three uneven shards; stats combined across shards, gradients summed (dh) or
