@@ -91,12 +91,13 @@ void tile_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::
       }
     }
   }
-  // Row tail.
-  for (; i0 < m; ++i0) {
-    T* cr = c + i0 * ldc;
+  // Row tail (m % kMR rows).
+  for (std::int64_t r = 0; r < m % kMR; ++r) {
+    const std::int64_t i = m - m % kMR + r;
+    T* cr = c + i * ldc;
     if (!accumulate) std::fill(cr, cr + n, T(0));
     for (std::int64_t p = 0; p < k; ++p) {
-      const T x = a[i0 * a_is + p * a_ps];
+      const T x = a[i * a_is + p * a_ps];
       const T* bp = b + p * ldb;
 #pragma omp simd
       for (std::int64_t j = 0; j < n; ++j) cr[j] += x * bp[j];
