@@ -1,6 +1,43 @@
 # Optional third-party libraries (BLAS, MPI, CUDA). Later folders add their find_package calls here
 # and set HERD_EXTERNAL_<folder> / HERD_HAVE_<thing>.
 
+# kernels/: OpenBLAS through cblas (docs/blas.md: measured against oneDNN and BLIS on this CPU; it is
+# as fast and the only one that holds up when ranks share cores). The pthread build's cblas.h also
+# declares openblas_set_num_threads, which kernels/ uses to size the BLAS thread pool.
+find_path(HERD_OPENBLAS_INCLUDE cblas.h
+  PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas /usr/include
+  PATH_SUFFIXES openblas-pthread openblas NO_DEFAULT_PATH)
+find_library(HERD_OPENBLAS_LIB NAMES openblas)
+if(NOT HERD_OPENBLAS_INCLUDE OR NOT HERD_OPENBLAS_LIB)
+  message(FATAL_ERROR "OpenBLAS not found (cblas.h: ${HERD_OPENBLAS_INCLUDE}, lib: ${HERD_OPENBLAS_LIB}); "
+                      "install libopenblas-dev (scripts/setup.sh)")
+endif()
+add_library(herd_openblas INTERFACE)
+target_include_directories(herd_openblas SYSTEM INTERFACE ${HERD_OPENBLAS_INCLUDE})
+target_link_libraries(herd_openblas INTERFACE ${HERD_OPENBLAS_LIB})
+
+# oneDNN's sgemm serves the non-transposed float GEMMs on one thread (kernels/gemm.h, docs/blas.md).
+# Optional: without it every GEMM goes to OpenBLAS.
+find_path(HERD_DNNL_INCLUDE oneapi/dnnl/dnnl.h)
+find_library(HERD_DNNL_LIB NAMES dnnl)
+option(HERD_USE_DNNL "Use oneDNN's sgemm where it is faster than OpenBLAS" ON)
+if(HERD_USE_DNNL AND HERD_DNNL_INCLUDE AND HERD_DNNL_LIB)
+  target_include_directories(herd_openblas SYSTEM INTERFACE ${HERD_DNNL_INCLUDE})
+  target_link_libraries(herd_openblas INTERFACE ${HERD_DNNL_LIB})
+  target_compile_definitions(herd_openblas INTERFACE HERD_HAVE_DNNL)
+  set(HERD_HAVE_DNNL ON)
+endif()
+
+# herd's own CPU kernels (attention, norms, softmax) use OpenMP for threads and `omp simd` for
+# vectorised reductions, and are compiled for the host's vector ISA (AVX-512 on the reference machine).
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+option(HERD_NATIVE "Compile the runtime kernels for the host CPU (-march=native)" ON)
+add_library(herd_cpu_flags INTERFACE)
+if(HERD_NATIVE)
+  target_compile_options(herd_cpu_flags INTERFACE -march=native -mprefer-vector-width=512)
+endif()
+list(APPEND HERD_EXTERNAL_kernels herd_openblas OpenMP::OpenMP_CXX herd_cpu_flags)
+
 # MPI (OpenMPI from Debian: libopenmpi-dev, openmpi-bin). comm/mpi/ is compiled only when it is
 # found; herd_comm then carries HERD_HAVE_MPI=1 so the backend factory in comm/world.cpp can offer it.
 option(HERD_ENABLE_MPI "Build the MPI communicator backend when MPI is found" ON)

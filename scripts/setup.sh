@@ -9,6 +9,8 @@ packages=(
   build-essential cmake ninja-build git ca-certificates xz-utils python3 python3-pip
   libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev clang-format
   libopenblas-dev libopenmpi-dev openmpi-bin iproute2
+  libdnnl-dev  # kernels: oneDNN sgemm (optional, docs/blas.md)
+  libblis-dev  # only bench/kernels/blas_compare loads it, at run time
 )
 missing=()
 for p in "${packages[@]}"; do
