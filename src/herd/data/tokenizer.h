@@ -61,6 +61,8 @@ class Tokenizer {
   std::int32_t rank_of(std::string_view bytes) const;
 
   const Pretokenizer& pretokenizer() const { return pre_; }
+  // PCRE2 for every piece when off (same ids, slower): for benchmarks and tests of the fast path.
+  void set_ascii_fast_path(bool on) { pre_ = Pretokenizer(on); }
 
  private:
   Tokenizer() = default;
