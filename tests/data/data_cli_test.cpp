@@ -79,6 +79,22 @@ TEST(DataCli, ShardsDecodeBackToTheDocumentsWithAHeldOutSplit) {
   auto meta = read_json_file(out + "/meta.json");
   ASSERT_TRUE(meta.ok());
   EXPECT_EQ((*meta)["splits"]["val"]["documents"], 4);
+  auto dm = read_dataset_meta(out);
+  ASSERT_TRUE(dm.ok()) << dm.error().message();
+  EXPECT_EQ(dm->vocab_size, 300);
+  EXPECT_EQ(dm->bos_id, tok->bos_id());
+  EXPECT_EQ(dm->eos_id, tok->eos_id());
+  EXPECT_EQ(dm->pad_id, tok->pad_id());
+  EXPECT_EQ(dm->tokenizer, tok_path);
+  {
+    Json broken = *meta;
+    broken.erase("pad_id");
+    std::ofstream(out + "/meta.json") << broken.dump();
+  }
+  auto bad_meta = read_dataset_meta(out);
+  ASSERT_FALSE(bad_meta.ok());
+  EXPECT_NE(bad_meta.error().message().find(out + "/meta.json: pad_id"), std::string::npos)
+      << bad_meta.error().message();
   // The same seed gives the same bytes; verify accepts the directory.
   const std::string out2 = (dir / "shards2").string();
   ASSERT_EQ(

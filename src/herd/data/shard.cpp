@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "herd/core/json.h"
+
 namespace herd::data {
 
 namespace {
@@ -147,6 +149,34 @@ Result<TokenDocuments> read_split(const std::string& dir, const std::string& spl
     all.append(docs);
   }
   return all;
+}
+
+Result<DatasetMeta> read_dataset_meta(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "meta.json").string();
+  HERD_ASSIGN_OR_RETURN(Json j, read_json_file(path));
+  const auto field = [&](const char* key) -> Result<std::int64_t> {
+    auto v = json_int(j, "", key);
+    if (!v.ok()) return v.error().with_context(path);
+    return v;
+  };
+  DatasetMeta m;
+  HERD_ASSIGN_OR_RETURN(m.vocab_size, field("vocab_size"));
+  HERD_ASSIGN_OR_RETURN(const std::int64_t bos, field("bos_id"));
+  HERD_ASSIGN_OR_RETURN(const std::int64_t eos, field("eos_id"));
+  HERD_ASSIGN_OR_RETURN(const std::int64_t pad, field("pad_id"));
+  for (const std::int64_t id : {bos, eos, pad}) {
+    if (id < 0 || id >= m.vocab_size) {
+      return make_error(path, ": special id ", id, " is outside the vocabulary of ", m.vocab_size,
+                        "; regenerate the directory with herd data");
+    }
+  }
+  m.bos_id = static_cast<std::int32_t>(bos);
+  m.eos_id = static_cast<std::int32_t>(eos);
+  m.pad_id = static_cast<std::int32_t>(pad);
+  auto tok = json_string(j, "", "tokenizer");
+  if (!tok.ok()) return tok.error().with_context(path);
+  m.tokenizer = *tok;
+  return m;
 }
 
 }  // namespace herd::data

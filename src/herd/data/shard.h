@@ -60,4 +60,13 @@ Result<std::vector<std::string>> split_shard_paths(const std::string& dir, const
 // All shards of a split, concatenated; their vocab sizes must agree.
 Result<TokenDocuments> read_split(const std::string& dir, const std::string& split);
 
+// What a consumer of a `herd data` directory needs from its meta.json.
+struct DatasetMeta {
+  std::int64_t vocab_size = 0;
+  std::int32_t bos_id = 0, eos_id = 0, pad_id = 0;
+  std::string tokenizer;  // the tokenizer file the shards were written with
+};
+// Reads DIR/meta.json; errors name the file and the field.
+Result<DatasetMeta> read_dataset_meta(const std::string& dir);
+
 }  // namespace herd::data
