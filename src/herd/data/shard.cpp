@@ -75,9 +75,11 @@ Status write_shard(const std::string& path, const TokenDocuments& docs) {
 }
 
 Result<TokenDocuments> read_shard(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return make_error(path, ": cannot open shard; run herd data to create it");
-  std::string buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string buf(static_cast<std::size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(buf.data(), static_cast<std::streamsize>(buf.size()))) return make_error(path, ": read failed");
   const auto bad = [&](const auto&... why) {
     return make_error(path, ": ", detail::concat(why...), "; the shard is corrupt, regenerate it with herd data");
   };
