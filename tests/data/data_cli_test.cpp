@@ -11,6 +11,7 @@
 #include "data/test_paths.h"
 #include "herd/core/json.h"
 #include "herd/data/corpus.h"
+#include "herd/data/loader.h"
 #include "herd/data/shard.h"
 #include "herd/data/tokenizer.h"
 
@@ -95,6 +96,30 @@ TEST(DataCli, ShardsDecodeBackToTheDocumentsWithAHeldOutSplit) {
   ASSERT_FALSE(bad_meta.ok());
   EXPECT_NE(bad_meta.error().message().find(out + "/meta.json: pad_id"), std::string::npos)
       << bad_meta.error().message();
+  // The loader reads the directory as the trainer will: one evaluation pass over val.
+  LoaderConfig lc{.seq_len = 16,
+                  .batch_size = 2,
+                  .seed = 0,
+                  .shuffle = false,
+                  .loop = false,
+                  .pad_id = dm->pad_id,
+                  .max_seq_len = 64,
+                  .vocab_size = 300};
+  auto loader = Loader::make(std::make_shared<TokenDocuments>(*val), lc);
+  ASSERT_TRUE(loader.ok()) << loader.error().message();
+  std::int64_t targets = 0;
+  while (auto b = loader->next()) {
+    targets += b->n_targets();
+    for (std::size_t i = 0; i < b->tokens.size(); ++i) {
+      if (b->doc_ids[i] < 0) {
+        EXPECT_EQ(b->tokens[i], tok->pad_id());
+      }
+      if (b->tokens[i] == tok->eos_id()) {
+        EXPECT_EQ(b->targets[i], -1);
+      }
+    }
+  }
+  EXPECT_EQ(targets, val->n_tokens() - val->n_docs());
   // The same seed gives the same bytes; verify accepts the directory.
   const std::string out2 = (dir / "shards2").string();
   ASSERT_EQ(
