@@ -52,7 +52,10 @@ class Pretokenizer {
   static std::size_t ascii_match(std::string_view text, std::size_t pos);
 
  private:
-  struct Scratch {
+  struct Scratch {  // per-call PCRE2 state: what makes split() thread-safe
+    Scratch() = default;
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
     ~Scratch();
     void* match_data = nullptr;  // pcre2_match_data_8*, created on the first fallback
   };
