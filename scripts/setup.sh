@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev libopenmpi-dev openmpi-bin iproute2
   libdnnl-dev  # kernels: oneDNN sgemm (optional, docs/blas.md)
   libblis-dev  # only bench/kernels/blas_compare loads it, at run time
+  pkg-config libpcre2-dev liblzma-dev
 )
 missing=()
 for p in "${packages[@]}"; do
