@@ -1,0 +1,96 @@
+// Cluster presets. Every number is a published hardware figure or a documented achievable fraction;
+// none is fitted to a training result. Sources and reasoning: docs/planner.md, "Cluster presets".
+#include "herd/topology/cluster.h"
+
+namespace herd::topology {
+
+namespace {
+
+// H100 SXM5 80 GB: 989 TFLOP/s dense BF16, 1979 FP8, 67 FP32 (NVIDIA H100 datasheet); 3.35 TB/s HBM3;
+// 132 SMs; nvidia-smi reports 81,559 MiB = 79.6 GiB. Achievable matmul fraction 0.80: the measured
+// "maximum achievable matmul FLOPS" of H100 SXM, 794 of 989 TFLOP/s (Bekman, ml-engineering).
+// Attention: flash-attention forward about 0.6 and backward about 0.45 of peak on H100 at head_dim
+// 128 (FlashAttention-3 paper, Shah et al. 2024, between its FA2 and FA3 curves).
+Accelerator h100() {
+  Accelerator a;
+  a.name = "H100 SXM 80GB";
+  a.peak_tflops_bf16 = 989;
+  a.peak_tflops_fp8 = 1979;
+  a.peak_tflops_fp32 = 67;
+  a.memory_gib = 79.6;
+  a.memory_bw_gb_per_s = 3350;
+  a.matmul_efficiency = 0.80;
+  a.attention_fwd_efficiency = 0.60;
+  a.attention_bwd_efficiency = 0.45;
+  a.memory_bw_efficiency = 0.80;
+  a.sm_count = 132;
+  a.kernel_overhead_us = 3;
+  return a;
+}
+
+// NVLink 4 in an HGX H100 board: 18 links x 25 GB/s = 450 GB/s per GPU per direction; nccl-tests
+// all-gather bus bandwidth about 360 GB/s on 8 GPUs, hence efficiency 0.8.
+Tier nvlink4() { return {"nvlink", 8, 450, 3, 0.80, 1, {}}; }
+
+}  // namespace
+
+std::vector<std::string> cluster_preset_names() { return {"llama3-h100", "dgx-h100", "dgx-a100", "h200", "tpu-v5p"}; }
+
+Result<Cluster> cluster_preset(const std::string& name) {
+  Cluster c;
+  c.name = name;
+  if (name == "llama3-h100") {
+    // Llama 3 paper 3.3 and its notes: 8 GPUs per server on NVLink; one 400 Gbps RoCE NIC per GPU;
+    // 2 servers (16 GPUs) per rack under one ToR; 192 racks = 3,072-GPU pod with full bisection;
+    // 8 pods = 24,576 GPUs through an aggregation layer oversubscribed 1:7; latency up to tens of us.
+    c.accelerator = h100();
+    c.tiers = {nvlink4(),
+               {"rack", 16, 50, 5, 0.85, 1, {}},
+               {"pod", 3072, 50, 10, 0.85, 1, {}},
+               {"cluster", 24576, 50, 20, 0.85, 7, {}}};
+  } else if (name == "dgx-h100") {
+    // DGX H100 SuperPOD: 8 x ConnectX-7 400 Gbps NDR InfiniBand per server, rail-optimised
+    // non-blocking fat tree: 32 servers (256 GPUs) per scalable unit, a spine across units and a
+    // core layer beyond 2,048 GPUs (NVIDIA DGX SuperPOD reference architecture).
+    c.accelerator = h100();
+    c.tiers = {nvlink4(),
+               {"leaf", 256, 50, 4, 0.85, 1, {}},
+               {"spine", 2048, 50, 6, 0.85, 1, {}},
+               {"core", 32768, 50, 10, 0.85, 1, {}}};
+  } else if (name == "dgx-a100") {
+    // A100 SXM4 80 GB: 312 TFLOP/s BF16 (no FP8), 19.5 FP32, 2.039 TB/s, 108 SMs, 79.2 GiB usable;
+    // achievable matmul 271/312 = 0.87 (Bekman); FlashAttention-2 reaches up to about 0.7 of peak
+    // forward and 0.5 backward on A100 (Dao 2023). NVLink 3: 12 x 25 = 300 GB/s per direction;
+    // 8 x 200 Gbps HDR InfiniBand per server; SuperPOD of 20-server scalable units.
+    c.accelerator = {"A100 SXM 80GB", 312, 0, 19.5, 79.2, 2039, 0.87, 0.65, 0.50, 0.80, 108, 4};
+    c.tiers = {{"nvlink", 8, 300, 3, 0.80, 1, {}},
+               {"leaf", 160, 25, 4, 0.85, 1, {}},
+               {"spine", 1120, 25, 6, 0.85, 1, {}},
+               {"core", 8960, 25, 10, 0.85, 1, {}}};
+  } else if (name == "h200") {
+    // H200 SXM 141 GB: the H100's compute with 4.8 TB/s HBM3e (nvidia-smi: 140.4 GiB); DGX H200
+    // network as DGX H100 (400 Gbps NDR per GPU, rail-optimised fat tree).
+    c.accelerator = h100();
+    c.accelerator.name = "H200 SXM 141GB";
+    c.accelerator.memory_gib = 140.4;
+    c.accelerator.memory_bw_gb_per_s = 4800;
+    c.tiers = {nvlink4(),
+               {"leaf", 256, 50, 4, 0.85, 1, {}},
+               {"spine", 2048, 50, 6, 0.85, 1, {}},
+               {"core", 32768, 50, 10, 0.85, 1, {}}};
+  } else if (name == "tpu-v5p") {
+    // TPU v5p (Google Cloud docs; scaling book): 459 TFLOP/s BF16, 96 GB HBM at 2.8 TB/s; a pod is a
+    // 16 x 20 x 28 = 8,960-chip 3D torus of ICI links, 4.5e10 B/s per link per direction, 6 links
+    // per chip (one each way along each axis), about 1 us per hop.
+    c.accelerator = {"TPU v5p", 459, 0, 0, 96e9 / (1024.0 * 1024 * 1024), 2765, 0.80, 0.60, 0.45, 0.80, 0, 0};
+    c.tiers = {{"ici", 8960, 45, 1, 0.80, 1, {16, 20, 28}}};
+  } else {
+    std::string names;
+    for (const auto& n : cluster_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    return make_error("unknown cluster preset '", name, "'; use one of ", names, " or a path to a cluster JSON file");
+  }
+  HERD_RETURN_IF_ERROR(validate(c));
+  return c;
+}
+
+}  // namespace herd::topology
