@@ -38,6 +38,8 @@ int run_cli(int argc, const char* const* argv) {
 
   std::vector<Subcommand> subs;
   subs.push_back(add_model_command(root));
+  subs.push_back(add_estimate_command(root));
+  subs.push_back(add_plan_command(root));
 
   try {
     root.parse(argc, argv);

@@ -24,6 +24,8 @@ struct Subcommand {
 // Each subcommand file provides one of these; it adds its options to a new subcommand of `root`
 // and returns the function that runs it once the command line has been parsed.
 Subcommand add_model_command(CLI::App& root);
+Subcommand add_estimate_command(CLI::App& root);
+Subcommand add_plan_command(CLI::App& root);
 
 // Parses argv and runs the chosen subcommand; returns the process exit status.
 int run_cli(int argc, const char* const* argv);

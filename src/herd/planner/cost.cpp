@@ -32,11 +32,12 @@ double p2p_s(double bytes, const topology::GroupLink& link) {
 
 namespace {
 
-// Output tiles of 128 x 128 run in waves of one tile per SM; a partial last wave idles the rest
-// (NVIDIA, "Matrix Multiplication Background User's Guide", wave quantization).
+// Output tiles of 128 x 256 (the large-tile kernels cuBLAS and CUTLASS pick for big bf16 GEMMs) run
+// in waves of one tile per SM; a partial last wave idles the rest (NVIDIA, "Matrix Multiplication
+// Background User's Guide", tile and wave quantization).
 double wave_efficiency(double m, double n, const topology::Accelerator& acc) {
   if (acc.sm_count <= 0) return 1.0;
-  const double tiles = std::ceil(m / 128.0) * std::ceil(n / 128.0);
+  const double tiles = std::ceil(std::min(m, n) / 128.0) * std::ceil(std::max(m, n) / 256.0);
   const double waves = tiles / static_cast<double>(acc.sm_count);
   return waves / std::ceil(waves);
 }
@@ -113,13 +114,16 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   const double An = b * tn * h * e, Q = b * t * (heads + kv) * hd * e, F = b * t * ffn * e;
   const double ew_fwd = 10 * An + 2 * Q + (swiglu ? 3 : 2) * F;
   const double ew_bwd = 14 * An + 2 * Q + (swiglu ? 5 : 3) * F;
-  // fp32 gradient accumulation across micro-batches: read and write 4 bytes per local parameter.
+  // fp32 gradient accumulation across micro-batches: the bf16 weight gradient is written, read back
+  // and added into the fp32 buffer (2 + 2 + 4 + 4 bytes per local parameter).
   const model::LayerParams lp = model::layer_params_tp_shard(cfg, l.tp);
-  const double grad_acc = memory_bound_s(8.0 * static_cast<double>(lp.total()), acc);
+  const double grad_acc = memory_bound_s(12.0 * static_cast<double>(lp.total()), acc);
   const double launch = acc.kernel_overhead_us * 1e-6;
 
-  L.fwd_math = gemm_fwd + attn_fwd + memory_bound_s(ew_fwd, acc) + 12 * launch;
-  L.bwd_math = (gemm_all - gemm_fwd) + attn_bwd + memory_bound_s(ew_bwd, acc) + grad_acc + 28 * launch;
+  // Kernel launches beyond the GEMMs: about 20 forward (norms, RoPE, attention, SwiGLU, adds, casts,
+  // collectives) and 40 backward in an eager PyTorch layer.
+  L.fwd_math = gemm_fwd + attn_fwd + memory_bound_s(ew_fwd, acc) + 20 * launch;
+  L.bwd_math = (gemm_all - gemm_fwd) + attn_bwd + memory_bound_s(ew_bwd, acc) + grad_acc + 40 * launch;
 
   // Tensor parallel (Megatron with sequence parallelism): forward all-gathers before attention and
   // MLP and reduce-scatters after them; backward mirrors them and re-gathers the two norm outputs for

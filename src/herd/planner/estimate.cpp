@@ -157,9 +157,17 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
 
   // Data parallel (FSDP / ZeRO over dp x cp replicas of the same shard).
   const std::int64_t n_dp = l.dp * l.cp;
-  const topology::GroupLink& dpl = l.dp > 1 ? c.dp_link : c.cp_link;
-  topology::GroupLink link = dpl;
-  if (l.dp > 1 && l.cp > 1 && c.cp_link.bw_bytes_per_s < link.bw_bytes_per_s) link.bw_bytes_per_s = c.cp_link.bw_bytes_per_s;
+  // One FSDP group spans the CP and DP coordinates. Without PP between them it is one strided group
+  // (on a torus it may use more axes than either part); otherwise its ring crosses both links.
+  topology::GroupLink link = l.dp > 1 ? c.dp_link : c.cp_link;
+  if (l.dp > 1 && l.cp > 1) {
+    if (l.pp == 1) {
+      HERD_ASSIGN_OR_RETURN(link, topology::link_for_group(cluster, l.tp, l.cp * l.dp));
+    } else if (c.cp_link.bw_bytes_per_s < link.bw_bytes_per_s) {
+      link.bw_bytes_per_s = c.cp_link.bw_bytes_per_s;
+    }
+  }
+  const topology::GroupLink& dpl = link;
   const RankSums& pr = sums[p_rank];
   const double nmin = std::min<double>(est.n, M);
   const double lay = std::max<double>(1.0, unit > 0 ? p_max / unit : 1.0);
@@ -191,9 +199,10 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
         break;
       default:
         if (l.reshard_after_forward) {
-          dp_total = 2.0 * M * ag + rs;
-          dp_exposed = exposed(2.0 * M * ag, ag_unit, pr_busy) + exposed(rs, rs_unit, window_b);
-          dp_rule = "bf16 all-gather before every forward and backward, prefetched; fp32 reduce-scatter at the end";
+          dp_total = 2.0 * M * ag + M * rs;
+          dp_exposed = exposed(2.0 * M * ag + (M - 1) * rs, ag_unit, pr_busy) + exposed(rs, rs_unit, window_b);
+          dp_rule = "bf16 all-gather before every forward and backward, fp32 reduce-scatter after every backward, "
+                    "prefetched and overlapped (first and last layer exposed)";
         } else {
           dp_total = ag + rs;
           dp_exposed = exposed(ag, ag_unit, window_f) + exposed(rs, rs_unit, window_b);
@@ -206,7 +215,12 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   const double p_opt = p_max / (l.zero >= 1 ? static_cast<double>(n_dp) : 1.0);
   T.optimizer_s = memory_bound_s(34.0 * p_opt, cluster.accelerator) +
                   (gpus > 1 ? 2.0 * std::ceil(std::log2(static_cast<double>(gpus))) * std::max(link.latency_s, c.tp_link.latency_s) : 0.0);
-  T.step_s = T.compute_s + T.tp_s + T.cp_s + T.bubble_s + T.pp_s + T.dp_s + T.optimizer_s;
+  // Synchronous steps run at the pace of the slowest accelerator: with speeds spread by sigma, the
+  // expected maximum of G draws exceeds the mean by about sigma * sqrt(2 ln G) (Gaussian extremes).
+  if (gpus > 1) {
+    T.straggler_s = T.compute_s * cluster.accelerator.speed_variation * std::sqrt(2.0 * std::log(static_cast<double>(gpus)));
+  }
+  T.step_s = T.compute_s + T.tp_s + T.cp_s + T.bubble_s + T.pp_s + T.dp_s + T.optimizer_s + T.straggler_s;
 
   // Throughput and utilisation.
   est.model_flops_per_token = model_flops_per_token(cfg, train.seq_len);

@@ -29,6 +29,7 @@ struct TimeBreakdown {
   double pp_s = 0;         // what point-to-point transfers add to the simulated step
   double dp_s = 0;         // FSDP / ZeRO collectives not hidden behind compute
   double optimizer_s = 0;  // AdamW over the local fp32 shard, memory bound
+  double straggler_s = 0;  // waiting for the slowest accelerator: compute x sigma x sqrt(2 ln G)
   double step_s = 0;
   double exposed_comm_s() const { return tp_s + cp_s + pp_s + dp_s; }
 };

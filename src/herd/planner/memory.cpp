@@ -34,11 +34,14 @@ struct StateBytes {
 
 // Weights, gradients and optimizer state of `p` local (TP-shard) parameters under the ZeRO stage,
 // sharded over `shard` ranks (DP x CP: both hold replicas of the same TP/PP shard).
-StateBytes state_bytes(double p, const Layout& l, double shard) {
+StateBytes state_bytes(double p, const Layout& l, double shard, std::int64_t microbatches) {
   StateBytes s;
   const bool keep_gathered = !(l.zero == 3 && l.reshard_after_forward);
   s.weights = keep_gathered ? 2.0 * p : 0.0;  // bf16 working copy (stage 3 keeps it after forward)
-  if (l.zero == 2) {
+  // Gradients stay sharded when each backward reduce-scatters at once: ZeRO-2, FSDP that reshards,
+  // and any stage-3 step with a single micro-batch (nothing to accumulate).
+  const bool sharded_grads = l.zero == 2 || (l.zero == 3 && (l.reshard_after_forward || microbatches == 1));
+  if (sharded_grads) {
     s.grads = 4.0 * p / shard;  // reduce-scattered after every micro-batch into an fp32 shard
   } else {
     s.grads = 4.0 * p + (l.zero >= 1 ? 4.0 * p / shard : 0.0);  // fp32 accumulation, then its shard
@@ -58,8 +61,9 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
   double p_eo = 0;
   if (in.embedding) p_eo += static_cast<double>(mp.embedding + mp.position_embedding);
   if (in.output) p_eo += static_cast<double>(mp.final_norm + (cfg.tie_embeddings && !in.embedding ? mp.embedding : mp.output));
-  const StateBytes sl = state_bytes(p_layers, l, shard);
-  const StateBytes se = state_bytes(p_eo, l, shard);
+  const std::int64_t mbs = l.microbatches(train);
+  const StateBytes sl = state_bytes(p_layers, l, shard, mbs);
+  const StateBytes se = state_bytes(p_eo, l, shard, mbs);
 
   const model::ActivationShape shape = activation_shape(train, l);
   const double b = static_cast<double>(l.microbatch);
@@ -76,7 +80,7 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
                          (l.zero == 3 && !l.reshard_after_forward ? ", gathered once and kept: no reshard after forward)"
                                                                   : ")")});
   m.parts.push_back({"gradients", sl.grads,
-                     l.zero == 2 ? "fp32 gradient shard (reduce-scattered after each micro-batch)"
+                     sl.grads < 4.0 * p_layers ? "fp32 gradient shard (reduce-scattered after each backward)"
                                  : "fp32 accumulation across micro-batches" +
                                        std::string(l.zero >= 1 ? " + its reduce-scattered fp32 shard" : "")});
   m.parts.push_back({"optimizer_state", sl.optimizer,

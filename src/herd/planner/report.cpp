@@ -34,6 +34,7 @@ Json estimate_to_json(const Estimate& e) {
   t["compute_s"] = e.time.compute_s;
   t["bubble_s"] = e.time.bubble_s;
   t["optimizer_s"] = e.time.optimizer_s;
+  t["straggler_s"] = e.time.straggler_s;
   t["exposed_comm_s"] = {{"tp", e.time.tp_s}, {"cp", e.time.cp_s}, {"pp", e.time.pp_s}, {"dp", e.time.dp_s},
                          {"total", e.time.exposed_comm_s()}};
   t["step_s"] = e.time.step_s;
@@ -146,7 +147,8 @@ std::string report_svg(const Estimate& e, const std::string& title) {
                              {"bubble " + format_seconds(t.bubble_s), t.bubble_s, kColors[3]},
                              {"PP exposed " + format_seconds(t.pp_s), t.pp_s, kColors[4]},
                              {"DP exposed " + format_seconds(t.dp_s), t.dp_s, kColors[5]},
-                             {"optimizer " + format_seconds(t.optimizer_s), t.optimizer_s, kColors[6]}};
+                             {"optimizer " + format_seconds(t.optimizer_s), t.optimizer_s, kColors[6]},
+                             {"stragglers " + format_seconds(t.straggler_s), t.straggler_s, kColors[7]}};
   y += stacked_bar(body, y + 10, "Step time", ts, t.step_s, format_seconds(t.step_s), width - 200) + 10;
 
   // Pipeline timeline: one row per pipeline rank, forwards light, backwards dark, colour by chunk.

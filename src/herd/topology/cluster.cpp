@@ -21,6 +21,9 @@ Status validate(const Cluster& c) {
     if (!(f > 0 && f <= 1)) return make_error("accelerator.", name, ": must be in (0, 1], got ", f);
   }
   if (a.sm_count < 0) return make_error("accelerator.sm_count: must be 0 (not modelled) or positive, got ", a.sm_count);
+  if (!(a.speed_variation >= 0 && a.speed_variation < 0.5)) {
+    return make_error("accelerator.speed_variation: must be in [0, 0.5), got ", a.speed_variation);
+  }
   if (a.kernel_overhead_us < 0) return make_error("accelerator.kernel_overhead_us: must not be negative, got ", a.kernel_overhead_us);
   if (c.tiers.empty()) return make_error("tiers: the cluster needs at least one network tier");
   std::int64_t prev = 1;
@@ -111,6 +114,7 @@ Result<Cluster> cluster_from_json(const Json& j) {
                         json_number_or(a, "accelerator", "memory_bw_efficiency", acc.memory_bw_efficiency));
   HERD_ASSIGN_OR_RETURN(acc.sm_count, json_int_or(a, "accelerator", "sm_count", 0));
   HERD_ASSIGN_OR_RETURN(acc.kernel_overhead_us, json_number_or(a, "accelerator", "kernel_overhead_us", 0.0));
+  HERD_ASSIGN_OR_RETURN(acc.speed_variation, json_number_or(a, "accelerator", "speed_variation", acc.speed_variation));
   if (!j.contains("tiers") || !j["tiers"].is_array()) {
     return make_error("tiers: missing or not a list; expected [{\"name\", \"size\", \"bw_gb_per_s\", \"latency_us\"}, ...]");
   }
@@ -142,7 +146,8 @@ Json cluster_to_json(const Cluster& c) {
                       {"attention_bwd_efficiency", a.attention_bwd_efficiency},
                       {"memory_bw_efficiency", a.memory_bw_efficiency},
                       {"sm_count", a.sm_count},
-                      {"kernel_overhead_us", a.kernel_overhead_us}};
+                      {"kernel_overhead_us", a.kernel_overhead_us},
+                      {"speed_variation", a.speed_variation}};
   j["tiers"] = Json::array();
   for (const Tier& t : c.tiers) {
     Json tj = {{"name", t.name},

@@ -35,6 +35,9 @@ struct Accelerator {
   double memory_bw_efficiency = 0.8;       // streaming kernels / nominal HBM bandwidth
   std::int64_t sm_count = 0;               // for GEMM wave quantization; 0 = not modelled
   double kernel_overhead_us = 0;           // per kernel launch gap (host and launch latency)
+  // Spread (standard deviation, as a fraction) of one accelerator's speed around the mean (thermal
+  // and power-driven clock variation); a synchronous step waits for the slowest of the job.
+  double speed_variation = 0.01;
 };
 
 struct Tier {
