@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "herd/model/activations.h"
 #include "herd/model/params.h"
 
 namespace herd::planner {
@@ -193,6 +194,16 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
 
   // The activation crossing a pipeline boundary: the residual stream, sharded over TP under SP.
   c.boundary_bytes = b * tn * h * e;
+  model::ActivationShape shape;
+  shape.seq_len = train.seq_len;
+  shape.micro_batch = l.microbatch;
+  shape.tp = l.tp;
+  shape.cp = l.cp;
+  shape.sequence_parallel = l.sp();
+  shape.recompute = l.recompute;
+  c.layer_activation_bytes = static_cast<double>(model::layer_activation_bytes(cfg, shape));
+  c.embedding_activation_bytes = static_cast<double>(model::embedding_activation_bytes(cfg, shape));
+  c.output_activation_bytes = static_cast<double>(model::output_activation_bytes(cfg, shape));
   return c;
 }
 

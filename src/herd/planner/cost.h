@@ -43,6 +43,8 @@ struct PieceCost {
 struct StepCosts {
   PieceCost layer, embedding, output;
   double boundary_bytes = 0;  // one pipeline boundary's activation per micro-batch, per accelerator
+  // model/activations.h bytes one micro-batch keeps, per layer, on the first and on the last stage.
+  double layer_activation_bytes = 0, embedding_activation_bytes = 0, output_activation_bytes = 0;
   topology::GroupLink tp_link, cp_link, pp_link, dp_link;
   double matmul_peak_flops = 0;  // per second, at the chosen precision
 };

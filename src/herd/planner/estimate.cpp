@@ -56,11 +56,14 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   // Pipeline: per-virtual-stage costs and activation bytes, simulated by schedule/.
   const schedule::ScheduleSpec spec = schedule_spec(l, train);
   HERD_RETURN_IF_ERROR(schedule::validate(spec));
-  HERD_ASSIGN_OR_RETURN(const schedule::LayerAssignment assign,
-                        schedule::assign_layers(static_cast<int>(cfg.n_layers), spec.pp, spec.v, true));
+  schedule::LayerAssignment own;
+  if (!options.assignment) {
+    HERD_ASSIGN_OR_RETURN(own, schedule::assign_layers(static_cast<int>(cfg.n_layers), spec.pp, spec.v, true));
+  }
+  const schedule::LayerAssignment& assign = options.assignment ? *options.assignment : own;
   const int stages = spec.pp * spec.v;
-  const model::ActivationShape shape = activation_shape(train, l);
-  const double layer_act = static_cast<double>(model::layer_activation_bytes(cfg, shape));
+  HERD_CHECK(static_cast<int>(assign.layers.size()) == stages, "layer assignment for another (pp, v)");
+  const double layer_act = c.layer_activation_bytes;
   schedule::CostModel cost;
   cost.forward.resize(stages);
   cost.backward.resize(stages);
@@ -77,8 +80,8 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
     };
     add(c.layer, nl);
     double act = nl * layer_act;
-    if (s == 0) add(c.embedding, 1), act += static_cast<double>(model::embedding_activation_bytes(cfg, shape));
-    if (s == stages - 1) add(c.output, 1), act += static_cast<double>(model::output_activation_bytes(cfg, shape));
+    if (s == 0) add(c.embedding, 1), act += c.embedding_activation_bytes;
+    if (s == stages - 1) add(c.output, 1), act += c.output_activation_bytes;
     cost.forward[s] = p.fwd();
     cost.backward[s] = p.bwd();
     cost.activation_bytes[s] = act;
@@ -231,6 +234,8 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   est.mfu = est.tflops_per_gpu * 1e12 / peak;
   const double hw = *model::train_hardware_flops_per_token(cfg, train.seq_len, model::AttentionMask::causal(), l.recompute);
   est.hfu = hw * tokens / (T.step_s * static_cast<double>(gpus) * peak);
+
+  if (!options.simulate) return est;  // the quick pass needs no report text
 
   // Per-dimension communication with tiers and overlap rules.
   auto dim = [&](const char* name, std::int64_t size, std::int64_t stride, const topology::GroupLink& g, double total,

@@ -78,6 +78,8 @@ struct EstimateOptions {
   // passes on rank r), and only the first and last pipeline ranks are sized. Final rankings always
   // come from the simulator.
   bool simulate = true;
+  // Layer split of this layout's (PP, V), when the caller has it already (the search caches them).
+  const schedule::LayerAssignment* assignment = nullptr;
 };
 
 Result<Estimate> estimate(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,

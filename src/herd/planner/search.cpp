@@ -104,7 +104,9 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
             }
             const std::int64_t m = l.microbatches(train);
             for (int v : vs) {
-              if (!schedule::assign_layers(static_cast<int>(cfg.n_layers), static_cast<int>(pp), v, true).ok()) continue;
+              Result<schedule::LayerAssignment> assign =
+                  schedule::assign_layers(static_cast<int>(cfg.n_layers), static_cast<int>(pp), v, true);
+              if (!assign.ok()) continue;
               std::vector<int> ns;
               if (space.n) {
                 if (*space.n <= m) ns.push_back(*space.n);
@@ -117,6 +119,7 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
                 l.n = n;
                 EstimateOptions quick;
                 quick.simulate = false;
+                quick.assignment = &*assign;
                 Result<Estimate> e = estimate_from_costs(cfg, cluster, train, l, gpus, *costs, quick);
                 if (!e.ok()) {
                   last_error = e.error().message();
