@@ -68,9 +68,9 @@ TEST(Simulate, TextbookBubbleForInterleavedFamily) {
   EXPECT_GT(cases, 500);
 }
 
-// Small M: one micro-batch's round trip (forward through all PP*V stages, backward back) plus the
-// other M-1 micro-batches on the busiest rank bound the step from below; the flexible schedule meets
-// the bound with N = M < PP, and the bubble is above the M >= PP formula.
+// Small M: the step is one micro-batch's round trip through all PP*V stages (3*V*PP) plus M-1 more
+// forward-backward pairs, the interleaved analogue of 1F1B's (M + PP - 1) * (f + b); the bubble ratio
+// is then (V*(PP-M) + M-1) / (V*M), above the M >= PP formula.
 TEST(Simulate, FewerMicrobatchesThanRanks) {
   for (int pp : {4, 8}) {
     for (int v : {1, 2, 4}) {

@@ -40,6 +40,7 @@ int run_cli(int argc, const char* const* argv) {
   subs.push_back(add_model_command(root));
   subs.push_back(add_estimate_command(root));
   subs.push_back(add_plan_command(root));
+  subs.push_back(add_schedule_command(root));
 
   try {
     root.parse(argc, argv);

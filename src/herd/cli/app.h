@@ -26,6 +26,7 @@ struct Subcommand {
 Subcommand add_model_command(CLI::App& root);
 Subcommand add_estimate_command(CLI::App& root);
 Subcommand add_plan_command(CLI::App& root);
+Subcommand add_schedule_command(CLI::App& root);
 
 // Parses argv and runs the chosen subcommand; returns the process exit status.
 int run_cli(int argc, const char* const* argv);

@@ -115,14 +115,14 @@ std::vector<Compute> one_f_one_b(const std::vector<Compute>& fwd, const std::vec
   return out;
 }
 
-// The interleaved family in "slot space": micro-batches in groups of N, a group shorter than PP (all
-// groups when N < PP, or the last one when M is not a multiple of N) padded with phantom micro-batches
-// to PP slots, so that the slot lists are Megatron's interleaved 1F1B with groups of at least PP
-// (its shape when N >= PP; Megatron lets the last group be short). Dropping every action of a phantom micro-batch from
-// all ranks keeps the cross-rank dependency graph acyclic (the remaining program orders are sub-orders
-// of acyclic ones, and no real transfer involves a phantom), so the real schedule inherits deadlock
-// freedom. Without the padding, N < PP (forced when M < PP) and a short last group deadlock: the
-// warm-up counts assume a full group ahead of every chunk switch.
+// The interleaved family in "slot space": micro-batches in groups of N, and a group shorter than PP
+// (every group when N < PP, the last one when M mod N < PP) padded with phantom micro-batches to PP
+// slots, so that the slot lists have the shape of Megatron's interleaved 1F1B, every group at least PP
+// long. Dropping every action of a phantom micro-batch from all ranks keeps the cross-rank dependency
+// graph acyclic (the remaining program orders are sub-orders of acyclic ones, and no real transfer
+// involves a phantom), so the real schedule inherits the padded one's deadlock freedom. Without the
+// padding, N < PP (forced when M < PP) and a short last group deadlock: the warm-up counts assume a
+// group of at least PP ahead of every chunk switch. check() confirms the result over a broad grid.
 std::vector<Compute> interleaved_order(const ScheduleSpec& spec, int n, int rank) {
   const int pp = spec.pp, m_total = spec.microbatches, v = spec.v;
   const int g_size = std::max(n, pp);
