@@ -2,8 +2,8 @@
 // and a few other cases, several repetitions each, and writes the medians as JSON.
 //   bench_planner_search [--out FILE] [--reps N]
 #include <algorithm>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 

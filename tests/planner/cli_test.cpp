@@ -62,12 +62,14 @@ TEST(Cli, EstimateTextAndReports) {
   std::string svg_text((std::istreambuf_iterator<char>(s)), {}), html_text((std::istreambuf_iterator<char>(h)), {});
   EXPECT_NE(svg_text.find("<svg"), std::string::npos);
   EXPECT_NE(svg_text.find("Pipeline timeline"), std::string::npos);
+  EXPECT_EQ(svg_text.rfind("<svg", 0), 0u);
   EXPECT_NE(html_text.find("<svg"), std::string::npos);
 }
 
 TEST(Cli, ImpossibleLayoutExitsOneWithTheNumbers) {
-  CmdOut r = run("estimate --model llama3-405b --cluster llama3-h100 --gpus 16384 --tp 16 --cp 1 --pp 8 --dp 128 "
-              "--seq-len 8192 --global-batch 2048");
+  CmdOut r =
+      run("estimate --model llama3-405b --cluster llama3-h100 --gpus 16384 --tp 16 --cp 1 --pp 8 --dp 128 "
+          "--seq-len 8192 --global-batch 2048");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("num_key_value_heads (8) is not divisible by tp (16)"), std::string::npos) << r.out;
 }
@@ -79,28 +81,31 @@ TEST(Cli, BadClusterFileNamesTheField) {
     "tiers": [{"name": "nv", "size": 8, "bw_gb_per_s": 100, "latency_us": 2},
               {"name": "ib", "size": 64, "bw_gb_per_s": "fast", "latency_us": 5}]})";
   CmdOut r = run("estimate --model llama3-8b --cluster " + path +
-              " --gpus 64 --tp 8 --cp 1 --pp 1 --dp 8 --seq-len 8192 --global-batch 64");
+                 " --gpus 64 --tp 8 --cp 1 --pp 1 --dp 8 --seq-len 8192 --global-batch 64");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("tiers[1].bw_gb_per_s"), std::string::npos) << r.out;
 }
 
 TEST(Cli, PlanJsonIsAListBestFirst) {
-  CmdOut r = run("plan --model llama3-8b --cluster dgx-h100 --gpus 64 --seq-len 8192 --global-batch 256 --top 3 --json");
+  CmdOut r =
+      run("plan --model llama3-8b --cluster dgx-h100 --gpus 64 --seq-len 8192 --global-batch 256 --top 3 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   herd::Json j = herd::Json::parse(r.out);
   ASSERT_TRUE(j.is_array());
   ASSERT_EQ(j.size(), 3u);
   EXPECT_LE(j[0]["step_time_s"].get<double>(), j[1]["step_time_s"].get<double>());
-  CmdOut t = run("plan --model llama3-8b --cluster dgx-h100 --gpus 64 --seq-len 8192 --global-batch 256 --top 3 --explain");
+  CmdOut t =
+      run("plan --model llama3-8b --cluster dgx-h100 --gpus 64 --seq-len 8192 --global-batch 256 --top 3 --explain");
   ASSERT_EQ(t.status, 0) << t.out;
   EXPECT_NE(t.out.find("Rejected families"), std::string::npos);
   EXPECT_NE(t.out.find("Winner, explained"), std::string::npos);
 }
 
 TEST(Cli, ScalingBookJobSummary) {
-  CmdOut r = run("estimate --model llama3-70b --cluster tpu-v5p --gpus 8192 --tp 4 --cp 2 --pp 1 --dp 1024 "
-              "--recompute full --seq-len 4096 --global-batch 1024 --checkpoints-per-layer 2 --train-tokens 15e12 "
-              "--assume-mfu 0.4 --json");
+  CmdOut r =
+      run("estimate --model llama3-70b --cluster tpu-v5p --gpus 8192 --tp 4 --cp 2 --pp 1 --dp 1024 "
+          "--recompute full --seq-len 4096 --global-batch 1024 --checkpoints-per-layer 2 --train-tokens 15e12 "
+          "--assume-mfu 0.4 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   herd::Json j = herd::Json::parse(r.out)["job"];
   EXPECT_NEAR(j["train_flops_6n"].get<double>(), 6.3e24, 0.05e24);

@@ -33,7 +33,8 @@ TEST(Estimate, PartsSumToTotalsAndTimeAddsUp) {
     }
     EXPECT_NEAR(sum, e->memory.total_bytes, 1e-6 * sum);
     const TimeBreakdown& T = e->time;
-    EXPECT_NEAR(T.compute_s + T.bubble_s + T.exposed_comm_s() + T.optimizer_s + T.straggler_s, T.step_s, 1e-9 * T.step_s);
+    EXPECT_NEAR(T.compute_s + T.bubble_s + T.exposed_comm_s() + T.optimizer_s + T.straggler_s, T.step_s,
+                1e-9 * T.step_s);
     EXPECT_NEAR(e->tokens_per_s * T.step_s, static_cast<double>(t.tokens()), 1e-6 * static_cast<double>(t.tokens()));
     EXPECT_GT(e->mfu, 0.05);
     EXPECT_LT(e->mfu, kCluster.accelerator.matmul_efficiency);
@@ -51,9 +52,9 @@ TEST(Estimate, ActivationsAreModelBytesTimesInFlight) {
     Result<Estimate> e = estimate(kCfg, kCluster, t, l, 64);
     ASSERT_TRUE(e.ok()) << e.error().message();
     const model::ActivationShape s = activation_shape(t, l);
-    const double expect = static_cast<double>(kCfg.n_layers * model::layer_activation_bytes(kCfg, s) +
-                                              model::embedding_activation_bytes(kCfg, s) +
-                                              model::output_activation_bytes(kCfg, s));
+    const double expect =
+        static_cast<double>(kCfg.n_layers * model::layer_activation_bytes(kCfg, s) +
+                            model::embedding_activation_bytes(kCfg, s) + model::output_activation_bytes(kCfg, s));
     EXPECT_DOUBLE_EQ(e->memory.part("activations"), expect) << model::recompute_name(rc);
   }
 }

@@ -102,7 +102,8 @@ TEST(Table4, PlanPutsMetasLayoutInTopFive) {
       EXPECT_TRUE(e.fits());
     }
     EXPECT_TRUE(found) << r.id;
-    for (std::size_t i = 1; i < p->ranked.size(); ++i) EXPECT_LE(p->ranked[i - 1].time.step_s, p->ranked[i].time.step_s);
+    for (std::size_t i = 1; i < p->ranked.size(); ++i)
+      EXPECT_LE(p->ranked[i - 1].time.step_s, p->ranked[i].time.step_s);
     EXPECT_FALSE(p->rejected.empty());
   }
 }

@@ -54,9 +54,9 @@ TEST(Cluster, MalformedFieldsAreNamed) {
 
 TEST(Cluster, GroupsCrossTheTierTheirSpanNeeds) {
   const Cluster c = *cluster_preset("llama3-h100");
-  EXPECT_EQ(link_for_group(c, 1, 8)->tier_name, "nvlink");    // TP 8 inside a server
-  EXPECT_EQ(link_for_group(c, 8, 2)->tier_name, "rack");      // two servers of one rack
-  EXPECT_EQ(link_for_group(c, 8, 16)->tier_name, "pod");      // PP 16 at stride 8: 128 GPUs
+  EXPECT_EQ(link_for_group(c, 1, 8)->tier_name, "nvlink");      // TP 8 inside a server
+  EXPECT_EQ(link_for_group(c, 8, 2)->tier_name, "rack");        // two servers of one rack
+  EXPECT_EQ(link_for_group(c, 8, 16)->tier_name, "pod");        // PP 16 at stride 8: 128 GPUs
   EXPECT_EQ(link_for_group(c, 128, 64)->tier_name, "cluster");  // DP 64 at stride 128: 8,192 GPUs
   EXPECT_EQ(link_for_group(c, 1, 1)->tier, -1);
   EXPECT_DOUBLE_EQ(link_for_group(c, 1, 8)->bw_bytes_per_s, 450e9 * 0.75);
@@ -70,9 +70,9 @@ TEST(Cluster, GroupsCrossTheTierTheirSpanNeeds) {
 TEST(Cluster, TorusBandwidthGrowsWithTheAxesSpanned) {
   const Cluster c = *cluster_preset("tpu-v5p");
   const double link = 45e9 * 0.8;
-  EXPECT_NEAR(link_for_group(c, 1, 16)->bw_bytes_per_s, 2 * link, 1);   // full X ring: both directions
-  EXPECT_NEAR(link_for_group(c, 1, 4)->bw_bytes_per_s, link, 1);        // a segment of X: one direction
-  EXPECT_NEAR(link_for_group(c, 1, 320)->bw_bytes_per_s, 4 * link, 1);  // full X and Y rings
+  EXPECT_NEAR(link_for_group(c, 1, 16)->bw_bytes_per_s, 2 * link, 1);    // full X ring: both directions
+  EXPECT_NEAR(link_for_group(c, 1, 4)->bw_bytes_per_s, link, 1);         // a segment of X: one direction
+  EXPECT_NEAR(link_for_group(c, 1, 320)->bw_bytes_per_s, 4 * link, 1);   // full X and Y rings
   EXPECT_NEAR(link_for_group(c, 1, 8960)->bw_bytes_per_s, 6 * link, 1);  // the whole pod: 6 links
   EXPECT_EQ(link_for_group(c, 1, 8960)->ring_steps, 15 + 19 + 27);
 }

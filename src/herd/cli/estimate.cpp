@@ -1,5 +1,7 @@
 // herd estimate: memory and step time of one layout, broken down, with the assumptions stated;
 // optionally the scaling book's whole-job view (training days, checkpoint memory, fewest chips).
+#include "herd/planner/estimate.h"
+
 #include <cmath>
 #include <iostream>
 
@@ -8,7 +10,6 @@
 #include "herd/cli/table.h"
 #include "herd/core/format.h"
 #include "herd/model/params.h"
-#include "herd/planner/estimate.h"
 #include "herd/planner/memory.h"
 #include "herd/planner/report.h"
 
@@ -16,8 +17,9 @@ namespace herd::cli {
 
 void print_estimate(std::ostream& os, const planner::Estimate& e, const PlannerInputs& in) {
   const planner::Layout& l = e.layout;
-  os << "Layout " << l.to_string() << " on " << e.gpus << " x " << in.cluster.accelerator.name << " (" << in.cluster.name
-     << "), model " << in.cfg.name << ", " << e.train.global_batch << " x " << e.train.seq_len << " tokens per step\n\n";
+  os << "Layout " << l.to_string() << " on " << e.gpus << " x " << in.cluster.accelerator.name << " ("
+     << in.cluster.name << "), model " << in.cfg.name << ", " << e.train.global_batch << " x " << e.train.seq_len
+     << " tokens per step\n\n";
   os << "Memory per accelerator (worst pipeline rank: " << e.memory.rank << ")\n";
   Table mem({"part", "bytes", "what"});
   for (const planner::MemoryPart& p : e.memory.parts) mem.add({p.name, format_bytes(p.bytes), p.note});
@@ -86,8 +88,9 @@ Json job_summary(const EstimateOptions& o, const PlannerInputs& in, const planne
     }
   }
   if (o.checkpoints_per_layer > 0) {
-    const planner::JobMemory m = planner::job_memory(in.cfg, static_cast<double>(e.train.tokens()), o.checkpoints_per_layer,
-                                                     in.cluster.accelerator.memory_gib * 1024.0 * 1024 * 1024);
+    const planner::JobMemory m =
+        planner::job_memory(in.cfg, static_cast<double>(e.train.tokens()), o.checkpoints_per_layer,
+                            in.cluster.accelerator.memory_gib * 1024.0 * 1024 * 1024);
     j["checkpoints_per_layer"] = o.checkpoints_per_layer;
     j["job_memory"] = {{"params_bytes", m.params_bytes},
                        {"optimizer_bytes", m.optimizer_bytes},
@@ -142,8 +145,9 @@ Subcommand add_estimate_command(CLI::App& root) {
   app->add_option("--cp", o->cp, "Context-parallel degree")->required()->check(CLI::PositiveNumber);
   app->add_option("--pp", o->pp, "Pipeline-parallel degree")->required()->check(CLI::PositiveNumber);
   app->add_option("--dp", o->dp, "Data-parallel (FSDP) degree")->required()->check(CLI::PositiveNumber);
-  app->add_option("--checkpoints-per-layer", o->checkpoints_per_layer,
-                  "Also print the scaling book's whole-job memory with this many bf16 (tokens, hidden) checkpoints per layer")
+  app->add_option(
+         "--checkpoints-per-layer", o->checkpoints_per_layer,
+         "Also print the scaling book's whole-job memory with this many bf16 (tokens, hidden) checkpoints per layer")
       ->check(CLI::PositiveNumber);
   app->add_option("--train-tokens", o->train_tokens, "Also print the training time for this many tokens")
       ->check(CLI::PositiveNumber);

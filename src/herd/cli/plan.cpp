@@ -47,13 +47,15 @@ int run_plan(const PlanOptions& o) {
     Result<planner::Estimate> best =
         planner::estimate(in->cfg, in->cluster, in->train, r->ranked.front().layout, o.p.gpus, eo);
     if (!best.ok()) return report_error("plan", best.error());
-    const std::string title = "herd plan winner: " + in->cfg.name + " on " + std::to_string(o.p.gpus) + " x " +
-                              in->cluster.accelerator.name;
+    const std::string title =
+        "herd plan winner: " + in->cfg.name + " on " + std::to_string(o.p.gpus) + " x " + in->cluster.accelerator.name;
     if (!o.p.svg.empty()) {
-      if (Status s = write_text_file(o.p.svg, planner::report_svg(*best, title)); !s.ok()) return report_error("plan", s.error());
+      if (Status s = write_text_file(o.p.svg, planner::report_svg(*best, title)); !s.ok())
+        return report_error("plan", s.error());
     }
     if (!o.p.html.empty()) {
-      if (Status s = write_text_file(o.p.html, planner::report_html(*best, title)); !s.ok()) return report_error("plan", s.error());
+      if (Status s = write_text_file(o.p.html, planner::report_html(*best, title)); !s.ok())
+        return report_error("plan", s.error());
     }
   }
   if (o.p.json) {
@@ -63,7 +65,8 @@ int run_plan(const PlanOptions& o) {
     return 0;
   }
   std::cout << "herd plan: " << in->cfg.name << " on " << o.p.gpus << " x " << in->cluster.accelerator.name << " ("
-            << in->cluster.name << "), " << in->train.global_batch << " x " << in->train.seq_len << " tokens per step\n";
+            << in->cluster.name << "), " << in->train.global_batch << " x " << in->train.seq_len
+            << " tokens per step\n";
   std::cout << r->families << " families of degrees, " << r->layouts_costed << " layouts costed, " << r->layouts_fitting
             << " within memory, " << r->layouts_simulated << " simulated; search " << format_fixed(r->search_s, 3)
             << " s\n\n";

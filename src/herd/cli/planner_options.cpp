@@ -7,7 +7,8 @@ namespace herd::cli {
 void add_planner_options(CLI::App* app, PlannerOptions& o) {
   app->add_option("--model", o.model, "A model preset (llama3-8b, llama3-70b, llama3-405b, ...) or a config.json")
       ->required();
-  app->add_option("--cluster", o.cluster, "A cluster preset (llama3-h100, dgx-h100, dgx-a100, h200, tpu-v5p) or a JSON file")
+  app->add_option("--cluster", o.cluster,
+                  "A cluster preset (llama3-h100, dgx-h100, dgx-a100, h200, tpu-v5p) or a JSON file")
       ->required();
   app->add_option("--gpus", o.gpus, "Accelerators in the job")->required()->check(CLI::PositiveNumber);
   app->add_option("--seq-len", o.seq_len, "Sequence length")->capture_default_str()->check(CLI::PositiveNumber);
@@ -18,7 +19,8 @@ void add_planner_options(CLI::App* app, PlannerOptions& o) {
   app->add_option("--precision", o.precision, "Matmul precision: bf16, fp16 or fp8")->capture_default_str();
   app->add_option("--v", o.v, "Virtual pipeline stages per rank (searched by plan when absent; default 1)")
       ->check(CLI::PositiveNumber);
-  app->add_option("--microbatch-size", o.microbatch, "Sequences per micro-batch (default 1)")->check(CLI::PositiveNumber);
+  app->add_option("--microbatch-size", o.microbatch, "Sequences per micro-batch (default 1)")
+      ->check(CLI::PositiveNumber);
   app->add_option("--n", o.n, "Contiguous micro-batches per chunk, the Llama 3 N (default min(PP, M))")
       ->check(CLI::PositiveNumber);
   app->add_option("--recompute", o.recompute, "Activation recompute: none, selective or full (default none)");
@@ -50,8 +52,8 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
   }
   if (o.global_batch_tokens > 0) {
     if (o.global_batch_tokens % o.seq_len != 0) {
-      return make_error("--global-batch-tokens (", o.global_batch_tokens, ") is not a multiple of --seq-len (", o.seq_len,
-                        "); the batch is made of whole sequences");
+      return make_error("--global-batch-tokens (", o.global_batch_tokens, ") is not a multiple of --seq-len (",
+                        o.seq_len, "); the batch is made of whole sequences");
     }
     in.train.global_batch = o.global_batch_tokens / o.seq_len;
   } else if (o.global_batch > 0) {
@@ -67,7 +69,8 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
     HERD_ASSIGN_OR_RETURN(in.base.recompute, model::parse_recompute(*o.recompute));
   }
   HERD_ASSIGN_OR_RETURN(in.base.sequence_parallel, parse_bool_option("--sequence-parallel", o.sequence_parallel));
-  HERD_ASSIGN_OR_RETURN(in.base.reshard_after_forward, parse_bool_option("--reshard-after-forward", o.reshard_after_forward));
+  HERD_ASSIGN_OR_RETURN(in.base.reshard_after_forward,
+                        parse_bool_option("--reshard-after-forward", o.reshard_after_forward));
   in.base.zero = o.zero;
   if (in.base.reshard_after_forward && in.base.zero != 3) {
     return make_error("--reshard-after-forward true needs --zero 3 (only FSDP shards parameters), got --zero ", o.zero);

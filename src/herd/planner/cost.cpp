@@ -65,13 +65,14 @@ double memory_bound_s(double bytes, const topology::Accelerator& acc) {
 }
 
 double model_flops_per_token(const model::LlamaConfig& cfg, std::int64_t seq_len) {
-  return *model::train_model_flops_per_token(cfg, seq_len, model::AttentionMask::causal(), model::FlopConvention::kSixN);
+  return *model::train_model_flops_per_token(cfg, seq_len, model::AttentionMask::causal(),
+                                             model::FlopConvention::kSixN);
 }
 
 // --- One layer, the embedding and the output head -------------------------------------------------
 
-Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Cluster& cluster,
-                             const TrainingSpec& train, const Layout& l) {
+Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
+                             const Layout& l) {
   const topology::Accelerator& acc = cluster.accelerator;
   StepCosts c;
   HERD_ASSIGN_OR_RETURN(c.tp_link, topology::link_for_group(cluster, 1, l.tp));
@@ -157,8 +158,8 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   }
   const double tokens = b * t;
   L.model_flops = 6.0 * static_cast<double>(lp.attention() + lp.mlp()) * tokens + 3.0 * attn_fwd_flops;
-  L.hardware_flops = L.model_flops + 0.5 * attn_fwd_flops +
-                     (l.recompute == model::Recompute::kFull ? L.model_flops / 3.0 : 0.0);
+  L.hardware_flops =
+      L.model_flops + 0.5 * attn_fwd_flops + (l.recompute == model::Recompute::kFull ? L.model_flops / 3.0 : 0.0);
 
   // Output head (vocab-parallel) and loss: the final norm output is gathered over TP, logits for the
   // local vocabulary shard are computed tile by tile in fp32, and the softmax statistics are

@@ -49,8 +49,8 @@ struct StepCosts {
   double matmul_peak_flops = 0;  // per second, at the chosen precision
 };
 
-Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Cluster& cluster,
-                             const TrainingSpec& train, const Layout& layout);
+Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
+                             const Layout& layout);
 
 // Model FLOPs per token of the MFU convention: 6 x parameters + 12 x L x n_heads x head_dim x (T+1)/2
 // (model::FlopConvention::kSixN, causal mask). The same number `herd model` prints.

@@ -127,8 +127,9 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
     for (int r = 0; r < spec.pp; ++r) {
       double chunk_max = 0;
       for (int ch = 0; ch < spec.v; ++ch) chunk_max = std::max(chunk_max, cost.activation_bytes[ch * spec.pp + r]);
-      const double warm = spec.v == 1 ? std::min<double>(M, spec.pp - r)
-                                      : std::min<double>(M * spec.v, (spec.v - 1.0) * spec.n + 2.0 * (spec.pp - 1 - r) + 1);
+      const double warm = spec.v == 1
+                              ? std::min<double>(M, spec.pp - r)
+                              : std::min<double>(M * spec.v, (spec.v - 1.0) * spec.n + 2.0 * (spec.pp - 1 - r) + 1);
       peak_act[r] = warm * chunk_max;
     }
   }
@@ -198,30 +199,36 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
       case 2:
         dp_total = M * rs + ag;
         dp_exposed = exposed(M * rs, rs_unit, pr_busy * 0.5) + ag;
-        dp_rule = "fp32 reduce-scatter per micro-batch overlapped with backward; bf16 all-gather after the step exposed";
+        dp_rule =
+            "fp32 reduce-scatter per micro-batch overlapped with backward; bf16 all-gather after the step exposed";
         break;
       default:
         if (l.reshard_after_forward) {
           dp_total = 2.0 * M * ag + M * rs;
           dp_exposed = exposed(2.0 * M * ag + (M - 1) * rs, ag_unit, pr_busy) + exposed(rs, rs_unit, window_b);
-          dp_rule = "bf16 all-gather before every forward and backward, fp32 reduce-scatter after every backward, "
-                    "prefetched and overlapped (first and last layer exposed)";
+          dp_rule =
+              "bf16 all-gather before every forward and backward, fp32 reduce-scatter after every backward, "
+              "prefetched and overlapped (first and last layer exposed)";
         } else {
           dp_total = ag + rs;
           dp_exposed = exposed(ag, ag_unit, window_f) + exposed(rs, rs_unit, window_b);
-          dp_rule = "bf16 all-gather once, prefetched (first layer exposed); fp32 reduce-scatter overlapped with "
-                    "the last backward (last layer exposed)";
+          dp_rule =
+              "bf16 all-gather once, prefetched (first layer exposed); fp32 reduce-scatter overlapped with "
+              "the last backward (last layer exposed)";
         }
     }
   }
   T.dp_s = dp_exposed;
   const double p_opt = p_max / (l.zero >= 1 ? static_cast<double>(n_dp) : 1.0);
-  T.optimizer_s = memory_bound_s(34.0 * p_opt, cluster.accelerator) +
-                  (gpus > 1 ? 2.0 * std::ceil(std::log2(static_cast<double>(gpus))) * std::max(link.latency_s, c.tp_link.latency_s) : 0.0);
+  T.optimizer_s =
+      memory_bound_s(34.0 * p_opt, cluster.accelerator) +
+      (gpus > 1 ? 2.0 * std::ceil(std::log2(static_cast<double>(gpus))) * std::max(link.latency_s, c.tp_link.latency_s)
+                : 0.0);
   // Synchronous steps run at the pace of the slowest accelerator: with speeds spread by sigma, the
   // expected maximum of G draws exceeds the mean by about sigma * sqrt(2 ln G) (Gaussian extremes).
   if (gpus > 1) {
-    T.straggler_s = T.compute_s * cluster.accelerator.speed_variation * std::sqrt(2.0 * std::log(static_cast<double>(gpus)));
+    T.straggler_s =
+        T.compute_s * cluster.accelerator.speed_variation * std::sqrt(2.0 * std::log(static_cast<double>(gpus)));
   }
   T.step_s = T.compute_s + T.tp_s + T.cp_s + T.bubble_s + T.pp_s + T.dp_s + T.optimizer_s + T.straggler_s;
 
@@ -232,7 +239,8 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   est.tokens_per_s = tokens / T.step_s;
   est.tflops_per_gpu = est.model_flops_per_token * tokens / (T.step_s * static_cast<double>(gpus)) / 1e12;
   est.mfu = est.tflops_per_gpu * 1e12 / peak;
-  const double hw = *model::train_hardware_flops_per_token(cfg, train.seq_len, model::AttentionMask::causal(), l.recompute);
+  const double hw =
+      *model::train_hardware_flops_per_token(cfg, train.seq_len, model::AttentionMask::causal(), l.recompute);
   est.hfu = hw * tokens / (T.step_s * static_cast<double>(gpus) * peak);
 
   if (!options.simulate) return est;  // the quick pass needs no report text
@@ -240,8 +248,8 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   // Per-dimension communication with tiers and overlap rules.
   auto dim = [&](const char* name, std::int64_t size, std::int64_t stride, const topology::GroupLink& g, double total,
                  double exp, std::string rule) {
-    DimComm d{name, size, stride, size > 1 ? g.tier_name : "none", size > 1 ? g.bw_bytes_per_s / 1e9 : 0, total, exp,
-              std::move(rule)};
+    DimComm d{name,  size, stride,         size > 1 ? g.tier_name : "none", size > 1 ? g.bw_bytes_per_s / 1e9 : 0,
+              total, exp,  std::move(rule)};
     est.comm.push_back(d);
   };
   double p2p_total = 0;
@@ -263,13 +271,16 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
 
   est.assumptions = {
       "FLOP convention (MFU): 6 x parameters (embedding included) + 12 x layers x n_heads x head_dim x (T+1)/2 "
-      "per token (causal attention) = " + format_sci(est.model_flops_per_token) + " FLOPs/token",
+      "per token (causal attention) = " +
+          format_sci(est.model_flops_per_token) + " FLOPs/token",
       "schedule: Llama 3 flexible interleaved, V=" + std::to_string(l.v) + ", micro-batch size " +
           std::to_string(l.microbatch) + ", M=" + std::to_string(est.microbatches) + ", N=" + std::to_string(est.n) +
           ", first and last virtual stages one layer lighter",
-      std::string("recompute: ") + model::recompute_name(l.recompute) +
-          (l.sp() ? "; sequence parallelism on" : "") + "; ZeRO-" + std::to_string(l.zero) +
-          (l.zero == 3 ? (l.reshard_after_forward ? " (FSDP, reshard after forward)" : " (FSDP, no reshard after forward)") : ""),
+      std::string("recompute: ") + model::recompute_name(l.recompute) + (l.sp() ? "; sequence parallelism on" : "") +
+          "; ZeRO-" + std::to_string(l.zero) +
+          (l.zero == 3
+               ? (l.reshard_after_forward ? " (FSDP, reshard after forward)" : " (FSDP, no reshard after forward)")
+               : ""),
       "compute: GEMM roofline at " + format_fixed(100 * cluster.accelerator.matmul_efficiency, 0) +
           "% of peak with wave quantization; flash attention " +
           format_fixed(100 * cluster.accelerator.attention_fwd_efficiency, 0) + "% fwd / " +

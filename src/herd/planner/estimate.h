@@ -37,7 +37,7 @@ struct TimeBreakdown {
 // The tier each group crosses under [TP, CP, PP, DP] placement, with the total (not just exposed)
 // communication time per step, to show what overlap hides.
 struct DimComm {
-  std::string dim;   // "tp", "cp", "pp", "dp"
+  std::string dim;  // "tp", "cp", "pp", "dp"
   std::int64_t size = 1;
   std::int64_t stride = 1;
   std::string tier;  // "nvlink", "rack", ...
@@ -51,17 +51,17 @@ struct Estimate {
   Layout layout;
   TrainingSpec train;
   std::int64_t gpus = 0;
-  std::int64_t microbatches = 0;  // M per pipeline (per DP rank)
-  int n = 0;                      // N used by the schedule
-  MemoryBreakdown memory;         // the worst pipeline rank
+  std::int64_t microbatches = 0;          // M per pipeline (per DP rank)
+  int n = 0;                              // N used by the schedule
+  MemoryBreakdown memory;                 // the worst pipeline rank
   std::vector<double> rank_memory_bytes;  // every pipeline rank's total
   TimeBreakdown time;
   std::vector<DimComm> comm;
   double model_flops_per_token = 0;
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;
-  double mfu = 0;  // model FLOPs / (step time x GPUs x bf16 peak)
-  double hfu = 0;  // hardware FLOPs (recompute, flash backward) / the same
+  double mfu = 0;                  // model FLOPs / (step time x GPUs x bf16 peak)
+  double hfu = 0;                  // hardware FLOPs (recompute, flash backward) / the same
   double compute_bound_ratio = 0;  // max over dims of total comm / compute (> 1: communication-bound)
   std::string bound;               // "compute-bound" or "communication-bound (dp)" ...
   std::vector<std::string> assumptions;

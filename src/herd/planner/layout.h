@@ -20,16 +20,16 @@ Result<Precision> parse_precision(const std::string& s);
 
 struct TrainingSpec {
   std::int64_t seq_len = 8192;
-  std::int64_t global_batch = 0;  // sequences per optimizer step
+  std::int64_t global_batch = 0;           // sequences per optimizer step
   Precision precision = Precision::kBF16;  // matmul precision; parameters bf16, master/grad/optimizer fp32
   std::int64_t tokens() const { return seq_len * global_batch; }
 };
 
 struct Layout {
   std::int64_t tp = 1, cp = 1, pp = 1, dp = 1;
-  int v = 1;                      // virtual stages (model chunks) per pipeline rank
-  std::int64_t microbatch = 1;    // sequences per micro-batch
-  int n = 0;                      // contiguous micro-batches per chunk; 0 = min(PP, M) (depth-first)
+  int v = 1;                    // virtual stages (model chunks) per pipeline rank
+  std::int64_t microbatch = 1;  // sequences per micro-batch
+  int n = 0;                    // contiguous micro-batches per chunk; 0 = min(PP, M) (depth-first)
   model::Recompute recompute = model::Recompute::kNone;
   bool sequence_parallel = true;  // only meaningful with tp > 1
   int zero = 3;                   // 0 plain DP (all-reduce), 1, 2, 3 (FSDP, the paper's choice)

@@ -60,7 +60,8 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
   const double p_layers = static_cast<double>(in.layers) * static_cast<double>(lp.total());
   double p_eo = 0;
   if (in.embedding) p_eo += static_cast<double>(mp.embedding + mp.position_embedding);
-  if (in.output) p_eo += static_cast<double>(mp.final_norm + (cfg.tie_embeddings && !in.embedding ? mp.embedding : mp.output));
+  if (in.output)
+    p_eo += static_cast<double>(mp.final_norm + (cfg.tie_embeddings && !in.embedding ? mp.embedding : mp.output));
   const std::int64_t mbs = l.microbatches(train);
   const StateBytes sl = state_bytes(p_layers, l, shard, mbs);
   const StateBytes se = state_bytes(p_eo, l, shard, mbs);
@@ -75,24 +76,28 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
   MemoryBreakdown m;
   m.rank = in.rank;
   m.capacity_bytes = cluster.memory_bytes();
-  m.parts.push_back({"parameters", sl.weights,
-                     std::to_string(in.layers) + " layers' bf16 weights (TP shard" +
-                         (l.zero == 3 && !l.reshard_after_forward ? ", gathered once and kept: no reshard after forward)"
-                                                                  : ")")});
+  m.parts.push_back(
+      {"parameters", sl.weights,
+       std::to_string(in.layers) + " layers' bf16 weights (TP shard" +
+           (l.zero == 3 && !l.reshard_after_forward ? ", gathered once and kept: no reshard after forward)" : ")")});
   m.parts.push_back({"gradients", sl.grads,
-                     sl.grads < 4.0 * p_layers ? "fp32 gradient shard (reduce-scattered after each backward)"
-                                 : "fp32 accumulation across micro-batches" +
-                                       std::string(l.zero >= 1 ? " + its reduce-scattered fp32 shard" : "")});
-  m.parts.push_back({"optimizer_state", sl.optimizer,
-                     "fp32 master weights + AdamW m and v" +
-                         std::string(l.zero >= 1 ? ", sharded over dp x cp = " + std::to_string(l.dp * l.cp) : ", replicated")});
+                     sl.grads < 4.0 * p_layers
+                         ? "fp32 gradient shard (reduce-scattered after each backward)"
+                         : "fp32 accumulation across micro-batches" +
+                               std::string(l.zero >= 1 ? " + its reduce-scattered fp32 shard" : "")});
+  m.parts.push_back(
+      {"optimizer_state", sl.optimizer,
+       "fp32 master weights + AdamW m and v" +
+           std::string(l.zero >= 1 ? ", sharded over dp x cp = " + std::to_string(l.dp * l.cp) : ", replicated")});
   m.parts.push_back({"embedding_output", se.weights + se.grads + se.optimizer,
-                     std::string(in.embedding ? "vocab-parallel embedding" : "") + (in.embedding && in.output ? " and " : "") +
-                         (in.output ? "output head + final norm" : "") + (p_eo > 0 ? ": weights, gradients, optimizer" : "none on this rank")});
+                     std::string(in.embedding ? "vocab-parallel embedding" : "") +
+                         (in.embedding && in.output ? " and " : "") + (in.output ? "output head + final norm" : "") +
+                         (p_eo > 0 ? ": weights, gradients, optimizer" : "none on this rank")});
   m.parts.push_back({"activations", in.peak_activation_bytes,
                      "saved tensors of the micro-batches in flight at the schedule's peak (model/activations.h)"});
   const double gathered = (l.zero == 3 && l.reshard_after_forward) ? 2.0 * 2.0 * unit : 0.0;
-  m.parts.push_back({"fsdp_gathered", gathered, gathered > 0 ? "two gathered bf16 layers (current + prefetch)" : "none (weights kept gathered)"});
+  m.parts.push_back({"fsdp_gathered", gathered,
+                     gathered > 0 ? "two gathered bf16 layers (current + prefetch)" : "none (weights kept gathered)"});
   double buffers = 0;
   if (l.tp > 1) buffers += act_full;  // sequence-parallel all-gather output
   if (l.cp > 1) {
@@ -109,8 +114,9 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
     transient += 2.0 * b * t * std::min(vocab_shard, 16384.0) * 4.0;  // one fp32 logits tile and its gradient
   }
   m.parts.push_back({"transient", transient,
-                     l.recompute == model::Recompute::kFull ? "one layer re-materialised for its backward"
-                                                            : "largest backward temporaries (MLP gradients, logits tile)"});
+                     l.recompute == model::Recompute::kFull
+                         ? "one layer re-materialised for its backward"
+                         : "largest backward temporaries (MLP gradients, logits tile)"});
   const double dynamic = in.peak_activation_bytes + gathered + buffers + transient;
   m.parts.push_back({"fragmentation", kFragmentationFraction * dynamic,
                      "allowance: 5% of dynamically allocated bytes (caching allocator)"});

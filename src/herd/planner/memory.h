@@ -40,9 +40,9 @@ struct MemoryBreakdown {
 
 struct RankMemoryInput {
   int rank = 0;
-  std::int64_t layers = 0;      // transformer layers over all of this rank's chunks
-  bool embedding = false;       // holds virtual stage 0
-  bool output = false;          // holds the last virtual stage
+  std::int64_t layers = 0;           // transformer layers over all of this rank's chunks
+  bool embedding = false;            // holds virtual stage 0
+  bool output = false;               // holds the last virtual stage
   double peak_activation_bytes = 0;  // activations of in-flight micro-batches at the schedule's peak
 };
 

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <vector>
 
 #include "herd/core/format.h"
+#include "herd/schedule/render.h"
 
 namespace herd::planner {
 
@@ -35,7 +37,10 @@ Json estimate_to_json(const Estimate& e) {
   t["bubble_s"] = e.time.bubble_s;
   t["optimizer_s"] = e.time.optimizer_s;
   t["straggler_s"] = e.time.straggler_s;
-  t["exposed_comm_s"] = {{"tp", e.time.tp_s}, {"cp", e.time.cp_s}, {"pp", e.time.pp_s}, {"dp", e.time.dp_s},
+  t["exposed_comm_s"] = {{"tp", e.time.tp_s},
+                         {"cp", e.time.cp_s},
+                         {"pp", e.time.pp_s},
+                         {"dp", e.time.dp_s},
                          {"total", e.time.exposed_comm_s()}};
   t["step_s"] = e.time.step_s;
   Json comm = Json::array();
@@ -80,16 +85,20 @@ struct Segment {
   const char* color;
 };
 
-const char* kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
-                         "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+const char* kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                         "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 
 std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else o += c;
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else
+      o += c;
   }
   return o;
 }
@@ -103,8 +112,8 @@ double stacked_bar(std::ostringstream& os, double y, const std::string& title, c
   for (const Segment& s : segs) {
     const double w = scale_max > 0 ? s.value / scale_max * width : 0;
     if (w <= 0) continue;
-    os << "<rect x='" << x << "' y='" << bar_y << "' width='" << w << "' height='26' fill='" << s.color
-       << "'><title>" << esc(s.label) << "</title></rect>\n";
+    os << "<rect x='" << x << "' y='" << bar_y << "' width='" << w << "' height='26' fill='" << s.color << "'><title>"
+       << esc(s.label) << "</title></rect>\n";
     x += w;
   }
   os << "<text x='" << x + 6 << "' y='" << bar_y + 18 << "' font-size='12'>" << esc(total_label) << "</text>\n";
@@ -151,32 +160,29 @@ std::string report_svg(const Estimate& e, const std::string& title) {
                              {"stragglers " + format_seconds(t.straggler_s), t.straggler_s, kColors[7]}};
   y += stacked_bar(body, y + 10, "Step time", ts, t.step_s, format_seconds(t.step_s), width - 200) + 10;
 
-  // Pipeline timeline: one row per pipeline rank, forwards light, backwards dark, colour by chunk.
+  // Pipeline timeline: schedule/'s renderer (Llama 3 Figure 6 style), nested at this height.
+  double total_width = width;
   if (!e.sim.timeline.empty()) {
-    body << "<text x='10' y='" << y + 14 << "' font-size='14' font-weight='bold'>Pipeline timeline (simulated)</text>\n";
-    y += 24;
-    const double row = 16, left = 60, w = width - left - 20;
-    const double span = std::max(e.sim.step_time, 1e-12);
-    for (std::size_t r = 0; r < e.sim.timeline.size(); ++r) {
-      body << "<text x='10' y='" << y + row * (static_cast<double>(r) + 0.8) << "' font-size='10'>rank " << r
-           << "</text>\n";
-      for (const schedule::Interval& iv : e.sim.timeline[r]) {
-        const schedule::Action& a = e.schedule.ranks[r][static_cast<std::size_t>(iv.action)];
-        const int chunk = a.stage / std::max(1, e.schedule.spec.pp);
-        const bool fwd = a.type == schedule::ActionType::kForward;
-        body << "<rect x='" << left + iv.start / span * w << "' y='" << y + row * static_cast<double>(r)
-             << "' width='" << std::max(0.2, (iv.end - iv.start) / span * w) << "' height='" << row - 2
-             << "' fill='" << kColors[chunk % 10] << "' fill-opacity='" << (fwd ? 0.55 : 1.0) << "'><title>"
-             << (fwd ? "F" : "B") << " mb " << a.microbatch << " stage " << a.stage << "</title></rect>\n";
-      }
-    }
-    y += row * static_cast<double>(e.sim.timeline.size()) + 10;
-    body << "<text x='10' y='" << y + 10 << "' font-size='11'>light: forward, dark: backward; colour: chunk (virtual "
-            "stage / PP)</text>\n";
-    y += 20;
+    schedule::SvgOptions so;
+    so.title = "Pipeline timeline (simulated): PP=" + std::to_string(e.layout.pp) +
+               ", V=" + std::to_string(e.layout.v) + ", M=" + std::to_string(e.microbatches) +
+               ", N=" + std::to_string(e.n);
+    so.time_unit = "s";
+    so.width = static_cast<int>(width);
+    so.row_height = e.layout.pp > 32 ? 12 : 24;
+    so.label_microbatches = e.layout.pp * e.layout.v * e.microbatches <= 512;
+    std::string tl = schedule::render_svg(e.schedule, e.sim, so);
+    double h = 0;
+    const std::size_t hp = tl.find("height=\"");
+    if (hp != std::string::npos) h = std::atof(tl.c_str() + hp + 8);
+    const std::size_t open = tl.find("<svg");
+    if (open != std::string::npos) tl.insert(open + 4, " x=\"0\" y=\"" + std::to_string(y) + "\"");
+    body << "<text x='10' y='" << y - 4 << "' font-size='11'>Timeline: pipeline ranks by time</text>\n" << tl;
+    y += h + 10;
+    total_width = std::max(total_width, static_cast<double>(so.width));
   }
   std::ostringstream os;
-  os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << y + 10
+  os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << total_width << "' height='" << y + 10
      << "' font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n"
      << body.str() << "</svg>\n";
   return os.str();
@@ -188,7 +194,8 @@ std::string report_html(const Estimate& e, const std::string& title) {
      << "</title><style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:right}"
         "td:first-child,th:first-child{text-align:left}</style></head><body>\n";
   os << report_svg(e, title);
-  os << "<h3>Memory (pipeline rank " << e.memory.rank << ")</h3><table><tr><th>part</th><th>bytes</th><th>what</th></tr>\n";
+  os << "<h3>Memory (pipeline rank " << e.memory.rank
+     << ")</h3><table><tr><th>part</th><th>bytes</th><th>what</th></tr>\n";
   for (const MemoryPart& p : e.memory.parts) {
     os << "<tr><td>" << esc(p.name) << "</td><td>" << format_bytes(p.bytes) << "</td><td style='text-align:left'>"
        << esc(p.note) << "</td></tr>\n";

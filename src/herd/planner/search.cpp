@@ -51,7 +51,8 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
                         std::int64_t gpus, const SearchSpace& space, int top_k) {
   const Timer timer;
   if (gpus > cluster.max_accelerators()) {
-    return make_error("--gpus (", gpus, ") exceeds cluster ", cluster.name, " (", cluster.max_accelerators(), " accelerators)");
+    return make_error("--gpus (", gpus, ") exceeds cluster ", cluster.name, " (", cluster.max_accelerators(),
+                      " accelerators)");
   }
   if (top_k < 1) return make_error("--top (", top_k, ") must be at least 1");
   PlanResult out;
@@ -83,7 +84,8 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
             if (mb <= space.max_microbatch) mbs.push_back(mb);
           }
         }
-        const std::vector<model::Recompute> rcs = space.recompute ? std::vector<model::Recompute>{*space.recompute} : all_rc;
+        const std::vector<model::Recompute> rcs =
+            space.recompute ? std::vector<model::Recompute>{*space.recompute} : all_rc;
         const std::vector<int> vs = space.v ? std::vector<int>{*space.v} : v_candidates(cfg.n_layers, pp);
         double least = std::numeric_limits<double>::infinity();
         std::string least_layout, last_error;
@@ -139,7 +141,8 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
         if (!any_fit) {
           std::string reason = least < std::numeric_limits<double>::infinity()
                                    ? "out of memory: the leanest variant (" + least_layout + ") needs " +
-                                         format_bytes(least) + " per accelerator, " + format_bytes(capacity) + " available"
+                                         format_bytes(least) + " per accelerator, " + format_bytes(capacity) +
+                                         " available"
                                    : last_error;
           out.rejected.push_back({tp, cp, pp, dp, reason});
         }
@@ -148,8 +151,10 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
   }
 
   // Simulate the best quick-pass candidates; rank by simulated step time among those that fit.
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.step_s < b.step_s; });
-  const std::size_t n_sim = std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(std::max(16 * top_k, 96)));
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.step_s < b.step_s; });
+  const std::size_t n_sim =
+      std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(std::max(16 * top_k, 96)));
   std::vector<Estimate> sims;
   for (std::size_t i = 0; i < n_sim; ++i) {
     Result<Estimate> e = estimate(cfg, cluster, train, candidates[i].layout, gpus);

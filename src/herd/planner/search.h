@@ -37,10 +37,10 @@ struct Rejection {
 };
 
 struct PlanResult {
-  std::vector<Estimate> ranked;  // best first, one per family of degrees, at most top_k
-  std::int64_t families = 0;          // (tp, cp, pp, dp) combinations with the right product
-  std::int64_t layouts_costed = 0;    // quick-pass estimates
-  std::int64_t layouts_fitting = 0;   // of those, fitting in memory
+  std::vector<Estimate> ranked;      // best first, one per family of degrees, at most top_k
+  std::int64_t families = 0;         // (tp, cp, pp, dp) combinations with the right product
+  std::int64_t layouts_costed = 0;   // quick-pass estimates
+  std::int64_t layouts_fitting = 0;  // of those, fitting in memory
   std::int64_t layouts_simulated = 0;
   std::vector<Rejection> rejected;
   double search_s = 0;

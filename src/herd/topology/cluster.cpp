@@ -11,8 +11,10 @@ Status validate(const Cluster& c) {
   HERD_RETURN_IF_ERROR(require_positive(a.peak_tflops_bf16, "accelerator.peak_tflops.bf16"));
   HERD_RETURN_IF_ERROR(require_positive(a.memory_gib, "accelerator.memory_gib"));
   HERD_RETURN_IF_ERROR(require_positive(a.memory_bw_gb_per_s, "accelerator.memory_bw_gb_per_s"));
-  if (a.peak_tflops_fp8 < 0) return make_error("accelerator.peak_tflops.fp8: must be 0 (none) or positive, got ", a.peak_tflops_fp8);
-  if (a.peak_tflops_fp32 < 0) return make_error("accelerator.peak_tflops.fp32: must be 0 (none) or positive, got ", a.peak_tflops_fp32);
+  if (a.peak_tflops_fp8 < 0)
+    return make_error("accelerator.peak_tflops.fp8: must be 0 (none) or positive, got ", a.peak_tflops_fp8);
+  if (a.peak_tflops_fp32 < 0)
+    return make_error("accelerator.peak_tflops.fp32: must be 0 (none) or positive, got ", a.peak_tflops_fp32);
   const std::pair<const char*, double> fractions[] = {{"matmul_efficiency", a.matmul_efficiency},
                                                       {"attention_fwd_efficiency", a.attention_fwd_efficiency},
                                                       {"attention_bwd_efficiency", a.attention_bwd_efficiency},
@@ -24,7 +26,8 @@ Status validate(const Cluster& c) {
   if (!(a.speed_variation >= 0 && a.speed_variation < 0.5)) {
     return make_error("accelerator.speed_variation: must be in [0, 0.5), got ", a.speed_variation);
   }
-  if (a.kernel_overhead_us < 0) return make_error("accelerator.kernel_overhead_us: must not be negative, got ", a.kernel_overhead_us);
+  if (a.kernel_overhead_us < 0)
+    return make_error("accelerator.kernel_overhead_us: must not be negative, got ", a.kernel_overhead_us);
   if (c.tiers.empty()) return make_error("tiers: the cluster needs at least one network tier");
   std::int64_t prev = 1;
   for (std::size_t i = 0; i < c.tiers.size(); ++i) {
@@ -35,7 +38,8 @@ Status validate(const Cluster& c) {
     if (!(t.latency_us >= 0) || !std::isfinite(t.latency_us)) {
       return make_error(f, ".latency_us: must not be negative, got ", t.latency_us);
     }
-    if (!(t.efficiency > 0 && t.efficiency <= 1)) return make_error(f, ".efficiency: must be in (0, 1], got ", t.efficiency);
+    if (!(t.efficiency > 0 && t.efficiency <= 1))
+      return make_error(f, ".efficiency: must be in (0, 1], got ", t.efficiency);
     if (!(t.oversubscription >= 1)) {
       return make_error(f, ".oversubscription: must be at least 1 (1 = full bisection), got ", t.oversubscription);
     }
@@ -75,9 +79,11 @@ Result<Tier> tier_from_json(const Json& j, const std::string& path) {
   HERD_ASSIGN_OR_RETURN(t.oversubscription, json_number_or(j, path, "oversubscription", 1.0));
   if (j.contains("torus") && !j["torus"].is_null()) {
     const Json& a = j["torus"];
-    if (!a.is_array()) return make_error(field_path(path, "torus"), ": expected a list of axis lengths, got ", json_preview(a));
+    if (!a.is_array())
+      return make_error(field_path(path, "torus"), ": expected a list of axis lengths, got ", json_preview(a));
     for (std::size_t i = 0; i < a.size(); ++i) {
-      HERD_ASSIGN_OR_RETURN(std::int64_t d, json_int(Json{{"v", a[i]}}, field_path(path, "torus[" + std::to_string(i) + "]"), "v"));
+      HERD_ASSIGN_OR_RETURN(std::int64_t d,
+                            json_int(Json{{"v", a[i]}}, field_path(path, "torus[" + std::to_string(i) + "]"), "v"));
       t.torus.push_back(d);
     }
   }
@@ -91,13 +97,15 @@ Result<Cluster> cluster_from_json(const Json& j) {
   Cluster c;
   HERD_ASSIGN_OR_RETURN(c.name, json_string(j, "", "name"));
   if (!j.contains("accelerator") || !j["accelerator"].is_object()) {
-    return make_error("accelerator: missing or not an object; expected {\"name\", \"peak_tflops\", \"memory_gib\", ...}");
+    return make_error(
+        "accelerator: missing or not an object; expected {\"name\", \"peak_tflops\", \"memory_gib\", ...}");
   }
   const Json& a = j["accelerator"];
   Accelerator& acc = c.accelerator;
   HERD_ASSIGN_OR_RETURN(acc.name, json_string(a, "accelerator", "name"));
   if (!a.contains("peak_tflops") || !a["peak_tflops"].is_object()) {
-    return make_error("accelerator.peak_tflops: missing or not an object; expected {\"bf16\": ..., \"fp8\": ..., \"fp32\": ...}");
+    return make_error(
+        "accelerator.peak_tflops: missing or not an object; expected {\"bf16\": ..., \"fp8\": ..., \"fp32\": ...}");
   }
   const Json& p = a["peak_tflops"];
   HERD_ASSIGN_OR_RETURN(acc.peak_tflops_bf16, json_number(p, "accelerator.peak_tflops", "bf16"));
@@ -105,7 +113,8 @@ Result<Cluster> cluster_from_json(const Json& j) {
   HERD_ASSIGN_OR_RETURN(acc.peak_tflops_fp32, json_number_or(p, "accelerator.peak_tflops", "fp32", 0.0));
   HERD_ASSIGN_OR_RETURN(acc.memory_gib, json_number(a, "accelerator", "memory_gib"));
   HERD_ASSIGN_OR_RETURN(acc.memory_bw_gb_per_s, json_number(a, "accelerator", "memory_bw_gb_per_s"));
-  HERD_ASSIGN_OR_RETURN(acc.matmul_efficiency, json_number_or(a, "accelerator", "matmul_efficiency", acc.matmul_efficiency));
+  HERD_ASSIGN_OR_RETURN(acc.matmul_efficiency,
+                        json_number_or(a, "accelerator", "matmul_efficiency", acc.matmul_efficiency));
   HERD_ASSIGN_OR_RETURN(acc.attention_fwd_efficiency,
                         json_number_or(a, "accelerator", "attention_fwd_efficiency", acc.attention_fwd_efficiency));
   HERD_ASSIGN_OR_RETURN(acc.attention_bwd_efficiency,
@@ -116,7 +125,8 @@ Result<Cluster> cluster_from_json(const Json& j) {
   HERD_ASSIGN_OR_RETURN(acc.kernel_overhead_us, json_number_or(a, "accelerator", "kernel_overhead_us", 0.0));
   HERD_ASSIGN_OR_RETURN(acc.speed_variation, json_number_or(a, "accelerator", "speed_variation", acc.speed_variation));
   if (!j.contains("tiers") || !j["tiers"].is_array()) {
-    return make_error("tiers: missing or not a list; expected [{\"name\", \"size\", \"bw_gb_per_s\", \"latency_us\"}, ...]");
+    return make_error(
+        "tiers: missing or not a list; expected [{\"name\", \"size\", \"bw_gb_per_s\", \"latency_us\"}, ...]");
   }
   for (std::size_t i = 0; i < j["tiers"].size(); ++i) {
     HERD_ASSIGN_OR_RETURN(Tier t, tier_from_json(j["tiers"][i], "tiers[" + std::to_string(i) + "]"));
@@ -137,17 +147,18 @@ Json cluster_to_json(const Cluster& c) {
   const Accelerator& a = c.accelerator;
   Json j;
   j["name"] = c.name;
-  j["accelerator"] = {{"name", a.name},
-                      {"peak_tflops", {{"bf16", a.peak_tflops_bf16}, {"fp8", a.peak_tflops_fp8}, {"fp32", a.peak_tflops_fp32}}},
-                      {"memory_gib", a.memory_gib},
-                      {"memory_bw_gb_per_s", a.memory_bw_gb_per_s},
-                      {"matmul_efficiency", a.matmul_efficiency},
-                      {"attention_fwd_efficiency", a.attention_fwd_efficiency},
-                      {"attention_bwd_efficiency", a.attention_bwd_efficiency},
-                      {"memory_bw_efficiency", a.memory_bw_efficiency},
-                      {"sm_count", a.sm_count},
-                      {"kernel_overhead_us", a.kernel_overhead_us},
-                      {"speed_variation", a.speed_variation}};
+  j["accelerator"] = {
+      {"name", a.name},
+      {"peak_tflops", {{"bf16", a.peak_tflops_bf16}, {"fp8", a.peak_tflops_fp8}, {"fp32", a.peak_tflops_fp32}}},
+      {"memory_gib", a.memory_gib},
+      {"memory_bw_gb_per_s", a.memory_bw_gb_per_s},
+      {"matmul_efficiency", a.matmul_efficiency},
+      {"attention_fwd_efficiency", a.attention_fwd_efficiency},
+      {"attention_bwd_efficiency", a.attention_bwd_efficiency},
+      {"memory_bw_efficiency", a.memory_bw_efficiency},
+      {"sm_count", a.sm_count},
+      {"kernel_overhead_us", a.kernel_overhead_us},
+      {"speed_variation", a.speed_variation}};
   j["tiers"] = Json::array();
   for (const Tier& t : c.tiers) {
     Json tj = {{"name", t.name},
@@ -212,7 +223,8 @@ void torus_link(const Tier& t, std::int64_t prev_size, std::int64_t stride, std:
     }
     if (extent <= 1) continue;
     const bool wraps = t.torus[a] % extent == 0 && (hi - lo) == (extent - 1) * (t.torus[a] / extent);
-    const double gap = wraps ? static_cast<double>(t.torus[a] / extent) : static_cast<double>(hi - lo) / static_cast<double>(extent - 1);
+    const double gap = wraps ? static_cast<double>(t.torus[a] / extent)
+                             : static_cast<double>(hi - lo) / static_cast<double>(extent - 1);
     *bw += (wraps ? 2.0 : 1.0) * t.bw_gb_per_s * 1e9 * t.efficiency / std::max(1.0, gap);
     *steps += extent - 1;
   }
@@ -230,8 +242,8 @@ Result<GroupLink> link_for_group(const Cluster& c, std::int64_t stride, std::int
   }
   const std::int64_t span = stride * n;
   if (span > c.max_accelerators()) {
-    return make_error("a group of ", n, " ranks at stride ", stride, " spans ", span, " accelerators, but cluster ", c.name,
-                      " has ", c.max_accelerators());
+    return make_error("a group of ", n, " ranks at stride ", stride, " spans ", span, " accelerators, but cluster ",
+                      c.name, " has ", c.max_accelerators());
   }
   g.bw_bytes_per_s = std::numeric_limits<double>::infinity();
   g.ring_steps = n - 1;
@@ -244,7 +256,8 @@ Result<GroupLink> link_for_group(const Cluster& c, std::int64_t stride, std::int
       bw = switched_bw(t, prev, stride);
     } else {
       std::int64_t steps = 0;
-      torus_link(t, prev, stride, std::min(n, t.size / std::max<std::int64_t>(1, std::min(stride, t.size))), &bw, &steps);
+      torus_link(t, prev, stride, std::min(n, t.size / std::max<std::int64_t>(1, std::min(stride, t.size))), &bw,
+                 &steps);
       g.ring_steps = std::max<std::int64_t>(steps, 1);
       if (span > t.size) g.ring_steps = n - 1;
       if (bw <= 0) bw = t.bw_gb_per_s * 1e9 * t.efficiency;

@@ -42,11 +42,11 @@ struct Accelerator {
 
 struct Tier {
   std::string name;
-  std::int64_t size = 0;         // accelerators in one domain of this tier (cumulative)
-  double bw_gb_per_s = 0;        // per accelerator, one direction (per link for a torus)
-  double latency_us = 0;         // per algorithm step (per hop for a torus)
-  double efficiency = 0.8;       // achieved fraction of bw_gb_per_s (nccl-tests bus bandwidth / nominal)
-  double oversubscription = 1;   // uplink oversubscription of this tier (7 for 1:7)
+  std::int64_t size = 0;            // accelerators in one domain of this tier (cumulative)
+  double bw_gb_per_s = 0;           // per accelerator, one direction (per link for a torus)
+  double latency_us = 0;            // per algorithm step (per hop for a torus)
+  double efficiency = 0.8;          // achieved fraction of bw_gb_per_s (nccl-tests bus bandwidth / nominal)
+  double oversubscription = 1;      // uplink oversubscription of this tier (7 for 1:7)
   std::vector<std::int64_t> torus;  // torus axis lengths, innermost first; empty for a switched tier
 };
 
