@@ -67,6 +67,7 @@ struct EstimateOptions {
   int checkpoints_per_layer = 0;
   double train_tokens = 0;
   double assume_mfu = 0;
+  std::int64_t job_gpus = 0;
 };
 
 Json job_summary(const EstimateOptions& o, const PlannerInputs& in, const planner::Estimate& e) {
@@ -76,7 +77,9 @@ Json job_summary(const EstimateOptions& o, const PlannerInputs& in, const planne
   j["flops_per_token_6n"] = 6.0 * params;
   j["flops_per_token"] = e.model_flops_per_token;
   if (o.train_tokens > 0) {
-    const double peak = in.cluster.accelerator.peak_tflops_bf16 * 1e12 * static_cast<double>(e.gpus);
+    const std::int64_t gpus = o.job_gpus > 0 ? o.job_gpus : e.gpus;
+    const double peak = in.cluster.accelerator.peak_tflops_bf16 * 1e12 * static_cast<double>(gpus);
+    j["job_gpus"] = gpus;
     j["train_tokens"] = o.train_tokens;
     j["train_flops_6n"] = 6.0 * params * o.train_tokens;
     j["train_flops"] = e.model_flops_per_token * o.train_tokens;
@@ -153,6 +156,8 @@ Subcommand add_estimate_command(CLI::App& root) {
       ->check(CLI::PositiveNumber);
   app->add_option("--assume-mfu", o->assume_mfu, "With --train-tokens: also the time at this MFU (e.g. 0.4)")
       ->check(CLI::Range(0.0, 1.0));
+  app->add_option("--job-gpus", o->job_gpus, "With --train-tokens: accelerators for the training-time figures (default --gpus)")
+      ->check(CLI::PositiveNumber);
   return {app, [o] { return run_estimate(*o); }};
 }
 
