@@ -156,7 +156,8 @@ Subcommand add_estimate_command(CLI::App& root) {
       ->check(CLI::PositiveNumber);
   app->add_option("--assume-mfu", o->assume_mfu, "With --train-tokens: also the time at this MFU (e.g. 0.4)")
       ->check(CLI::Range(0.0, 1.0));
-  app->add_option("--job-gpus", o->job_gpus, "With --train-tokens: accelerators for the training-time figures (default --gpus)")
+  app->add_option("--job-gpus", o->job_gpus,
+                  "With --train-tokens: accelerators for the training-time figures (default --gpus)")
       ->check(CLI::PositiveNumber);
   return {app, [o] { return run_estimate(*o); }};
 }
