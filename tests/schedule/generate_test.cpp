@@ -232,6 +232,7 @@ TEST(Validate, OneLineErrorsWithNumbers) {
   EXPECT_NE(msg(spec_of(ScheduleKind::k1F1B, 4, 2, 8, 4)).find("v (2) must be 1"), std::string::npos);
   EXPECT_NE(msg(spec_of(ScheduleKind::kFlexible, 0, 2, 8, 4)).find("pp (0)"), std::string::npos);
   EXPECT_TRUE(msg(spec_of(ScheduleKind::kFlexible, 8, 2, 4, 3)).empty());
+  EXPECT_NE(msg(spec_of(ScheduleKind::kFlexible, 64, 64, 1 << 20, 64)).find("exceeds 4194304"), std::string::npos);
   for (const std::string& m :
        {msg(spec_of(ScheduleKind::kFlexible, 4, 0, 8, 4)), msg(spec_of(ScheduleKind::kFlexible, 4, 2, 8, 9))}) {
     EXPECT_EQ(m.find('\n'), std::string::npos);

@@ -58,10 +58,21 @@ const char* action_type_name(ActionType t) {
   return "?";
 }
 
+namespace {
+constexpr std::int64_t kMaxPairs = std::int64_t{1} << 22;
+}  // namespace
+
 Status validate(const ScheduleSpec& spec) {
   if (spec.pp < 1) return make_error("pp (", spec.pp, ") must be at least 1");
   if (spec.v < 1) return make_error("v (", spec.v, ") must be at least 1 (virtual stages per pipeline rank)");
   if (spec.microbatches < 1) return make_error("microbatches (", spec.microbatches, ") must be at least 1");
+  // Each (micro-batch, stage) pair takes a few actions per list and a slot in the checker's and the
+  // simulator's tables; beyond a few million pairs a step no longer fits comfortably in memory.
+  const std::int64_t pairs = std::int64_t{spec.microbatches} * spec.pp * spec.v;
+  if (pairs > kMaxPairs) {
+    return make_error("microbatches * pp * v (", spec.microbatches, " * ", spec.pp, " * ", spec.v, " = ", pairs,
+                      ") exceeds ", kMaxPairs, "; use fewer micro-batches per step");
+  }
   const char* name = schedule_kind_name(spec.kind);
   switch (spec.kind) {
     case ScheduleKind::kGPipe:
