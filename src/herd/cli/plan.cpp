@@ -37,9 +37,10 @@ int run_plan(const PlanOptions& o) {
   Result<planner::PlanResult> r = planner::plan(in->cfg, in->cluster, in->train, o.p.gpus, space, o.top);
   if (!r.ok()) return report_error("plan", r.error());
   if (r->ranked.empty()) {
-    std::string why = r->rejected.empty() ? "no layout" : r->rejected.front().reason;
-    return report_error("plan", make_error("no layout of ", in->cfg.name, " fits ", o.p.gpus, " x ",
-                                           in->cluster.accelerator.name, "; e.g. ", why));
+    const std::string why = r->rejected.empty() ? "no family was valid" : r->rejected.back().reason;
+    return report_error("plan", make_error("none of the ", r->families, " (tp, cp, pp, dp) families of ", o.p.gpus,
+                                           " GPUs gives a layout of ", in->cfg.name, " that fits ",
+                                           in->cluster.accelerator.name, "; e.g. ", why, ""));
   }
   if (!o.p.svg.empty() || !o.p.html.empty()) {
     planner::EstimateOptions eo;
