@@ -66,6 +66,8 @@ int run_cli(int argc, const char* const* argv) {
 
   std::vector<Subcommand> subs;
   subs.push_back(add_model_command(root));
+  subs.push_back(add_estimate_command(root));
+  subs.push_back(add_plan_command(root));
   subs.push_back(add_schedule_command(root));
   subs.push_back(add_data_command(root));
 

@@ -24,6 +24,8 @@ struct Subcommand {
 // Each subcommand file provides one of these; it adds its options to a new subcommand of `root`
 // and returns the function that runs it once the command line has been parsed.
 Subcommand add_model_command(CLI::App& root);
+Subcommand add_estimate_command(CLI::App& root);
+Subcommand add_plan_command(CLI::App& root);
 Subcommand add_schedule_command(CLI::App& root);
 
 // Option validators whose messages read "must be a positive integer, got 0".

@@ -33,6 +33,34 @@ ModelParams model_params(const LlamaConfig& c) {
   return m;
 }
 
+LayerParams layer_params_tp_shard(const LlamaConfig& c, std::int64_t tp) {
+  HERD_CHECK(tp >= 1 && c.n_heads % tp == 0 && c.n_kv_heads % tp == 0 && c.ffn_hidden % tp == 0,
+             "tp (", tp, ") must divide the heads and the MLP width");
+  const LayerParams full = layer_params(c);
+  const std::int64_t ab = c.attention_bias ? 1 : 0;
+  const std::int64_t mb = c.mlp_bias ? 1 : 0;
+  LayerParams p;
+  p.attn_norm = full.attn_norm;
+  p.mlp_norm = full.mlp_norm;
+  p.q = full.q / tp;
+  p.k = full.k / tp;
+  p.v = full.v / tp;
+  p.o = c.q_dim() / tp * c.hidden + ab * c.hidden;
+  p.gate = full.gate / tp;
+  p.up = full.up / tp;
+  p.down = c.ffn_hidden / tp * c.hidden + mb * c.hidden;
+  return p;
+}
+
+ModelParams model_params_tp_shard(const LlamaConfig& c, std::int64_t tp) {
+  ModelParams m = model_params(c);
+  m.layer = layer_params_tp_shard(c, tp);
+  const std::int64_t vocab_shard = (c.vocab + tp - 1) / tp;
+  m.embedding = vocab_shard * c.hidden;
+  m.output = c.tie_embeddings ? 0 : c.hidden * vocab_shard;
+  return m;
+}
+
 std::int64_t ModelParams::matmul_total(const LlamaConfig& cfg) const {
   return (layer.attention() + layer.mlp()) * n_layers + cfg.hidden * cfg.vocab;
 }

@@ -1,0 +1,165 @@
+// herd estimate: memory and step time of one layout, broken down, with the assumptions stated;
+// optionally the scaling book's whole-job view (training days, checkpoint memory, fewest chips).
+#include "herd/planner/estimate.h"
+
+#include <cmath>
+#include <iostream>
+
+#include "herd/cli/app.h"
+#include "herd/cli/planner_options.h"
+#include "herd/cli/table.h"
+#include "herd/core/format.h"
+#include "herd/model/params.h"
+#include "herd/planner/memory.h"
+#include "herd/planner/report.h"
+
+namespace herd::cli {
+
+void print_estimate(std::ostream& os, const planner::Estimate& e, const PlannerInputs& in) {
+  const planner::Layout& l = e.layout;
+  os << "Layout " << l.to_string() << " on " << e.gpus << " x " << in.cluster.accelerator.name << " ("
+     << in.cluster.name << "), model " << in.cfg.name << ", " << e.train.global_batch << " x " << e.train.seq_len
+     << " tokens per step\n\n";
+  os << "Memory per accelerator (worst pipeline rank: " << e.memory.rank << ")\n";
+  Table mem({"part", "bytes", "what"});
+  for (const planner::MemoryPart& p : e.memory.parts) mem.add({p.name, format_bytes(p.bytes), p.note});
+  mem.add({"total", format_bytes(e.memory.total_bytes),
+           (e.fits() ? "fits in " : "DOES NOT FIT in ") + format_bytes(e.memory.capacity_bytes)});
+  mem.print(os);
+
+  os << "\nStep time\n";
+  Table t({"part", "seconds", "share"});
+  auto row = [&](const std::string& name, double s) {
+    t.add({name, format_fixed(s, 4), format_fixed(100 * s / e.time.step_s, 1) + "%"});
+  };
+  row("compute (busiest pipeline rank)", e.time.compute_s);
+  row("pipeline bubble (simulated)", e.time.bubble_s);
+  row("exposed TP", e.time.tp_s);
+  row("exposed CP", e.time.cp_s);
+  row("exposed PP (p2p)", e.time.pp_s);
+  row("exposed DP", e.time.dp_s);
+  row("optimizer", e.time.optimizer_s);
+  row("slowest accelerator (stragglers)", e.time.straggler_s);
+  row("step", e.time.step_s);
+  t.print(os);
+
+  os << "\nCommunication per dimension ([TP, CP, PP, DP] placement)\n";
+  Table c({"dim", "size", "stride", "tier", "GB/s", "total", "exposed", "overlap"});
+  for (const planner::DimComm& d : e.comm) {
+    c.add({d.dim, std::to_string(d.size), std::to_string(d.stride), d.tier, format_fixed(d.bw_gb_per_s, 1),
+           format_seconds(d.total_s), format_seconds(d.exposed_s), d.overlap});
+  }
+  c.print(os);
+
+  os << "\nThroughput: " << format_fixed(e.tokens_per_s, 0) << " tokens/s ("
+     << format_fixed(e.tokens_per_s / static_cast<double>(e.gpus), 1) << " per GPU), "
+     << format_fixed(e.tflops_per_gpu, 0) << " TFLOP/s per GPU, MFU " << format_fixed(100 * e.mfu, 1) << "% (HFU "
+     << format_fixed(100 * e.hfu, 1) << "%); " << e.bound << "\n";
+  os << "\nAssumptions\n";
+  for (const std::string& a : e.assumptions) os << "  - " << a << "\n";
+}
+
+namespace {
+
+struct EstimateOptions {
+  PlannerOptions p;
+  std::int64_t tp = 1, cp = 1, pp = 1, dp = 1;
+  int checkpoints_per_layer = 0;
+  double train_tokens = 0;
+  double assume_mfu = 0;
+  std::int64_t job_gpus = 0;
+};
+
+Json job_summary(const EstimateOptions& o, const PlannerInputs& in, const planner::Estimate& e) {
+  Json j;
+  const double params = static_cast<double>(model::model_params(in.cfg).total());
+  j["params"] = params;
+  j["flops_per_token_6n"] = 6.0 * params;
+  j["flops_per_token"] = e.model_flops_per_token;
+  if (o.train_tokens > 0) {
+    const std::int64_t gpus = o.job_gpus > 0 ? o.job_gpus : e.gpus;
+    const double peak = in.cluster.accelerator.peak_tflops_bf16 * 1e12 * static_cast<double>(gpus);
+    j["job_gpus"] = gpus;
+    j["train_tokens"] = o.train_tokens;
+    j["train_flops_6n"] = 6.0 * params * o.train_tokens;
+    j["train_flops"] = e.model_flops_per_token * o.train_tokens;
+    j["train_days_at_predicted_mfu"] = e.model_flops_per_token * o.train_tokens / (peak * e.mfu) / 86400.0;
+    if (o.assume_mfu > 0) {
+      j["assumed_mfu"] = o.assume_mfu;
+      j["train_days_at_assumed_mfu_6n"] = 6.0 * params * o.train_tokens / (peak * o.assume_mfu) / 86400.0;
+      j["train_days_at_assumed_mfu"] = e.model_flops_per_token * o.train_tokens / (peak * o.assume_mfu) / 86400.0;
+    }
+  }
+  if (o.checkpoints_per_layer > 0) {
+    const planner::JobMemory m =
+        planner::job_memory(in.cfg, static_cast<double>(e.train.tokens()), o.checkpoints_per_layer,
+                            in.cluster.accelerator.memory_gib * 1024.0 * 1024 * 1024);
+    j["checkpoints_per_layer"] = o.checkpoints_per_layer;
+    j["job_memory"] = {{"params_bytes", m.params_bytes},
+                       {"optimizer_bytes", m.optimizer_bytes},
+                       {"checkpoint_bytes", m.checkpoint_bytes},
+                       {"total_bytes", m.total_bytes},
+                       {"min_accelerators", m.min_accelerators},
+                       {"per_accelerator_bytes", m.total_bytes / static_cast<double>(e.gpus)}};
+  }
+  return j;
+}
+
+int run_estimate(const EstimateOptions& o) {
+  Result<PlannerInputs> in = resolve_planner_inputs(o.p);
+  if (!in.ok()) return report_error("estimate", in.error());
+  planner::Layout l = in->base;
+  l.tp = o.tp, l.cp = o.cp, l.pp = o.pp, l.dp = o.dp;
+  planner::EstimateOptions eo;
+  eo.keep_timeline = !o.p.svg.empty() || !o.p.html.empty();
+  Result<planner::Estimate> e = planner::estimate(in->cfg, in->cluster, in->train, l, o.p.gpus, eo);
+  if (!e.ok()) return report_error("estimate", e.error());
+  const std::string title = "herd estimate: " + in->cfg.name + " on " + std::to_string(o.p.gpus) + " x " +
+                            in->cluster.accelerator.name + " (" + in->cluster.name + ")";
+  if (!o.p.svg.empty()) {
+    Status s = write_text_file(o.p.svg, planner::report_svg(*e, title));
+    if (!s.ok()) return report_error("estimate", s.error());
+  }
+  if (!o.p.html.empty()) {
+    Status s = write_text_file(o.p.html, planner::report_html(*e, title));
+    if (!s.ok()) return report_error("estimate", s.error());
+  }
+  const bool summary = o.checkpoints_per_layer > 0 || o.train_tokens > 0;
+  if (o.p.json) {
+    Json j = planner::estimate_to_json(*e);
+    if (summary) j["job"] = job_summary(o, *in, *e);
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  print_estimate(std::cout, *e, *in);
+  if (summary) {
+    std::cout << "\nWhole job (scaling-book view)\n" << job_summary(o, *in, *e).dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_estimate_command(CLI::App& root) {
+  auto o = std::make_shared<EstimateOptions>();
+  CLI::App* app = root.add_subcommand("estimate", "Memory and step time of one 4D layout, broken down");
+  add_planner_options(app, o->p);
+  app->add_option("--tp", o->tp, "Tensor-parallel degree")->required()->check(CLI::PositiveNumber);
+  app->add_option("--cp", o->cp, "Context-parallel degree")->required()->check(CLI::PositiveNumber);
+  app->add_option("--pp", o->pp, "Pipeline-parallel degree")->required()->check(CLI::PositiveNumber);
+  app->add_option("--dp", o->dp, "Data-parallel (FSDP) degree")->required()->check(CLI::PositiveNumber);
+  app->add_option(
+         "--checkpoints-per-layer", o->checkpoints_per_layer,
+         "Also print the scaling book's whole-job memory with this many bf16 (tokens, hidden) checkpoints per layer")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--train-tokens", o->train_tokens, "Also print the training time for this many tokens")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--assume-mfu", o->assume_mfu, "With --train-tokens: also the time at this MFU (e.g. 0.4)")
+      ->check(CLI::Range(0.0, 1.0));
+  app->add_option("--job-gpus", o->job_gpus,
+                  "With --train-tokens: accelerators for the training-time figures (default --gpus)")
+      ->check(CLI::PositiveNumber);
+  return {app, [o] { return run_estimate(*o); }};
+}
+
+}  // namespace herd::cli

@@ -1,0 +1,88 @@
+#include "herd/cli/planner_options.h"
+
+#include <fstream>
+
+namespace herd::cli {
+
+void add_planner_options(CLI::App* app, PlannerOptions& o) {
+  app->add_option("--model", o.model, "A model preset (llama3-8b, llama3-70b, llama3-405b, ...) or a config.json")
+      ->required();
+  app->add_option("--cluster", o.cluster,
+                  "A cluster preset (llama3-h100, dgx-h100, dgx-a100, h200, tpu-v5p) or a JSON file")
+      ->required();
+  app->add_option("--gpus", o.gpus, "Accelerators in the job")->required()->check(CLI::PositiveNumber);
+  app->add_option("--seq-len", o.seq_len, "Sequence length")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--global-batch", o.global_batch, "Sequences per optimizer step")->check(CLI::PositiveNumber);
+  app->add_option("--global-batch-tokens", o.global_batch_tokens,
+                  "Tokens per optimizer step (a multiple of --seq-len), instead of --global-batch")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--precision", o.precision, "Matmul precision: bf16, fp16 or fp8")->capture_default_str();
+  app->add_option("--v", o.v, "Virtual pipeline stages per rank (searched by plan when absent; default 1)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--microbatch-size", o.microbatch, "Sequences per micro-batch (default 1)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--n", o.n, "Contiguous micro-batches per chunk, the Llama 3 N (default min(PP, M))")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--recompute", o.recompute, "Activation recompute: none, selective or full (default none)");
+  app->add_option("--sequence-parallel", o.sequence_parallel, "Sequence parallelism with TP: true or false")
+      ->capture_default_str();
+  app->add_option("--zero", o.zero, "0 plain DP (all-reduce), 1, 2, or 3 (FSDP, the paper's choice)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3));
+  app->add_option("--reshard-after-forward", o.reshard_after_forward, "FSDP: reshard parameters after forward")
+      ->capture_default_str();
+  app->add_flag("--json", o.json, "Print JSON instead of tables");
+  app->add_option("--svg", o.svg, "Write an SVG report (memory and time bars, pipeline timeline) to this file");
+  app->add_option("--html", o.html, "Write an HTML report to this file");
+}
+
+Result<bool> parse_bool_option(const std::string& name, const std::string& value) {
+  if (value == "true" || value == "on" || value == "1") return true;
+  if (value == "false" || value == "off" || value == "0") return false;
+  return make_error(name, ": expected true or false, got '", value, "'");
+}
+
+Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
+  PlannerInputs in;
+  HERD_ASSIGN_OR_RETURN(in.cfg, model::resolve_model(o.model));
+  HERD_ASSIGN_OR_RETURN(in.cluster, topology::resolve_cluster(o.cluster));
+  in.train.seq_len = o.seq_len;
+  if (o.global_batch > 0 && o.global_batch_tokens > 0) {
+    return make_error("--global-batch and --global-batch-tokens: give one of them, not both");
+  }
+  if (o.global_batch_tokens > 0) {
+    if (o.global_batch_tokens % o.seq_len != 0) {
+      return make_error("--global-batch-tokens (", o.global_batch_tokens, ") is not a multiple of --seq-len (",
+                        o.seq_len, "); the batch is made of whole sequences");
+    }
+    in.train.global_batch = o.global_batch_tokens / o.seq_len;
+  } else if (o.global_batch > 0) {
+    in.train.global_batch = o.global_batch;
+  } else {
+    return make_error("--global-batch: missing; give sequences per step (or --global-batch-tokens)");
+  }
+  HERD_ASSIGN_OR_RETURN(in.train.precision, planner::parse_precision(o.precision));
+  if (o.v) in.base.v = *o.v;
+  if (o.microbatch) in.base.microbatch = *o.microbatch;
+  if (o.n) in.base.n = *o.n;
+  if (o.recompute) {
+    HERD_ASSIGN_OR_RETURN(in.base.recompute, model::parse_recompute(*o.recompute));
+  }
+  HERD_ASSIGN_OR_RETURN(in.base.sequence_parallel, parse_bool_option("--sequence-parallel", o.sequence_parallel));
+  HERD_ASSIGN_OR_RETURN(in.base.reshard_after_forward,
+                        parse_bool_option("--reshard-after-forward", o.reshard_after_forward));
+  in.base.zero = o.zero;
+  if (in.base.reshard_after_forward && in.base.zero != 3) {
+    return make_error("--reshard-after-forward true needs --zero 3 (only FSDP shards parameters), got --zero ", o.zero);
+  }
+  return in;
+}
+
+Status write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!out) return make_error(path, ": cannot write; check the directory");
+  out << text;
+  return Status::Ok();
+}
+
+}  // namespace herd::cli

@@ -1,0 +1,51 @@
+// Options shared by `herd estimate` and `herd plan`: model, cluster, GPU count, training shape and the
+// layout knobs (fixed where given; `plan` searches the ones left out). Parsing turns them into the
+// planner's value types with errors that name the option.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "herd/core/error.h"
+#include "herd/model/config.h"
+#include "herd/planner/layout.h"
+#include "herd/topology/cluster.h"
+
+namespace herd::cli {
+
+struct PlannerOptions {
+  std::string model;
+  std::string cluster;
+  std::int64_t gpus = 0;
+  std::int64_t seq_len = 8192;
+  std::int64_t global_batch = 0;         // sequences
+  std::int64_t global_batch_tokens = 0;  // alternative to global_batch
+  std::string precision = "bf16";
+  std::optional<int> v;
+  std::optional<std::int64_t> microbatch;
+  std::optional<int> n;
+  std::optional<std::string> recompute;
+  std::string sequence_parallel = "true";
+  int zero = 3;
+  std::string reshard_after_forward = "false";
+  bool json = false;
+  std::string svg, html;
+};
+
+// Adds the shared options to a subcommand.
+void add_planner_options(CLI::App* app, PlannerOptions& o);
+
+struct PlannerInputs {
+  model::LlamaConfig cfg;
+  topology::Cluster cluster;
+  planner::TrainingSpec train;
+  planner::Layout base;  // knobs from the command line (degrees filled in by the caller)
+};
+Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o);
+
+Result<bool> parse_bool_option(const std::string& name, const std::string& value);
+Status write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace herd::cli

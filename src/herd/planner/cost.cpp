@@ -1,0 +1,211 @@
+#include "herd/planner/cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "herd/model/activations.h"
+#include "herd/model/params.h"
+
+namespace herd::planner {
+
+// --- Collectives --------------------------------------------------------------------------------
+
+double all_gather_s(double bytes, std::int64_t n, const topology::GroupLink& link) {
+  if (n <= 1 || bytes <= 0) return 0;
+  const double frac = static_cast<double>(n - 1) / static_cast<double>(n);
+  return static_cast<double>(link.ring_steps) * link.latency_s + frac * bytes / link.bw_bytes_per_s;
+}
+
+double reduce_scatter_s(double bytes, std::int64_t n, const topology::GroupLink& link) {
+  return all_gather_s(bytes, n, link);
+}
+
+double all_reduce_s(double bytes, std::int64_t n, const topology::GroupLink& link) {
+  return 2.0 * all_gather_s(bytes, n, link);  // reduce-scatter then all-gather: 2(n-1)/n
+}
+
+double p2p_s(double bytes, const topology::GroupLink& link) {
+  if (link.tier < 0 || bytes <= 0) return 0;
+  return link.latency_s + bytes / link.bw_bytes_per_s;
+}
+
+// --- Kernels ------------------------------------------------------------------------------------
+
+namespace {
+
+// Output tiles of 128 x 256 (the large-tile kernels cuBLAS and CUTLASS pick for big bf16 GEMMs) run
+// in waves of one tile per SM; a partial last wave idles the rest (NVIDIA, "Matrix Multiplication
+// Background User's Guide", tile and wave quantization).
+double wave_efficiency(double m, double n, const topology::Accelerator& acc) {
+  if (acc.sm_count <= 0) return 1.0;
+  const double tiles = std::ceil(std::min(m, n) / 128.0) * std::ceil(std::max(m, n) / 256.0);
+  const double waves = tiles / static_cast<double>(acc.sm_count);
+  return waves / std::ceil(waves);
+}
+
+}  // namespace
+
+double gemm_s(double m, double n, double k, double peak_flops, double bpe, const topology::Accelerator& acc) {
+  const double flops = 2.0 * m * n * k;
+  const double compute = flops / (peak_flops * acc.matmul_efficiency * wave_efficiency(m, n, acc));
+  const double memory = memory_bound_s((m * k + k * n + m * n) * bpe, acc);
+  return std::max(compute, memory) + acc.kernel_overhead_us * 1e-6;
+}
+
+double linear_train_s(double m, double n, double k, double peak, double bpe, const topology::Accelerator& acc,
+                      double* fwd_s) {
+  const double f = gemm_s(m, n, k, peak, bpe, acc);
+  if (fwd_s) *fwd_s += f;
+  // dgrad: (m x n) @ (n x k); wgrad: (k x m) @ (m x n), accumulated into an fp32 buffer.
+  return f + gemm_s(m, k, n, peak, bpe, acc) + gemm_s(k, n, m, peak, bpe, acc);
+}
+
+double memory_bound_s(double bytes, const topology::Accelerator& acc) {
+  return bytes / (acc.memory_bw_gb_per_s * 1e9 * acc.memory_bw_efficiency);
+}
+
+double model_flops_per_token(const model::LlamaConfig& cfg, std::int64_t seq_len) {
+  return *model::train_model_flops_per_token(cfg, seq_len, model::AttentionMask::causal(),
+                                             model::FlopConvention::kSixN);
+}
+
+// --- One layer, the embedding and the output head -------------------------------------------------
+
+Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
+                             const Layout& l) {
+  const topology::Accelerator& acc = cluster.accelerator;
+  StepCosts c;
+  HERD_ASSIGN_OR_RETURN(c.tp_link, topology::link_for_group(cluster, 1, l.tp));
+  HERD_ASSIGN_OR_RETURN(c.cp_link, topology::link_for_group(cluster, l.tp, l.cp));
+  HERD_ASSIGN_OR_RETURN(c.pp_link, topology::link_for_group(cluster, l.tp * l.cp, l.pp));
+  HERD_ASSIGN_OR_RETURN(c.dp_link, topology::link_for_group(cluster, l.tp * l.cp * l.pp, l.dp));
+
+  const double bf16_peak = acc.peak_tflops_bf16 * 1e12;
+  c.matmul_peak_flops = train.precision == Precision::kFP8 ? acc.peak_tflops_fp8 * 1e12 : bf16_peak;
+  const double e = 2.0;  // bytes per activation element (bf16/fp16; fp8 GEMM inputs are cast copies)
+  const double gemm_bpe = train.precision == Precision::kFP8 ? 1.0 : 2.0;
+
+  // Local sizes per micro-batch: tokens after CP, the residual stream after SP, heads and width after TP.
+  const double b = static_cast<double>(l.microbatch);
+  const double t = static_cast<double>(train.seq_len / l.cp);
+  const double tn = l.sp() ? t / static_cast<double>(l.tp) : t;
+  const double tp = static_cast<double>(l.tp);
+  const double h = static_cast<double>(cfg.hidden);
+  const double hd = static_cast<double>(cfg.head_dim);
+  const double heads = static_cast<double>(cfg.n_heads) / tp;
+  const double kv = static_cast<double>(cfg.n_kv_heads) / tp;
+  const double ffn = static_cast<double>(cfg.ffn_hidden) / tp;
+  const bool swiglu = cfg.mlp == model::MlpKind::kSwiGLU;
+  const double m = b * t;  // GEMM rows: SP gathers the sequence before every linear
+
+  // GEMMs of one layer (fused q/k/v, fused gate/up as torchtitan and Megatron do).
+  PieceCost& L = c.layer;
+  double gemm_fwd = 0;
+  double gemm_all = linear_train_s(m, (heads + 2 * kv) * hd, h, c.matmul_peak_flops, gemm_bpe, acc, &gemm_fwd);
+  gemm_all += linear_train_s(m, h, heads * hd, c.matmul_peak_flops, gemm_bpe, acc, &gemm_fwd);
+  gemm_all += linear_train_s(m, (swiglu ? 2 : 1) * ffn, h, c.matmul_peak_flops, gemm_bpe, acc, &gemm_fwd);
+  gemm_all += linear_train_s(m, h, ffn, c.matmul_peak_flops, gemm_bpe, acc, &gemm_fwd);
+
+  // Flash attention over the local queries: causal pairs are split evenly by the 2*CP chunking.
+  HERD_ASSIGN_OR_RETURN(const double pairs, model::attention_pairs(train.seq_len, model::AttentionMask::causal()));
+  const double attn_fwd_flops = 4.0 * b * heads * hd * pairs / static_cast<double>(l.cp);
+  const double attn_fwd = attn_fwd_flops / (bf16_peak * acc.attention_fwd_efficiency);
+  const double attn_bwd = 2.5 * attn_fwd_flops / (bf16_peak * acc.attention_bwd_efficiency);
+
+  // Elementwise traffic (bytes): residual stream An, q+k for RoPE, the MLP width F.
+  const double An = b * tn * h * e, Q = b * t * (heads + kv) * hd * e, F = b * t * ffn * e;
+  const double ew_fwd = 10 * An + 2 * Q + (swiglu ? 3 : 2) * F;
+  const double ew_bwd = 14 * An + 2 * Q + (swiglu ? 5 : 3) * F;
+  // fp32 gradient accumulation across micro-batches: the bf16 weight gradient is written, read back
+  // and added into the fp32 buffer (2 + 2 + 4 + 4 bytes per local parameter).
+  const model::LayerParams lp = model::layer_params_tp_shard(cfg, l.tp);
+  const double grad_acc = memory_bound_s(12.0 * static_cast<double>(lp.total()), acc);
+  const double launch = acc.kernel_overhead_us * 1e-6;
+
+  // Kernel launches beyond the GEMMs: about 20 forward (norms, RoPE, attention, SwiGLU, adds, casts,
+  // collectives) and 40 backward in an eager PyTorch layer.
+  L.fwd_math = gemm_fwd + attn_fwd + memory_bound_s(ew_fwd, acc) + 20 * launch;
+  L.bwd_math = (gemm_all - gemm_fwd) + attn_bwd + memory_bound_s(ew_bwd, acc) + grad_acc + 40 * launch;
+
+  // Tensor parallel (Megatron with sequence parallelism): forward all-gathers before attention and
+  // MLP and reduce-scatters after them; backward mirrors them and re-gathers the two norm outputs for
+  // the weight gradients. Without SP: one all-reduce after attention and one after the MLP, each way.
+  const double act_full = b * t * h * e;
+  if (l.tp > 1) {
+    if (l.sp()) {
+      const double ag = all_gather_s(act_full, l.tp, c.tp_link), rs = reduce_scatter_s(act_full, l.tp, c.tp_link);
+      L.fwd_tp = 2 * ag + 2 * rs;
+      L.bwd_tp = 4 * ag + 2 * rs;
+    } else {
+      L.fwd_tp = 2 * all_reduce_s(act_full, l.tp, c.tp_link);
+      L.bwd_tp = L.fwd_tp;
+    }
+  }
+  // Context parallel (Llama 3): all-gather K and V after RoPE, exposed; the backward re-gathers them
+  // (only the local shards are kept) and reduce-scatters dK and dV to their owners.
+  if (l.cp > 1) {
+    const double kv_bytes = 2.0 * b * static_cast<double>(train.seq_len) * kv * hd * e;
+    L.fwd_cp = all_gather_s(kv_bytes, l.cp, c.cp_link);
+    L.bwd_cp = L.fwd_cp + reduce_scatter_s(kv_bytes, l.cp, c.cp_link);
+  }
+  // Recomputation happens inside the backward of the layer.
+  if (l.recompute == model::Recompute::kSelective) {
+    L.bwd_math += memory_bound_s(4 * An + (swiglu ? 3 : 2) * F, acc);
+  } else if (l.recompute == model::Recompute::kFull) {
+    L.bwd_math += L.fwd_math;
+    L.bwd_tp += L.fwd_tp;
+    L.bwd_cp += L.fwd_cp;
+  }
+  const double tokens = b * t;
+  L.model_flops = 6.0 * static_cast<double>(lp.attention() + lp.mlp()) * tokens + 3.0 * attn_fwd_flops;
+  L.hardware_flops =
+      L.model_flops + 0.5 * attn_fwd_flops + (l.recompute == model::Recompute::kFull ? L.model_flops / 3.0 : 0.0);
+
+  // Output head (vocab-parallel) and loss: the final norm output is gathered over TP, logits for the
+  // local vocabulary shard are computed tile by tile in fp32, and the softmax statistics are
+  // all-reduced over TP (latency only).
+  const model::ModelParams mp = model::model_params_tp_shard(cfg, l.tp);
+  const double vocab_shard = static_cast<double>(mp.output > 0 ? mp.output : mp.embedding) / h;
+  PieceCost& O = c.output;
+  double head_fwd = 0;
+  const double head_all = linear_train_s(m, vocab_shard, h, c.matmul_peak_flops, gemm_bpe, acc, &head_fwd);
+  const double logits = b * t * vocab_shard * 4.0;
+  O.fwd_math = head_fwd + memory_bound_s(2 * logits + 4 * An, acc) + 4 * launch;
+  O.bwd_math = head_all - head_fwd + memory_bound_s(2 * logits + 6 * An, acc) +
+               memory_bound_s(8.0 * h * vocab_shard, acc) + 6 * launch;
+  if (l.tp > 1) {
+    const double stats = 2 * all_reduce_s(b * t * 4.0, l.tp, c.tp_link);
+    O.fwd_tp = (l.sp() ? all_gather_s(act_full, l.tp, c.tp_link) : 0) + stats;
+    O.bwd_tp = l.sp() ? reduce_scatter_s(act_full, l.tp, c.tp_link) : all_reduce_s(act_full, l.tp, c.tp_link);
+  }
+  O.model_flops = 6.0 * h * vocab_shard * tokens;
+  O.hardware_flops = O.model_flops;
+
+  // Embedding (vocab-parallel): a gather of rows, then a reduce-scatter (SP) or all-reduce over TP;
+  // the backward scatter-adds into the fp32 gradient rows.
+  PieceCost& E = c.embedding;
+  E.fwd_math = memory_bound_s(2 * act_full, acc) + launch;
+  E.bwd_math = memory_bound_s(b * t * h * (e + 8.0), acc) + launch;
+  if (l.tp > 1) {
+    E.fwd_tp = l.sp() ? reduce_scatter_s(act_full, l.tp, c.tp_link) : all_reduce_s(act_full, l.tp, c.tp_link);
+    E.bwd_tp = l.sp() ? all_gather_s(act_full, l.tp, c.tp_link) : 0;
+  }
+  E.model_flops = 6.0 * static_cast<double>(mp.embedding) * tokens;  // 6N counts the embedding too
+  E.hardware_flops = 0;
+
+  // The activation crossing a pipeline boundary: the residual stream, sharded over TP under SP.
+  c.boundary_bytes = b * tn * h * e;
+  model::ActivationShape shape;
+  shape.seq_len = train.seq_len;
+  shape.micro_batch = l.microbatch;
+  shape.tp = l.tp;
+  shape.cp = l.cp;
+  shape.sequence_parallel = l.sp();
+  shape.recompute = l.recompute;
+  c.layer_activation_bytes = static_cast<double>(model::layer_activation_bytes(cfg, shape));
+  c.embedding_activation_bytes = static_cast<double>(model::embedding_activation_bytes(cfg, shape));
+  c.output_activation_bytes = static_cast<double>(model::output_activation_bytes(cfg, shape));
+  return c;
+}
+
+}  // namespace herd::planner

@@ -1,0 +1,91 @@
+#include "herd/planner/layout.h"
+
+#include <algorithm>
+
+#include "herd/model/activations.h"
+#include "herd/schedule/schedule.h"
+
+namespace herd::planner {
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kBF16: return "bf16";
+    case Precision::kFP16: return "fp16";
+    case Precision::kFP8: return "fp8";
+  }
+  return "?";
+}
+
+Result<Precision> parse_precision(const std::string& s) {
+  if (s == "bf16") return Precision::kBF16;
+  if (s == "fp16") return Precision::kFP16;
+  if (s == "fp8") return Precision::kFP8;
+  return make_error("precision: expected bf16, fp16 or fp8, got '", s, "'");
+}
+
+int Layout::n_resolved(const TrainingSpec& t) const {
+  const std::int64_t m = microbatches(t);
+  if (n > 0) return n;
+  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(pp, m)));
+}
+
+std::string Layout::to_string() const {
+  std::string s = "tp" + std::to_string(tp) + " cp" + std::to_string(cp) + " pp" + std::to_string(pp) + " dp" +
+                  std::to_string(dp) + " v" + std::to_string(v) + " mb" + std::to_string(microbatch);
+  if (n > 0) s += " N" + std::to_string(n);
+  s += std::string(" ") + model::recompute_name(recompute);
+  if (tp > 1 && !sequence_parallel) s += " no-sp";
+  if (zero != 3) s += " zero" + std::to_string(zero);
+  if (reshard_after_forward) s += " reshard";
+  return s;
+}
+
+Status validate_layout(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
+                       const Layout& l, std::int64_t gpus) {
+  const std::pair<const char*, std::int64_t> degrees[] = {{"tp", l.tp}, {"cp", l.cp}, {"pp", l.pp}, {"dp", l.dp}};
+  for (const auto& [name, d] : degrees) {
+    if (d < 1) return make_error(name, " (", d, ") must be at least 1");
+  }
+  if (l.gpus() != gpus) {
+    return make_error("tp (", l.tp, ") x cp (", l.cp, ") x pp (", l.pp, ") x dp (", l.dp, ") = ", l.gpus(),
+                      " GPUs, but --gpus is ", gpus, "; choose degrees whose product is ", gpus);
+  }
+  if (gpus > cluster.max_accelerators()) {
+    return make_error("--gpus (", gpus, ") exceeds cluster ", cluster.name, " (", cluster.max_accelerators(),
+                      " accelerators)");
+  }
+  if (train.seq_len < 1) return make_error("seq_len (", train.seq_len, ") must be positive");
+  if (train.global_batch < 1) return make_error("global batch (", train.global_batch, " sequences) must be positive");
+  if (train.seq_len > cfg.max_seq_len && cfg.position == model::PositionKind::kLearned) {
+    return make_error("seq_len (", train.seq_len, ") exceeds the learned position table (", cfg.max_seq_len, ")");
+  }
+  model::ActivationShape shape;
+  shape.seq_len = train.seq_len;
+  shape.micro_batch = std::max<std::int64_t>(1, l.microbatch);
+  shape.tp = l.tp;
+  shape.cp = l.cp;
+  shape.sequence_parallel = l.sp();
+  HERD_RETURN_IF_ERROR(model::validate_activation_shape(cfg, shape));
+  if (l.v < 1) return make_error("v (", l.v, ") must be at least 1 (virtual stages per pipeline rank)");
+  {
+    auto a = schedule::assign_layers(static_cast<int>(cfg.n_layers), static_cast<int>(l.pp), l.v, true);
+    if (!a.ok()) return a.error();
+  }
+  if (l.microbatch < 1) return make_error("microbatch size (", l.microbatch, ") must be at least 1");
+  if (train.global_batch % (l.dp * l.microbatch) != 0) {
+    return make_error("global batch (", train.global_batch, " sequences) is not divisible by dp (", l.dp,
+                      ") x microbatch size (", l.microbatch, ") = ", l.dp * l.microbatch,
+                      "; every DP rank needs a whole number of micro-batches");
+  }
+  const std::int64_t m = l.microbatches(train);
+  if (l.n < 0 || l.n > m) {
+    return make_error("n (", l.n, ") must be in [1, M = ", m, "] (contiguous micro-batches per chunk)");
+  }
+  if (l.zero < 0 || l.zero > 3) return make_error("zero (", l.zero, ") must be 0, 1, 2 or 3");
+  if (train.precision == Precision::kFP8 && cluster.accelerator.peak_tflops_fp8 <= 0) {
+    return make_error("precision fp8: accelerator ", cluster.accelerator.name, " has no fp8 peak; use bf16");
+  }
+  return Status::Ok();
+}
+
+}  // namespace herd::planner

@@ -1,0 +1,52 @@
+// The planner's inputs: a training shape (sequence length, global batch, precision) and a layout
+// (the four degrees and every knob that changes memory or time), with the checks that make a layout
+// runnable. Every refusal names the constraint and its numbers ("num_key_value_heads (8) is not
+// divisible by tp (16)").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "herd/core/error.h"
+#include "herd/model/config.h"
+#include "herd/model/flops.h"
+#include "herd/topology/cluster.h"
+
+namespace herd::planner {
+
+enum class Precision { kBF16, kFP16, kFP8 };
+const char* precision_name(Precision p);
+Result<Precision> parse_precision(const std::string& s);
+
+struct TrainingSpec {
+  std::int64_t seq_len = 8192;
+  std::int64_t global_batch = 0;           // sequences per optimizer step
+  Precision precision = Precision::kBF16;  // matmul precision; parameters bf16, master/grad/optimizer fp32
+  std::int64_t tokens() const { return seq_len * global_batch; }
+};
+
+struct Layout {
+  std::int64_t tp = 1, cp = 1, pp = 1, dp = 1;
+  int v = 1;                    // virtual stages (model chunks) per pipeline rank
+  std::int64_t microbatch = 1;  // sequences per micro-batch
+  int n = 0;                    // contiguous micro-batches per chunk; 0 = min(PP, M) (depth-first)
+  model::Recompute recompute = model::Recompute::kNone;
+  bool sequence_parallel = true;  // only meaningful with tp > 1
+  int zero = 3;                   // 0 plain DP (all-reduce), 1, 2, 3 (FSDP, the paper's choice)
+  bool reshard_after_forward = false;
+
+  std::int64_t gpus() const { return tp * cp * pp * dp; }
+  std::int64_t microbatches(const TrainingSpec& t) const { return t.global_batch / (dp * microbatch); }
+  int n_resolved(const TrainingSpec& t) const;
+  bool sp() const { return sequence_parallel && tp > 1; }
+  std::string to_string() const;  // "tp8 cp1 pp16 dp64 v8 mb1 N16 none"
+};
+
+// Everything a layout must satisfy before it is costed: degrees multiply to the GPU count that fits
+// the cluster; tp divides heads, kv heads and the MLP width; 2*cp divides the sequence (and tp the
+// local sequence under sequence parallelism); the layers fill pp*v virtual stages; dp*microbatch
+// divides the global batch; N is in [1, M]; zero in 0..3.
+Status validate_layout(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
+                       const Layout& layout, std::int64_t gpus);
+
+}  // namespace herd::planner

@@ -1,0 +1,138 @@
+#include "herd/planner/memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "herd/model/params.h"
+
+namespace herd::planner {
+
+double MemoryBreakdown::part(const std::string& name) const {
+  for (const MemoryPart& p : parts) {
+    if (p.name == name) return p.bytes;
+  }
+  return 0;
+}
+
+model::ActivationShape activation_shape(const TrainingSpec& train, const Layout& l) {
+  model::ActivationShape s;
+  s.seq_len = train.seq_len;
+  s.micro_batch = l.microbatch;
+  s.dtype = DType::kBF16;
+  s.tp = l.tp;
+  s.sequence_parallel = l.sp();
+  s.cp = l.cp;
+  s.recompute = l.recompute;
+  return s;
+}
+
+namespace {
+
+struct StateBytes {
+  double weights = 0, grads = 0, optimizer = 0;
+};
+
+// Weights, gradients and optimizer state of `p` local (TP-shard) parameters under the ZeRO stage,
+// sharded over `shard` ranks (DP x CP: both hold replicas of the same TP/PP shard).
+StateBytes state_bytes(double p, const Layout& l, double shard, std::int64_t microbatches) {
+  StateBytes s;
+  const bool keep_gathered = !(l.zero == 3 && l.reshard_after_forward);
+  s.weights = keep_gathered ? 2.0 * p : 0.0;  // bf16 working copy (stage 3 keeps it after forward)
+  // Gradients stay sharded when each backward reduce-scatters at once: ZeRO-2, FSDP that reshards,
+  // and any stage-3 step with a single micro-batch (nothing to accumulate).
+  const bool sharded_grads = l.zero == 2 || (l.zero == 3 && (l.reshard_after_forward || microbatches == 1));
+  if (sharded_grads) {
+    s.grads = 4.0 * p / shard;  // reduce-scattered after every micro-batch into an fp32 shard
+  } else {
+    s.grads = 4.0 * p + (l.zero >= 1 ? 4.0 * p / shard : 0.0);  // fp32 accumulation, then its shard
+  }
+  s.optimizer = 12.0 * p / (l.zero >= 1 ? shard : 1.0);  // fp32 master + Adam m and v
+  return s;
+}
+
+}  // namespace
+
+MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
+                            const Layout& l, const RankMemoryInput& in) {
+  const model::LayerParams lp = model::layer_params_tp_shard(cfg, l.tp);
+  const model::ModelParams mp = model::model_params_tp_shard(cfg, l.tp);
+  const double shard = static_cast<double>(l.dp * l.cp);
+  const double p_layers = static_cast<double>(in.layers) * static_cast<double>(lp.total());
+  double p_eo = 0;
+  if (in.embedding) p_eo += static_cast<double>(mp.embedding + mp.position_embedding);
+  if (in.output)
+    p_eo += static_cast<double>(mp.final_norm + (cfg.tie_embeddings && !in.embedding ? mp.embedding : mp.output));
+  const std::int64_t mbs = l.microbatches(train);
+  const StateBytes sl = state_bytes(p_layers, l, shard, mbs);
+  const StateBytes se = state_bytes(p_eo, l, shard, mbs);
+
+  const model::ActivationShape shape = activation_shape(train, l);
+  const double b = static_cast<double>(l.microbatch);
+  const double t = static_cast<double>(train.seq_len / l.cp);
+  const double h = static_cast<double>(cfg.hidden);
+  const double act_full = b * t * h * 2.0;
+  const double unit = static_cast<double>(lp.total());  // one FSDP unit: one transformer layer
+
+  MemoryBreakdown m;
+  m.rank = in.rank;
+  m.capacity_bytes = cluster.memory_bytes();
+  m.parts.push_back(
+      {"parameters", sl.weights,
+       std::to_string(in.layers) + " layers' bf16 weights (TP shard" +
+           (l.zero == 3 && !l.reshard_after_forward ? ", gathered once and kept: no reshard after forward)" : ")")});
+  m.parts.push_back({"gradients", sl.grads,
+                     sl.grads < 4.0 * p_layers
+                         ? "fp32 gradient shard (reduce-scattered after each backward)"
+                         : "fp32 accumulation across micro-batches" +
+                               std::string(l.zero >= 1 ? " + its reduce-scattered fp32 shard" : "")});
+  m.parts.push_back(
+      {"optimizer_state", sl.optimizer,
+       "fp32 master weights + AdamW m and v" +
+           std::string(l.zero >= 1 ? ", sharded over dp x cp = " + std::to_string(l.dp * l.cp) : ", replicated")});
+  m.parts.push_back({"embedding_output", se.weights + se.grads + se.optimizer,
+                     std::string(in.embedding ? "vocab-parallel embedding" : "") +
+                         (in.embedding && in.output ? " and " : "") + (in.output ? "output head + final norm" : "") +
+                         (p_eo > 0 ? ": weights, gradients, optimizer" : "none on this rank")});
+  m.parts.push_back({"activations", in.peak_activation_bytes,
+                     "saved tensors of the micro-batches in flight at the schedule's peak (model/activations.h)"});
+  const double gathered = (l.zero == 3 && l.reshard_after_forward) ? 2.0 * 2.0 * unit : 0.0;
+  m.parts.push_back({"fsdp_gathered", gathered,
+                     gathered > 0 ? "two gathered bf16 layers (current + prefetch)" : "none (weights kept gathered)"});
+  double buffers = 0;
+  if (l.tp > 1) buffers += act_full;  // sequence-parallel all-gather output
+  if (l.cp > 1) {
+    buffers += 2.0 * b * static_cast<double>(train.seq_len) * static_cast<double>(cfg.n_kv_heads / l.tp) *
+               static_cast<double>(cfg.head_dim) * 2.0;  // gathered K and V
+  }
+  if (l.pp > 1) buffers += 4.0 * b * (l.sp() ? t / static_cast<double>(l.tp) : t) * h * 2.0;  // 2 sends + 2 receives
+  if (l.dp * l.cp > 1) buffers += 4.0 * unit + 2.0 * unit;  // one fp32 reduce-scatter and one bf16 all-gather unit
+  m.parts.push_back({"comm_buffers", buffers, "TP all-gather output, CP K/V, PP send/receive, FSDP unit buffers"});
+  const double ffn_local = b * t * static_cast<double>(cfg.ffn_hidden / l.tp) * 2.0;
+  double transient = std::max(static_cast<double>(model::recompute_working_bytes(cfg, shape)), 3.0 * ffn_local);
+  if (in.output) {
+    const double vocab_shard = static_cast<double>(mp.embedding) / h;
+    transient += 2.0 * b * t * std::min(vocab_shard, 16384.0) * 4.0;  // one fp32 logits tile and its gradient
+  }
+  m.parts.push_back({"transient", transient,
+                     l.recompute == model::Recompute::kFull
+                         ? "one layer re-materialised for its backward"
+                         : "largest backward temporaries (MLP gradients, logits tile)"});
+  const double dynamic = in.peak_activation_bytes + gathered + buffers + transient;
+  m.parts.push_back({"fragmentation", kFragmentationFraction * dynamic,
+                     "allowance: 5% of dynamically allocated bytes (caching allocator)"});
+  for (const MemoryPart& p : m.parts) m.total_bytes += p.bytes;
+  return m;
+}
+
+JobMemory job_memory(const model::LlamaConfig& cfg, double batch_tokens, int k, double accelerator_bytes) {
+  const double p = static_cast<double>(model::model_params(cfg).total());
+  JobMemory j;
+  j.params_bytes = 2.0 * p;
+  j.optimizer_bytes = 8.0 * p;
+  j.checkpoint_bytes = 2.0 * static_cast<double>(cfg.hidden) * batch_tokens * k * static_cast<double>(cfg.n_layers);
+  j.total_bytes = j.params_bytes + j.optimizer_bytes + j.checkpoint_bytes;
+  j.min_accelerators = static_cast<std::int64_t>(std::ceil(j.total_bytes / accelerator_bytes));
+  return j;
+}
+
+}  // namespace herd::planner

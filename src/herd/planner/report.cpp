@@ -1,0 +1,216 @@
+#include "herd/planner/report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+#include "herd/core/format.h"
+#include "herd/schedule/render.h"
+
+namespace herd::planner {
+
+Json estimate_to_json(const Estimate& e) {
+  Json j;
+  j["fits"] = e.fits();
+  j["mfu"] = e.mfu;
+  j["hfu"] = e.hfu;
+  j["tflops_per_gpu"] = e.tflops_per_gpu;
+  j["tokens_per_s"] = e.tokens_per_s;
+  j["tokens_per_s_per_gpu"] = e.tokens_per_s / static_cast<double>(e.gpus);
+  j["step_time_s"] = e.time.step_s;
+  j["gpus"] = e.gpus;
+  j["model_flops_per_token"] = e.model_flops_per_token;
+  j["bound"] = e.bound;
+  Json mem;
+  mem["total_bytes"] = e.memory.total_bytes;
+  mem["capacity_bytes"] = e.memory.capacity_bytes;
+  mem["worst_pipeline_rank"] = e.memory.rank;
+  for (const MemoryPart& p : e.memory.parts) mem[p.name] = p.bytes;
+  mem["notes"] = Json::object();
+  for (const MemoryPart& p : e.memory.parts) mem["notes"][p.name] = p.note;
+  mem["per_pipeline_rank_bytes"] = e.rank_memory_bytes;
+  j["memory"] = mem;
+  Json t;
+  t["compute_s"] = e.time.compute_s;
+  t["bubble_s"] = e.time.bubble_s;
+  t["optimizer_s"] = e.time.optimizer_s;
+  t["straggler_s"] = e.time.straggler_s;
+  t["exposed_comm_s"] = {{"tp", e.time.tp_s},
+                         {"cp", e.time.cp_s},
+                         {"pp", e.time.pp_s},
+                         {"dp", e.time.dp_s},
+                         {"total", e.time.exposed_comm_s()}};
+  t["step_s"] = e.time.step_s;
+  Json comm = Json::array();
+  for (const DimComm& d : e.comm) {
+    comm.push_back({{"dim", d.dim},
+                    {"size", d.size},
+                    {"stride", d.stride},
+                    {"tier", d.tier},
+                    {"bw_gb_per_s", d.bw_gb_per_s},
+                    {"total_s", d.total_s},
+                    {"exposed_s", d.exposed_s},
+                    {"overlap", d.overlap}});
+  }
+  t["communication"] = comm;
+  j["time"] = t;
+  const Layout& l = e.layout;
+  j["layout"] = {{"tp", l.tp},
+                 {"cp", l.cp},
+                 {"pp", l.pp},
+                 {"dp", l.dp},
+                 {"v", l.v},
+                 {"microbatch_size", l.microbatch},
+                 {"n_microbatches", e.microbatches},
+                 {"n", e.n},
+                 {"recompute", model::recompute_name(l.recompute)},
+                 {"sequence_parallel", l.sp()},
+                 {"zero", l.zero},
+                 {"reshard_after_forward", l.reshard_after_forward}};
+  j["training"] = {{"seq_len", e.train.seq_len},
+                   {"global_batch_sequences", e.train.global_batch},
+                   {"global_batch_tokens", e.train.tokens()},
+                   {"precision", precision_name(e.train.precision)}};
+  j["assumptions"] = e.assumptions;
+  return j;
+}
+
+namespace {
+
+struct Segment {
+  std::string label;
+  double value;
+  const char* color;
+};
+
+const char* kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                         "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else
+      o += c;
+  }
+  return o;
+}
+
+// One horizontal stacked bar with a legend underneath; returns the height used.
+double stacked_bar(std::ostringstream& os, double y, const std::string& title, const std::vector<Segment>& segs,
+                   double scale_max, const std::string& total_label, double width) {
+  os << "<text x='10' y='" << y + 14 << "' font-size='14' font-weight='bold'>" << esc(title) << "</text>\n";
+  double x = 10;
+  const double bar_y = y + 22;
+  for (const Segment& s : segs) {
+    const double w = scale_max > 0 ? s.value / scale_max * width : 0;
+    if (w <= 0) continue;
+    os << "<rect x='" << x << "' y='" << bar_y << "' width='" << w << "' height='26' fill='" << s.color << "'><title>"
+       << esc(s.label) << "</title></rect>\n";
+    x += w;
+  }
+  os << "<text x='" << x + 6 << "' y='" << bar_y + 18 << "' font-size='12'>" << esc(total_label) << "</text>\n";
+  double ly = bar_y + 44, lx = 10;
+  for (const Segment& s : segs) {
+    if (s.value <= 0) continue;
+    if (lx > width - 150) lx = 10, ly += 18;
+    os << "<rect x='" << lx << "' y='" << ly - 10 << "' width='10' height='10' fill='" << s.color << "'/>";
+    os << "<text x='" << lx + 14 << "' y='" << ly << "' font-size='11'>" << esc(s.label) << "</text>\n";
+    lx += 215;
+  }
+  return ly - y + 16;
+}
+
+}  // namespace
+
+std::string report_svg(const Estimate& e, const std::string& title) {
+  const double width = 900;
+  std::ostringstream body;
+  double y = 10;
+  body << "<text x='10' y='" << y + 16 << "' font-size='16' font-weight='bold'>" << esc(title) << "</text>\n";
+  body << "<text x='10' y='" << y + 34 << "' font-size='12'>" << esc(e.layout.to_string()) << " on " << e.gpus
+       << " GPUs: MFU " << format_fixed(100 * e.mfu, 1) << "%, " << format_fixed(e.tflops_per_gpu, 0)
+       << " TFLOP/s per GPU, step " << esc(format_seconds(e.time.step_s)) << "</text>\n";
+  y += 44;
+  std::vector<Segment> mem;
+  for (std::size_t i = 0; i < e.memory.parts.size(); ++i) {
+    const MemoryPart& p = e.memory.parts[i];
+    mem.push_back({p.name + " " + format_bytes(p.bytes), p.bytes, kColors[i % 10]});
+  }
+  const double mem_scale = std::max(e.memory.total_bytes, e.memory.capacity_bytes);
+  y += stacked_bar(body, y, "Memory on pipeline rank " + std::to_string(e.memory.rank), mem, mem_scale,
+                   format_bytes(e.memory.total_bytes) + " of " + format_bytes(e.memory.capacity_bytes) +
+                       (e.fits() ? " (fits)" : " (does not fit)"),
+                   width - 200);
+  const TimeBreakdown& t = e.time;
+  std::vector<Segment> ts = {{"compute " + format_seconds(t.compute_s), t.compute_s, kColors[0]},
+                             {"TP exposed " + format_seconds(t.tp_s), t.tp_s, kColors[1]},
+                             {"CP exposed " + format_seconds(t.cp_s), t.cp_s, kColors[2]},
+                             {"bubble " + format_seconds(t.bubble_s), t.bubble_s, kColors[3]},
+                             {"PP exposed " + format_seconds(t.pp_s), t.pp_s, kColors[4]},
+                             {"DP exposed " + format_seconds(t.dp_s), t.dp_s, kColors[5]},
+                             {"optimizer " + format_seconds(t.optimizer_s), t.optimizer_s, kColors[6]},
+                             {"stragglers " + format_seconds(t.straggler_s), t.straggler_s, kColors[7]}};
+  y += stacked_bar(body, y + 10, "Step time", ts, t.step_s, format_seconds(t.step_s), width - 200) + 10;
+
+  // Pipeline timeline: schedule/'s renderer (Llama 3 Figure 6 style), nested at this height.
+  double total_width = width;
+  if (!e.sim.timeline.empty()) {
+    schedule::SvgOptions so;
+    so.title = "Pipeline timeline (simulated): PP=" + std::to_string(e.layout.pp) +
+               ", V=" + std::to_string(e.layout.v) + ", M=" + std::to_string(e.microbatches) +
+               ", N=" + std::to_string(e.n);
+    so.time_unit = "s";
+    so.width = static_cast<int>(width);
+    so.row_height = e.layout.pp > 32 ? 12 : 24;
+    so.label_microbatches = e.layout.pp * e.layout.v * e.microbatches <= 512;
+    std::string tl = schedule::render_svg(e.schedule, e.sim, so);
+    double h = 0;
+    const std::size_t hp = tl.find("height=\"");
+    if (hp != std::string::npos) h = std::atof(tl.c_str() + hp + 8);
+    const std::size_t open = tl.find("<svg");
+    if (open != std::string::npos) tl.insert(open + 4, " x=\"0\" y=\"" + std::to_string(y) + "\"");
+    body << "<text x='10' y='" << y - 4 << "' font-size='11'>Timeline: pipeline ranks by time</text>\n" << tl;
+    y += h + 10;
+    total_width = std::max(total_width, static_cast<double>(so.width));
+  }
+  std::ostringstream os;
+  os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << total_width << "' height='" << y + 10
+     << "' font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n"
+     << body.str() << "</svg>\n";
+  return os.str();
+}
+
+std::string report_html(const Estimate& e, const std::string& title) {
+  std::ostringstream os;
+  os << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>" << esc(title)
+     << "</title><style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:right}"
+        "td:first-child,th:first-child{text-align:left}</style></head><body>\n";
+  os << report_svg(e, title);
+  os << "<h3>Memory (pipeline rank " << e.memory.rank
+     << ")</h3><table><tr><th>part</th><th>bytes</th><th>what</th></tr>\n";
+  for (const MemoryPart& p : e.memory.parts) {
+    os << "<tr><td>" << esc(p.name) << "</td><td>" << format_bytes(p.bytes) << "</td><td style='text-align:left'>"
+       << esc(p.note) << "</td></tr>\n";
+  }
+  os << "</table><h3>Communication</h3><table><tr><th>dim</th><th>size</th><th>tier</th><th>GB/s</th><th>total</th>"
+        "<th>exposed</th><th>overlap rule</th></tr>\n";
+  for (const DimComm& d : e.comm) {
+    os << "<tr><td>" << d.dim << "</td><td>" << d.size << "</td><td>" << esc(d.tier) << "</td><td>"
+       << format_fixed(d.bw_gb_per_s, 1) << "</td><td>" << format_seconds(d.total_s) << "</td><td>"
+       << format_seconds(d.exposed_s) << "</td><td style='text-align:left'>" << esc(d.overlap) << "</td></tr>\n";
+  }
+  os << "</table><h3>Assumptions</h3><ul>\n";
+  for (const std::string& a : e.assumptions) os << "<li>" << esc(a) << "</li>\n";
+  os << "</ul></body></html>\n";
+  return os.str();
+}
+
+}  // namespace herd::planner

@@ -1,0 +1,18 @@
+// Reports of an estimate: the JSON other tools read (field names fixed by the planner issue: fits, mfu,
+// tflops_per_gpu, tokens_per_s, step_time_s, memory, time, layout), and a picture a person would
+// rather look at than read: stacked bars for memory and step time and the pipeline timeline, as SVG
+// or as a self-contained HTML page.
+#pragma once
+
+#include <string>
+
+#include "herd/core/json.h"
+#include "herd/planner/estimate.h"
+
+namespace herd::planner {
+
+Json estimate_to_json(const Estimate& e);
+std::string report_svg(const Estimate& e, const std::string& title);
+std::string report_html(const Estimate& e, const std::string& title);
+
+}  // namespace herd::planner

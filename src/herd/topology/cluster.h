@@ -1,0 +1,91 @@
+// Cluster: one accelerator type and the network tiers that join accelerators, innermost first.
+//
+// A tier is a domain of `size` accelerators (cumulative: 8 per NVLink server, 16 per rack, 3072 per
+// pod, 24576 per cluster) with a per-accelerator, one-direction bandwidth into that tier, a per-step
+// latency, an achieved fraction of the nominal bandwidth and an oversubscription ratio (1:7 at the
+// Llama 3 aggregation layer). A tier may instead be a torus (TPU ICI): its accelerators sit on a grid
+// with wrap-around links, and a group's bandwidth is the sum over the torus axes it spans.
+//
+// Ranks are placed on accelerators in order (rank r on accelerator r), so a group of n ranks at stride
+// s (the [TP, CP, PP, DP] order of ParallelDims) spans aligned domains of s*n accelerators;
+// link_for_group() returns the slowest link such a group crosses when every group of its kind runs the
+// same collective at once. Derivations: docs/planner.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "herd/core/error.h"
+#include "herd/core/json.h"
+
+namespace herd::topology {
+
+struct Accelerator {
+  std::string name;
+  double peak_tflops_bf16 = 0;  // dense tensor-core peak; fp16 is the same on every preset
+  double peak_tflops_fp8 = 0;   // 0 when the accelerator has no fp8 tensor cores
+  double peak_tflops_fp32 = 0;  // non-tensor-core fp32 (elementwise, optimizer)
+  double memory_gib = 0;        // usable HBM per accelerator
+  double memory_bw_gb_per_s = 0;
+  // Achievable fractions (documented defaults in docs/planner.md; optional in a cluster file):
+  double matmul_efficiency = 0.8;          // large-GEMM throughput / peak (max achievable matmul FLOPS)
+  double attention_fwd_efficiency = 0.6;   // flash-attention forward / peak
+  double attention_bwd_efficiency = 0.45;  // flash-attention backward / peak
+  double memory_bw_efficiency = 0.8;       // streaming kernels / nominal HBM bandwidth
+  std::int64_t sm_count = 0;               // for GEMM wave quantization; 0 = not modelled
+  double kernel_overhead_us = 0;           // per kernel launch gap (host and launch latency)
+  // Spread (standard deviation, as a fraction) of one accelerator's speed around the mean (thermal
+  // and power-driven clock variation); a synchronous step waits for the slowest of the job.
+  double speed_variation = 0.01;
+};
+
+struct Tier {
+  std::string name;
+  std::int64_t size = 0;            // accelerators in one domain of this tier (cumulative)
+  double bw_gb_per_s = 0;           // per accelerator, one direction (per link for a torus)
+  double latency_us = 0;            // per algorithm step (per hop for a torus)
+  double efficiency = 0.8;          // achieved fraction of bw_gb_per_s (nccl-tests bus bandwidth / nominal)
+  double oversubscription = 1;      // uplink oversubscription of this tier (7 for 1:7)
+  std::vector<std::int64_t> torus;  // torus axis lengths, innermost first; empty for a switched tier
+};
+
+struct Cluster {
+  std::string name;
+  Accelerator accelerator;
+  std::vector<Tier> tiers;
+  std::int64_t max_accelerators() const { return tiers.empty() ? 1 : tiers.back().size; }
+  double memory_bytes() const { return accelerator.memory_gib * 1024.0 * 1024.0 * 1024.0; }
+};
+
+// Checks every field (positive sizes, increasing tiers, each a multiple of the previous, ...).
+Status validate(const Cluster& c);
+
+// From the JSON format of docs/planner.md; every missing, negative or mistyped field is an error that
+// names it ("tiers[1].bw_gb_per_s: expected a number, got \"fast\"").
+Result<Cluster> cluster_from_json(const Json& j);
+Result<Cluster> load_cluster(const std::string& path);
+Json cluster_to_json(const Cluster& c);
+
+// Presets: llama3-h100, dgx-h100, dgx-a100, h200, tpu-v5p.
+std::vector<std::string> cluster_preset_names();
+Result<Cluster> cluster_preset(const std::string& name);
+// A preset name, or else a path to a cluster JSON file.
+Result<Cluster> resolve_cluster(const std::string& name_or_path);
+
+// The link a collective over a group uses: effective one-direction bandwidth per accelerator in bytes
+// per second (after efficiency, oversubscription and, on a torus, the axes spanned), the per-step
+// latency, and the number of algorithm steps of a ring all-gather over the group.
+struct GroupLink {
+  int tier = -1;          // index of the outermost tier the group crosses; -1 for a group of one
+  std::string tier_name;  // "nvlink", "rack", ...; "local" for a group of one
+  double bw_bytes_per_s = 0;
+  double latency_s = 0;
+  std::int64_t ring_steps = 0;  // n - 1 on a switched network; sum over torus axes of (extent - 1)
+};
+
+// Group of n ranks at stride s starting at rank 0 (every group of the same dimension looks alike).
+// Error when the group does not fit in the cluster.
+Result<GroupLink> link_for_group(const Cluster& c, std::int64_t stride, std::int64_t n);
+
+}  // namespace herd::topology

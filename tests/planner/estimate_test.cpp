@@ -1,0 +1,141 @@
+// Invariants of one estimate: memory parts sum to the total, activations are model/activations.h's
+// bytes times what the schedule keeps in flight, more recompute trades memory for time, and bad
+// layouts are refused with the constraint and its numbers.
+#include "herd/planner/estimate.h"
+
+#include <gtest/gtest.h>
+
+#include "herd/model/activations.h"
+#include "herd/model/params.h"
+#include "herd/planner/cost.h"
+
+namespace herd::planner {
+namespace {
+
+const model::LlamaConfig kCfg = *model::preset("llama3-70b");
+const topology::Cluster kCluster = *topology::cluster_preset("dgx-h100");
+
+Layout layout(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp, int v = 1) {
+  Layout l;
+  l.tp = tp, l.cp = cp, l.pp = pp, l.dp = dp, l.v = v;
+  return l;
+}
+
+TEST(Estimate, PartsSumToTotalsAndTimeAddsUp) {
+  TrainingSpec t{8192, 512, Precision::kBF16};
+  for (const Layout& l : {layout(8, 1, 4, 16, 5), layout(4, 2, 2, 32), layout(8, 1, 1, 64)}) {
+    Result<Estimate> e = estimate(kCfg, kCluster, t, l, 512);
+    ASSERT_TRUE(e.ok()) << e.error().message();
+    double sum = 0;
+    for (const MemoryPart& p : e->memory.parts) {
+      EXPECT_GE(p.bytes, 0) << p.name;
+      sum += p.bytes;
+    }
+    EXPECT_NEAR(sum, e->memory.total_bytes, 1e-6 * sum);
+    const TimeBreakdown& T = e->time;
+    EXPECT_NEAR(T.compute_s + T.bubble_s + T.exposed_comm_s() + T.optimizer_s + T.straggler_s, T.step_s,
+                1e-9 * T.step_s);
+    EXPECT_NEAR(e->tokens_per_s * T.step_s, static_cast<double>(t.tokens()), 1e-6 * static_cast<double>(t.tokens()));
+    EXPECT_GT(e->mfu, 0.05);
+    EXPECT_LT(e->mfu, kCluster.accelerator.matmul_efficiency);
+  }
+}
+
+TEST(Estimate, ActivationsAreModelBytesTimesInFlight) {
+  // One pipeline rank, one micro-batch in flight: the activations are exactly every layer's saved set
+  // plus the embedding's and the output's, from model/activations.h.
+  TrainingSpec t{4096, 64, Precision::kBF16};
+  for (model::Recompute rc : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
+    Layout l = layout(4, 1, 1, 16);
+    l.microbatch = 2;
+    l.recompute = rc;
+    Result<Estimate> e = estimate(kCfg, kCluster, t, l, 64);
+    ASSERT_TRUE(e.ok()) << e.error().message();
+    const model::ActivationShape s = activation_shape(t, l);
+    const double expect =
+        static_cast<double>(kCfg.n_layers * model::layer_activation_bytes(kCfg, s) +
+                            model::embedding_activation_bytes(kCfg, s) + model::output_activation_bytes(kCfg, s));
+    EXPECT_DOUBLE_EQ(e->memory.part("activations"), expect) << model::recompute_name(rc);
+  }
+}
+
+TEST(Estimate, ParametersComeFromTheShardCounts) {
+  TrainingSpec t{8192, 256, Precision::kBF16};
+  Layout l = layout(8, 1, 4, 8);  // no reshard: each rank holds its layers' bf16 weights gathered
+  Result<Estimate> e = estimate(kCfg, kCluster, t, l, 256);
+  ASSERT_TRUE(e.ok());
+  const auto lp = model::layer_params_tp_shard(kCfg, 8);
+  const double layers_on_rank = e->memory.rank == 0 || e->memory.rank == 3 ? 19 : 21;  // 82 slots over 4
+  EXPECT_DOUBLE_EQ(e->memory.part("parameters"), 2.0 * layers_on_rank * static_cast<double>(lp.total()));
+}
+
+TEST(Estimate, MoreRecomputeLessMemoryMoreTime) {
+  TrainingSpec t{8192, 512, Precision::kBF16};
+  double prev_act = 1e300, prev_time = 0;
+  for (model::Recompute rc : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
+    Layout l = layout(8, 1, 4, 16, 5);
+    l.recompute = rc;
+    Result<Estimate> e = estimate(kCfg, kCluster, t, l, 512);
+    ASSERT_TRUE(e.ok());
+    EXPECT_LT(e->memory.part("activations"), prev_act) << model::recompute_name(rc);
+    EXPECT_GT(e->time.step_s, prev_time) << model::recompute_name(rc);
+    prev_act = e->memory.part("activations");
+    prev_time = e->time.step_s;
+  }
+}
+
+TEST(Estimate, ZeroStagesShardMoreState) {
+  TrainingSpec t{4096, 256, Precision::kBF16};
+  double prev = 1e300;
+  for (int z : {0, 1, 2}) {
+    Layout l = layout(8, 1, 2, 16);
+    l.zero = z;
+    Result<Estimate> e = estimate(kCfg, kCluster, t, l, 256);
+    ASSERT_TRUE(e.ok());
+    const double state = e->memory.part("gradients") + e->memory.part("optimizer_state");
+    EXPECT_LT(state, prev) << "zero " << z;
+    prev = state;
+  }
+}
+
+TEST(Estimate, CollectivesFollowTheBandwidthModel) {
+  topology::GroupLink g;
+  g.bw_bytes_per_s = 100e9;
+  g.latency_s = 0;
+  g.ring_steps = 7;
+  g.tier = 0;
+  EXPECT_DOUBLE_EQ(all_gather_s(8e9, 8, g), 7.0 / 8.0 * 8e9 / 100e9);
+  EXPECT_DOUBLE_EQ(all_reduce_s(8e9, 8, g), 2 * 7.0 / 8.0 * 8e9 / 100e9);
+  EXPECT_DOUBLE_EQ(all_gather_s(8e9, 1, g), 0);
+  g.latency_s = 1e-5;
+  EXPECT_DOUBLE_EQ(all_gather_s(0, 8, g), 0);
+  EXPECT_NEAR(all_gather_s(8e3, 8, g), 7e-5 + 7.0 / 8.0 * 8e3 / 100e9, 1e-15);
+}
+
+TEST(Estimate, ImpossibleLayoutsNameTheConstraint) {
+  TrainingSpec t{8192, 512, Precision::kBF16};
+  struct Case {
+    Layout l;
+    std::int64_t gpus;
+    const char* expect;
+  };
+  Layout mb3 = layout(8, 1, 4, 16);
+  mb3.microbatch = 3;
+  const Case cases[] = {
+      {layout(16, 1, 2, 16), 512, "num_key_value_heads (8) is not divisible by tp (16)"},
+      {layout(8, 1, 4, 8), 512, "= 256 GPUs, but --gpus is 512"},
+      {layout(8, 3, 4, 4), 384, "seq_len (8192) is not divisible by 2 x cp (6)"},
+      {layout(1, 1, 128, 4), 512, "layers (80) cannot fill pp*v = 128*1 = 128"},
+      {layout(8, 1, 1, 1024), 8192, "global batch (512 sequences) is not divisible by dp (1024)"},
+      {mb3, 512, "x microbatch size (3)"},
+      {layout(8, 1, 4, 2048), 65536, "exceeds cluster dgx-h100 (32768"},
+  };
+  for (const Case& c : cases) {
+    Result<Estimate> e = estimate(kCfg, kCluster, t, c.l, c.gpus);
+    ASSERT_FALSE(e.ok()) << c.expect;
+    EXPECT_NE(e.error().message().find(c.expect), std::string::npos) << e.error().message();
+  }
+}
+
+}  // namespace
+}  // namespace herd::planner
