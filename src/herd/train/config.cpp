@@ -60,14 +60,10 @@ const std::vector<Field>& registry() {
   static const std::vector<Field> fields = {
       bind_field("model.name", &C::model, &ModelSection::name, "preset (tiny, small, llama3-8b, ...) or config.json"),
       bind_field("model.vocab", &C::model, &ModelSection::vocab, "vocabulary size; 0 takes the tokenizer's"),
-      bind_field("data.corpus", &C::data, &DataSection::corpus, "JSON-lines corpus (.jsonl or .jsonl.xz)"),
-      bind_field("data.text_field", &C::data, &DataSection::text_field, "field of each line holding a document"),
-      bind_field("data.tokenizer", &C::data, &DataSection::tokenizer,
-                 "tokenizer file; empty trains a BPE on the corpus"),
-      bind_field("data.cache_dir", &C::data, &DataSection::cache_dir, "where trained tokenizer and shards are kept"),
+      bind_field("data.dir", &C::data, &DataSection::dir, "token shards written by herd data"),
+      bind_field("data.tokenizer", &C::data, &DataSection::tokenizer, "tokenizer of the shards (for samples)"),
       bind_field("data.seq_len", &C::data, &DataSection::seq_len, "tokens per packed sequence"),
-      bind_field("data.holdout", &C::data, &DataSection::holdout, "fraction of documents held out for evaluation"),
-      bind_field("data.seed", &C::data, &DataSection::seed, "document shuffling seed"),
+      bind_field("data.seed", &C::data, &DataSection::seed, "document order seed"),
       bind_field("optim.lr", &C::optim, &OptimSection::lr, "peak learning rate"),
       bind_field("optim.min_lr_ratio", &C::optim, &OptimSection::min_lr_ratio,
                  "cosine floor as a fraction of the peak"),
@@ -191,9 +187,6 @@ Status validate(const TrainConfig& c) {
   HERD_RETURN_IF_ERROR(positive(c.eval.batches, "eval.batches"));
   HERD_RETURN_IF_ERROR(positive(c.checkpoint.every, "checkpoint.every"));
   HERD_RETURN_IF_ERROR(positive(c.checkpoint.keep, "checkpoint.keep"));
-  if (c.data.holdout <= 0 || c.data.holdout >= 0.5) {
-    return make_error("data.holdout: must be in (0, 0.5), got ", c.data.holdout);
-  }
   if (!(c.optim.lr > 0)) return make_error("optim.lr: must be positive, got ", c.optim.lr);
   if (c.optim.min_lr_ratio < 0 || c.optim.min_lr_ratio > 1) {
     return make_error("optim.min_lr_ratio: must be in [0, 1], got ", c.optim.min_lr_ratio);

@@ -23,13 +23,10 @@ struct ModelSection {
 };
 
 struct DataSection {
-  std::string corpus = "../shared/data/corpus/sotu.jsonl.xz";  // JSON-lines corpus (.jsonl or .jsonl.xz)
-  std::string text_field = "text";                             // the field of each line that holds a document
-  std::string tokenizer = "";           // tokenizer file; empty trains a BPE of model vocab size on the corpus
-  std::string cache_dir = "runs/data";  // where the trained tokenizer and the token shards are kept
-  std::int64_t seq_len = 256;           // tokens per packed sequence
-  double holdout = 0.05;                // fraction of documents held out for evaluation
-  std::int64_t seed = 1;                // document shuffling
+  std::string dir = "runs/data";  // token shards written by `herd data` (train-*.bin and val-*.bin)
+  std::string tokenizer = "";     // the tokenizer the shards were made with (for samples); empty: none
+  std::int64_t seq_len = 256;     // tokens per packed sequence (at most the model's max_seq_len)
+  std::int64_t seed = 1;          // document order of every epoch
 };
 
 struct OptimSection {
