@@ -33,8 +33,7 @@ struct MicroBatchData {
     }
   }
   nn::MicroBatch view() const {
-    return {batch.rows, batch.seq_len, batch.tokens.data(), batch.targets.data(), batch.positions.data(),
-            doc32.data()};
+    return {batch.rows, batch.seq_len, batch.tokens.data(), batch.targets.data(), batch.positions.data(), doc32.data()};
   }
 };
 
@@ -179,9 +178,14 @@ Status Trainer::run(std::int64_t stop_after) {
     const bool last = step_ == steps || step_ == stop_after;
     if ((cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) || step_ == steps) rec.val_loss = evaluate();
 
-    Json j = {{"step", rec.step},   {"loss", rec.loss},         {"lr", rec.lr},
-              {"tokens", rec.tokens}, {"tokens_per_s", rec.tokens_per_s}, {"grad_norm", rec.grad_norm},
-              {"mfu", rec.mfu},     {"elapsed_s", wall.seconds()}};
+    Json j = {{"step", rec.step},
+              {"loss", rec.loss},
+              {"lr", rec.lr},
+              {"tokens", rec.tokens},
+              {"tokens_per_s", rec.tokens_per_s},
+              {"grad_norm", rec.grad_norm},
+              {"mfu", rec.mfu},
+              {"elapsed_s", wall.seconds()}};
     if (rec.val_loss) j["val_loss"] = *rec.val_loss;
     metrics_.write(j);
     history_.push_back(rec);
@@ -189,7 +193,8 @@ Status Trainer::run(std::int64_t stop_after) {
     if (!quiet && (step_ % cfg_.train.log_every == 0 || last || rec.val_loss)) {
       const double avg_tps = static_cast<double>(tokens_ - tokens_at_start) / wall.seconds();
       const double eta = static_cast<double>(steps - step_) * static_cast<double>(step_tokens) / avg_tps;
-      std::string line = progress_line(step_, steps, rec.loss, lr, avg_tps, avg_tps * flops_per_token_ / peak_flops_, eta);
+      std::string line =
+          progress_line(step_, steps, rec.loss, lr, avg_tps, avg_tps * flops_per_token_ / peak_flops_, eta);
       if (rec.val_loss) line += " | val " + std::to_string(*rec.val_loss).substr(0, 6);
       log_info(line);
     }
@@ -211,10 +216,10 @@ Status Trainer::save_checkpoint() const {
                {"model", model::config_to_hf_json(model_cfg_)},
                {"param_count", model_->param_count()}};
   const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(model_->param_count());
-  return train::save_checkpoint(cfg_.checkpoint.dir, step_, meta,
-                                {{"params", model_->params(), bytes}, {"adam_m", opt_->m(), bytes},
-                                 {"adam_v", opt_->v(), bytes}},
-                                cfg_.checkpoint.keep);
+  return train::save_checkpoint(
+      cfg_.checkpoint.dir, step_, meta,
+      {{"params", model_->params(), bytes}, {"adam_m", opt_->m(), bytes}, {"adam_v", opt_->v(), bytes}},
+      cfg_.checkpoint.keep);
 }
 
 Status Trainer::resume() {
