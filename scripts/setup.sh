@@ -9,6 +9,8 @@ packages=(
   build-essential cmake ninja-build git ca-certificates xz-utils python3 python3-pip
   libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev clang-format
   libopenblas-dev libopenmpi-dev openmpi-bin iproute2
+  pkg-config libpcre2-dev liblzma-dev
+  libdnnl-dev libblis-dev  # only bench/kernels/blas_compare (docs/blas.md) loads these, at run time
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,219 @@
+// Kernel throughput on the small preset's shapes (dim 512, 8 heads / 2 KV heads of 64, FFN 1536,
+// vocab 8192, 8 sequences of 512): herd's gemm wrapper against the BLAS's own square-GEMM peak, and
+// the non-GEMM kernels (attention forward/backward, cross-entropy, RMSNorm, SwiGLU, RoPE, AdamW) in
+// GFLOP/s or GB/s, with their time per training step. Median of --reps runs. Writes JSON.
+//
+//   herd_bench_kernels [--out file.json] [--threads N] [--reps N] [--seq 512] [--batch 8] [--clock wall|cpu]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/bench_json.h"
+#include "herd/kernels/attention.h"
+#include "herd/kernels/cross_entropy.h"
+#include "herd/kernels/gemm.h"
+#include "herd/kernels/optim.h"
+#include "herd/kernels/rmsnorm.h"
+#include "herd/kernels/rope.h"
+#include "herd/kernels/swiglu.h"
+
+namespace {
+
+using namespace herd::kernels;
+
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// The machine is shared: besides wall time, the process CPU time of each run is kept. With one
+// thread it is the time the kernel would take on an idle core (cache sharing aside), so
+// --clock cpu gives stable numbers under contention; with several threads it over-counts spinning.
+bool g_cpu_clock = false;
+std::vector<double> g_wall;  // wall-clock median of the last measurement
+
+double median_seconds(int reps, const std::function<void()>& f) {
+  f();  // warm-up: thread pools, scratch buffers, page faults
+  std::vector<double> t, w;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = process_cpu_seconds();
+    f();
+    t.push_back(process_cpu_seconds() - c0);
+    w.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  std::sort(w.begin(), w.end());
+  g_wall = {w[w.size() / 2]};
+  return g_cpu_clock ? t[t.size() / 2] : w[w.size() / 2];
+}
+
+std::vector<float> filled(std::size_t n, float scale = 0.02f) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = scale * static_cast<float>(static_cast<int>((i * 2654435761u) % 2001) - 1000) / 1000.0f;
+  return v;
+}
+
+struct Gemm {
+  const char* name;
+  Trans ta, tb;
+  std::int64_t m, n, k;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path;
+  int threads = 1, reps = 5;
+  std::int64_t seq = 512, batch = 8;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--out") out_path = argv[i + 1];
+    if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    if (a == "--reps") reps = std::atoi(argv[i + 1]);
+    if (a == "--seq") seq = std::atoll(argv[i + 1]);
+    if (a == "--batch") batch = std::atoll(argv[i + 1]);
+    if (a == "--clock") g_cpu_clock = std::string(argv[i + 1]) == "cpu";
+  }
+  set_num_threads(threads);
+  const std::int64_t dim = 512, hq = 8, hkv = 2, hd = 64, ffn = 1536, vocab = 8192, n = batch * seq;
+  herd::Json doc = herd::bench::envelope("kernels");
+  doc["threads"] = threads;
+  doc["clock"] = g_cpu_clock ? "process cpu time" : "wall";
+  doc["blas"] = blas_name();
+  doc["shape"] = {{"dim", dim}, {"q_heads", hq},  {"kv_heads", hkv}, {"head_dim", hd},
+                  {"ffn", ffn}, {"vocab", vocab}, {"seq", seq},      {"batch", batch}};
+  auto report = [&](const std::string& name, double sec, double flops, double bytes, double per_step) {
+    herd::Json r{{"kernel", name}, {"seconds", sec}, {"wall_seconds", g_wall[0]}, {"calls_per_step", per_step}};
+    if (flops > 0) r["gflops"] = flops / sec * 1e-9;
+    if (bytes > 0) r["gbytes_per_s"] = bytes / sec * 1e-9;
+    std::fprintf(stderr, "%-34s %9.3f ms  %8.1f GFLOP/s  %7.1f GB/s  x%g per step\n", name.c_str(), sec * 1e3,
+                 flops > 0 ? flops / sec * 1e-9 : 0.0, bytes > 0 ? bytes / sec * 1e-9 : 0.0, per_step);
+    doc["results"].push_back(r);
+    return r;
+  };
+
+  // GEMMs: the BLAS's peak on a large square, then the model's shapes through herd's wrapper.
+  const Gemm gemms[] = {
+      {"gemm square 2048", Trans::kNo, Trans::kNo, 2048, 2048, 2048},
+      {"gemm qkv fwd (NT)", Trans::kNo, Trans::kYes, n, dim + 2 * hkv * hd, dim},
+      {"gemm wo fwd (NT)", Trans::kNo, Trans::kYes, n, dim, dim},
+      {"gemm gate_up fwd (NT)", Trans::kNo, Trans::kYes, n, 2 * ffn, dim},
+      {"gemm down fwd (NT)", Trans::kNo, Trans::kYes, n, dim, ffn},
+      {"gemm gate_up dx (NN)", Trans::kNo, Trans::kNo, n, dim, 2 * ffn},
+      {"gemm gate_up dw (TN)", Trans::kYes, Trans::kNo, 2 * ffn, dim, n},
+  };
+  double peak = 0;
+  for (const Gemm& g : gemms) {
+    const std::int64_t a_rows = g.ta == Trans::kNo ? g.m : g.k, a_cols = g.ta == Trans::kNo ? g.k : g.m;
+    const std::int64_t b_rows = g.tb == Trans::kNo ? g.k : g.n, b_cols = g.tb == Trans::kNo ? g.n : g.k;
+    auto a = filled(a_rows * a_cols), b = filled(b_rows * b_cols);
+    std::vector<float> c(g.m * g.n);
+    const double sec = median_seconds(reps, [&] {
+      gemm<float>(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data(), a_cols, b.data(), b_cols, 0.0f, c.data(), g.n);
+    });
+    herd::Json r = report(g.name, sec, 2.0 * g.m * g.n * g.k, 0, 0);
+    if (peak == 0) peak = r["gflops"].get<double>();
+    doc["results"].back()["fraction_of_square_peak"] = r["gflops"].get<double>() / peak;
+  }
+  doc["gemm_peak_gflops"] = peak;
+
+  // Attention, causal, one document per sequence. FLOPs counted on visible (query, key) pairs:
+  // forward 4 D per pair (QK^T, PV), backward 8 D (dV, dP, dQ, dK), excluding the recomputed QK^T.
+  {
+    AttentionDims d{batch, seq, seq, hq, hkv, hd};
+    std::vector<std::int32_t> pos(n);
+    for (std::int64_t i = 0; i < n; ++i) pos[i] = static_cast<std::int32_t>(i % seq);
+    const AttentionMask m{pos.data(), nullptr, pos.data(), nullptr};
+    auto q = filled(n * hq * hd, 1.0f), k = filled(n * hkv * hd, 1.0f), v = filled(n * hkv * hd, 1.0f);
+    auto dout = filled(n * hq * hd, 1.0f);
+    std::vector<float> out(q.size()), lse(batch * hq * seq), dq(q.size()), dk(k.size()), dv(v.size());
+    const double pairs = static_cast<double>(batch) * hq * seq * (seq + 1) / 2.0;
+    const double fwd = median_seconds(
+        reps, [&] { attention_forward<float>(d, m, q.data(), k.data(), v.data(), out.data(), lse.data()); });
+    report("attention fwd (causal)", fwd, 4.0 * hd * pairs, 0, 8);
+    const double bwd = median_seconds(reps, [&] {
+      attention_backward<float>(d, m, q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), dq.data(),
+                                dk.data(), dv.data());
+    });
+    report("attention bwd (causal)", bwd, 8.0 * hd * pairs, 0, 8);
+    doc["results"].back()["fraction_of_square_peak"] = 8.0 * hd * pairs / bwd * 1e-9 / peak;
+    doc["results"][doc["results"].size() - 2]["fraction_of_square_peak"] = 4.0 * hd * pairs / fwd * 1e-9 / peak;
+  }
+
+  // Cross-entropy fused with the output projection, forward + backward (3 GEMMs of n x vocab x dim).
+  {
+    auto h = filled(n * dim, 1.0f), w = filled(vocab * dim);
+    std::vector<float> lse(n), dh(n * dim), dw(vocab * dim);
+    std::vector<std::int32_t> tgt(n);
+    for (std::int64_t i = 0; i < n; ++i) tgt[i] = static_cast<std::int32_t>((i * 7919) % vocab);
+    const double sec = median_seconds(reps, [&] {
+      cross_entropy_forward_backward<float>(h.data(), n, dim, w.data(), vocab, tgt.data(), 1.0f / n, lse.data(),
+                                            dh.data(), dw.data());
+    });
+    report("cross_entropy fwd+bwd", sec, 6.0 * n * vocab * dim, 0, 1);
+    doc["results"].back()["fraction_of_square_peak"] = 6.0 * n * vocab * dim / sec * 1e-9 / peak;
+  }
+
+  // Memory-bound kernels: bytes moved per call.
+  {
+    auto x = filled(n * dim, 1.0f), w = filled(dim, 1.0f), dy = filled(n * dim, 1.0f);
+    std::vector<float> y(n * dim), r(n), dx(n * dim), dw(dim);
+    report("rmsnorm fwd",
+           median_seconds(
+               reps, [&] { rmsnorm_forward<float>(x.data(), dim, w.data(), n, dim, 1e-5, y.data(), dim, r.data()); }),
+           0, 8.0 * n * dim, 17);
+    report("rmsnorm bwd",
+           median_seconds(reps,
+                          [&] {
+                            rmsnorm_backward<float>(dy.data(), dim, x.data(), dim, w.data(), r.data(), n, dim,
+                                                    dx.data(), dim, Accumulate::kAdd, dw.data());
+                          }),
+           0, 16.0 * n * dim, 17);
+  }
+  {
+    auto gu = filled(n * 2 * ffn, 1.0f), d = filled(n * ffn, 1.0f);
+    std::vector<float> o(n * ffn), dgu(n * 2 * ffn);
+    report(
+        "swiglu fwd",
+        median_seconds(
+            reps, [&] { swiglu_forward<float>(gu.data(), 2 * ffn, gu.data() + ffn, 2 * ffn, n, ffn, o.data(), ffn); }),
+        0, 12.0 * n * ffn, 8);
+    report("swiglu bwd",
+           median_seconds(reps,
+                          [&] {
+                            swiglu_backward<float>(d.data(), ffn, gu.data(), 2 * ffn, gu.data() + ffn, 2 * ffn, n, ffn,
+                                                   dgu.data(), 2 * ffn, dgu.data() + ffn, 2 * ffn);
+                          }),
+           0, 20.0 * n * ffn, 8);
+  }
+  {
+    RopeTable<float> table(RopeConfig{hd, 500000.0}, seq);
+    std::vector<std::int32_t> pos(n);
+    for (std::int64_t i = 0; i < n; ++i) pos[i] = static_cast<std::int32_t>(i % seq);
+    auto q = filled(n * hq * hd, 1.0f);
+    report("rope fwd (q)",
+           median_seconds(reps, [&] { rope_forward<float>(table, pos.data(), n, hq, q.data(), hq * hd); }), 0,
+           8.0 * n * hq * hd, 16);
+  }
+  {
+    const std::int64_t params = 32'500'000;
+    auto p = filled(params), g = filled(params);
+    std::vector<float> m1(params), v1(params);
+    std::int64_t step = 0;
+    report(
+        "adamw 32.5M params",
+        median_seconds(
+            reps, [&] { adamw_step<float>(p.data(), g.data(), m1.data(), v1.data(), params, AdamWConfig{}, ++step); }),
+        0, 28.0 * params, 1);
+  }
+  herd::bench::write_result(doc, out_path);
+  return 0;
+}

@@ -1,0 +1,56 @@
+// Helpers shared by the CPU kernels: a vectorisable exp, per-thread scratch, and loop partitioning.
+//
+// std::exp does not vectorise without -ffast-math, and softmax-style loops (attention, cross-entropy)
+// spend their non-GEMM time in exp. fast_exp<float> is a branch-free Cephes-style range reduction
+// (x = n ln2 + r, |r| <= ln2/2) with a degree-6 polynomial, accurate to about 2 ulp for x in
+// [-87, 88]; below that it returns ~1e-38 rather than 0, so callers zero masked entries explicitly.
+// fast_exp<double> is std::exp: the double path is the parity-test path, not a fast one.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace herd::kernels::cpu {
+
+template <typename T>
+inline T fast_exp(T x) {
+  return std::exp(x);
+}
+
+template <>
+inline float fast_exp<float>(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  const float n = std::nearbyint(x * 1.44269504088896341f);
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+// A buffer owned by the calling thread that only grows: kernels reuse it across calls, so the
+// training step does not allocate after its first iteration.
+template <typename T, int kSlot = 0>
+T* thread_scratch(std::size_t n) {
+  thread_local std::vector<T> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// [begin, end) of chunk `i` of `parts` near-equal chunks of [0, n).
+inline void partition(std::int64_t n, int parts, int i, std::int64_t* begin, std::int64_t* end) {
+  const std::int64_t base = n / parts, extra = n % parts;
+  *begin = i * base + (i < extra ? i : extra);
+  *end = *begin + base + (i < extra ? 1 : 0);
+}
+
+}  // namespace herd::kernels::cpu

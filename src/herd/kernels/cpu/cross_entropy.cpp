@@ -1,0 +1,199 @@
+// Vocab-tiled cross-entropy fused with the output projection (contracts: cross_entropy.h).
+//
+// Per row tile, the logits of one vocab tile come from one GEMM into the workspace; the softmax
+// statistics are updated online (running max, rescaled sum of exponentials), exactly as attention
+// does along keys. The backward turns a recomputed tile into (softmax - onehot) * scale in place and
+// feeds it to two GEMMs (dh += G w, dw += G^T h). Row-wise work is OpenMP-parallel; the GEMMs use the
+// BLAS's threads.
+#include "herd/kernels/cross_entropy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "herd/core/check.h"
+#include "herd/kernels/cpu/common.h"
+#include "herd/kernels/gemm.h"
+
+namespace herd::kernels {
+
+std::int64_t cross_entropy_workspace(const CrossEntropyTiles& tiles) { return tiles.rows * tiles.vocab; }
+
+namespace {
+
+template <typename T>
+T* workspace_or_scratch(T* ws, const CrossEntropyTiles& tiles) {
+  HERD_CHECK(tiles.rows >= 1 && tiles.vocab >= 1, "cross-entropy tiles must be positive");
+  return ws ? ws : cpu::thread_scratch<T, 0>(static_cast<std::size_t>(cross_entropy_workspace(tiles)));
+}
+
+// Folds one logits tile (rn, vn) into the running (max, sum-exp) and picks up target logits.
+template <typename T>
+void update_stats(const T* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin,
+                  const std::int32_t* targets, T* row_max, T* row_sumexp, T* target_logit) {
+#pragma omp parallel for schedule(static) if (rn * vn > 65536)
+  for (std::int64_t i = 0; i < rn; ++i) {
+    const T* li = logits + i * vn;
+    T mx = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : mx)
+    for (std::int64_t j = 0; j < vn; ++j) mx = std::max(mx, li[j]);
+    const T mnew = std::max(row_max[i], mx);
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t j = 0; j < vn; ++j) sum += cpu::fast_exp(li[j] - mnew);
+    const T prev = row_sumexp[i] == T(0) ? T(0) : row_sumexp[i] * cpu::fast_exp(row_max[i] - mnew);
+    row_sumexp[i] = prev + sum;
+    row_max[i] = mnew;
+    const std::int64_t t = static_cast<std::int64_t>(targets[i]) - tile_begin;
+    if (targets[i] != kIgnoreIndex && t >= 0 && t < vn) target_logit[i] = li[t];
+  }
+}
+
+// Turns a logits tile into G = (softmax - onehot) * scale, zero for ignored rows.
+template <typename T>
+void logits_to_grad(T* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin, const std::int32_t* targets,
+                    const T* lse, T scale) {
+#pragma omp parallel for schedule(static) if (rn * vn > 65536)
+  for (std::int64_t i = 0; i < rn; ++i) {
+    T* li = logits + i * vn;
+    if (targets[i] == kIgnoreIndex) {
+      std::fill(li, li + vn, T(0));
+      continue;
+    }
+    const T l = lse[i];
+#pragma omp simd
+    for (std::int64_t j = 0; j < vn; ++j) li[j] = cpu::fast_exp(li[j] - l) * scale;
+    const std::int64_t t = static_cast<std::int64_t>(targets[i]) - tile_begin;
+    if (t >= 0 && t < vn) li[t] -= scale;
+  }
+}
+
+template <typename T>
+void tile_backward(const T* g, std::int64_t rn, std::int64_t vn, std::int64_t dim, const T* h_rows, const T* w_rows,
+                   T* dh_rows, T* dw_rows) {
+  gemm<T>(Trans::kNo, Trans::kNo, rn, dim, vn, T(1), g, vn, w_rows, dim, T(1), dh_rows, dim);   // dh += G w
+  gemm<T>(Trans::kYes, Trans::kNo, vn, dim, rn, T(1), g, vn, h_rows, dim, T(1), dw_rows, dim);  // dw += G^T h
+}
+
+}  // namespace
+
+template <typename T>
+void ce_shard_stats(const T* h, std::int64_t n, std::int64_t dim, const T* w, std::int64_t vocab_begin,
+                    std::int64_t shard, const std::int32_t* targets, T* row_max, T* row_sumexp, T* target_logit,
+                    const CrossEntropyTiles& tiles, T* workspace) {
+  T* logits = workspace_or_scratch(workspace, tiles);
+  std::fill(row_max, row_max + n, -std::numeric_limits<T>::infinity());
+  std::fill(row_sumexp, row_sumexp + n, T(0));
+  std::fill(target_logit, target_logit + n, T(0));
+  for (std::int64_t r0 = 0; r0 < n; r0 += tiles.rows) {
+    const std::int64_t rn = std::min(tiles.rows, n - r0);
+    for (std::int64_t v0 = 0; v0 < shard; v0 += tiles.vocab) {
+      const std::int64_t vn = std::min(tiles.vocab, shard - v0);
+      gemm<T>(Trans::kNo, Trans::kYes, rn, vn, dim, T(1), h + r0 * dim, dim, w + v0 * dim, dim, T(0), logits, vn);
+      update_stats(logits, rn, vn, vocab_begin + v0, targets + r0, row_max + r0, row_sumexp + r0, target_logit + r0);
+    }
+  }
+}
+
+template <typename T>
+CrossEntropyLoss ce_combine_stats(std::int64_t n, std::int64_t shards, const T* row_max, const T* row_sumexp,
+                                  const T* target_logit, const std::int32_t* targets, T* lse) {
+  CrossEntropyLoss loss;
+  for (std::int64_t i = 0; i < n; ++i) {
+    T mx = -std::numeric_limits<T>::infinity();
+    for (std::int64_t s = 0; s < shards; ++s) mx = std::max(mx, row_max[s * n + i]);
+    double sum = 0, tl = 0;
+    for (std::int64_t s = 0; s < shards; ++s) {
+      sum += static_cast<double>(row_sumexp[s * n + i]) * std::exp(static_cast<double>(row_max[s * n + i] - mx));
+      tl += static_cast<double>(target_logit[s * n + i]);
+    }
+    const double l = static_cast<double>(mx) + std::log(sum);
+    lse[i] = static_cast<T>(l);
+    if (targets[i] != kIgnoreIndex) {
+      HERD_CHECK(targets[i] >= 0, "target ", targets[i], " is negative and not the ignore index");
+      loss.loss_sum += l - tl;
+      ++loss.count;
+    }
+  }
+  return loss;
+}
+
+template <typename T>
+void ce_shard_backward(const T* h, std::int64_t n, std::int64_t dim, const T* w, std::int64_t vocab_begin,
+                       std::int64_t shard, const std::int32_t* targets, const T* lse, T scale, T* dh, T* dw,
+                       const CrossEntropyTiles& tiles, T* workspace) {
+  T* logits = workspace_or_scratch(workspace, tiles);
+  for (std::int64_t r0 = 0; r0 < n; r0 += tiles.rows) {
+    const std::int64_t rn = std::min(tiles.rows, n - r0);
+    for (std::int64_t v0 = 0; v0 < shard; v0 += tiles.vocab) {
+      const std::int64_t vn = std::min(tiles.vocab, shard - v0);
+      gemm<T>(Trans::kNo, Trans::kYes, rn, vn, dim, T(1), h + r0 * dim, dim, w + v0 * dim, dim, T(0), logits, vn);
+      logits_to_grad(logits, rn, vn, vocab_begin + v0, targets + r0, lse + r0, scale);
+      tile_backward(logits, rn, vn, dim, h + r0 * dim, w + v0 * dim, dh + r0 * dim, dw + v0 * dim);
+    }
+  }
+}
+
+template <typename T>
+CrossEntropyLoss cross_entropy_forward(const T* h, std::int64_t n, std::int64_t dim, const T* w, std::int64_t vocab,
+                                       const std::int32_t* targets, T* lse, const CrossEntropyTiles& tiles,
+                                       T* workspace) {
+  // row_max / sum-exp / target logit for one shard, then the single-shard combine; 3n scratch values.
+  T* stats = cpu::thread_scratch<T, 1>(static_cast<std::size_t>(3 * n));
+  for (std::int64_t i = 0; i < n; ++i)
+    HERD_CHECK(targets[i] == kIgnoreIndex || (targets[i] >= 0 && targets[i] < vocab), "target ", targets[i],
+               " outside the vocabulary [0, ", vocab, ")");
+  ce_shard_stats(h, n, dim, w, 0, vocab, targets, stats, stats + n, stats + 2 * n, tiles, workspace);
+  return ce_combine_stats(n, 1, stats, stats + n, stats + 2 * n, targets, lse);
+}
+
+template <typename T>
+CrossEntropyLoss cross_entropy_forward_backward(const T* h, std::int64_t n, std::int64_t dim, const T* w,
+                                                std::int64_t vocab, const std::int32_t* targets, T scale, T* lse, T* dh,
+                                                T* dw, const CrossEntropyTiles& tiles, T* workspace) {
+  if (vocab > tiles.vocab) {  // several vocab tiles: statistics first, then recompute for gradients
+    const CrossEntropyLoss loss = cross_entropy_forward(h, n, dim, w, vocab, targets, lse, tiles, workspace);
+    ce_shard_backward(h, n, dim, w, 0, vocab, targets, lse, scale, dh, dw, tiles, workspace);
+    return loss;
+  }
+  // One vocab tile: the logits of a row tile are complete after one GEMM; reuse them for the gradient.
+  T* logits = workspace_or_scratch(workspace, tiles);
+  T* stats = cpu::thread_scratch<T, 1>(static_cast<std::size_t>(3 * tiles.rows));
+  CrossEntropyLoss total;
+  for (std::int64_t r0 = 0; r0 < n; r0 += tiles.rows) {
+    const std::int64_t rn = std::min(tiles.rows, n - r0);
+    for (std::int64_t i = 0; i < rn; ++i)
+      HERD_CHECK(targets[r0 + i] == kIgnoreIndex || (targets[r0 + i] >= 0 && targets[r0 + i] < vocab), "target ",
+                 targets[r0 + i], " outside the vocabulary [0, ", vocab, ")");
+    T *mx = stats, *se = stats + rn, *tl = stats + 2 * rn;
+    std::fill(mx, mx + rn, -std::numeric_limits<T>::infinity());
+    std::fill(se, se + rn, T(0));
+    std::fill(tl, tl + rn, T(0));
+    gemm<T>(Trans::kNo, Trans::kYes, rn, vocab, dim, T(1), h + r0 * dim, dim, w, dim, T(0), logits, vocab);
+    update_stats(logits, rn, vocab, 0, targets + r0, mx, se, tl);
+    const CrossEntropyLoss part = ce_combine_stats(rn, 1, mx, se, tl, targets + r0, lse + r0);
+    total.loss_sum += part.loss_sum;
+    total.count += part.count;
+    logits_to_grad(logits, rn, vocab, 0, targets + r0, lse + r0, scale);
+    tile_backward(logits, rn, vocab, dim, h + r0 * dim, w, dh + r0 * dim, dw);
+  }
+  return total;
+}
+
+#define HERD_INSTANTIATE(T)                                                                                        \
+  template void ce_shard_stats<T>(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, std::int64_t,      \
+                                  const std::int32_t*, T*, T*, T*, const CrossEntropyTiles&, T*);                  \
+  template CrossEntropyLoss ce_combine_stats<T>(std::int64_t, std::int64_t, const T*, const T*, const T*,          \
+                                                const std::int32_t*, T*);                                          \
+  template void ce_shard_backward<T>(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, std::int64_t,   \
+                                     const std::int32_t*, const T*, T, T*, T*, const CrossEntropyTiles&, T*);      \
+  template CrossEntropyLoss cross_entropy_forward<T>(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, \
+                                                     const std::int32_t*, T*, const CrossEntropyTiles&, T*);       \
+  template CrossEntropyLoss cross_entropy_forward_backward<T>(const T*, std::int64_t, std::int64_t, const T*,      \
+                                                              std::int64_t, const std::int32_t*, T, T*, T*, T*,    \
+                                                              const CrossEntropyTiles&, T*);
+HERD_INSTANTIATE(float)
+HERD_INSTANTIATE(double)
+#undef HERD_INSTANTIATE
+
+}  // namespace herd::kernels

@@ -1,0 +1,153 @@
+// Row-wise and element-wise kernels: embedding, RMSNorm, SwiGLU. Memory-bound; OpenMP over rows,
+// `omp simd` for the vectorised inner loops and reductions.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "herd/core/check.h"
+#include "herd/kernels/cpu/common.h"
+#include "herd/kernels/embedding.h"
+#include "herd/kernels/rmsnorm.h"
+#include "herd/kernels/swiglu.h"
+
+namespace herd::kernels {
+
+template <typename T>
+void embedding_forward(const std::int32_t* ids, std::int64_t n, const T* table, std::int64_t vocab_begin,
+                       std::int64_t rows, std::int64_t dim, T* out) {
+#pragma omp parallel for schedule(static) if (n * dim > 32768)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t r = static_cast<std::int64_t>(ids[i]) - vocab_begin;
+    T* o = out + i * dim;
+    if (r >= 0 && r < rows) {
+      std::copy(table + r * dim, table + (r + 1) * dim, o);
+    } else {
+      std::fill(o, o + dim, T(0));
+    }
+  }
+}
+
+template <typename T>
+void embedding_backward(const std::int32_t* ids, std::int64_t n, const T* dout, std::int64_t vocab_begin,
+                        std::int64_t rows, std::int64_t dim, T* dtable) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t r = static_cast<std::int64_t>(ids[i]) - vocab_begin;
+    if (r < 0 || r >= rows) continue;
+    T* d = dtable + r * dim;
+    const T* g = dout + i * dim;
+#pragma omp simd
+    for (std::int64_t j = 0; j < dim; ++j) d[j] += g[j];
+  }
+}
+
+template <typename T>
+void rmsnorm_forward(const T* x, std::int64_t ldx, const T* w, std::int64_t n, std::int64_t dim, double eps, T* y,
+                     std::int64_t ldy, T* rstd) {
+#pragma omp parallel for schedule(static) if (n * dim > 32768)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const T* xi = x + i * ldx;
+    T ss = 0;
+#pragma omp simd reduction(+ : ss)
+    for (std::int64_t j = 0; j < dim; ++j) ss += xi[j] * xi[j];
+    const T r = static_cast<T>(1.0 / std::sqrt(static_cast<double>(ss) / static_cast<double>(dim) + eps));
+    rstd[i] = r;
+    T* yi = y + i * ldy;
+#pragma omp simd
+    for (std::int64_t j = 0; j < dim; ++j) yi[j] = xi[j] * r * w[j];
+  }
+}
+
+template <typename T>
+void rmsnorm_backward(const T* dy, std::int64_t lddy, const T* x, std::int64_t ldx, const T* w, const T* rstd,
+                      std::int64_t n, std::int64_t dim, T* dx, std::int64_t lddx, Accumulate acc, T* dw) {
+  // dw is a sum over rows: each thread sums its contiguous row range into its own slice of `partial`
+  // (owned by the calling thread), then the slices are added in thread order (deterministic).
+  const int nth = (n * dim > 32768) ? std::max(1, omp_get_max_threads()) : 1;
+  T* partial = cpu::thread_scratch<T>(static_cast<std::size_t>(nth) * dim);
+  std::fill(partial, partial + nth * dim, T(0));
+  const T inv_dim = T(1) / static_cast<T>(dim);
+#pragma omp parallel num_threads(nth)
+  {
+    const int t = omp_get_thread_num();
+    std::int64_t begin, end;
+    cpu::partition(n, omp_get_num_threads(), t, &begin, &end);
+    T* pw = partial + t * dim;
+    for (std::int64_t i = begin; i < end; ++i) {
+      const T* dyi = dy + i * lddy;
+      const T* xi = x + i * ldx;
+      T* dxi = dx + i * lddx;
+      const T r = rstd[i];
+      T c = 0;
+#pragma omp simd reduction(+ : c)
+      for (std::int64_t j = 0; j < dim; ++j) c += w[j] * dyi[j] * xi[j];
+      c *= inv_dim * r * r;
+      if (acc == Accumulate::kAdd) {
+#pragma omp simd
+        for (std::int64_t j = 0; j < dim; ++j) dxi[j] += r * (w[j] * dyi[j] - xi[j] * c);
+      } else {
+#pragma omp simd
+        for (std::int64_t j = 0; j < dim; ++j) dxi[j] = r * (w[j] * dyi[j] - xi[j] * c);
+      }
+#pragma omp simd
+      for (std::int64_t j = 0; j < dim; ++j) pw[j] += dyi[j] * xi[j] * r;
+    }
+  }
+  for (int t = 0; t < nth; ++t) {
+    const T* pw = partial + t * dim;
+#pragma omp simd
+    for (std::int64_t j = 0; j < dim; ++j) dw[j] += pw[j];
+  }
+}
+
+template <typename T>
+void swiglu_forward(const T* gate, std::int64_t ldg, const T* up, std::int64_t ldu, std::int64_t n, std::int64_t width,
+                    T* out, std::int64_t ldo) {
+#pragma omp parallel for schedule(static) if (n * width > 32768)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const T* g = gate + i * ldg;
+    const T* u = up + i * ldu;
+    T* o = out + i * ldo;
+#pragma omp simd
+    for (std::int64_t j = 0; j < width; ++j) o[j] = g[j] / (T(1) + cpu::fast_exp(-g[j])) * u[j];
+  }
+}
+
+template <typename T>
+void swiglu_backward(const T* dout, std::int64_t lddo, const T* gate, std::int64_t ldg, const T* up, std::int64_t ldu,
+                     std::int64_t n, std::int64_t width, T* dgate, std::int64_t lddg, T* dup, std::int64_t lddu) {
+#pragma omp parallel for schedule(static) if (n * width > 32768)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const T* d = dout + i * lddo;
+    const T* g = gate + i * ldg;
+    const T* u = up + i * ldu;
+    T* dg = dgate + i * lddg;
+    T* du = dup + i * lddu;
+#pragma omp simd
+    for (std::int64_t j = 0; j < width; ++j) {
+      const T s = T(1) / (T(1) + cpu::fast_exp(-g[j]));
+      const T gs = g[j] * s;
+      dg[j] = d[j] * u[j] * (s + gs * (T(1) - s));
+      du[j] = d[j] * gs;
+    }
+  }
+}
+
+#define HERD_INSTANTIATE(T)                                                                                           \
+  template void embedding_forward<T>(const std::int32_t*, std::int64_t, const T*, std::int64_t, std::int64_t,         \
+                                     std::int64_t, T*);                                                               \
+  template void embedding_backward<T>(const std::int32_t*, std::int64_t, const T*, std::int64_t, std::int64_t,        \
+                                      std::int64_t, T*);                                                              \
+  template void rmsnorm_forward<T>(const T*, std::int64_t, const T*, std::int64_t, std::int64_t, double, T*,          \
+                                   std::int64_t, T*);                                                                 \
+  template void rmsnorm_backward<T>(const T*, std::int64_t, const T*, std::int64_t, const T*, const T*, std::int64_t, \
+                                    std::int64_t, T*, std::int64_t, Accumulate, T*);                                  \
+  template void swiglu_forward<T>(const T*, std::int64_t, const T*, std::int64_t, std::int64_t, std::int64_t, T*,     \
+                                  std::int64_t);                                                                      \
+  template void swiglu_backward<T>(const T*, std::int64_t, const T*, std::int64_t, const T*, std::int64_t,            \
+                                   std::int64_t, std::int64_t, T*, std::int64_t, T*, std::int64_t);
+HERD_INSTANTIATE(float)
+HERD_INSTANTIATE(double)
+#undef HERD_INSTANTIATE
+
+}  // namespace herd::kernels

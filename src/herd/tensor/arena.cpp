@@ -1,0 +1,54 @@
+// Arena bookkeeping: bump pointer, LIFO reset and per-tag high-water marks.
+#include "herd/tensor/arena.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace herd::tensor {
+
+Arena::Arena(std::size_t capacity_bytes)
+    : block_(aligned_array<char>(round_up(capacity_bytes))), capacity_(round_up(capacity_bytes)) {
+  records_.reserve(4096);
+}
+
+void* Arena::allocate(std::size_t bytes, const std::string& tag) {
+  const std::size_t rounded = round_up(bytes);
+  HERD_CHECK(used_ + rounded <= capacity_, "arena full: '", tag, "' asks ", bytes, " bytes with ", used_, " of ",
+             capacity_, " in use");
+  void* p = block_.get() + used_;
+  used_ += rounded;
+  peak_ = std::max(peak_, used_);
+  TagStats& s = tags_[tag];
+  s.current += rounded;
+  s.peak = std::max(s.peak, s.current);
+  records_.push_back(Record{rounded, &s});
+  return p;
+}
+
+Tensor Arena::tensor(const Dims& shape, DType dtype, const std::string& tag, bool zero) {
+  const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * dtype_bytes(dtype);
+  void* p = allocate(bytes, tag);
+  if (zero) std::memset(p, 0, bytes);
+  return Tensor::borrow(p, shape, dtype);
+}
+
+void Arena::reset(const Mark& m) {
+  HERD_CHECK(m.offset <= used_ && m.records <= records_.size(), "reset to a mark that was already freed");
+  while (records_.size() > m.records) {
+    records_.back().tag->current -= records_.back().bytes;
+    records_.pop_back();
+  }
+  used_ = m.offset;
+}
+
+void Arena::reset_peak() {
+  peak_ = used_;
+  for (auto& [name, s] : tags_) s.peak = s.current;
+}
+
+std::size_t Arena::tag_peak(const std::string& tag) const {
+  auto it = tags_.find(tag);
+  return it == tags_.end() ? 0 : it->second.peak;
+}
+
+}  // namespace herd::tensor
