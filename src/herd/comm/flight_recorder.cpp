@@ -1,0 +1,124 @@
+#include "herd/comm/flight_recorder.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace herd::comm {
+
+const char* op_state_name(OpState s) {
+  switch (s) {
+    case OpState::kScheduled: return "scheduled";
+    case OpState::kStarted: return "started";
+    case OpState::kCompleted: return "completed";
+    case OpState::kFailed: return "failed";
+    case OpState::kTimedOut: return "timed_out";
+  }
+  return "?";
+}
+
+FlightRecorder::FlightRecorder(int rank, std::size_t capacity)
+    : rank_(rank),
+      capacity_(capacity),
+      t0_(std::chrono::steady_clock::now()),
+      wall_t0_ms_(
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count()) {
+  HERD_CHECK(capacity >= 1, "flight recorder capacity must be positive");
+  ring_.reserve(capacity);
+}
+
+double FlightRecorder::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+std::uint64_t FlightRecorder::record(RecordEntry e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  e.id = next_id_++;
+  e.t_post = now();
+  if (ring_.size() < capacity_) {
+    ring_.push_back(std::move(e));
+  } else {
+    ring_[e.id % capacity_] = std::move(e);
+  }
+  return next_id_ - 1;
+}
+
+void FlightRecorder::set_state(std::uint64_t id, OpState state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id >= next_id_ || next_id_ - id > capacity_) return;
+  RecordEntry& e = ring_[id % capacity_];
+  e.state = state;
+  if (state == OpState::kStarted) {
+    e.t_start = now();
+  } else if (state != OpState::kScheduled) {
+    e.t_end = now();
+  }
+}
+
+std::vector<RecordEntry> FlightRecorder::entries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RecordEntry> out;
+  out.reserve(ring_.size());
+  const std::uint64_t first = next_id_ > capacity_ ? next_id_ - capacity_ : 0;
+  for (std::uint64_t id = first; id < next_id_; ++id) out.push_back(ring_[id % capacity_]);
+  return out;
+}
+
+std::uint64_t FlightRecorder::total_recorded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_id_;
+}
+
+Json FlightRecorder::to_json(const std::string& reason) const {
+  Json j;
+  j["rank"] = rank_;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  j["host"] = host;
+  j["pid"] = static_cast<std::int64_t>(getpid());
+  j["reason"] = reason;
+  j["wall_clock_at_creation_ms"] = wall_t0_ms_;
+  j["time_now_s"] = now();
+  j["total_recorded"] = total_recorded();
+  Json list = Json::array();
+  for (const RecordEntry& e : entries()) {
+    Json x;
+    x["id"] = e.id;
+    x["seq"] = e.seq;
+    x["group"] = e.group;
+    x["group_id"] = e.group_id;
+    x["op"] = op_name(e.op);
+    x["dtype"] = elem_name(e.elem);
+    x["count"] = e.count;
+    if (e.op == OpKind::kAllReduce || e.op == OpKind::kReduceScatter) x["reduce"] = reduce_name(e.reduce);
+    if (e.peer >= 0) x["peer"] = e.peer;
+    if (e.tag >= 0) x["tag"] = e.tag;
+    x["t_post"] = e.t_post;
+    x["t_start"] = e.t_start;
+    x["t_end"] = e.t_end;
+    x["state"] = op_state_name(e.state);
+    list.push_back(std::move(x));
+  }
+  j["entries"] = std::move(list);
+  return j;
+}
+
+Result<std::string> FlightRecorder::dump(const std::string& dir, const std::string& tag,
+                                         const std::string& reason) const {
+  std::error_code ec;
+  const std::filesystem::path base =
+      dir.empty() ? std::filesystem::temp_directory_path(ec) : std::filesystem::path(dir);
+  std::filesystem::create_directories(base, ec);
+  const std::filesystem::path path = base / ("herd_flight_" + tag + "_rank" + std::to_string(rank_) + ".json");
+  std::ofstream out(path);
+  if (!out)
+    return make_error("flight recorder: cannot write ", path.string(),
+                      "; set HERD_COMM_DUMP_DIR to a writable directory");
+  out << to_json(reason).dump(1) << "\n";
+  if (!out) return make_error("flight recorder: write to ", path.string(), " failed");
+  return path.string();
+}
+
+}  // namespace herd::comm

@@ -1,0 +1,74 @@
+// Flight recorder: the last N communication calls of one rank, kept so a hang can be diagnosed.
+//
+// Every call through a Communicator appends an entry (sequence number within its group, group name
+// and id, op, element type, count, reduction, peer and tag for point-to-point) when it is posted and
+// updates its state as it starts, completes, fails or times out, with steady-clock times relative to
+// the recorder's creation. The buffer is a ring: old entries are overwritten, so it costs a fixed few
+// hundred KiB however long the job runs. On a timeout or a failed peer the backend dumps it as JSON
+// (one file per rank), which is what tells you that rank 3 is still in all_reduce #41 of group 'dp'
+// while everyone else has moved on (the same idea as PyTorch's NCCL flight recorder).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "herd/comm/types.h"
+#include "herd/core/json.h"
+
+namespace herd::comm {
+
+enum class OpState { kScheduled, kStarted, kCompleted, kFailed, kTimedOut };
+const char* op_state_name(OpState s);  // "scheduled", "started", "completed", "failed", "timed_out"
+
+struct RecordEntry {
+  std::uint64_t id = 0;   // position in the rank's whole history (never reused)
+  std::uint64_t seq = 0;  // the op's sequence number within its group (collectives and p2p counted apart)
+  std::string group;
+  std::int64_t group_id = 0;
+  OpKind op = OpKind::kBarrier;
+  ElemType elem = ElemType::kF32;
+  std::size_t count = 0;
+  ReduceOp reduce = ReduceOp::kSum;
+  int peer = -1;  // group rank of the peer (send/recv) or the root (broadcast); -1 otherwise
+  int tag = -1;
+  double t_post = 0, t_start = -1, t_end = -1;  // seconds since the recorder was created; -1: not yet
+  OpState state = OpState::kScheduled;
+};
+
+class FlightRecorder {
+ public:
+  FlightRecorder(int rank, std::size_t capacity);
+
+  // Appends an entry (id and t_post are filled in) and returns its id.
+  std::uint64_t record(RecordEntry e);
+  // Moves entry `id` to `state`, stamping t_start or t_end; a no-op when the entry was overwritten.
+  void set_state(std::uint64_t id, OpState state);
+
+  // The entries still held, oldest first.
+  std::vector<RecordEntry> entries() const;
+  std::uint64_t total_recorded() const;
+  int rank() const { return rank_; }
+
+  // {"rank", "host", "pid", "reason", "wall_clock_at_creation", "total_recorded", "entries": [...]}.
+  Json to_json(const std::string& reason) const;
+  // Writes to_json to <dir>/herd_flight_<tag>_rank<rank>.json (dir empty: the system temp dir) and
+  // returns the path, or an error naming the path.
+  Result<std::string> dump(const std::string& dir, const std::string& tag, const std::string& reason) const;
+
+ private:
+  double now() const;
+
+  int rank_;
+  std::size_t capacity_;
+  std::chrono::steady_clock::time_point t0_;
+  std::int64_t wall_t0_ms_;
+  mutable std::mutex mu_;  // the owner thread writes; a dump may come from another thread
+  std::vector<RecordEntry> ring_;
+  std::uint64_t next_id_ = 0;
+};
+
+}  // namespace herd::comm

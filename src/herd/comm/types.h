@@ -1,0 +1,78 @@
+// Vocabulary of the communication layer: element types, reductions, operation kinds and options.
+//
+// Collectives move raw buffers (void* + element count + element type) so that comm/ does not wait on
+// tensor/. Element types are herd::DType plus the two integer types that counts and indices need
+// (token counts for the loss, argmax indices); DType itself is the storage vocabulary of tensors and
+// has no integers, so comm keeps its own ElemType and converts. Only fp32, fp64, int32 and int64 can
+// be reduced; the 16- and 8-bit floats are moved (gathered, broadcast, sent) but never summed here,
+// because herd reduces gradients in FP32 (the Llama 3 paper's FSDP setting).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "herd/core/dtype.h"
+#include "herd/core/error.h"
+
+namespace herd::comm {
+
+enum class ElemType { kF32, kF64, kBF16, kF16, kFP8, kI32, kI64 };
+enum class ReduceOp { kSum, kMax, kMin };
+enum class OpKind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSend, kRecv, kBarrier };
+
+ElemType elem_type(DType t);
+template <typename T>
+constexpr ElemType elem_type_of();
+template <>
+constexpr ElemType elem_type_of<float>() {
+  return ElemType::kF32;
+}
+template <>
+constexpr ElemType elem_type_of<double>() {
+  return ElemType::kF64;
+}
+template <>
+constexpr ElemType elem_type_of<std::int32_t>() {
+  return ElemType::kI32;
+}
+template <>
+constexpr ElemType elem_type_of<std::int64_t>() {
+  return ElemType::kI64;
+}
+
+std::size_t elem_bytes(ElemType t);
+const char* elem_name(ElemType t);  // "fp32", "fp64", "bf16", "fp16", "fp8", "i32", "i64"
+bool is_reducible(ElemType t);
+const char* reduce_name(ReduceOp op);  // "sum", "max", "min"
+const char* op_name(OpKind op);        // "all_reduce", "all_gather", ...
+bool is_collective(OpKind op);         // everything but send and recv
+
+// What happens on a timeout or a failed peer. Every wait has a deadline; none blocks forever.
+struct CommOptions {
+  // Seconds a wait may block before the op is declared hung (HERD_COMM_TIMEOUT_S). Production jobs
+  // wait long (a slow checkpoint on one rank is not a hang); tests set a fraction of a second.
+  double timeout_s = 300.0;
+  // Fixed rank-order reduction ((a0 + a1) + a2) + ... for every element (HERD_COMM_DETERMINISTIC,
+  // default on). The local backend is always deterministic; over MPI it means herd's own
+  // point-to-point algorithms instead of MPI's collectives (see docs/comm.md for the cost).
+  bool deterministic = true;
+  // Where flight-recorder dumps go on a failure (HERD_COMM_DUMP_DIR; empty: the system temp dir).
+  std::string dump_dir;
+  // Entries kept per rank by the flight recorder (HERD_COMM_RECORDER_SIZE).
+  std::size_t recorder_capacity = 2048;
+
+  // Defaults overridden by the HERD_COMM_* environment variables; an unparsable value is an error
+  // naming the variable, the value and what is expected.
+  static Result<CommOptions> from_env();
+};
+
+// True when this process was started by mpirun/mpiexec (OpenMPI, MPICH or a PMIx launcher), so that
+// `herd train` picks the MPI backend without a flag.
+bool launched_by_mpirun();
+
+// A point-to-point tag for pipeline traffic, unique per (micro-batch, virtual stage, direction), and
+// below 32768, the smallest MPI_TAG_UB the MPI standard allows. Errors when it would not fit.
+Result<int> p2p_tag(int micro_batch, int virtual_stage, bool backward, int n_virtual_stages);
+
+}  // namespace herd::comm

@@ -1,0 +1,22 @@
+// Choosing a backend: `local` (ranks as threads; see local/local_world.h) or `mpi` (one rank per
+// process, started by mpirun). `herd train` calls default_backend(), which picks mpi when the process
+// was launched by mpirun and local otherwise.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "herd/comm/communicator.h"
+
+namespace herd::comm {
+
+enum class Backend { kLocal, kMpi };
+const char* backend_name(Backend b);  // "local", "mpi"
+Result<Backend> parse_backend(const std::string& name);
+Backend default_backend();
+bool mpi_compiled_in();
+
+// This process's world communicator over MPI, or an error when herd was built without MPI.
+Result<std::unique_ptr<Communicator>> make_mpi_world(const CommOptions& options);
+
+}  // namespace herd::comm
