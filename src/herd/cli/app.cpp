@@ -67,6 +67,7 @@ int run_cli(int argc, const char* const* argv) {
   std::vector<Subcommand> subs;
   subs.push_back(add_model_command(root));
   subs.push_back(add_schedule_command(root));
+  subs.push_back(add_train_command(root));
 
   if (argc > 1 && argv[1][0] != '-') {
     const std::string name = argv[1];

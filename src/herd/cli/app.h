@@ -25,6 +25,7 @@ struct Subcommand {
 // and returns the function that runs it once the command line has been parsed.
 Subcommand add_model_command(CLI::App& root);
 Subcommand add_schedule_command(CLI::App& root);
+Subcommand add_train_command(CLI::App& root);
 
 // Option validators whose messages read "must be a positive integer, got 0".
 CLI::Validator positive_integer();

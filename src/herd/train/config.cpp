@@ -64,6 +64,13 @@ const std::vector<Field>& registry() {
       bind_field("data.tokenizer", &C::data, &DataSection::tokenizer, "tokenizer of the shards (for samples)"),
       bind_field("data.seq_len", &C::data, &DataSection::seq_len, "tokens per packed sequence"),
       bind_field("data.seed", &C::data, &DataSection::seed, "document order seed"),
+      bind_field("parallel.tp", &C::parallel, &ParallelSection::tp, "tensor-parallel degree"),
+      bind_field("parallel.dp", &C::parallel, &ParallelSection::dp, "data-parallel (FSDP) degree"),
+      bind_field("parallel.sequence_parallel", &C::parallel, &ParallelSection::sequence_parallel,
+                 "sequence parallelism inside TP groups"),
+      bind_field("parallel.backend", &C::parallel, &ParallelSection::backend, "local, mpi or auto (mpi iff mpirun)"),
+      bind_field("parallel.comm_timeout_s", &C::parallel, &ParallelSection::comm_timeout_s,
+                 "seconds a collective may wait before the job stops"),
       bind_field("optim.lr", &C::optim, &OptimSection::lr, "peak learning rate"),
       bind_field("optim.min_lr_ratio", &C::optim, &OptimSection::min_lr_ratio,
                  "cosine floor as a fraction of the peak"),
@@ -206,6 +213,14 @@ Status validate(const TrainConfig& c) {
   }
   if (c.schedule.ramp && c.data.seq_len % 2 != 0) {
     return make_error("data.seq_len (", c.data.seq_len, ") must be even with schedule.ramp");
+  }
+  HERD_RETURN_IF_ERROR(positive(c.parallel.tp, "parallel.tp"));
+  HERD_RETURN_IF_ERROR(positive(c.parallel.dp, "parallel.dp"));
+  if (c.parallel.backend != "auto" && c.parallel.backend != "local" && c.parallel.backend != "mpi") {
+    return make_error("parallel.backend: '", c.parallel.backend, "' is unknown; use local, mpi or auto");
+  }
+  if (!(c.parallel.comm_timeout_s > 0)) {
+    return make_error("parallel.comm_timeout_s: must be positive, got ", c.parallel.comm_timeout_s);
   }
   if (c.train.threads < 0) return make_error("train.threads: must be >= 0, got ", c.train.threads);
   if (!(c.train.peak_gflops_per_core > 0)) {
