@@ -130,15 +130,16 @@ RunResult<T> reference_run(const TrainConfig& cfg, const model::LlamaConfig& m,
   return out;
 }
 
-// max |a - b| / max |b| over one tensor.
+// ||a - b||_2 / ||b||_2 over one tensor (the relative error of the tensor as a whole).
 template <typename T>
 double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
+    const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+    num += d * d;
+    den += static_cast<double>(b[i]) * static_cast<double>(b[i]);
   }
-  return den > 0 ? num / den : num;
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 template <typename T>
@@ -151,7 +152,7 @@ class ReplicaModel final : public RankModel<T> {
 
   void init_weights(std::uint64_t seed) override { model_.init_weights(seed); }
   void zero_grads() override { model_.zero_grads(); }
-  Result<kernels::CrossEntropyLoss> forward_backward(const nn::MicroBatch& mb, T loss_scale) override {
+  Result<kernels::CrossEntropyLoss> forward_backward(const nn::MicroBatch& mb, T loss_scale, bool) override {
     return model_.forward_backward(mb, loss_scale);
   }
   Result<double> step(const kernels::AdamWConfig& cfg, double lr, double max_norm) override {

@@ -177,8 +177,9 @@ Status DistTrainer<T>::run(std::int64_t stop_after) {
     model_->zero_grads();
     const T scale = real > 0 ? T(1) / static_cast<T>(real) : T(0);
     double sums[2] = {0, 0};  // loss sum, real tokens of this rank's slices
-    for (const SliceData& s : slices) {
-      HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss r, model_->forward_backward(s.view(), scale));
+    for (std::size_t k = 0; k < slices.size(); ++k) {
+      HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss r,
+                            model_->forward_backward(slices[k].view(), scale, k + 1 == slices.size()));
       sums[0] += r.loss_sum;
       sums[1] += static_cast<double>(r.count);
     }

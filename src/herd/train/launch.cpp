@@ -32,7 +32,9 @@ Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const mode
   trainer->quiet = out != nullptr && world.rank() != 0;
   HERD_RETURN_IF_ERROR(trainer->run(stop_after));
   std::vector<std::pair<std::string, std::vector<T>>> weights;
-  if (gather) HERD_ASSIGN_OR_RETURN(weights, trainer->model().gather_full_weights());
+  if (gather) {
+    HERD_ASSIGN_OR_RETURN(weights, trainer->model().gather_full_weights());
+  }
   if (world.rank() == 0 && out != nullptr) {
     out->history = trainer->history();
     out->weights = std::move(weights);

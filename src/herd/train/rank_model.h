@@ -46,8 +46,10 @@ class RankModel {
   virtual void zero_grads() = 0;
   // Forward and backward of this rank's slice of one global micro-batch; loss_scale = 1 / (real tokens
   // of the whole global step). Returns the loss sum and real-token count of this rank's (dp, cp) slice,
-  // the same on every TP rank. Gradients accumulate until step().
-  virtual Result<kernels::CrossEntropyLoss> forward_backward(const nn::MicroBatch& mb, T loss_scale) = 0;
+  // the same on every TP rank. Gradients accumulate until step(); last_micro_batch marks the step's last
+  // call (FSDP reduce-scatters each unit's gradient right after that backward).
+  virtual Result<kernels::CrossEntropyLoss> forward_backward(const nn::MicroBatch& mb, T loss_scale,
+                                                             bool last_micro_batch) = 0;
   // Reduces the gradients across ranks, clips by the global norm (max_norm 0: no clipping) and applies
   // AdamW at rate lr to this rank's shard. Returns the global gradient norm before clipping.
   virtual Result<double> step(const kernels::AdamWConfig& cfg, double lr, double max_norm) = 0;
