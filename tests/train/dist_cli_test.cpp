@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "cli/cli_runner.h"
 #include "herd/data/shard.h"
@@ -21,6 +23,19 @@ class DistCli : public ::testing::Test {
     fs::create_directories(dir_);
     ASSERT_TRUE(data::write_shard((dir_ / "train-00000.bin").string(), *testing::parity_docs(40, 1)).ok());
     ASSERT_TRUE(data::write_shard((dir_ / "val-00000.bin").string(), *testing::parity_docs(10, 2)).ok());
+    std::ofstream((dir_ / "config.json").string()) << model::config_to_hf_json(testing::parity_model()).dump();
+  }
+  // A 5-step run of the parity model; returns the losses of the metrics file.
+  std::vector<double> losses_of(const std::string& metrics) {
+    std::vector<double> out;
+    std::ifstream in(metrics);
+    for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line)["loss"].get<double>());
+    return out;
+  }
+  std::string run_args(const std::string& metrics) {
+    return "train data.dir=" + dir_.string() + " model.name=" + (dir_ / "config.json").string() +
+           " data.seq_len=16 train.micro_batch=4 train.grad_accum=2 train.steps=5 optim.lr=1e-2 eval.every=0" +
+           " eval.batches=1 generate.samples=0 train.metrics_file=" + metrics;
   }
   void TearDown() override { fs::remove_all(dir_); }
   herd::testing::CliResult train(const std::string& args) {
@@ -56,6 +71,47 @@ TEST_F(DistCli, ParallelKeysComeFromTheConfigFileAndFlagsWin) {
   EXPECT_EQ(j["parallel"]["dp"], 4);
   EXPECT_EQ(j["parallel"]["sequence_parallel"], false);
 }
+
+TEST_F(DistCli, Tp2Dp2AsThreadsReproducesTheSingleRankLoss) {
+  const std::string one = (dir_ / "one.jsonl").string(), four = (dir_ / "four.jsonl").string();
+  auto r = herd::testing::run_herd(run_args(one));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = herd::testing::run_herd(run_args(four) + " --tp 2 --dp 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto a = losses_of(one), b = losses_of(four);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
+}
+
+TEST_F(DistCli, AStalledRankStopsHerdTrainNamingIt) {
+  const std::string dump = (dir_ / "dumps").string();
+  fs::create_directories(dump);
+  ::setenv("HERD_FAULT", "stall:1:2:3", 1);
+  ::setenv("HERD_COMM_DUMP_DIR", dump.c_str(), 1);
+  auto r = herd::testing::run_herd(run_args((dir_ / "m.jsonl").string()) + " --dp 2 parallel.comm_timeout_s=0.5");
+  ::unsetenv("HERD_FAULT");
+  ::unsetenv("HERD_COMM_DUMP_DIR");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("global ranks 1 had not joined it"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("flight recorders dumped"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::is_empty(dump));
+}
+
+#if HERD_HAVE_MPI
+TEST_F(DistCli, Tp2Dp2UnderMpirunReproducesTheSingleRankLoss) {
+  const std::string one = (dir_ / "one.jsonl").string(), four = (dir_ / "mpi.jsonl").string();
+  auto r = herd::testing::run_herd(run_args(one));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string cmd = "mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 " + std::string(HERD_BINARY) +
+                          " " + run_args(four) + " --tp 2 --dp 2 > " + (dir_ / "mpi.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << herd::testing::slurp((dir_ / "mpi.log").string());
+  const auto a = losses_of(one), b = losses_of(four);
+  ASSERT_EQ(b.size(), 5u) << herd::testing::slurp((dir_ / "mpi.log").string());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
+  EXPECT_NE(herd::testing::slurp((dir_ / "mpi.log").string()).find("tp2 x cp1 x pp1 x dp2"), std::string::npos);
+}
+#endif
 
 }  // namespace
 }  // namespace herd::train

@@ -55,7 +55,7 @@ TEST_P(DistParity, TwentyStepsMatchTheSingleRankRunInDouble) {
   expect_matches(ref, run<double>(c, tp, dp, sp), 1e-10);
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, DistParity,
+INSTANTIATE_TEST_SUITE_P(DistLayouts, DistParity,
                          ::testing::Combine(::testing::Values(1, 2, 4), ::testing::Values(1, 2, 4), ::testing::Bool()),
                          [](const auto& info) {
                            return "tp" + std::to_string(std::get<0>(info.param)) + "_dp" +

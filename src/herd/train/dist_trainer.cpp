@@ -132,6 +132,9 @@ Result<std::unique_ptr<DistTrainer<T>>> DistTrainer<T>::make(const TrainConfig& 
     const std::string latest = latest_dist_checkpoint(cfg.checkpoint.dir);
     if (!latest.empty()) HERD_RETURN_IF_ERROR(t->resume(latest));
   }
+  if (!cfg.train.metrics_file.empty() && ctx.rank == 0) {
+    HERD_ASSIGN_OR_RETURN(t->metrics_, MetricsWriter::open(cfg.train.metrics_file, t->resumed_from_ >= 0));
+  }
   return t;
 }
 
@@ -205,6 +208,15 @@ Status DistTrainer<T>::run(std::int64_t stop_after) {
     rec.tokens = tokens_;
     rec.tokens_per_s = static_cast<double>(step_tokens) / dt;
     history_.push_back(rec);
+    if (metrics_.enabled()) {
+      metrics_.write({{"step", rec.step},
+                      {"loss", rec.loss},
+                      {"lr", rec.lr},
+                      {"tokens", rec.tokens},
+                      {"tokens_per_s", rec.tokens_per_s},
+                      {"grad_norm", rec.grad_norm},
+                      {"layout", ctx_.dims.to_string()}});
+    }
     if (on_step) on_step(rec);
     const bool last = step_ == steps || step_ == stop_after;
     if (!quiet && ctx_.rank == 0 && (step_ % cfg_.train.log_every == 0 || last)) {

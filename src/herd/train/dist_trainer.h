@@ -25,6 +25,7 @@
 #include "herd/parallel/context.h"
 #include "herd/train/config.h"
 #include "herd/train/lr_schedule.h"
+#include "herd/train/metrics.h"
 #include "herd/train/rank_model.h"
 #include "herd/train/trainer.h"
 
@@ -75,6 +76,7 @@ class DistTrainer {
   std::unique_ptr<data::Loader> loader_;
   LrSchedule lr_;
   FaultSpec fault_;
+  MetricsWriter metrics_;  // rank 0 only
   std::int64_t step_ = 0, tokens_ = 0, resumed_from_ = -1;
   std::vector<StepRecord> history_;
 };

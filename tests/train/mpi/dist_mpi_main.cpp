@@ -1,4 +1,5 @@
-// One rank of a TP x DP parity run under mpirun: every rank trains the replica stand-in with the MPI
+// One rank of a TP x DP parity run under mpirun: every rank trains parallel::DistributedLlama (or, with
+// --impl replica, the test stand-in) with the MPI
 // backend (deterministic reductions) through the same run_rank as `herd train`, and rank 0 compares the
 // loss curve and the gathered weights with the single-rank reference (1e-10 relative, double).
 // Used by tests/train/mpi/CMakeLists.txt (one machine) and netns_two_hosts.sh (two network namespaces).
@@ -9,15 +10,18 @@
 #include <string>
 
 #include "herd/comm/world.h"
+#include "herd/train/dist_model.h"
 #include "train/dist_harness.h"
 
 int main(int argc, char** argv) {
   using namespace herd;
   using namespace herd::train;
   TrainConfig cfg = testing::parity_config();
+  std::string impl = "tpfsdp";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const std::int64_t v = std::atoll(argv[i + 1]);
+    if (k == "--impl") impl = argv[i + 1];
     if (k == "--tp") cfg.parallel.tp = v;
     if (k == "--dp") cfg.parallel.dp = v;
     if (k == "--steps") cfg.train.steps = v;
@@ -31,7 +35,7 @@ int main(int argc, char** argv) {
   }
   JobResult<double> out;
   const auto docs = testing::parity_docs(80, 7);
-  Status s = run_rank<double>(**world, cfg, testing::parity_model(), docs, testing::replica_factory<double>(), &out);
+  Status s = run_rank<double>(**world, cfg, testing::parity_model(), docs, impl == "replica" ? testing::replica_factory<double>() : distributed_llama_factory<double>(), &out);
   if (!s.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", (*world)->rank(), s.error().message().c_str());
     return 1;
