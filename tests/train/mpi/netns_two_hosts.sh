@@ -35,7 +35,6 @@ ip link set "$VA" netns "$NS_A" && ip link set "$VB" netns "$NS_B" || exit 1
 ip -n "$NS_A" addr add "$NET.1/24" dev "$VA" && ip -n "$NS_B" addr add "$NET.2/24" dev "$VB" || exit 1
 for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
 ip -n "$NS_A" link set "$VA" up && ip -n "$NS_B" link set "$VB" up || exit 1
-ip netns exec "$NS_A" ping -c 1 -W 2 "$NET.2" >/dev/null || { echo "veth link does not carry traffic"; exit 1; }
 
 # The "ssh" of this cluster: the first non-option argument is the host, the rest is the command.
 cat >"$WORK/agent.sh" <<AGENT
@@ -47,6 +46,7 @@ case "\$host" in
   $NET.2) ns=$NS_B ;;
   *) echo "agent: unknown host \$host" >&2; exit 1 ;;
 esac
+echo "\$host -> \$ns" >>"$WORK/agent.log"
 exec ip netns exec "\$ns" /bin/sh -c "\$*"
 AGENT
 chmod +x "$WORK/agent.sh"
@@ -57,8 +57,11 @@ timeout -k 10 240 ip netns exec "$NS_A" "$MPIRUN" --allow-run-as-root --oversubs
   -np 4 --hostfile "$WORK/hosts" \
   --mca plm_rsh_agent "$WORK/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
   --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$NET.0/24" --mca oob_tcp_if_include "$NET.0/24" \
-  -x PATH -x LD_LIBRARY_PATH \
+  -x PATH \
   "$BIN" --tp 2 --dp 2 2>&1 | tee "$WORK/out"
 rc=${PIPESTATUS[0]}
 grep -q "PARITY OK" "$WORK/out" || { echo "two-host run failed (exit $rc)"; exit 1; }
+# The daemon of the second host must have been started inside its namespace by the agent.
+grep -q "$NET.2 -> $NS_B" "$WORK/agent.log" 2>/dev/null || { echo "no daemon was started in $NS_B"; exit 1; }
+echo "agent calls: $(tr '\n' ';' <"$WORK/agent.log")"
 exit "$rc"
