@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <random>
 #include <string>
@@ -59,6 +60,13 @@ int main(int argc, char** argv) {
                              ")");
   doc["model"] = model_name;
   doc["impl"] = impl;
+  {
+    std::ifstream la("/proc/loadavg");
+    double l1 = 0;
+    la >> l1;
+    doc["load_average_1min_at_start"] = l1;  // the machine is shared: read the figures with this in mind
+  }
+  doc["note"] = "2 cores shared by every rank: read comm_share, not tokens/s ratios, as the scaling result";
   doc["global_batch_tokens"] = cfg.train.micro_batch * cfg.data.seq_len;
   const RankModelFactory<float> factory =
       impl == "replica" ? testing::replica_factory<float>() : distributed_llama_factory<float>();
