@@ -38,6 +38,9 @@ int run_cli(int argc, const char* const* argv) {
 
   std::vector<Subcommand> subs;
   subs.push_back(add_model_command(root));
+  subs.push_back(add_train_command(root));
+  subs.push_back(add_generate_command(root));
+  subs.push_back(add_plot_command(root));
 
   try {
     root.parse(argc, argv);

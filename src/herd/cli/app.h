@@ -24,6 +24,9 @@ struct Subcommand {
 // Each subcommand file provides one of these; it adds its options to a new subcommand of `root`
 // and returns the function that runs it once the command line has been parsed.
 Subcommand add_model_command(CLI::App& root);
+Subcommand add_train_command(CLI::App& root);
+Subcommand add_generate_command(CLI::App& root);
+Subcommand add_plot_command(CLI::App& root);
 
 // Parses argv and runs the chosen subcommand; returns the process exit status.
 int run_cli(int argc, const char* const* argv);

@@ -1,0 +1,101 @@
+// herd train [CONFIG.json] [--section.field=value ...]: trains a Llama 3 model on one CPU rank from the
+// token shards `herd data` writes, prints the resolved configuration, a progress line, held-out losses,
+// and samples at the end. Configuration: src/herd/train/config.h; the loop: src/herd/train/trainer.h;
+// docs/training.md.
+#include <iostream>
+
+#include "herd/cli/app.h"
+#include "herd/cli/table.h"
+#include "herd/core/format.h"
+#include "herd/core/log.h"
+#include "herd/data/tokenizer.h"
+#include "herd/kernels/gemm.h"
+#include "herd/model/params.h"
+#include "herd/train/generate.h"
+#include "herd/train/trainer.h"
+
+namespace herd::cli {
+
+namespace {
+
+struct TrainOptions {
+  std::string config;
+  std::int64_t stop_after = 0;
+  bool print_config = false;
+};
+
+void print_resolved(const train::TrainConfig& cfg, const model::LlamaConfig& m) {
+  Table t({"key", "value", "meaning"});
+  for (const train::FieldInfo& f : train::describe(cfg)) {
+    t.add({f.key, f.value.is_string() ? f.value.get<std::string>() : f.value.dump(), f.doc});
+  }
+  t.print(std::cout);
+  std::cout << "\nmodel " << m.name << ": " << format_thousands(model::model_params(m).total()) << " parameters, "
+            << m.n_layers << " layers, hidden " << m.hidden << ", heads " << m.n_heads << "/" << m.n_kv_heads
+            << ", vocab " << m.vocab << "; BLAS " << kernels::blas_name() << ", " << kernels::num_threads()
+            << " threads\n\n";
+}
+
+void print_samples(const train::TrainConfig& cfg, train::Trainer& t) {
+  if (cfg.data.tokenizer.empty() || cfg.generate.samples == 0) return;
+  Result<data::Tokenizer> tok = data::Tokenizer::load(cfg.data.tokenizer);
+  if (!tok.ok()) {
+    log_warning("no samples: ", tok.error().message());
+    return;
+  }
+  Result<std::vector<std::int32_t>> ids = tok->encode(cfg.generate.prompt);
+  if (!ids.ok()) return;
+  std::vector<std::int32_t> prompt = {tok->bos_id()};
+  prompt.insert(prompt.end(), ids->begin(), ids->end());
+  std::cout << "\nSamples (prompt \"" << cfg.generate.prompt << "\"; greedy, then temperature 0.8 top-p 0.95)\n";
+  for (std::int64_t s = 0; s < cfg.generate.samples; ++s) {
+    train::SampleOptions o;
+    o.max_tokens = cfg.generate.max_tokens;
+    o.temperature = s == 0 ? 0.0 : 0.8;
+    o.top_p = 0.95;
+    o.seed = static_cast<std::uint64_t>(s);
+    o.stop_token = tok->eos_id();
+    const std::vector<std::int32_t> out = train::generate(t.model(), prompt, o);
+    std::vector<std::int32_t> text(out.begin() + 1, out.end());
+    if (!text.empty() && text.back() == tok->eos_id()) text.pop_back();
+    Result<std::string> dec = tok->decode(text);
+    std::cout << "--- sample " << s + 1 << "\n" << (dec.ok() ? *dec : dec.error().message()) << "\n";
+  }
+}
+
+int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) {
+  Result<train::TrainConfig> cfg = train::load_config(o.config, overrides);
+  if (!cfg.ok()) return report_error("train", cfg.error());
+  if (o.print_config) {
+    std::cout << train::to_json(*cfg).dump(2) << "\n";
+    return 0;
+  }
+  Result<std::unique_ptr<train::Trainer>> t = train::make_trainer_from_shards(*cfg);
+  if (!t.ok()) return report_error("train", t.error());
+  print_resolved(*cfg, (*t)->model().config());
+  log_info("unigram entropy of the held-out tokens: ", format_fixed((*t)->val_unigram_entropy(), 3),
+           " nats/token");
+  Status s = (*t)->run(o.stop_after);
+  if (!s.ok()) return report_error("train", s.error());
+  print_samples(*cfg, **t);
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_train_command(CLI::App& root) {
+  auto opts = std::make_shared<TrainOptions>();
+  CLI::App* app = root.add_subcommand(
+      "train", "Train a Llama 3 model on one CPU rank from `herd data` shards (config file + --section.field=value)");
+  app->add_option("config", opts->config, "JSON config file ({\"optim\": {\"lr\": 3e-3}, ...}); optional");
+  app->add_option("--stop-after", opts->stop_after, "Stop after this step with a checkpoint (as a preempted job)");
+  app->add_flag("--print-config", opts->print_config, "Print the resolved configuration as JSON and exit");
+  app->allow_extras();
+  app->footer(
+      "Every field of the configuration can be overridden as --section.field=value, e.g. --optim.lr=1e-3 "
+      "--train.steps=500; --print-config lists them. Sections: model, data, optim, schedule, train, eval, "
+      "checkpoint, generate. See docs/training.md.");
+  return {app, [opts, app] { return run_train(*opts, app->remaining()); }};
+}
+
+}  // namespace herd::cli
