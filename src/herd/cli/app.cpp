@@ -41,6 +41,7 @@ int run_cli(int argc, const char* const* argv) {
   subs.push_back(add_train_command(root));
   subs.push_back(add_generate_command(root));
   subs.push_back(add_plot_command(root));
+  subs.push_back(add_data_command(root));
 
   try {
     root.parse(argc, argv);

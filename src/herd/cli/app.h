@@ -27,6 +27,7 @@ Subcommand add_model_command(CLI::App& root);
 Subcommand add_train_command(CLI::App& root);
 Subcommand add_generate_command(CLI::App& root);
 Subcommand add_plot_command(CLI::App& root);
+Subcommand add_data_command(CLI::App& root);
 
 // Parses argv and runs the chosen subcommand; returns the process exit status.
 int run_cli(int argc, const char* const* argv);
