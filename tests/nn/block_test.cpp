@@ -1,6 +1,8 @@
 // TransformerBlock: the backward of a whole block against central finite differences in double, the
 // three recompute policies agreeing, and the bytes a layer keeps for its backward equal to
 // model::layer_activation_bytes (the planner's number), tensor by tensor and by name.
+#include "herd/nn/block.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "herd/model/activations.h"
-#include "herd/nn/block.h"
 
 namespace herd::nn {
 namespace {

@@ -1,11 +1,12 @@
 // herd generate --checkpoint DIR --prompt TEXT: continues a prompt with a trained model, greedily or
 // by temperature / nucleus (top-p) sampling. The tokenizer is the one the run was trained with (from the
 // checkpoint's configuration) unless --tokenizer names another file.
+#include "herd/train/generate.h"
+
 #include <iostream>
 
 #include "herd/cli/app.h"
 #include "herd/data/tokenizer.h"
-#include "herd/train/generate.h"
 
 namespace herd::cli {
 
@@ -71,7 +72,9 @@ Subcommand add_generate_command(CLI::App& root) {
       ->required();
   app->add_option("--prompt", opts->prompt, "Text to continue")->required();
   app->add_option("--tokenizer", opts->tokenizer, "Tokenizer file; default: the one named in the checkpoint");
-  app->add_option("--max-tokens", opts->max_tokens, "Tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--max-tokens", opts->max_tokens, "Tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app->add_option("--temperature", opts->temperature, "0 = greedy; else softmax temperature")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 100.0));

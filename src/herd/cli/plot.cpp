@@ -1,11 +1,12 @@
 // herd plot METRICS.jsonl --svg OUT.svg: the loss curve of a training run (training loss per step,
 // held-out loss at the evaluation steps, and the held-out tokens' unigram entropy as a reference line).
+#include "herd/train/plot.h"
+
 #include <fstream>
 #include <iostream>
 
 #include "herd/cli/app.h"
 #include "herd/core/format.h"
-#include "herd/train/plot.h"
 
 namespace herd::cli {
 

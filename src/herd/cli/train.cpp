@@ -34,6 +34,7 @@ void print_resolved(const train::TrainConfig& cfg, const model::LlamaConfig& m) 
             << m.n_layers << " layers, hidden " << m.hidden << ", heads " << m.n_heads << "/" << m.n_kv_heads
             << ", vocab " << m.vocab << "; BLAS " << kernels::blas_name() << ", " << kernels::num_threads()
             << " threads\n\n";
+  std::cout.flush();
 }
 
 void print_samples(const train::TrainConfig& cfg, train::Trainer& t) {
@@ -73,8 +74,7 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   Result<std::unique_ptr<train::Trainer>> t = train::make_trainer_from_shards(*cfg);
   if (!t.ok()) return report_error("train", t.error());
   print_resolved(*cfg, (*t)->model().config());
-  log_info("unigram entropy of the held-out tokens: ", format_fixed((*t)->val_unigram_entropy(), 3),
-           " nats/token");
+  log_info("unigram entropy of the held-out tokens: ", format_fixed((*t)->val_unigram_entropy(), 3), " nats/token");
   Status s = (*t)->run(o.stop_after);
   if (!s.ok()) return report_error("train", s.error());
   print_samples(*cfg, **t);

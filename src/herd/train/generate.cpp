@@ -61,8 +61,8 @@ std::vector<std::int32_t> generate(nn::LlamaModel<float>& model, const std::vect
 
 Result<LoadedModel> load_model(const std::string& dir) {
   namespace fs = std::filesystem;
-  Result<LoadedCheckpoint> ck = fs::exists(fs::path(dir) / "manifest.json") ? load_checkpoint(dir)
-                                                                             : load_latest(dir, false);
+  Result<LoadedCheckpoint> ck =
+      fs::exists(fs::path(dir) / "manifest.json") ? load_checkpoint(dir) : load_latest(dir, false);
   if (!ck.ok()) return ck.error();
   if (!ck->meta.contains("model")) return make_error(ck->path, "/manifest.json: no model configuration in meta");
   HERD_ASSIGN_OR_RETURN(model::LlamaConfig cfg, model::config_from_hf_json(ck->meta["model"], "checkpoint"));

@@ -83,8 +83,8 @@ std::string loss_curve_svg(const LossCurves& c, const std::string& title, const 
   o << "<text x=\"" << W / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << title << "</text>\n";
   for (double y = y0; y <= y1 + ys / 2; y += ys) {
     o << "<line x1=\"" << left << "\" x2=\"" << W - right << "\" y1=\"" << Y(y) << "\" y2=\"" << Y(y)
-      << "\" stroke=\"#e5e5e5\"/><text x=\"" << left - 6 << "\" y=\"" << Y(y) + 4 << "\" text-anchor=\"end\">"
-      << num(y) << "</text>\n";
+      << "\" stroke=\"#e5e5e5\"/><text x=\"" << left - 6 << "\" y=\"" << Y(y) + 4 << "\" text-anchor=\"end\">" << num(y)
+      << "</text>\n";
   }
   for (double x = x0; x <= x1 + xs / 2; x += xs) {
     o << "<line x1=\"" << X(x) << "\" x2=\"" << X(x) << "\" y1=\"" << top << "\" y2=\"" << H - bottom
@@ -107,7 +107,8 @@ std::string loss_curve_svg(const LossCurves& c, const std::string& title, const 
   polyline(c.train, "#4a7fd4", 1.2);
   if (!c.val.empty()) {
     polyline(c.val, "#d4544a", 2);
-    for (const CurvePoint& p : c.val) o << "<circle cx=\"" << X(p.x) << "\" cy=\"" << Y(p.y) << "\" r=\"3\" fill=\"#d4544a\"/>\n";
+    for (const CurvePoint& p : c.val)
+      o << "<circle cx=\"" << X(p.x) << "\" cy=\"" << Y(p.y) << "\" r=\"3\" fill=\"#d4544a\"/>\n";
   }
   o << "<rect x=\"" << W - right - 170 << "\" y=\"" << top + 8 << "\" width=\"160\" height=\"44\" fill=\"white\" "
     << "stroke=\"#ccc\"/>\n<line x1=\"" << W - right - 160 << "\" x2=\"" << W - right - 135 << "\" y1=\"" << top + 22
