@@ -33,13 +33,13 @@ class DistCli : public ::testing::Test {
     return out;
   }
   std::string run_args(const std::string& metrics) {
-    return "train data.dir=" + dir_.string() + " model.name=" + (dir_ / "config.json").string() +
-           " data.seq_len=16 train.micro_batch=4 train.grad_accum=2 train.steps=5 optim.lr=1e-2 eval.every=0" +
-           " eval.batches=1 generate.samples=0 train.metrics_file=" + metrics;
+    return "train --data.dir=" + dir_.string() + " --model.name=" + (dir_ / "config.json").string() +
+           " --data.seq_len=16 --train.micro_batch=4 --train.grad_accum=2 --train.steps=5 --optim.lr=1e-2" +
+           " --eval.every=0 --eval.batches=1 --generate.samples=0 --train.metrics_file=" + metrics;
   }
   void TearDown() override { fs::remove_all(dir_); }
   herd::testing::CliResult train(const std::string& args) {
-    return herd::testing::run_herd("train data.dir=" + dir_.string() + " model.vocab=64 data.seq_len=64 " + args);
+    return herd::testing::run_herd("train --data.dir=" + dir_.string() + " --model.vocab=64 --data.seq_len=64 " + args);
   }
   fs::path dir_;
 };
@@ -48,7 +48,7 @@ TEST_F(DistCli, BadLayoutsAreRefusedWithTheNumbers) {
   auto r = train("--tp 3");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("parallel.tp (3) must divide the model's"), std::string::npos) << r.err;
-  r = train("--dp 3 train.micro_batch=8");
+  r = train("--dp 3 --train.micro_batch=8");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("parallel.dp (3) must divide train.micro_batch (8)"), std::string::npos) << r.err;
   r = train("--tp 0");
@@ -64,7 +64,7 @@ TEST_F(DistCli, MpiBackendOutsideMpirunIsRefused) {
 TEST_F(DistCli, ParallelKeysComeFromTheConfigFileAndFlagsWin) {
   const std::string cfg = (dir_ / "run.json").string();
   std::ofstream(cfg) << R"({"parallel": {"tp": 2, "dp": 2, "sequence_parallel": false}})";
-  auto r = herd::testing::run_herd("train --config " + cfg + " --dp 4 --print-config");
+  auto r = herd::testing::run_herd("train " + cfg + " --dp 4 --print-config");
   ASSERT_EQ(r.status, 0) << r.err;
   const Json j = Json::parse(r.out);
   EXPECT_EQ(j["parallel"]["tp"], 2);
@@ -89,7 +89,7 @@ TEST_F(DistCli, AStalledRankStopsHerdTrainNamingIt) {
   fs::create_directories(dump);
   ::setenv("HERD_FAULT", "stall:1:2:3", 1);
   ::setenv("HERD_COMM_DUMP_DIR", dump.c_str(), 1);
-  auto r = herd::testing::run_herd(run_args((dir_ / "m.jsonl").string()) + " --dp 2 parallel.comm_timeout_s=0.5");
+  auto r = herd::testing::run_herd(run_args((dir_ / "m.jsonl").string()) + " --dp 2 --parallel.comm_timeout_s=0.5");
   ::unsetenv("HERD_FAULT");
   ::unsetenv("HERD_COMM_DUMP_DIR");
   EXPECT_EQ(r.status, 1) << r.err;

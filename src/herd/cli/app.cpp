@@ -68,6 +68,9 @@ int run_cli(int argc, const char* const* argv) {
   subs.push_back(add_model_command(root));
   subs.push_back(add_schedule_command(root));
   subs.push_back(add_train_command(root));
+  subs.push_back(add_generate_command(root));
+  subs.push_back(add_plot_command(root));
+  subs.push_back(add_data_command(root));
 
   if (argc > 1 && argv[1][0] != '-') {
     const std::string name = argv[1];

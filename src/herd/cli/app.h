@@ -26,6 +26,9 @@ struct Subcommand {
 Subcommand add_model_command(CLI::App& root);
 Subcommand add_schedule_command(CLI::App& root);
 Subcommand add_train_command(CLI::App& root);
+Subcommand add_generate_command(CLI::App& root);
+Subcommand add_plot_command(CLI::App& root);
+Subcommand add_data_command(CLI::App& root);
 
 // Option validators whose messages read "must be a positive integer, got 0".
 CLI::Validator positive_integer();

@@ -14,21 +14,25 @@ namespace {
 
 constexpr std::int32_t kNoRank = std::numeric_limits<std::int32_t>::max();
 
-// A multiply-mix hash over 8-byte words; pieces are short, so this beats a byte-at-a-time hash.
+// 64x64->128-bit multiply folded to 64 bits: every input bit reaches every output bit, so both the
+// slot (low bits) and the tag (high bits) are well mixed even for short, similar tokens.
+inline std::uint64_t fold_mul(std::uint64_t a, std::uint64_t b) {
+  const unsigned __int128 r = static_cast<unsigned __int128>(a) * b;
+  return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);
+}
+
 inline std::uint64_t hash_bytes(const char* p, std::size_t n) {
-  std::uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xC2B2AE3D27D4EB4FULL);
+  std::uint64_t h = fold_mul(n ^ 0x9E3779B97F4A7C15ULL, 0xC2B2AE3D27D4EB4FULL);
   while (n >= 8) {
     std::uint64_t w;
     std::memcpy(&w, p, 8);
-    h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
-    h ^= h >> 32;
+    h = fold_mul(h ^ w, 0xFF51AFD7ED558CCDULL);
     p += 8;
     n -= 8;
   }
   std::uint64_t w = 0;
   std::memcpy(&w, p, n);
-  h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
-  return h ^ (h >> 29);
+  return fold_mul(h ^ w ^ 0x2D358DCCAA6C78A5ULL, 0xC4CEB9FE1A85EC53ULL);
 }
 
 int base64_value(unsigned char c) {
@@ -162,24 +166,34 @@ Result<Tokenizer> Tokenizer::from_tokens(std::vector<std::string> tokens, const 
   }
   std::uint64_t cap = 16;
   while (cap < 2 * tokens.size()) cap *= 2;
-  t.table_.assign(cap, -1);
+  t.table_.assign(cap, Slot{-1, 0});
   t.mask_ = cap - 1;
   for (std::size_t r = 0; r < tokens.size(); ++r) {
     const std::string& tok = tokens[r];
-    std::uint64_t slot = hash_bytes(tok.data(), tok.size()) & t.mask_;
-    while (t.table_[slot] >= 0) {
-      if (t.token_bytes(t.table_[slot]) == tok) {
-        return make_error(source, ": token ", r, " repeats token ", t.table_[slot], "; the file is corrupt");
+    const std::uint64_t h = hash_bytes(tok.data(), tok.size());
+    std::uint64_t slot = h & t.mask_;
+    while (t.table_[slot].rank >= 0) {
+      if (t.token_bytes(t.table_[slot].rank) == tok) {
+        return make_error(source, ": token ", r, " repeats token ", t.table_[slot].rank, "; the file is corrupt");
       }
       slot = (slot + 1) & t.mask_;
     }
-    t.table_[slot] = static_cast<std::int32_t>(r);
+    t.table_[slot] = Slot{static_cast<std::int32_t>(r), static_cast<std::uint32_t>(h >> 32)};
   }
   for (int b = 0; b < 256; ++b) {
     const char c = static_cast<char>(b);
     if (t.rank_of(std::string_view(&c, 1)) < 0) {
       return make_error(source, ": byte 0x", std::hex, b,
                         " has no token; a byte-level BPE vocabulary needs all 256 single bytes");
+    }
+  }
+  t.pair_rank_.assign(1 << 16, -1);
+  for (int b = 0; b < 256; ++b) {
+    const char c = static_cast<char>(b);
+    t.byte_rank_[b] = t.rank_of(std::string_view(&c, 1));
+    for (int b2 = 0; b2 < 256; ++b2) {
+      const char pair[2] = {c, static_cast<char>(b2)};
+      t.pair_rank_[(b << 8) | b2] = t.rank_of(std::string_view(pair, 2));
     }
   }
   t.specials_ = special_tokens_for(static_cast<std::int64_t>(tokens.size()));
@@ -204,12 +218,18 @@ std::string_view Tokenizer::token_bytes(std::int32_t id) const {
 }
 
 std::int32_t Tokenizer::rank_of(std::string_view b) const {
-  std::uint64_t slot = hash_bytes(b.data(), b.size()) & mask_;
+  const std::uint64_t h = hash_bytes(b.data(), b.size());
+  const auto tag = static_cast<std::uint32_t>(h >> 32);
+  std::uint64_t slot = h & mask_;
   for (;;) {
-    const std::int32_t r = table_[slot];
-    if (r < 0) return -1;
-    const std::uint32_t off = offsets_[r];
-    if (offsets_[r + 1] - off == b.size() && std::memcmp(bytes_.data() + off, b.data(), b.size()) == 0) return r;
+    const Slot e = table_[slot];
+    if (e.rank < 0) return -1;
+    if (e.tag == tag) {
+      const std::uint32_t off = offsets_[e.rank];
+      if (offsets_[e.rank + 1] - off == b.size() && std::memcmp(bytes_.data() + off, b.data(), b.size()) == 0) {
+        return e.rank;
+      }
+    }
     slot = (slot + 1) & mask_;
   }
 }
@@ -220,37 +240,50 @@ void Tokenizer::encode_piece(std::string_view piece, std::vector<std::int32_t>& 
     out.push_back(whole);
     return;
   }
-  // parts[k] = (start of part k, rank of part k merged with part k+1). Merge the lowest-ranked
+  // parts[k]: start byte, token id of part k, and rank of part k merged with part k+1 (the id of the
+  // merged token, so merging needs no lookup to know the new part's id). Merge the lowest-ranked
   // adjacent pair (leftmost on ties) until no adjacent pair is a token.
   struct Part {
     std::uint32_t start;
+    std::int32_t id;
     std::int32_t rank;
   };
   const std::size_t n = piece.size();
-  std::vector<Part> parts(n + 1);
+  Part small[64];
+  std::vector<Part> large;
+  Part* parts = small;
+  if (n + 1 > 64) {
+    large.resize(n + 1);
+    parts = large.data();
+  }
+  std::size_t count = n + 1;  // parts[n] is a sentinel holding the end offset
+  const auto* bytes = reinterpret_cast<const unsigned char*>(piece.data());
+  for (std::size_t k = 0; k < n; ++k) {
+    parts[k].start = static_cast<std::uint32_t>(k);
+    parts[k].id = byte_rank_[bytes[k]];
+    const std::int32_t r = k + 1 < n ? pair_rank_[(bytes[k] << 8) | bytes[k + 1]] : -1;
+    parts[k].rank = r < 0 ? kNoRank : r;
+  }
+  parts[n] = Part{static_cast<std::uint32_t>(n), -1, kNoRank};
   const auto pair_rank = [&](std::size_t k) -> std::int32_t {
-    if (k + 2 >= parts.size()) return kNoRank;
+    if (k + 2 >= count) return kNoRank;
     const std::int32_t r = rank_of(piece.substr(parts[k].start, parts[k + 2].start - parts[k].start));
     return r < 0 ? kNoRank : r;
   };
-  for (std::size_t k = 0; k <= n; ++k) parts[k].start = static_cast<std::uint32_t>(k);
-  for (std::size_t k = 0; k <= n; ++k) parts[k].rank = pair_rank(k);
   for (;;) {
     std::size_t best = 0;
     std::int32_t best_rank = kNoRank;
-    for (std::size_t k = 0; k + 1 < parts.size(); ++k) {
+    for (std::size_t k = 0; k + 1 < count; ++k) {
       if (parts[k].rank < best_rank) best_rank = parts[k].rank, best = k;
     }
     if (best_rank == kNoRank) break;
-    parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    parts[best].id = best_rank;
+    std::copy(parts + best + 2, parts + count, parts + best + 1);
+    --count;
     parts[best].rank = pair_rank(best);
     if (best > 0) parts[best - 1].rank = pair_rank(best - 1);
   }
-  for (std::size_t k = 0; k + 1 < parts.size(); ++k) {
-    const std::int32_t r = rank_of(piece.substr(parts[k].start, parts[k + 1].start - parts[k].start));
-    HERD_DCHECK(r >= 0, "a merged part is not a token");
-    out.push_back(r);
-  }
+  for (std::size_t k = 0; k + 1 < count; ++k) out.push_back(parts[k].id);
 }
 
 Status Tokenizer::encode_into(std::string_view text, std::vector<std::int32_t>& out) const {

@@ -11,6 +11,7 @@
 // encode_document() adds BOS and EOS explicitly.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -61,6 +62,8 @@ class Tokenizer {
   std::int32_t rank_of(std::string_view bytes) const;
 
   const Pretokenizer& pretokenizer() const { return pre_; }
+  // PCRE2 for every piece when off (same ids, slower): for benchmarks and tests of the fast path.
+  void set_ascii_fast_path(bool on) { pre_ = Pretokenizer(on); }
 
  private:
   Tokenizer() = default;
@@ -68,8 +71,14 @@ class Tokenizer {
 
   std::string bytes_;                   // every token's bytes, concatenated in rank order
   std::vector<std::uint32_t> offsets_;  // token r is bytes_[offsets_[r], offsets_[r+1])
-  std::vector<std::int32_t> table_;     // open-addressing hash: slot -> rank, -1 empty
+  struct Slot {
+    std::int32_t rank;  // -1: empty
+    std::uint32_t tag;  // high half of the hash: most probes of other tokens end here
+  };
+  std::vector<Slot> table_;  // open addressing, linear probing, load <= 1/2
   std::uint64_t mask_ = 0;
+  std::int32_t byte_rank_[256] = {};     // id of each single byte
+  std::vector<std::int32_t> pair_rank_;  // (first byte << 8 | second byte) -> id of that 2-byte token, or -1
   std::vector<std::string> specials_;
   Pretokenizer pre_;
 };

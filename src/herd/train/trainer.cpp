@@ -82,6 +82,7 @@ Result<std::unique_ptr<Trainer>> Trainer::make(const TrainConfig& cfg, const mod
 
   HERD_ASSIGN_OR_RETURN(t->flops_per_token_, model::train_model_flops_per_token(model_cfg, cfg.data.seq_len,
                                                                                 model::AttentionMask::causal()));
+  t->unigram_entropy_ = unigram_entropy(*t->val_docs_);
   t->peak_flops_ = cfg.train.peak_gflops_per_core * 1e9 * kernels::num_threads();
 
   if (!cfg.checkpoint.dir.empty() && cfg.checkpoint.resume && !list_checkpoints(cfg.checkpoint.dir).empty()) {
@@ -187,6 +188,7 @@ Status Trainer::run(std::int64_t stop_after) {
               {"mfu", rec.mfu},
               {"elapsed_s", wall.seconds()}};
     if (rec.val_loss) j["val_loss"] = *rec.val_loss;
+    if (step_ == 1 || rec.val_loss) j["unigram_entropy"] = unigram_entropy_;
     metrics_.write(j);
     history_.push_back(rec);
     if (on_step) on_step(rec);
@@ -245,6 +247,19 @@ Status Trainer::resume() {
   resumed_from_ = step_;
   if (!quiet) log_info("resumed from ", ck.path, " (step ", step_, ", ", tokens_, " tokens)");
   return Status::Ok();
+}
+
+double unigram_entropy(const data::TokenDocuments& docs) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(std::max<std::int64_t>(docs.vocab_size, 1)), 0);
+  for (std::int32_t t : docs.tokens) {
+    if (t >= 0 && t < docs.vocab_size) ++counts[static_cast<std::size_t>(t)];
+  }
+  const double n = static_cast<double>(docs.tokens.size());
+  double h = 0;
+  for (std::int64_t c : counts) {
+    if (c > 0) h -= static_cast<double>(c) / n * std::log(static_cast<double>(c) / n);
+  }
+  return h;
 }
 
 Result<std::unique_ptr<Trainer>> make_trainer_from_shards(const TrainConfig& cfg) {

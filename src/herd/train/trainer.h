@@ -53,6 +53,7 @@ class Trainer {
 
   std::int64_t step() const { return step_; }
   std::int64_t resumed_from() const { return resumed_from_; }
+  double val_unigram_entropy() const { return unigram_entropy_; }
   const std::vector<StepRecord>& history() const { return history_; }
   nn::LlamaModel<float>& model() { return *model_; }
   std::function<void(const StepRecord&)> on_step;
@@ -81,7 +82,11 @@ class Trainer {
   double flops_per_token_ = 0;
   double peak_flops_ = 0;
   std::vector<StepRecord> history_;
+  double unigram_entropy_ = 0;
 };
+
+// Entropy of the token frequencies (nats/token): the loss of the best model that ignores context.
+double unigram_entropy(const data::TokenDocuments& docs);
 
 // Reads data.dir's "train" and "val" splits and builds a Trainer (the `herd train` path).
 Result<std::unique_ptr<Trainer>> make_trainer_from_shards(const TrainConfig& cfg);
