@@ -56,8 +56,8 @@ int main(int argc, char** argv) {
   cfg.schedule.warmup_steps = 1;
   cfg.eval.every = 0;
   const auto corpus = docs(m->vocab, 2000);
-  Json doc = bench::envelope("scaling: tokens/s and communication share by rank count (" + model_name + ", " + impl +
-                             ")");
+  Json doc =
+      bench::envelope("scaling: tokens/s and communication share by rank count (" + model_name + ", " + impl + ")");
   doc["model"] = model_name;
   doc["impl"] = impl;
   {

@@ -156,8 +156,8 @@ class ReplicaModel final : public RankModel<T> {
     return model_.forward_backward(mb, loss_scale);
   }
   Result<double> step(const kernels::AdamWConfig& cfg, double lr, double max_norm) override {
-    HERD_RETURN_IF_ERROR(ctx_.dp->all_reduce(model_.grads(), static_cast<std::size_t>(model_.param_count()),
-                                             comm::ReduceOp::kSum));
+    HERD_RETURN_IF_ERROR(
+        ctx_.dp->all_reduce(model_.grads(), static_cast<std::size_t>(model_.param_count()), comm::ReduceOp::kSum));
     return opt_.step(model_.params(), model_.grads(), cfg, lr, max_norm);
   }
   std::int64_t optimizer_steps() const override { return opt_.steps(); }

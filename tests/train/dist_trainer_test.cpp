@@ -2,6 +2,8 @@
 // TP x DP layout reproduces the single-rank reference (loss curve and final weights), a checkpoint
 // written at TP2 x DP2 resumes at TP1 x DP4 and TP4 x DP1 onto the uninterrupted curve, bad layouts are
 // refused before any rank starts, and a stalled or dead rank stops the job with an error naming it.
+#include "herd/train/dist_trainer.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,7 +11,6 @@
 #include <filesystem>
 
 #include "herd/train/dist_checkpoint.h"
-#include "herd/train/dist_trainer.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {
@@ -105,8 +106,7 @@ TEST(DistTrainer, CorruptShardIsRefusedNamingTheFile) {
   }
   Result<DistCheckpoint> ck = open_dist_checkpoint(latest);
   ASSERT_FALSE(ck.ok());
-  EXPECT_NE(ck.error().message().find("rank_00001.bin: checksum mismatch"), std::string::npos)
-      << ck.error().message();
+  EXPECT_NE(ck.error().message().find("rank_00001.bin: checksum mismatch"), std::string::npos) << ck.error().message();
 }
 
 TEST(DistTrainer, BadLayoutsAreRefusedWithTheNumbers) {

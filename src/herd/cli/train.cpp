@@ -116,7 +116,8 @@ Subcommand add_train_command(CLI::App& root) {
   app->add_option("--tp", opts->tp, "Tensor-parallel degree (parallel.tp)")->check(positive_integer());
   app->add_option("--dp", opts->dp, "Data-parallel (FSDP) degree (parallel.dp)")->check(positive_integer());
   app->add_flag("--no-sp", opts->no_sp, "Sequence parallelism off (parallel.sequence_parallel=false)");
-  app->add_option("--backend", opts->backend, "local (ranks as threads), mpi (under mpirun) or auto (parallel.backend)");
+  app->add_option("--backend", opts->backend,
+                  "local (ranks as threads), mpi (under mpirun) or auto (parallel.backend)");
   app->allow_extras();
   app->footer(
       "Every field of the configuration can be overridden as --section.field=value, e.g. --optim.lr=1e-3 "

@@ -56,27 +56,15 @@ Result<std::unique_ptr<comm::Communicator>> TimedCommunicator::new_group(const s
 std::shared_ptr<comm::Work> TimedCommunicator::post(const comm::OpDesc& op) {
   comm::Handle h;
   switch (op.kind) {
-    case comm::OpKind::kAllReduce:
-      h = inner_->iall_reduce(op.send, op.recv, op.count, op.elem, op.reduce);
-      break;
-    case comm::OpKind::kAllGather:
-      h = inner_->iall_gather(op.send, op.recv, op.count, op.elem);
-      break;
+    case comm::OpKind::kAllReduce: h = inner_->iall_reduce(op.send, op.recv, op.count, op.elem, op.reduce); break;
+    case comm::OpKind::kAllGather: h = inner_->iall_gather(op.send, op.recv, op.count, op.elem); break;
     case comm::OpKind::kReduceScatter:
       h = inner_->ireduce_scatter(op.send, op.recv, op.count, op.elem, op.reduce);
       break;
-    case comm::OpKind::kBroadcast:
-      h = inner_->ibroadcast(op.recv, op.count, op.elem, op.peer);
-      break;
-    case comm::OpKind::kSend:
-      h = inner_->isend(op.send, op.count, op.elem, op.peer, op.tag);
-      break;
-    case comm::OpKind::kRecv:
-      h = inner_->irecv(op.recv, op.count, op.elem, op.peer, op.tag);
-      break;
-    case comm::OpKind::kBarrier:
-      h = inner_->ibarrier();
-      break;
+    case comm::OpKind::kBroadcast: h = inner_->ibroadcast(op.recv, op.count, op.elem, op.peer); break;
+    case comm::OpKind::kSend: h = inner_->isend(op.send, op.count, op.elem, op.peer, op.tag); break;
+    case comm::OpKind::kRecv: h = inner_->irecv(op.recv, op.count, op.elem, op.peer, op.tag); break;
+    case comm::OpKind::kBarrier: h = inner_->ibarrier(); break;
   }
   return std::make_shared<TimedWork>(std::move(h), seconds_);
 }

@@ -80,11 +80,11 @@ struct GenerateSection {
 
 // The layout of a multi-rank run (docs/distributed.md). tp x dp ranks; 1 x 1 is the single-rank trainer.
 struct ParallelSection {
-  std::int64_t tp = 1;             // tensor-parallel degree (divides heads, kv heads, vocab)
-  std::int64_t dp = 1;             // data-parallel (FSDP) degree (divides train.micro_batch)
-  bool sequence_parallel = true;   // Megatron-LM sequence parallelism inside TP groups
-  std::string backend = "auto";    // local (ranks as threads), mpi (started by mpirun), auto: mpi iff mpirun
-  double comm_timeout_s = 300;     // a collective waiting longer names the missing ranks and stops the job
+  std::int64_t tp = 1;            // tensor-parallel degree (divides heads, kv heads, vocab)
+  std::int64_t dp = 1;            // data-parallel (FSDP) degree (divides train.micro_batch)
+  bool sequence_parallel = true;  // Megatron-LM sequence parallelism inside TP groups
+  std::string backend = "auto";   // local (ranks as threads), mpi (started by mpirun), auto: mpi iff mpirun
+  double comm_timeout_s = 300;    // a collective waiting longer names the missing ranks and stops the job
 };
 
 struct TrainConfig {

@@ -135,8 +135,8 @@ Status save_dist_checkpoint(const std::string& dir, std::int64_t step, const Jso
       fs::remove(tmp / rank_file(r, "json"));
     }
     if (merged.ok()) {
-      const Json manifest = {{"format", kFormat}, {"step", step},     {"elem", elem_tag<T>()},
-                             {"layout", layout},  {"meta", meta},     {"files", files}};
+      const Json manifest = {{"format", kFormat}, {"step", step}, {"elem", elem_tag<T>()},
+                             {"layout", layout},  {"meta", meta}, {"files", files}};
       const std::string text = manifest.dump(1);
       merged = write_synced((tmp / "manifest.json").string(), text.data(), text.size());
     }
@@ -217,7 +217,8 @@ Status DistCheckpoint::load_into(std::vector<ShardPiece<T>>& pieces) const {
   };
   for (ShardPiece<T>& dst : pieces) {
     auto src_it = sources.find(dst.name);
-    if (src_it == sources.end()) return make_error(path, ": has no tensor '", dst.name, "'; it was saved by another model");
+    if (src_it == sources.end())
+      return make_error(path, ": has no tensor '", dst.name, "'; it was saved by another model");
     const std::int64_t n = dst.rows * dst.cols;
     std::vector<T> full[3] = {std::vector<T>(static_cast<std::size_t>(n)), std::vector<T>(static_cast<std::size_t>(n)),
                               std::vector<T>(static_cast<std::size_t>(n))};
@@ -257,8 +258,7 @@ Status DistCheckpoint::load_into(std::vector<ShardPiece<T>>& pieces) const {
 template Status save_dist_checkpoint<float>(const std::string&, std::int64_t, const Json&, const Json&,
                                             comm::Communicator&, const std::vector<ShardPiece<float>>&, std::int64_t);
 template Status save_dist_checkpoint<double>(const std::string&, std::int64_t, const Json&, const Json&,
-                                             comm::Communicator&, const std::vector<ShardPiece<double>>&,
-                                             std::int64_t);
+                                             comm::Communicator&, const std::vector<ShardPiece<double>>&, std::int64_t);
 template Status DistCheckpoint::load_into<float>(std::vector<ShardPiece<float>>&) const;
 template Status DistCheckpoint::load_into<double>(std::vector<ShardPiece<double>>&) const;
 

@@ -42,14 +42,16 @@ struct SliceData {
 Status check_layout(const TrainConfig& cfg, const model::LlamaConfig& m, std::int64_t world_size) {
   const std::int64_t tp = cfg.parallel.tp, dp = cfg.parallel.dp;
   if (m.n_heads % tp != 0) {
-    return make_error("parallel.tp (", tp, ") must divide the model's ", m.n_heads, " attention heads; choose a divisor");
+    return make_error("parallel.tp (", tp, ") must divide the model's ", m.n_heads,
+                      " attention heads; choose a divisor");
   }
   if (m.n_kv_heads % tp != 0) {
     return make_error("parallel.tp (", tp, ") must divide the model's ", m.n_kv_heads,
                       " KV heads; choose a divisor of ", m.n_kv_heads);
   }
   if (m.vocab % tp != 0) {
-    return make_error("parallel.tp (", tp, ") must divide the vocabulary (", m.vocab, "); set model.vocab to a multiple");
+    return make_error("parallel.tp (", tp, ") must divide the vocabulary (", m.vocab,
+                      "); set model.vocab to a multiple");
   }
   if (m.ffn_hidden % tp != 0) {
     return make_error("parallel.tp (", tp, ") must divide the FFN width (", m.ffn_hidden, ")");
@@ -239,8 +241,8 @@ Status DistTrainer<T>::save_checkpoint() {
                      {"loader", loader_->state().to_json()},
                      {"config", to_json(cfg_)},
                      {"model", model::config_to_hf_json(model_cfg_)}};
-  return save_dist_checkpoint<T>(cfg_.checkpoint.dir, step_, meta, layout_json(), *ctx_.world,
-                                 model_->shard_pieces(), cfg_.checkpoint.keep);
+  return save_dist_checkpoint<T>(cfg_.checkpoint.dir, step_, meta, layout_json(), *ctx_.world, model_->shard_pieces(),
+                                 cfg_.checkpoint.keep);
 }
 
 template <typename T>

@@ -18,8 +18,8 @@ int blas_threads_per_rank(int ranks) {
 
 template <typename T>
 Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const model::LlamaConfig& m,
-                std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory,
-                JobResult<T>* out, std::int64_t stop_after, bool gather) {
+                std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory, JobResult<T>* out,
+                std::int64_t stop_after, bool gather) {
   // Every group is split from the timed world, so the time spent waiting on any collective is counted.
   TimedCommunicator world(world_in);
   HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims,
@@ -45,8 +45,9 @@ Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const mode
 }
 
 template <typename T>
-Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m, std::shared_ptr<const data::TokenDocuments> docs,
-                     const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after, bool gather) {
+Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m,
+                     std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory,
+                     JobResult<T>* out, std::int64_t stop_after, bool gather) {
   const std::int64_t world_size = cfg.parallel.tp * cfg.parallel.dp;
   // Refused before any rank starts: the layout must fit the model and the batch.
   HERD_RETURN_IF_ERROR(check_layout(cfg, m, world_size));

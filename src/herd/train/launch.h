@@ -32,11 +32,11 @@ using RankModelFactory = std::function<Result<std::unique_ptr<RankModel<T>>>(
 
 template <typename T>
 struct JobResult {
-  std::vector<StepRecord> history;                            // rank 0's
+  std::vector<StepRecord> history;                              // rank 0's
   std::vector<std::pair<std::string, std::vector<T>>> weights;  // gathered full weights at the end
-  double step_seconds = 0;                                     // rank 0's total step time
-  double comm_seconds = 0;                                     // rank 0's time inside collectives
-  std::vector<std::string> dump_paths;                         // flight-recorder dumps after a failure
+  double step_seconds = 0;                                      // rank 0's total step time
+  double comm_seconds = 0;                                      // rank 0's time inside collectives
+  std::vector<std::string> dump_paths;                          // flight-recorder dumps after a failure
 };
 
 // BLAS threads for each of `ranks` ranks on this machine's cores.
@@ -45,14 +45,14 @@ int blas_threads_per_rank(int ranks);
 // One rank on its world communicator: groups, model, trainer, run, gather. `out` is filled on rank 0.
 template <typename T>
 Status run_rank(comm::Communicator& world, const TrainConfig& cfg, const model::LlamaConfig& m,
-                std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory,
-                JobResult<T>* out, std::int64_t stop_after = 0, bool gather = true);
+                std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory, JobResult<T>* out,
+                std::int64_t stop_after = 0, bool gather = true);
 
 // All ranks as threads of this process (the local backend). The error, if any, names the first rank
 // that failed; result.dump_paths lists the flight-recorder files written.
 template <typename T>
-Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m, std::shared_ptr<const data::TokenDocuments> docs,
-                     const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after = 0,
-                     bool gather = true);
+Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m,
+                     std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory,
+                     JobResult<T>* out, std::int64_t stop_after = 0, bool gather = true);
 
 }  // namespace herd::train

@@ -26,11 +26,11 @@ namespace herd::train {
 
 template <typename T>
 struct ShardPiece {
-  std::string name;  // "layers.3.wq", the single-rank model's name
-  std::int64_t rows = 0, cols = 1;             // the full tensor
+  std::string name;                             // "layers.3.wq", the single-rank model's name
+  std::int64_t rows = 0, cols = 1;              // the full tensor
   std::int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;  // the TP block
-  std::int64_t e0 = 0, e1 = 0;                 // the FSDP range inside the block, row-major
-  T* param = nullptr;                          // e1 - e0 elements each
+  std::int64_t e0 = 0, e1 = 0;                  // the FSDP range inside the block, row-major
+  T* param = nullptr;                           // e1 - e0 elements each
   T* m = nullptr;
   T* v = nullptr;
   std::int64_t count() const { return e1 - e0; }

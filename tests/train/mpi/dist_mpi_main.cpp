@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
   }
   JobResult<double> out;
   const auto docs = testing::parity_docs(80, 7);
-  Status s = run_rank<double>(**world, cfg, testing::parity_model(), docs, impl == "replica" ? testing::replica_factory<double>() : distributed_llama_factory<double>(), &out);
+  Status s = run_rank<double>(
+      **world, cfg, testing::parity_model(), docs,
+      impl == "replica" ? testing::replica_factory<double>() : distributed_llama_factory<double>(), &out);
   if (!s.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", (*world)->rank(), s.error().message().c_str());
     return 1;
@@ -55,8 +57,10 @@ int main(int argc, char** argv) {
     worst_weight = std::max(worst_weight, testing::rel_diff(out.weights[i].second, ref.weights[i].second));
   }
   const bool ok = worst_loss <= 1e-10 && worst_weight <= 1e-10;
-  std::printf("%s: world %d (tp %lld x dp %lld), %zu steps, final loss %.6f, max rel loss diff %.3g, max rel weight diff %.3g\n",
-              ok ? "PARITY OK" : "PARITY FAILED", (*world)->size(), static_cast<long long>(cfg.parallel.tp),
-              static_cast<long long>(cfg.parallel.dp), ref.losses.size(), ref.losses.back(), worst_loss, worst_weight);
+  std::printf(
+      "%s: world %d (tp %lld x dp %lld), %zu steps, final loss %.6f, max rel loss diff %.3g, max rel weight diff "
+      "%.3g\n",
+      ok ? "PARITY OK" : "PARITY FAILED", (*world)->size(), static_cast<long long>(cfg.parallel.tp),
+      static_cast<long long>(cfg.parallel.dp), ref.losses.size(), ref.losses.back(), worst_loss, worst_weight);
   return ok ? 0 : 1;
 }
