@@ -8,6 +8,7 @@
 //   HERD_PARITY_FULL=1 ./build/tests/herd_parallel_tests --gtest_filter='DistributedTraining.*'
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -29,24 +30,26 @@ kernels::AdamWConfig adamw() {
 }
 
 template <typename T>
-struct Run {
+struct RunResult {
   std::vector<double> losses;  // mean loss per step
   std::vector<T> weights;
 };
 
 template <typename T>
-Run<T> single_rank(const model::LlamaConfig& cfg, int steps) {
-  nn::LlamaModel<T> m(cfg, model::Recompute::kNone, 2, kT);
+RunResult<T> single_rank(const model::LlamaConfig& cfg, int steps, std::int64_t micro = 2) {
+  nn::LlamaModel<T> m(cfg, model::Recompute::kNone, micro, kT);
   m.init_weights(5);
   const std::int64_t n = m.param_count();
   std::vector<T> mom(static_cast<std::size_t>(n), T(0)), var(static_cast<std::size_t>(n), T(0));
-  Run<T> run;
+  RunResult<T> run;
   for (int s = 0; s < steps; ++s) {
     const Batch b = make_batch(kSeqs, kT, cfg.vocab, 100 + static_cast<std::uint32_t>(s));
     const T scale = T(1) / static_cast<T>(b.real_tokens());
     m.zero_grads();
     double loss = 0;
-    for (int mb = 0; mb < 2; ++mb) loss += m.forward_backward(b.rows(2 * mb, 2), scale).loss_sum;
+    for (std::int64_t mb = 0; mb < kSeqs / micro; ++mb) {
+      loss += m.forward_backward(b.rows(micro * mb, micro), scale).loss_sum;
+    }
     run.losses.push_back(loss / static_cast<double>(b.real_tokens()));
     const double c = kernels::clip_coefficient(std::sqrt(kernels::sum_squares<T>(m.grads(), n)), kMaxNorm);
     if (c < 1.0) kernels::scale_buffer<T>(m.grads(), n, static_cast<T>(c));
@@ -59,11 +62,13 @@ Run<T> single_rank(const model::LlamaConfig& cfg, int steps) {
 }
 
 template <typename T>
-void check_training(std::int64_t tp, std::int64_t dp, bool sp, bool reshard, int steps, double tol) {
+void check_training(std::int64_t tp, std::int64_t dp, bool sp, bool reshard, int steps, double tol,
+                    double weight_tol = 0) {
+  if (weight_tol == 0) weight_tol = tol;
   SCOPED_TRACE("tp" + std::to_string(tp) + " dp" + std::to_string(dp) + (sp ? " sp" : " nosp") +
                (reshard ? " reshard" : ""));
   const model::LlamaConfig cfg = small_gqa_model();
-  const Run<T> ref = single_rank<T>(cfg, steps);
+  const RunResult<T> ref = single_rank<T>(cfg, steps);
   nn::LlamaModel<T> layout(cfg, model::Recompute::kFull, 1, 1);  // for the named-parameter table only
   run_layout(tp, dp, sp, reshard, [&](const ParallelContext& ctx) -> Status {
     DistributedLlama<T> model(cfg, ctx, model::Recompute::kSelective, 1, kT);
@@ -90,10 +95,22 @@ void check_training(std::int64_t tp, std::int64_t dp, bool sp, bool reshard, int
     for (const nn::NamedParam& p : layout.named_params()) {
       // double: elementwise max |diff| / max |w|; fp32: relative L2 per weight (see rel_l2).
       const double r = sizeof(T) == 8 ? rel_diff(w, ref.weights.data(), p) : rel_l2(w, ref.weights.data(), p);
-      COMM_EXPECT(r <= tol, "final ", p.name, " differs by ", r, " relative");
+      COMM_EXPECT(r <= weight_tol, "final ", p.name, " differs by ", r, " relative");
     }
     return Status::Ok();
   });
+}
+
+// The fp32 floor: the single-rank run against itself with a different micro-batch split (the same
+// sums, associated differently). Printed for docs/tp.md; bounded loosely so the test can fail.
+TEST(DistributedTraining, Fp32NoiseFloorOfTheSingleRankRun) {
+  const model::LlamaConfig cfg = small_gqa_model();
+  nn::LlamaModel<float> layout(cfg, model::Recompute::kFull, 1, 1);
+  const RunResult<float> a = single_rank<float>(cfg, 20, 2), b = single_rank<float>(cfg, 20, 1);
+  double worst = 0;
+  for (const nn::NamedParam& p : layout.named_params()) worst = std::max(worst, rel_l2(a.weights, b.weights.data(), p));
+  std::printf("fp32 single-rank, 2x2 vs 4x1 micro-batches, 20 steps: worst weight rel L2 %.3g\n", worst);
+  EXPECT_LT(worst, 1e-3);
 }
 
 bool full_matrix() {
@@ -116,7 +133,11 @@ TEST(DistributedTraining, FullMatrix) {
       if (tp * dp > 8) continue;
       for (bool sp : {true, false}) {
         check_training<double>(tp, dp, sp, dp == 2, 20, 1e-10);
-        check_training<float>(tp, dp, sp, false, 20, 1e-5);
+        // fp32 after 20 steps at lr 1e-2: the loss curve holds 1e-5, but with tp > 1 one weight
+        // (layers.1.w_gate) reaches 1.0-1.5e-5 relative L2 (rounding of the split GEMMs amplified
+        // by Adam; double holds 1e-10 on the same runs), against 2.8e-6 for the single-rank run under
+        // another micro-batch split (Fp32NoiseFloorOfTheSingleRankRun). See docs/tp.md.
+        check_training<float>(tp, dp, sp, false, 20, 1e-5, 2e-5);
       }
     }
   }
