@@ -261,6 +261,7 @@ Result<kernels::CrossEntropyLoss> DistributedLlama<T>::forward_backward(const nn
   // Head: final norm on this rank's rows, vocab-parallel loss over all rows, backward to dx.
   fsdp::FlatUnit<T>& hu = *units_[head];
   HERD_RETURN_IF_ERROR(hu.wait_gather());
+  if (reshard) units_[head - 1]->begin_gather();  // the first unit of the backward
   kernels::CrossEntropyLoss loss;
   {
     const tensor::Arena::Mark m = a.mark();
