@@ -87,6 +87,10 @@ class DistributedLlama {
   // Global-norm clipping (max_norm 0: none) and AdamW on the shards; returns the norm before clipping.
   Result<double> step(const kernels::AdamWConfig& base, double lr, double max_norm);
   std::int64_t steps() const { return step_; }
+  // AdamW state of unit u's shard (shard_size() elements each) and the step count, for checkpoints.
+  T* adam_m(std::int64_t u) { return m_[static_cast<std::size_t>(u)].get(); }
+  T* adam_v(std::int64_t u) { return v_[static_cast<std::size_t>(u)].get(); }
+  void set_steps(std::int64_t s) { step_ = s; }
 
  private:
   Result<std::vector<T>> gather_full(bool grads);
