@@ -76,7 +76,15 @@ void check_training(std::int64_t tp, std::int64_t dp, bool sp, bool reshard, int
     const std::int64_t per_rank = kSeqs / dp;
     for (int s = 0; s < steps; ++s) {
       const Batch b = make_batch(kSeqs, kT, cfg.vocab, 100 + static_cast<std::uint32_t>(s));
-      const T scale = T(1) / static_cast<T>(b.real_tokens());
+      // Each DP rank counts its own rows; the global count comes from the helper the trainer uses.
+      std::int64_t mine = 0;
+      for (std::int64_t m = 0; m < per_rank; ++m) {
+        const nn::MicroBatch mb = b.rows(ctx.dp_rank() * per_rank + m, 1);
+        mine += std::count_if(mb.targets, mb.targets + mb.rows(), [](std::int32_t x) { return x >= 0; });
+      }
+      HERD_ASSIGN_OR_RETURN(const std::int64_t tokens, global_real_tokens(ctx, mine));
+      COMM_EXPECT(tokens == b.real_tokens(), tokens, " vs ", b.real_tokens());
+      const T scale = T(1) / static_cast<T>(tokens);
       model.zero_grads();
       double loss = 0;
       for (std::int64_t m = 0; m < per_rank; ++m) {

@@ -32,6 +32,13 @@ Status validate_layout(const model::LlamaConfig& cfg, const topology::ParallelDi
   return Status::Ok();
 }
 
+Result<std::int64_t> global_real_tokens(const ParallelContext& ctx, std::int64_t local_count) {
+  std::int64_t n = local_count;
+  if (ctx.cp && ctx.cp_size() > 1) HERD_RETURN_IF_ERROR(ctx.cp->all_reduce<std::int64_t>(&n, 1, comm::ReduceOp::kSum));
+  if (ctx.dp) HERD_RETURN_IF_ERROR(ctx.dp->all_reduce<std::int64_t>(&n, 1, comm::ReduceOp::kSum));
+  return n;
+}
+
 namespace {
 
 std::size_t bytes_of(std::int64_t n, std::size_t elem) { return static_cast<std::size_t>(n) * elem; }

@@ -48,6 +48,11 @@ namespace herd::parallel {
 Status validate_layout(const model::LlamaConfig& cfg, const topology::ParallelDims& dims, std::int64_t world_size,
                        std::int64_t global_batch, std::int64_t seq_len, bool sequence_parallel);
 
+// The real (non-ignored) tokens of the global step from this rank's count of its own micro-batches:
+// summed over DP and CP (different tokens), not over TP or PP (the same tokens). 1 / this is the
+// loss_scale of every rank, so each token is counted exactly once in the mean loss.
+Result<std::int64_t> global_real_tokens(const ParallelContext& ctx, std::int64_t local_count);
+
 // How a full weight is cut over TP.
 enum class TpSplit { kReplicated, kRows, kCols };
 
