@@ -225,7 +225,8 @@ Status DistributedLlama<T>::finish_unit(std::size_t u) {
     for (const auto& [b, e] : norm_ranges_[u]) tpc_->all_reduce(unit.full_grads() + b, e - b);
     HERD_RETURN_IF_ERROR(tpc_->status());
   }
-  return unit.reduce_scatter_grads();
+  unit.begin_reduce_scatter_grads();
+  return Status::Ok();
 }
 
 template <typename T>
@@ -320,6 +321,7 @@ Result<kernels::CrossEntropyLoss> DistributedLlama<T>::forward_backward(const nn
   if (last_micro_batch) HERD_RETURN_IF_ERROR(finish_unit(0));
   units_[0]->release();
   a.reset(start);
+  for (auto& u : units_) HERD_RETURN_IF_ERROR(u->wait_grads());
   return loss;
 }
 

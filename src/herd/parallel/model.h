@@ -99,7 +99,7 @@ class DistributedLlama {
 
  private:
   Result<std::vector<T>> gather_full(bool grads);
-  Status finish_unit(std::size_t u);  // TP-sum of SP norm gradients, then the DP reduce-scatter
+  Status finish_unit(std::size_t u);  // TP-sum of SP norm gradients, then post the DP reduce-scatter
   double counted_sum_squares(std::size_t u) const;
 
   model::LlamaConfig cfg_;
