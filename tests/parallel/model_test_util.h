@@ -79,6 +79,20 @@ double rel_diff(const std::vector<T>& a, const T* b, const nn::NamedParam& p) {
   return diff / scale;
 }
 
+// ||a - b|| / ||b|| over the full parameter `p` (the fp32 weight criterion: single elements whose
+// gradient is rounding noise get an Adam step of either sign, so an elementwise bound would measure
+// the noise, not the implementation).
+template <typename T>
+double rel_l2(const std::vector<T>& a, const T* b, const nn::NamedParam& p) {
+  double diff = 0, norm = 1e-300;
+  for (std::int64_t i = p.offset; i < p.offset + p.count(); ++i) {
+    const double x = static_cast<double>(a[static_cast<std::size_t>(i)]), y = static_cast<double>(b[i]);
+    diff += (x - y) * (x - y);
+    norm += y * y;
+  }
+  return std::sqrt(diff / norm);
+}
+
 // Runs fn(ctx) on every rank of a tp x dp layout.
 inline void run_layout(std::int64_t tp, std::int64_t dp, bool sp, bool reshard,
                        const std::function<Status(const ParallelContext&)>& fn) {

@@ -32,6 +32,13 @@ Status validate_layout(const model::LlamaConfig& cfg, const topology::ParallelDi
   return Status::Ok();
 }
 
+Result<std::int64_t> global_real_tokens(const ParallelContext& ctx, std::int64_t local_count) {
+  std::int64_t n = local_count;
+  if (ctx.cp && ctx.cp_size() > 1) HERD_RETURN_IF_ERROR(ctx.cp->all_reduce<std::int64_t>(&n, 1, comm::ReduceOp::kSum));
+  if (ctx.dp) HERD_RETURN_IF_ERROR(ctx.dp->all_reduce<std::int64_t>(&n, 1, comm::ReduceOp::kSum));
+  return n;
+}
+
 namespace {
 
 std::size_t bytes_of(std::int64_t n, std::size_t elem) { return static_cast<std::size_t>(n) * elem; }
@@ -218,7 +225,8 @@ Status DistributedLlama<T>::finish_unit(std::size_t u) {
     for (const auto& [b, e] : norm_ranges_[u]) tpc_->all_reduce(unit.full_grads() + b, e - b);
     HERD_RETURN_IF_ERROR(tpc_->status());
   }
-  return unit.reduce_scatter_grads();
+  unit.begin_reduce_scatter_grads();
+  return Status::Ok();
 }
 
 template <typename T>
@@ -261,6 +269,7 @@ Result<kernels::CrossEntropyLoss> DistributedLlama<T>::forward_backward(const nn
   // Head: final norm on this rank's rows, vocab-parallel loss over all rows, backward to dx.
   fsdp::FlatUnit<T>& hu = *units_[head];
   HERD_RETURN_IF_ERROR(hu.wait_gather());
+  if (reshard) units_[head - 1]->begin_gather();  // the first unit of the backward
   kernels::CrossEntropyLoss loss;
   {
     const tensor::Arena::Mark m = a.mark();
@@ -312,6 +321,7 @@ Result<kernels::CrossEntropyLoss> DistributedLlama<T>::forward_backward(const nn
   if (last_micro_batch) HERD_RETURN_IF_ERROR(finish_unit(0));
   units_[0]->release();
   a.reset(start);
+  for (auto& u : units_) HERD_RETURN_IF_ERROR(u->wait_grads());
   return loss;
 }
 

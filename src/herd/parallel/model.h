@@ -48,6 +48,11 @@ namespace herd::parallel {
 Status validate_layout(const model::LlamaConfig& cfg, const topology::ParallelDims& dims, std::int64_t world_size,
                        std::int64_t global_batch, std::int64_t seq_len, bool sequence_parallel);
 
+// The real (non-ignored) tokens of the global step from this rank's count of its own micro-batches:
+// summed over DP and CP (different tokens), not over TP or PP (the same tokens). 1 / this is the
+// loss_scale of every rank, so each token is counted exactly once in the mean loss.
+Result<std::int64_t> global_real_tokens(const ParallelContext& ctx, std::int64_t local_count);
+
 // How a full weight is cut over TP.
 enum class TpSplit { kReplicated, kRows, kCols };
 
@@ -87,14 +92,14 @@ class DistributedLlama {
   // Global-norm clipping (max_norm 0: none) and AdamW on the shards; returns the norm before clipping.
   Result<double> step(const kernels::AdamWConfig& base, double lr, double max_norm);
   std::int64_t steps() const { return step_; }
-  // For distributed checkpoints (train/dist_model.cpp): unit u's AdamW moment shards and the step count.
-  T* shard_m(std::int64_t u) { return m_[static_cast<std::size_t>(u)].get(); }
-  T* shard_v(std::int64_t u) { return v_[static_cast<std::size_t>(u)].get(); }
+  // AdamW state of unit u's shard (shard_size() elements each) and the step count, for checkpoints.
+  T* adam_m(std::int64_t u) { return m_[static_cast<std::size_t>(u)].get(); }
+  T* adam_v(std::int64_t u) { return v_[static_cast<std::size_t>(u)].get(); }
   void set_steps(std::int64_t s) { step_ = s; }
 
  private:
   Result<std::vector<T>> gather_full(bool grads);
-  Status finish_unit(std::size_t u);  // TP-sum of SP norm gradients, then the DP reduce-scatter
+  Status finish_unit(std::size_t u);  // TP-sum of SP norm gradients, then post the DP reduce-scatter
   double counted_sum_squares(std::size_t u) const;
 
   model::LlamaConfig cfg_;

@@ -73,8 +73,8 @@ class DistributedLlamaModel final : public RankModel<T> {
       s.e0 = a - p.local_offset;
       s.e1 = b - p.local_offset;
       s.param = unit.shard_params() + (a - s0);
-      s.m = model_.shard_m(p.unit) + (a - s0);
-      s.v = model_.shard_v(p.unit) + (a - s0);
+      s.m = model_.adam_m(p.unit) + (a - s0);
+      s.v = model_.adam_v(p.unit) + (a - s0);
       out.push_back(s);
     }
     return out;

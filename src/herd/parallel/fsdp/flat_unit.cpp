@@ -24,6 +24,12 @@ FlatUnit<T>::FlatUnit(std::string name, std::int64_t count, comm::Communicator& 
 }
 
 template <typename T>
+FlatUnit<T>::~FlatUnit() {
+  if (in_flight_) (void)handle_.wait();
+  if (grads_in_flight_) (void)grad_handle_.wait();
+}
+
+template <typename T>
 void FlatUnit<T>::begin_gather() {
   if (full_) return;
   full_ = aligned_array<T>(static_cast<std::size_t>(padded()));
@@ -52,15 +58,25 @@ T* FlatUnit<T>::full_grads() {
 }
 
 template <typename T>
-Status FlatUnit<T>::reduce_scatter_grads() {
-  const Status s = dp_->reduce_scatter(full_grads(), grads_.get(), static_cast<std::size_t>(shard_),
-                                       comm::elem_type_of<T>(), comm::ReduceOp::kSum);
+void FlatUnit<T>::begin_reduce_scatter_grads() {
+  HERD_CHECK(!grads_in_flight_, "FSDP unit ", name_, ": gradient reduce-scatter posted twice");
+  grad_handle_ = dp_->ireduce_scatter(full_grads(), grads_.get(), static_cast<std::size_t>(shard_),
+                                      comm::elem_type_of<T>(), comm::ReduceOp::kSum);
+  grads_in_flight_ = true;
+}
+
+template <typename T>
+Status FlatUnit<T>::wait_grads() {
+  if (!grads_in_flight_) return Status::Ok();
+  grads_in_flight_ = false;
+  const Status s = grad_handle_.wait();
   full_grads_.reset();
   return s;
 }
 
 template <typename T>
 void FlatUnit<T>::zero_grads() {
+  HERD_CHECK(!grads_in_flight_, "FSDP unit ", name_, ": zero_grads with a reduce-scatter in flight");
   std::memset(grads_.get(), 0, sizeof(T) * static_cast<std::size_t>(shard_));
   full_grads_.reset();
 }

@@ -6,9 +6,10 @@
 // master copy the optimizer updates. Before the unit's forward, the full flat buffer is all-gathered
 // (asynchronously, so the model can prefetch the next unit while computing this one); after its last
 // use it is released. Gradients accumulate in a full-size buffer across the micro-batches of a step
-// and are reduce-scattered (summed over DP) into the gradient shard once, after the unit's backward of
-// the step's last micro-batch: one reduce-scatter per unit per step whatever the accumulation count,
-// and a result that does not depend on how the step was split. The padding is zero and stays zero.
+// and are reduce-scattered (summed over DP) into the gradient shard once, posted after the unit's
+// backward of the step's last micro-batch and completed at the end of that backward pass: one reduce-scatter per unit
+// per step whatever the accumulation count, and a result that does not depend on how the step was split. The padding is
+// zero and stays zero.
 //
 // Bytes per unit per step with P = count x sizeof(T): all-gather (dp-1)/dp P sent per rank per
 // gather (one per forward, plus one per backward when resharded after forward), reduce-scatter
@@ -28,6 +29,10 @@ template <typename T>
 class FlatUnit {
  public:
   FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp);
+  // Waits for any op still in flight (an error path may leave one) before its buffers go.
+  ~FlatUnit();
+  FlatUnit(const FlatUnit&) = delete;
+  FlatUnit& operator=(const FlatUnit&) = delete;
 
   const std::string& name() const { return name_; }
   std::int64_t count() const { return count_; }        // unpadded elements of the unit
@@ -50,8 +55,10 @@ class FlatUnit {
 
   // The full gradient buffer of this step (padded), zeroed at its first use after zero_grads().
   T* full_grads();
-  // grads shard = sum over DP of the full gradient buffers; frees the buffer. Once per step.
-  Status reduce_scatter_grads();
+  // Posts grads shard = sum over DP of the full gradient buffers (once per step), asynchronous so it
+  // overlaps the next unit's backward; wait_grads() completes it and frees the full buffer.
+  void begin_reduce_scatter_grads();
+  Status wait_grads();
   void zero_grads();  // the shard and the accumulation buffer
 
  private:
@@ -59,8 +66,8 @@ class FlatUnit {
   std::int64_t count_, shard_, begin_;
   comm::Communicator* dp_;
   AlignedPtr<T> params_, grads_, full_, full_grads_;
-  comm::Handle handle_;
-  bool in_flight_ = false;
+  comm::Handle handle_, grad_handle_;
+  bool in_flight_ = false, grads_in_flight_ = false;
 };
 
 }  // namespace herd::parallel::fsdp
