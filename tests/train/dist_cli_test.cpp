@@ -87,9 +87,9 @@ TEST_F(DistCli, Tp2Dp2AsThreadsReproducesTheSingleRankLoss) {
 TEST_F(DistCli, AStalledRankStopsHerdTrainNamingIt) {
   const std::string dump = (dir_ / "dumps").string();
   fs::create_directories(dump);
-  ::setenv("HERD_FAULT", "stall:1:2:3", 1);
+  ::setenv("HERD_FAULT", "stall:1:2:6", 1);
   ::setenv("HERD_COMM_DUMP_DIR", dump.c_str(), 1);
-  auto r = herd::testing::run_herd(run_args((dir_ / "m.jsonl").string()) + " --dp 2 --parallel.comm_timeout_s=0.5");
+  auto r = herd::testing::run_herd(run_args((dir_ / "m.jsonl").string()) + " --dp 2 --parallel.comm_timeout_s=2");
   ::unsetenv("HERD_FAULT");
   ::unsetenv("HERD_COMM_DUMP_DIR");
   EXPECT_EQ(r.status, 1) << r.err;

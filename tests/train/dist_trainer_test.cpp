@@ -140,8 +140,8 @@ TEST(DistTrainer, AStalledRankStopsTheJobNamingIt) {
   TrainConfig c = parity_config(4);
   c.parallel.tp = 2;
   c.parallel.dp = 2;
-  c.parallel.comm_timeout_s = 0.5;
-  ::setenv("HERD_FAULT", "stall:3:2:2.0", 1);
+  c.parallel.comm_timeout_s = 2;  // headroom for a loaded (or sanitized) machine
+  ::setenv("HERD_FAULT", "stall:3:2:6", 1);
   JobResult<double> out;
   Status s = run_local_job<double>(c, parity_model(), parity_docs(40, 3), testing::replica_factory<double>(), &out);
   ::unsetenv("HERD_FAULT");
