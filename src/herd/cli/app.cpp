@@ -70,6 +70,9 @@ int run_cli(int argc, const char* const* argv) {
   subs.push_back(add_plan_command(root));
   subs.push_back(add_schedule_command(root));
   subs.push_back(add_data_command(root));
+  subs.push_back(add_train_command(root));
+  subs.push_back(add_generate_command(root));
+  subs.push_back(add_plot_command(root));
 
   if (argc > 1 && argv[1][0] != '-') {
     const std::string name = argv[1];

@@ -27,11 +27,14 @@ Subcommand add_model_command(CLI::App& root);
 Subcommand add_estimate_command(CLI::App& root);
 Subcommand add_plan_command(CLI::App& root);
 Subcommand add_schedule_command(CLI::App& root);
+Subcommand add_data_command(CLI::App& root);
+Subcommand add_train_command(CLI::App& root);
+Subcommand add_generate_command(CLI::App& root);
+Subcommand add_plot_command(CLI::App& root);
 
 // Option validators whose messages read "must be a positive integer, got 0".
 CLI::Validator positive_integer();
 CLI::Validator positive_number();
-Subcommand add_data_command(CLI::App& root);
 
 // Parses argv and runs the chosen subcommand; returns the process exit status.
 int run_cli(int argc, const char* const* argv);

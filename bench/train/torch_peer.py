@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""PyTorch peer of herd_bench_train: the same Llama 3 preset, batch and optimizer step, timed the same way.
+
+Builds the model of herd's `tiny` or `small` preset (RMSNorm, RoPE, GQA, SwiGLU, untied embeddings,
+fp32), runs one warm-up step and N timed training steps (forward, cross-entropy, backward, clipping,
+AdamW) on random tokens, and prints one JSON result with the same fields herd's benchmark writes
+(tokens/s by wall clock and per CPU-second, achieved model GFLOP/s with the same FLOP count).
+
+Thread control: torch.set_num_threads(n) does not limit the OpenBLAS inside Debian's torch, so
+OPENBLAS_NUM_THREADS must be set in the environment too (run.sh does; ENVIRONMENT.md).
+Run with Debian's torch: /usr/bin/python3 bench/train/torch_peer.py --model small --threads 1
+"""
+import argparse
+import json
+import math
+import os
+import resource
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+PRESETS = {  # src/herd/model/config.cpp: small_model(name, hidden, ffn, layers, heads, kv_heads)
+    "tiny": dict(hidden=256, ffn=768, layers=8, heads=8, kv_heads=4),
+    "small": dict(hidden=512, ffn=1536, layers=8, heads=8, kv_heads=2),
+}
+VOCAB = 8192
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d, f, h, kv):
+        super().__init__()
+        self.h, self.kv, self.hd = h, kv, d // h
+        self.w_attn_norm = torch.nn.Parameter(torch.ones(d))
+        self.w_mlp_norm = torch.nn.Parameter(torch.ones(d))
+        self.wq = torch.nn.Linear(d, h * self.hd, bias=False)
+        self.wk = torch.nn.Linear(d, kv * self.hd, bias=False)
+        self.wv = torch.nn.Linear(d, kv * self.hd, bias=False)
+        self.wo = torch.nn.Linear(h * self.hd, d, bias=False)
+        self.w_gate = torch.nn.Linear(d, f, bias=False)
+        self.w_up = torch.nn.Linear(d, f, bias=False)
+        self.w_down = torch.nn.Linear(f, d, bias=False)
+
+    @staticmethod
+    def norm(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+
+    def forward(self, x, cos, sin, mask):
+        B, T, _ = x.shape
+        h = self.norm(x, self.w_attn_norm)
+        q = self.wq(h).view(B, T, self.h, self.hd).transpose(1, 2)
+        k = self.wk(h).view(B, T, self.kv, self.hd).transpose(1, 2)
+        v = self.wv(h).view(B, T, self.kv, self.hd).transpose(1, 2)
+        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        k = k.repeat_interleave(self.h // self.kv, dim=1)
+        v = v.repeat_interleave(self.h // self.kv, dim=1)
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(self.hd) + mask
+        a = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, -1)
+        x = x + self.wo(a)
+        h = self.norm(x, self.w_mlp_norm)
+        return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
+
+
+def rope(x, cos, sin):
+    half = x.shape[-1] // 2
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+
+
+class Llama(torch.nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        d = p["hidden"]
+        self.emb = torch.nn.Embedding(VOCAB, d)
+        self.blocks = torch.nn.ModuleList(Block(d, p["ffn"], p["heads"], p["kv_heads"]) for _ in range(p["layers"]))
+        self.w_final = torch.nn.Parameter(torch.ones(d))
+        self.out = torch.nn.Linear(d, VOCAB, bias=False)
+        self.hd = d // p["heads"]
+
+    def forward(self, tokens, targets):
+        T = tokens.shape[1]
+        inv = 500000.0 ** (-torch.arange(0, self.hd // 2, dtype=torch.float32) * 2 / self.hd)
+        ang = torch.arange(T, dtype=torch.float32)[:, None] * inv
+        cos, sin = torch.cos(ang), torch.sin(ang)
+        mask = torch.full((T, T), float("-inf")).triu(1)
+        x = self.emb(tokens)
+        for b in self.blocks:
+            x = b(x, cos, sin, mask)
+        logits = self.out(Block.norm(x, self.w_final))
+        return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="small", choices=PRESETS)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--micro-batch", type=int, default=8)
+    ap.add_argument("--seq-len", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=3)
+    args = ap.parse_args()
+    if os.environ.get("OPENBLAS_NUM_THREADS") != str(args.threads):
+        print("warning: set OPENBLAS_NUM_THREADS to --threads (Debian's torch ignores set_num_threads for BLAS)",
+              file=sys.stderr)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    p = PRESETS[args.model]
+    m = Llama(p)
+    n_params = sum(x.numel() for x in m.parameters())
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    B, T = args.micro_batch, args.seq_len
+    tokens = torch.randint(0, VOCAB, (B, T))
+    targets = torch.randint(0, VOCAB, (B, T))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = m(tokens, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        opt.step()
+        return loss.item()
+
+    step()
+    wall, cpu = [], []
+    for _ in range(args.steps):
+        t0, c0 = time.perf_counter(), time.process_time()
+        loss = step()
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    wall.sort()
+    cpu.sort()
+    med_wall, med_cpu = wall[len(wall) // 2], cpu[len(cpu) // 2]
+    # The same model FLOPs per token as herd (model/flops.h, kSixN, causal): 6 x all parameters +
+    # 12 x layers x hidden x (T + 1) / 2.
+    fpt = 6 * n_params + 12 * p["layers"] * p["hidden"] * (T + 1) / 2
+    n = B * T
+    r = {"impl": "pytorch", "torch_version": torch.__version__, "model": args.model, "params": n_params,
+         "threads": args.threads, "micro_batch": B, "seq_len": T, "steps_timed": args.steps, "precision": "fp32",
+         "step_s_median": med_wall, "tokens_per_s": n / med_wall, "tokens_per_cpu_s": n / med_cpu * args.threads,
+         "model_flops_per_token": fpt, "achieved_gflops": fpt * n / med_wall / 1e9, "final_loss": loss,
+         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+    print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+// One Llama 3 transformer block with an explicit forward and backward:
+//   h   = x + Wo . attention(rope(Wq . n1), rope(Wk . n1), Wv . n1),   n1 = rmsnorm(x) * attn_norm
+//   out = h + Wdown . (silu(Wgate . n2) * (Wup . n2)),                 n2 = rmsnorm(h) * mlp_norm
+// with grouped-query attention under the causal document mask.
+//
+// The forward keeps, in the caller's arena, exactly the tensors model/activations.h lists for the
+// recompute policy, allocated under the same names ("attn.q", ...; the arena's tag is
+// "<prefix><name>"), and returns them as a BlockState; everything else it needs is scratch, freed
+// before it returns. The backward re-materialises what the policy dropped (selective: the norm
+// outputs and the SwiGLU product; full: the whole forward from the saved input), consumes the state
+// and frees it. Because the arena is a stack, states must be released in reverse order of creation:
+// a single-rank step does forward 0..L-1 then backward L-1..0.
+//
+// Parameters and gradients are one flat buffer each (LayerLayout); gradients accumulate (+=), so
+// micro-batches add into the same buffer and the caller zeroes it once per step.
+// Tensor parallelism (parallel/tp) reuses this class: built from the local LayerSizes of one TP
+// shard and given TensorParallelHooks, the norms run on this rank's rows (all N, or N/tp with
+// sequence parallelism), the hooks gather them into the column-parallel q/k/v and gate/up linears and
+// reduce the row-parallel o and down outputs; without hooks the block is the single-rank layer.
+// Legend: N = B x T rows, n_loc = the rows of the norm regions, d hidden, q = heads x head_dim, kv = kv_heads x
+// head_dim, f = ffn.
+#pragma once
+
+#include <string>
+
+#include "herd/kernels/rope.h"
+#include "herd/model/flops.h"
+#include "herd/nn/batch.h"
+#include "herd/nn/layer_sizes.h"
+#include "herd/tensor/arena.h"
+
+namespace herd::nn {
+
+// The collectives around a block's tensor-parallel regions (Megatron's f/g pair). Each is the other's
+// backward: gather's adjoint is reduce and reduce's adjoint is gather, with or without SP.
+template <typename T>
+class TensorParallelHooks {
+ public:
+  virtual ~TensorParallelHooks() = default;
+  // Rows of this rank's norm regions for a micro-batch of n rows: n, or n / tp with SP.
+  virtual std::int64_t local_rows(std::int64_t n) const = 0;
+  // full (n, cols) from this rank's local (local_rows(n), cols): SP all-gather over TP, else a copy.
+  virtual void gather(const T* local, T* full, std::int64_t n, std::int64_t cols) const = 0;
+  // local (local_rows(n), cols) = sum over TP of partial (n, cols): SP reduce-scatter, else all-reduce.
+  virtual void reduce(const T* partial, T* local, std::int64_t n, std::int64_t cols) const = 0;
+};
+
+template <typename T>
+struct BlockState {
+  tensor::Arena::Mark mark;    // the arena before the first saved tensor
+  T* input = nullptr;          // attn_norm.input (n_loc, d): the layer input, also the residual
+  T* attn_rstd = nullptr;      // (n_loc)
+  T* attn_norm_out = nullptr;  // (n_loc, d); none only
+  T* q = nullptr;              // (N, q) after RoPE
+  T* k = nullptr;              // (N, kv) after RoPE
+  T* v = nullptr;              // (N, kv)
+  T* attn_out = nullptr;       // (N, q)
+  T* lse = nullptr;            // (B, heads, T)
+  T* mlp_input = nullptr;      // mlp_norm.input (n_loc, d)
+  T* mlp_rstd = nullptr;       // (n_loc)
+  T* mlp_norm_out = nullptr;   // (n_loc, d); none only
+  T* gate = nullptr;           // (N, f)
+  T* up = nullptr;             // (N, f)
+  T* act = nullptr;            // (N, f) silu(gate) * up; none only
+};
+
+template <typename T>
+class TransformerBlock {
+ public:
+  TransformerBlock(const LayerSizes& sizes, model::Recompute recompute, std::string tag_prefix = "");
+
+  const LayerSizes& sizes() const { return sizes_; }
+  const LayerLayout& layout() const { return layout_; }
+  std::int64_t param_count() const { return layout_.total; }
+  model::Recompute recompute() const { return recompute_; }
+
+  // params and grads: param_count() elements each, owned by the caller (a model's flat unit).
+  void bind(T* params, T* grads) {
+    w_ = params;
+    g_ = grads;
+  }
+  // Tensor-parallel collectives (nullptr: single rank). Not owned.
+  void set_tensor_parallel(const TensorParallelHooks<T>* hooks) { tp_ = hooks; }
+
+  // x (n_loc, d): the residual stream, replaced by the block's output.
+  BlockState<T> forward(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, T* x) const;
+
+  // dx (n_loc, d): dLoss/d(output) in, dLoss/d(input) out. Accumulates the weight gradients and frees `st`
+  // (and everything the arena holds above it).
+  void backward(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, BlockState<T>& st,
+                T* dx) const;
+
+ private:
+  // Fills every field of `st` from st.input, allocating the missing ones from `arena` as scratch, and writes the
+  // block output to x_out when not null;
+  // the shared body of forward and of full recompute.
+  void compute(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, BlockState<T>& st,
+               T* x_out) const;
+
+  LayerSizes sizes_;
+  LayerLayout layout_;
+  model::Recompute recompute_;
+  std::string prefix_;
+  T* w_ = nullptr;
+  T* g_ = nullptr;
+  const TensorParallelHooks<T>* tp_ = nullptr;
+};
+
+}  // namespace herd::nn

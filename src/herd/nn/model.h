@@ -1,0 +1,97 @@
+// The single-rank Llama 3 model: token embedding, L transformer blocks, final RMSNorm, untied output
+// head and the mean cross-entropy over real tokens, with an explicit forward and backward.
+//
+// Parameters live in one flat buffer made of per-layer units (embedding | layer 0 | ... | layer L-1 |
+// final norm + output), gradients in a second buffer of the same layout, so AdamW, clipping and
+// checkpoints see one span and FSDP can later shard unit by unit. Activations come from one arena
+// sized from model/activations.h (the same functions the planner uses) for the largest micro-batch the
+// model is built for, plus the scratch of one layer's backward; a step allocates nothing else.
+// forward_backward accumulates gradients (+=), so micro-batches of one step add up; the caller zeroes
+// the gradient buffer at the start of each step.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "herd/core/aligned.h"
+#include "herd/kernels/cross_entropy.h"
+#include "herd/kernels/rope.h"
+#include "herd/model/config.h"
+#include "herd/model/flops.h"
+#include "herd/nn/batch.h"
+#include "herd/nn/block.h"
+#include "herd/tensor/arena.h"
+
+namespace herd::nn {
+
+// One named weight inside the flat buffer; shape is (out, in) for matrices, (n) for norms.
+struct NamedParam {
+  std::string name;  // "tok_embedding", "layers.3.wq", "final_norm", "output"
+  std::int64_t offset = 0;
+  std::int64_t rows = 0;
+  std::int64_t cols = 1;
+  std::int64_t count() const { return rows * cols; }
+  bool is_norm() const { return cols == 1; }
+};
+
+// A contiguous range of the flat buffer that FSDP would shard as one unit.
+struct ParamUnit {
+  std::string name;  // "embedding", "layers.3", "head"
+  std::int64_t offset = 0;
+  std::int64_t count = 0;
+};
+
+// Arena bytes a model needs for micro-batches of up to (micro_batch, seq_len): the activation lists
+// of model/activations.h plus the residual streams and one layer's backward scratch.
+std::int64_t model_arena_bytes(const model::LlamaConfig& cfg, std::int64_t micro_batch, std::int64_t seq_len,
+                               model::Recompute recompute, std::int64_t element_bytes);
+
+template <typename T>
+class LlamaModel {
+ public:
+  // Sized for micro-batches of at most (micro_batch, seq_len); seq_len <= cfg.max_seq_len.
+  LlamaModel(const model::LlamaConfig& cfg, model::Recompute recompute, std::int64_t micro_batch, std::int64_t seq_len);
+
+  const model::LlamaConfig& config() const { return cfg_; }
+  std::int64_t param_count() const { return n_params_; }
+  T* params() { return params_.get(); }
+  const T* params() const { return params_.get(); }
+  T* grads() { return grads_.get(); }
+  const std::vector<NamedParam>& named_params() const { return named_; }
+  const std::vector<ParamUnit>& units() const { return units_; }
+  const NamedParam& param(const std::string& name) const;  // HERD_CHECK when unknown
+  tensor::Arena& arena() { return *arena_; }
+
+  // Llama-style initialisation from a seed: matrices N(0, 0.02), the residual-output projections
+  // (wo, w_down) N(0, 0.02 / sqrt(2 L)), the embedding N(0, 1), the output head N(0, 1/sqrt(d)), norms 1.
+  void init_weights(std::uint64_t seed);
+  void zero_grads();
+
+  // Forward and backward of one micro-batch. loss_scale is dLoss/d(per-token loss): 1 / (real tokens of
+  // the whole step) for the mean over the step. Returns the loss sum and the real-token count.
+  kernels::CrossEntropyLoss forward_backward(const MicroBatch& mb, T loss_scale);
+  // Forward only (evaluation).
+  kernels::CrossEntropyLoss evaluate(const MicroBatch& mb);
+  // Logits (N, V) of every position.
+  void logits(const MicroBatch& mb, T* out);
+
+ private:
+  // Embedding and blocks; x (N, d) holds the final residual. Keeps the block states when `train`.
+  void forward_blocks(const MicroBatch& mb, T* x, std::vector<BlockState<T>>* states);
+  void check_batch(const MicroBatch& mb) const;
+
+  model::LlamaConfig cfg_;
+  model::Recompute recompute_;
+  std::int64_t max_rows_ = 0, max_seq_ = 0;
+  std::int64_t n_params_ = 0;
+  std::int64_t emb_ = 0, final_norm_ = 0, output_ = 0;  // offsets
+  AlignedPtr<T> params_, grads_;
+  std::vector<NamedParam> named_;
+  std::vector<ParamUnit> units_;
+  std::vector<TransformerBlock<T>> blocks_;
+  std::unique_ptr<kernels::RopeTable<T>> rope_;
+  std::unique_ptr<tensor::Arena> arena_;
+};
+
+}  // namespace herd::nn

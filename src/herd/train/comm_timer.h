@@ -1,0 +1,40 @@
+// TimedCommunicator: a Communicator that forwards every op to another one and adds up the wall time
+// this rank spends blocked in wait() — the "communication" share of a step in the scaling benchmark.
+//
+// It wraps the world communicator before the axis groups are split from it, and every group it makes
+// is wrapped the same way with the same counter, so one number covers TP, DP and every other group.
+// Time spent in a wait is the exposed (not overlapped) communication, the quantity that matters for a
+// step's length. The wrapped communicator still does the flight recording and timeouts; this layer
+// keeps only a small recorder of its own because the base class requires one.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "herd/comm/communicator.h"
+
+namespace herd::train {
+
+class TimedCommunicator final : public comm::Communicator {
+ public:
+  // Borrows `inner`, which must outlive this object.
+  explicit TimedCommunicator(comm::Communicator& inner);
+  TimedCommunicator(std::unique_ptr<comm::Communicator> owned, std::shared_ptr<double> counter);
+
+  const char* backend() const override { return inner_->backend(); }
+  Result<std::unique_ptr<comm::Communicator>> new_group(const std::vector<std::int64_t>& global_ranks,
+                                                        const std::string& name) override;
+  using comm::Communicator::new_group;
+  double wait_seconds() const { return *seconds_; }
+
+ protected:
+  std::shared_ptr<comm::Work> post(const comm::OpDesc& op) override;
+
+ private:
+  std::unique_ptr<comm::Communicator> owned_;
+  comm::Communicator* inner_;
+  std::shared_ptr<double> seconds_;
+};
+
+}  // namespace herd::train

@@ -1,0 +1,126 @@
+// The typed configuration of one training run: a struct per section with a default and a doc line
+// per field, read from a JSON file and then from `--section.field=value` overrides.
+//
+// Every field is registered once (config.cpp) with its name, its doc line and a typed setter, so the
+// file reader, the override parser, the resolved-config table and the manifest of a checkpoint all
+// walk the same list: an unknown key is an error naming it and the keys its section does know.
+// Defaults are the Llama 3 recipe (AdamW 0.9/0.95, weight decay 0.1, clip 1.0, linear warm-up then
+// cosine decay to 1% of the peak) scaled to a few-minute CPU run of the `tiny` preset.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "herd/core/error.h"
+#include "herd/core/json.h"
+
+namespace herd::train {
+
+struct ModelSection {
+  std::string name = "tiny";  // a preset (tiny, small, llama3-8b, ...) or a Hugging Face config.json
+  std::int64_t vocab = 0;     // vocabulary size; 0 takes the tokenizer's
+};
+
+struct DataSection {
+  std::string dir = "runs/data";  // token shards written by `herd data` (train-*.bin and val-*.bin)
+  std::string tokenizer = "";     // the tokenizer the shards were made with (for samples); empty: none
+  std::int64_t seq_len = 256;     // tokens per packed sequence (at most the model's max_seq_len)
+  std::int64_t seed = 1;          // document order of every epoch
+};
+
+struct OptimSection {
+  double lr = 3e-3;            // peak learning rate
+  double min_lr_ratio = 0.01;  // floor of the cosine as a fraction of the peak (paper: 8e-7 / 8e-5)
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;  // decoupled (AdamW), on every parameter
+  double grad_clip = 1.0;     // max global gradient L2 norm; 0 disables clipping
+};
+
+struct ScheduleSection {
+  std::int64_t warmup_steps = 50;  // linear warm-up (paper: 8,000 of 1.2M steps)
+  std::int64_t decay_steps = 0;    // cosine length after warm-up; 0 means until train.steps
+  bool ramp = false;               // the paper's batch/sequence ramp: quarter batch at half length first
+  std::int64_t ramp_tokens = 0;    // tokens of the first ramp stage (paper: 252M); 0: 10% of the run
+  std::int64_t ramp_tokens2 = 0;   // tokens until the full batch (paper: 2.87T); 0: 30% of the run
+};
+
+struct TrainSection {
+  std::int64_t steps = 300;             // optimizer steps
+  std::int64_t micro_batch = 8;         // sequences per micro-batch
+  std::int64_t grad_accum = 1;          // micro-batches per step (gradients accumulate in FP32)
+  std::string recompute = "none";       // activation recompute: none, selective, full
+  std::int64_t threads = 0;             // BLAS threads; 0 keeps the library's default
+  std::int64_t seed = 1234;             // weight initialisation
+  std::int64_t log_every = 10;          // progress line period in steps
+  std::string metrics_file = "";        // JSON lines, one object per step; empty: none
+  double peak_gflops_per_core = 117.0;  // for MFU: fp32 FMA peak of one core (ENVIRONMENT.md)
+};
+
+struct EvalSection {
+  std::int64_t every = 50;   // steps between held-out evaluations; 0: only at the end
+  std::int64_t batches = 8;  // micro-batches per evaluation
+};
+
+struct CheckpointSection {
+  std::string dir = "";      // checkpoint directory; empty: no checkpoints
+  std::int64_t every = 100;  // steps between checkpoints (and one at the end)
+  std::int64_t keep = 2;     // keep the newest K
+  bool resume = true;        // resume from the newest checkpoint in dir when there is one
+  bool fallback = false;     // on a corrupt newest checkpoint, resume from the previous good one
+};
+
+struct GenerateSection {
+  std::int64_t samples = 2;      // samples printed at the end of training
+  std::int64_t max_tokens = 64;  // tokens per sample
+  std::string prompt = "The State of the Union";
+};
+
+// The layout of a multi-rank run (docs/distributed.md). tp x dp ranks; 1 x 1 is the single-rank trainer.
+struct ParallelSection {
+  std::int64_t tp = 1;            // tensor-parallel degree (divides heads, kv heads, vocab)
+  std::int64_t dp = 1;            // data-parallel (FSDP) degree (divides train.micro_batch)
+  bool sequence_parallel = true;  // Megatron-LM sequence parallelism inside TP groups
+  std::string backend = "auto";   // local (ranks as threads), mpi (started by mpirun), auto: mpi iff mpirun
+  double comm_timeout_s = 300;    // a collective waiting longer names the missing ranks and stops the job
+};
+
+struct TrainConfig {
+  ModelSection model;
+  ParallelSection parallel;
+  DataSection data;
+  OptimSection optim;
+  ScheduleSection schedule;
+  TrainSection train;
+  EvalSection eval;
+  CheckpointSection checkpoint;
+  GenerateSection generate;
+};
+
+// One registered field: "optim.lr", its doc line, and its current value rendered as JSON.
+struct FieldInfo {
+  std::string key;
+  std::string doc;
+  Json value;
+};
+std::vector<FieldInfo> describe(const TrainConfig& cfg);
+
+// Applies a JSON object {"section": {"field": value}}; unknown sections and keys are errors naming them.
+Status apply_json(TrainConfig& cfg, const Json& j, const std::string& source);
+
+// Applies one override "section.field=value" (with or without the leading "--"). The value is read
+// as the field's type: "1e-3" for a number, "true"/"false" for a flag, the raw text for a string.
+Status apply_override(TrainConfig& cfg, const std::string& arg);
+
+// The file (when not empty), then the overrides in order; then validation.
+Result<TrainConfig> load_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// Relations between fields (positivity, ranges); messages name the field and the value.
+Status validate(const TrainConfig& cfg);
+
+// The resolved configuration as nested JSON (for manifests and --print-config).
+Json to_json(const TrainConfig& cfg);
+
+}  // namespace herd::train

@@ -1,0 +1,265 @@
+// Distributed checkpoints: per-rank shard files, a merged manifest, and resharding on load.
+#include "herd/train/dist_checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "herd/train/checkpoint.h"
+
+namespace herd::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "herd-dist-1";
+
+template <typename T>
+const char* elem_tag() {
+  return sizeof(T) == 8 ? "fp64" : "fp32";
+}
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+std::string rank_file(int rank, const char* ext) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "rank_%05d.%s", rank, ext);
+  return buf;
+}
+
+Status write_synced(const std::string& path, const void* data, std::size_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return make_error(path, ": cannot create (", std::strerror(errno), "); check the directory");
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, p, bytes);
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return make_error(path, ": write failed (", std::strerror(err), "); check free disk space");
+    }
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) return make_error(path, ": fsync failed (", std::strerror(errno), ")");
+  return Status::Ok();
+}
+
+Result<std::vector<char>> read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(path, ": cannot open; the checkpoint is incomplete");
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A barrier whose failure still lets every rank return (the status carries the comm error).
+Status barrier(comm::Communicator& world, const char* what) {
+  Status s = world.barrier();
+  if (!s.ok()) return s.error().with_context(std::string("checkpoint ") + what);
+  return s;
+}
+
+}  // namespace
+
+template <typename T>
+Status save_dist_checkpoint(const std::string& dir, std::int64_t step, const Json& meta, const Json& layout,
+                            comm::Communicator& world, const std::vector<ShardPiece<T>>& pieces, std::int64_t keep) {
+  const std::string name = step_dir_name(step);
+  const fs::path tmp = fs::path(dir) / (".tmp-" + name);
+  Status made = Status::Ok();
+  if (world.rank() == 0) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    fs::create_directories(tmp, ec);
+    if (ec) made = make_error(tmp.string(), ": cannot create (", ec.message(), "); check checkpoint.dir");
+  }
+  // Rank 0's failure to create the directory must stop every rank, not only rank 0.
+  int ok = made.ok() ? 1 : 0;
+  HERD_RETURN_IF_ERROR(world.broadcast(&ok, 1, comm::ElemType::kI32, 0));
+  if (!ok) return made.ok() ? make_error(tmp.string(), ": rank 0 could not create the checkpoint directory") : made;
+
+  std::vector<T> buf;
+  Json index = Json::array();
+  for (const ShardPiece<T>& p : pieces) {
+    index.push_back({{"name", p.name},
+                     {"rows", p.rows},
+                     {"cols", p.cols},
+                     {"r0", p.r0},
+                     {"r1", p.r1},
+                     {"c0", p.c0},
+                     {"c1", p.c1},
+                     {"e0", p.e0},
+                     {"e1", p.e1},
+                     {"offset", static_cast<std::int64_t>(buf.size())}});
+    buf.insert(buf.end(), p.param, p.param + p.count());
+    buf.insert(buf.end(), p.m, p.m + p.count());
+    buf.insert(buf.end(), p.v, p.v + p.count());
+  }
+  const std::size_t bytes = buf.size() * sizeof(T);
+  const std::string bin = rank_file(world.rank(), "bin");
+  Status w = write_synced((tmp / bin).string(), buf.data(), bytes);
+  if (w.ok()) {
+    const Json entry = {{"rank", world.rank()},
+                        {"file", bin},
+                        {"bytes", static_cast<std::int64_t>(bytes)},
+                        {"checksum", hex64(checksum64(buf.data(), bytes))},
+                        {"pieces", index}};
+    const std::string text = entry.dump();
+    w = write_synced((tmp / rank_file(world.rank(), "json")).string(), text.data(), text.size());
+  }
+  int all_ok = w.ok() ? 1 : 0;
+  HERD_RETURN_IF_ERROR(world.all_reduce(&all_ok, 1, comm::ElemType::kI32, comm::ReduceOp::kMin));
+  if (!all_ok) return w.ok() ? make_error(tmp.string(), ": another rank failed to write its shard") : w;
+
+  Status merged = Status::Ok();
+  if (world.rank() == 0) {
+    Json files = Json::array();
+    for (int r = 0; r < world.size() && merged.ok(); ++r) {
+      Result<Json> e = read_json_file((tmp / rank_file(r, "json")).string());
+      if (!e.ok()) {
+        merged = e.error();
+        break;
+      }
+      files.push_back(*e);
+      fs::remove(tmp / rank_file(r, "json"));
+    }
+    if (merged.ok()) {
+      const Json manifest = {{"format", kFormat}, {"step", step}, {"elem", elem_tag<T>()},
+                             {"layout", layout},  {"meta", meta}, {"files", files}};
+      const std::string text = manifest.dump(1);
+      merged = write_synced((tmp / "manifest.json").string(), text.data(), text.size());
+    }
+    if (merged.ok()) {
+      const fs::path final_path = fs::path(dir) / name;
+      std::error_code ec;
+      fs::remove_all(final_path, ec);
+      fs::rename(tmp, final_path, ec);
+      if (ec) merged = make_error(final_path.string(), ": rename failed (", ec.message(), ")");
+      std::vector<std::string> all = list_checkpoints(dir);  // newest first
+      for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 1)); i < all.size(); ++i) {
+        fs::remove_all(all[i], ec);
+      }
+    }
+  }
+  int done = merged.ok() ? 1 : 0;
+  HERD_RETURN_IF_ERROR(world.broadcast(&done, 1, comm::ElemType::kI32, 0));
+  HERD_RETURN_IF_ERROR(barrier(world, "commit"));
+  if (!done) return merged.ok() ? make_error(dir, ": rank 0 failed to commit the checkpoint") : merged;
+  return Status::Ok();
+}
+
+Result<DistCheckpoint> open_dist_checkpoint(const std::string& step_path) {
+  const std::string mpath = (fs::path(step_path) / "manifest.json").string();
+  HERD_ASSIGN_OR_RETURN(Json m, read_json_file(mpath));
+  if (!m.is_object() || !m.contains("format") || m["format"] != kFormat) {
+    return make_error(mpath, ": not a distributed checkpoint (format is not ", kFormat, ")");
+  }
+  for (const char* k : {"step", "elem", "layout", "meta", "files"}) {
+    if (!m.contains(k)) return make_error(mpath, ": missing field '", k, "'");
+  }
+  for (const Json& f : m["files"]) {
+    const std::string path = (fs::path(step_path) / f["file"].get<std::string>()).string();
+    HERD_ASSIGN_OR_RETURN(std::vector<char> bytes, read_all(path));
+    if (static_cast<std::int64_t>(bytes.size()) != f["bytes"].get<std::int64_t>()) {
+      return make_error(path, ": ", bytes.size(), " bytes, the manifest says ", f["bytes"].get<std::int64_t>(),
+                        "; the checkpoint is truncated");
+    }
+    if (hex64(checksum64(bytes.data(), bytes.size())) != f["checksum"].get<std::string>()) {
+      return make_error(path, ": checksum mismatch; the shard is corrupt");
+    }
+  }
+  DistCheckpoint ck;
+  ck.path = step_path;
+  ck.step = m["step"].get<std::int64_t>();
+  ck.manifest = std::move(m);
+  return ck;
+}
+
+std::string latest_dist_checkpoint(const std::string& dir) {
+  for (const std::string& p : list_checkpoints(dir)) {
+    if (fs::exists(fs::path(p) / "manifest.json")) return p;
+  }
+  return "";
+}
+
+template <typename T>
+Status DistCheckpoint::load_into(std::vector<ShardPiece<T>>& pieces) const {
+  if (manifest["elem"] != elem_tag<T>()) {
+    return make_error(path, ": holds ", manifest["elem"].get<std::string>(), " tensors but this run trains in ",
+                      elem_tag<T>(), "; train with the checkpoint's precision");
+  }
+  // Where each named tensor's pieces are: (file index, piece json).
+  std::map<std::string, std::vector<std::pair<std::size_t, const Json*>>> sources;
+  const Json& files = manifest["files"];
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    for (const Json& p : files[f]["pieces"]) sources[p["name"].get<std::string>()].push_back({f, &p});
+  }
+  std::map<std::size_t, std::vector<char>> cache;  // file index -> bytes
+  auto file_data = [&](std::size_t f) -> Result<const T*> {
+    auto it = cache.find(f);
+    if (it == cache.end()) {
+      HERD_ASSIGN_OR_RETURN(std::vector<char> b,
+                            read_all((fs::path(path) / files[f]["file"].get<std::string>()).string()));
+      it = cache.emplace(f, std::move(b)).first;
+    }
+    return reinterpret_cast<const T*>(it->second.data());
+  };
+  for (ShardPiece<T>& dst : pieces) {
+    auto src_it = sources.find(dst.name);
+    if (src_it == sources.end())
+      return make_error(path, ": has no tensor '", dst.name, "'; it was saved by another model");
+    const std::int64_t n = dst.rows * dst.cols;
+    std::vector<T> full[3] = {std::vector<T>(static_cast<std::size_t>(n)), std::vector<T>(static_cast<std::size_t>(n)),
+                              std::vector<T>(static_cast<std::size_t>(n))};
+    std::vector<int> covered(static_cast<std::size_t>(n), 0);
+    for (const auto& [f, pj] : src_it->second) {
+      const Json& p = *pj;
+      if (p["rows"].get<std::int64_t>() != dst.rows || p["cols"].get<std::int64_t>() != dst.cols) {
+        return make_error(path, ": tensor '", dst.name, "' is ", p["rows"].get<std::int64_t>(), " x ",
+                          p["cols"].get<std::int64_t>(), " but the model has ", dst.rows, " x ", dst.cols);
+      }
+      HERD_ASSIGN_OR_RETURN(const T* data, file_data(f));
+      const std::int64_t r0 = p["r0"], c0 = p["c0"], c1 = p["c1"], e0 = p["e0"], e1 = p["e1"];
+      const std::int64_t off = p["offset"], cnt = e1 - e0, bw = c1 - c0;
+      for (std::int64_t e = e0; e < e1; ++e) {
+        const std::int64_t full_i = (r0 + e / bw) * dst.cols + (c0 + e % bw);
+        const std::int64_t k = off + (e - e0);
+        for (int w = 0; w < 3; ++w) full[w][static_cast<std::size_t>(full_i)] = data[k + w * cnt];
+        ++covered[static_cast<std::size_t>(full_i)];
+      }
+    }
+    const std::int64_t bw = dst.c1 - dst.c0;
+    for (std::int64_t e = dst.e0; e < dst.e1; ++e) {
+      const std::int64_t full_i = (dst.r0 + e / bw) * dst.cols + (dst.c0 + e % bw);
+      if (covered[static_cast<std::size_t>(full_i)] != 1) {
+        return make_error(path, ": element ", full_i, " of '", dst.name, "' is stored ",
+                          covered[static_cast<std::size_t>(full_i)], " times (expected once); the manifest is corrupt");
+      }
+      const std::int64_t k = e - dst.e0;
+      dst.param[k] = full[0][static_cast<std::size_t>(full_i)];
+      dst.m[k] = full[1][static_cast<std::size_t>(full_i)];
+      dst.v[k] = full[2][static_cast<std::size_t>(full_i)];
+    }
+  }
+  return Status::Ok();
+}
+
+template Status save_dist_checkpoint<float>(const std::string&, std::int64_t, const Json&, const Json&,
+                                            comm::Communicator&, const std::vector<ShardPiece<float>>&, std::int64_t);
+template Status save_dist_checkpoint<double>(const std::string&, std::int64_t, const Json&, const Json&,
+                                             comm::Communicator&, const std::vector<ShardPiece<double>>&, std::int64_t);
+template Status DistCheckpoint::load_into<float>(std::vector<ShardPiece<float>>&) const;
+template Status DistCheckpoint::load_into<double>(std::vector<ShardPiece<double>>&) const;
+
+}  // namespace herd::train

@@ -1,0 +1,53 @@
+// Distributed checkpoints: one shard file per rank plus a manifest, readable by any other layout.
+//
+//   DIR/step_00000100/manifest.json   {"format": "herd-dist-1", "step", "elem", "layout": {tp, dp, world},
+//                                      "meta": {...}, "files": [{rank, file, bytes, checksum,
+//                                      "pieces": [{name, rows, cols, r0, r1, c0, c1, e0, e1, offset}]}]}
+//   DIR/step_00000100/rank_00003.bin  for each piece: its parameters, then AdamW m, then v (offset is the
+//                                      piece's first element in the file, counting elements of `elem`)
+//
+// Saving is collective over the world: rank 0 makes DIR/.tmp-step_..., every rank writes and fsyncs its
+// shard and a small index, rank 0 merges the indexes into the manifest (written last), renames the
+// directory into place and prunes to the newest `keep`; a crash leaves no partial step directory.
+// The ranks must share a filesystem (one machine, or a network filesystem).
+//
+// Loading checks the layout-independent facts (format, element type, every file's checksum) and then
+// fills each of the reading rank's pieces from whatever pieces of the same named tensor the writer
+// had: the writer's pieces are scattered into the full tensor (every element must be covered exactly
+// once, else the file is refused), and the reader's block and range are cut from it. This is what makes
+// TP2 x DP2 -> TP1 x DP4 work; the price is that each rank briefly holds full tensors of the names it
+// needs, which is fine at the model sizes a CPU trains.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "herd/comm/communicator.h"
+#include "herd/core/error.h"
+#include "herd/core/json.h"
+#include "herd/train/rank_model.h"
+
+namespace herd::train {
+
+template <typename T>
+Status save_dist_checkpoint(const std::string& dir, std::int64_t step, const Json& meta, const Json& layout,
+                            comm::Communicator& world, const std::vector<ShardPiece<T>>& pieces, std::int64_t keep);
+
+struct DistCheckpoint {
+  std::string path;  // the step directory
+  std::int64_t step = 0;
+  Json manifest;
+
+  const Json& meta() const { return manifest["meta"]; }
+  // Fills every piece (parameters and both moments) from the checkpoint's shards.
+  template <typename T>
+  Status load_into(std::vector<ShardPiece<T>>& pieces) const;
+};
+
+// Reads the manifest of one step directory and verifies the checksum of every shard file.
+Result<DistCheckpoint> open_dist_checkpoint(const std::string& step_path);
+// The newest step directory under dir that is a distributed checkpoint ("" when there is none).
+std::string latest_dist_checkpoint(const std::string& dir);
+
+}  // namespace herd::train

@@ -1,0 +1,102 @@
+// Adapter from parallel::DistributedLlama to RankModel, including the checkpoint pieces of its shards.
+//
+// A full weight (R, C) lives in one FSDP unit's TP-local flat buffer at [local_offset, local_offset +
+// local_count): all of it (replicated norms), rows [t R/tp, (t+1) R/tp) (q/k/v, gate/up, embedding,
+// head) or columns [t C/tp, (t+1) C/tp) (o, down), stored row-major either way. This DP rank owns the
+// unit elements [shard_begin, shard_begin + S), so its piece of the weight is the intersection, with
+// e0/e1 measured from the start of the TP block. Replicated norms are saved by TP rank 0 only (each
+// element stored once) and loaded by every TP rank.
+#include "herd/train/dist_model.h"
+
+#include <algorithm>
+
+#include "herd/parallel/model.h"
+
+namespace herd::train {
+
+namespace {
+
+template <typename T>
+class DistributedLlamaModel final : public RankModel<T> {
+ public:
+  DistributedLlamaModel(const parallel::ParallelContext& ctx, const model::LlamaConfig& m, model::Recompute r,
+                        std::int64_t micro_batch, std::int64_t seq_len)
+      : ctx_(ctx), model_(m, ctx, r, micro_batch, seq_len) {}
+
+  void init_weights(std::uint64_t seed) override { model_.init_weights(seed); }
+  void zero_grads() override { model_.zero_grads(); }
+  Result<kernels::CrossEntropyLoss> forward_backward(const nn::MicroBatch& mb, T loss_scale,
+                                                     bool last_micro_batch) override {
+    return model_.forward_backward(mb, loss_scale, last_micro_batch);
+  }
+  Result<double> step(const kernels::AdamWConfig& cfg, double lr, double max_norm) override {
+    return model_.step(cfg, lr, max_norm);
+  }
+  std::int64_t optimizer_steps() const override { return model_.steps(); }
+  void set_optimizer_steps(std::int64_t s) override { model_.set_steps(s); }
+
+  std::vector<ShardPiece<T>> shard_pieces() override { return pieces(/*for_load=*/false); }
+  std::vector<ShardPiece<T>> load_pieces() override { return pieces(/*for_load=*/true); }
+
+  Result<std::vector<std::pair<std::string, std::vector<T>>>> gather_full_weights() override {
+    HERD_ASSIGN_OR_RETURN(std::vector<T> full, model_.gather_full_weights());
+    std::vector<std::pair<std::string, std::vector<T>>> out;
+    for (const parallel::ShardedParam& p : model_.params()) {
+      const T* b = full.data() + p.full.offset;
+      out.emplace_back(p.full.name, std::vector<T>(b, b + p.full.count()));
+    }
+    return out;
+  }
+
+ private:
+  std::vector<ShardPiece<T>> pieces(bool for_load) {
+    const std::int64_t tp = ctx_.tp_size(), t = ctx_.tp_rank();
+    std::vector<ShardPiece<T>> out;
+    for (const parallel::ShardedParam& p : model_.params()) {
+      if (!for_load && p.split == parallel::TpSplit::kReplicated && t != 0) continue;
+      parallel::fsdp::FlatUnit<T>& unit = model_.unit(p.unit);
+      const std::int64_t s0 = unit.shard_begin(), s1 = std::min(s0 + unit.shard_size(), unit.count());
+      const std::int64_t a = std::max(s0, p.local_offset), b = std::min(s1, p.local_offset + p.local_count);
+      if (a >= b) continue;
+      ShardPiece<T> s;
+      s.name = p.full.name;
+      s.rows = p.full.rows;
+      s.cols = p.full.cols;
+      s.r0 = 0, s.r1 = s.rows, s.c0 = 0, s.c1 = s.cols;
+      if (p.split == parallel::TpSplit::kRows) {
+        s.r0 = t * (s.rows / tp);
+        s.r1 = s.r0 + s.rows / tp;
+      } else if (p.split == parallel::TpSplit::kCols) {
+        s.c0 = t * (s.cols / tp);
+        s.c1 = s.c0 + s.cols / tp;
+      }
+      s.e0 = a - p.local_offset;
+      s.e1 = b - p.local_offset;
+      s.param = unit.shard_params() + (a - s0);
+      s.m = model_.adam_m(p.unit) + (a - s0);
+      s.v = model_.adam_v(p.unit) + (a - s0);
+      out.push_back(s);
+    }
+    return out;
+  }
+
+  parallel::ParallelContext ctx_;
+  parallel::DistributedLlama<T> model_;
+};
+
+}  // namespace
+
+template <typename T>
+RankModelFactory<T> distributed_llama_factory() {
+  return [](const parallel::ParallelContext& ctx, const model::LlamaConfig& m,
+            const TrainConfig& cfg) -> Result<std::unique_ptr<RankModel<T>>> {
+    HERD_ASSIGN_OR_RETURN(model::Recompute r, model::parse_recompute(cfg.train.recompute));
+    return std::unique_ptr<RankModel<T>>(
+        new DistributedLlamaModel<T>(ctx, m, r, cfg.train.micro_batch / ctx.dp_size(), cfg.data.seq_len));
+  };
+}
+
+template RankModelFactory<float> distributed_llama_factory<float>();
+template RankModelFactory<double> distributed_llama_factory<double>();
+
+}  // namespace herd::train

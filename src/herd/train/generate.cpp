@@ -1,0 +1,79 @@
+// Sampling and the generation loop.
+#include "herd/train/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+#include "herd/nn/init.h"
+#include "herd/train/checkpoint.h"
+
+namespace herd::train {
+
+std::int32_t sample_token(const float* logits, std::int64_t vocab, const SampleOptions& o, std::uint64_t draw) {
+  const float* best = std::max_element(logits, logits + vocab);
+  if (o.temperature <= 0) return static_cast<std::int32_t>(best - logits);
+  std::vector<double> p(static_cast<std::size_t>(vocab));
+  double sum = 0;
+  for (std::int64_t i = 0; i < vocab; ++i) {
+    p[static_cast<std::size_t>(i)] = std::exp((logits[i] - *best) / o.temperature);
+    sum += p[static_cast<std::size_t>(i)];
+  }
+  std::vector<std::int32_t> order(static_cast<std::size_t>(vocab));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return p[a] > p[b]; });
+  // Keep the smallest prefix of the sorted distribution whose mass reaches top_p.
+  std::size_t keep = 0;
+  double mass = 0;
+  while (keep < order.size() && (keep == 0 || mass < o.top_p * sum)) mass += p[order[keep++]];
+  const double u = nn::unit_uniform(nn::splitmix64(o.seed * 0x9E3779B97F4A7C15ull + draw)) * mass;
+  double acc = 0;
+  for (std::size_t i = 0; i < keep; ++i) {
+    acc += p[order[i]];
+    if (u < acc) return order[i];
+  }
+  return order[keep - 1];
+}
+
+std::vector<std::int32_t> generate(nn::LlamaModel<float>& model, const std::vector<std::int32_t>& prompt,
+                                   const SampleOptions& o) {
+  const std::int64_t V = model.config().vocab;
+  const std::int64_t max_ctx = model.config().max_seq_len;
+  std::vector<std::int32_t> out = prompt;
+  std::vector<float> logits;
+  for (std::int64_t step = 0; step < o.max_tokens; ++step) {
+    const std::int64_t start = std::max<std::int64_t>(0, static_cast<std::int64_t>(out.size()) - max_ctx);
+    const std::int64_t t = static_cast<std::int64_t>(out.size()) - start;
+    std::vector<std::int32_t> pos(static_cast<std::size_t>(t)), doc(static_cast<std::size_t>(t), 0),
+        tgt(static_cast<std::size_t>(t), -1);
+    std::iota(pos.begin(), pos.end(), 0);
+    nn::MicroBatch mb{1, t, out.data() + start, tgt.data(), pos.data(), doc.data()};
+    logits.resize(static_cast<std::size_t>(t * V));
+    model.logits(mb, logits.data());
+    const std::int32_t next = sample_token(logits.data() + (t - 1) * V, V, o, static_cast<std::uint64_t>(step));
+    out.push_back(next);
+    if (next == o.stop_token) break;
+  }
+  return out;
+}
+
+Result<LoadedModel> load_model(const std::string& dir) {
+  namespace fs = std::filesystem;
+  Result<LoadedCheckpoint> ck =
+      fs::exists(fs::path(dir) / "manifest.json") ? load_checkpoint(dir) : load_latest(dir, false);
+  if (!ck.ok()) return ck.error();
+  if (!ck->meta.contains("model")) return make_error(ck->path, "/manifest.json: no model configuration in meta");
+  HERD_ASSIGN_OR_RETURN(model::LlamaConfig cfg, model::config_from_hf_json(ck->meta["model"], "checkpoint"));
+  LoadedModel lm;
+  lm.model = std::make_unique<nn::LlamaModel<float>>(cfg, model::Recompute::kNone, 1, cfg.max_seq_len);
+  const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(lm.model->param_count());
+  HERD_ASSIGN_OR_RETURN(const std::vector<char>* p, ck->get("params", bytes));
+  std::memcpy(lm.model->params(), p->data(), bytes);
+  lm.meta = ck->meta;
+  lm.path = ck->path;
+  return lm;
+}
+
+}  // namespace herd::train

@@ -1,0 +1,81 @@
+// The rank launcher: local threads or one mpirun-started process per rank, each running DistTrainer.
+#include "herd/train/launch.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "herd/comm/local/local_world.h"
+#include "herd/kernels/gemm.h"
+#include "herd/train/comm_timer.h"
+#include "herd/train/dist_trainer.h"
+
+namespace herd::train {
+
+int blas_threads_per_rank(int ranks) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, ranks));
+}
+
+template <typename T>
+Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const model::LlamaConfig& m,
+                std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory, JobResult<T>* out,
+                std::int64_t stop_after, bool gather) {
+  // Every group is split from the timed world, so the time spent waiting on any collective is counted.
+  TimedCommunicator world(world_in);
+  HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims,
+                        topology::ParallelDims::make(cfg.parallel.tp, 1, 1, cfg.parallel.dp, world.size()));
+  HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelGroups> groups, parallel::ParallelGroups::make(world, dims));
+  const parallel::ParallelContext ctx = groups->context(cfg.parallel.sequence_parallel, false);
+  HERD_ASSIGN_OR_RETURN(std::unique_ptr<RankModel<T>> model, factory(ctx, m, cfg));
+  HERD_ASSIGN_OR_RETURN(std::unique_ptr<DistTrainer<T>> trainer,
+                        DistTrainer<T>::make(cfg, m, ctx, std::move(model), std::move(docs)));
+  trainer->quiet = out != nullptr && world.rank() != 0;
+  HERD_RETURN_IF_ERROR(trainer->run(stop_after));
+  std::vector<std::pair<std::string, std::vector<T>>> weights;
+  if (gather) {
+    HERD_ASSIGN_OR_RETURN(weights, trainer->model().gather_full_weights());
+  }
+  if (world.rank() == 0 && out != nullptr) {
+    out->history = trainer->history();
+    out->weights = std::move(weights);
+    out->step_seconds = trainer->step_seconds_total;
+    out->comm_seconds = world.wait_seconds();
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m,
+                     std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory,
+                     JobResult<T>* out, std::int64_t stop_after, bool gather) {
+  const std::int64_t world_size = cfg.parallel.tp * cfg.parallel.dp;
+  // Refused before any rank starts: the layout must fit the model and the batch.
+  HERD_RETURN_IF_ERROR(check_layout(cfg, m, world_size));
+  HERD_ASSIGN_OR_RETURN(comm::CommOptions opts, comm::CommOptions::from_env());
+  opts.timeout_s = std::min(opts.timeout_s, cfg.parallel.comm_timeout_s);
+  const int saved_threads = kernels::num_threads();
+  kernels::set_num_threads(cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads)
+                                                 : blas_threads_per_rank(static_cast<int>(world_size)));
+  comm::LocalWorld lw(static_cast<int>(world_size), opts);
+  const std::vector<Status> st = lw.run([&](comm::Communicator& world) -> Status {
+    return run_rank<T>(world, cfg, m, docs, factory, out, stop_after, gather);
+  });
+  kernels::set_num_threads(saved_threads);
+  if (out != nullptr) out->dump_paths = lw.dump_paths();
+  return comm::first_error(st);
+}
+
+template Status run_rank<float>(comm::Communicator&, const TrainConfig&, const model::LlamaConfig&,
+                                std::shared_ptr<const data::TokenDocuments>, const RankModelFactory<float>&,
+                                JobResult<float>*, std::int64_t, bool);
+template Status run_rank<double>(comm::Communicator&, const TrainConfig&, const model::LlamaConfig&,
+                                 std::shared_ptr<const data::TokenDocuments>, const RankModelFactory<double>&,
+                                 JobResult<double>*, std::int64_t, bool);
+template Status run_local_job<float>(const TrainConfig&, const model::LlamaConfig&,
+                                     std::shared_ptr<const data::TokenDocuments>, const RankModelFactory<float>&,
+                                     JobResult<float>*, std::int64_t, bool);
+template Status run_local_job<double>(const TrainConfig&, const model::LlamaConfig&,
+                                      std::shared_ptr<const data::TokenDocuments>, const RankModelFactory<double>&,
+                                      JobResult<double>*, std::int64_t, bool);
+
+}  // namespace herd::train

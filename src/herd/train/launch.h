@@ -1,0 +1,58 @@
+// The rank launcher: starts the ranks of a TP x DP job and runs DistTrainer on each.
+//
+// Two backends (comm/world.h): `local` runs the ranks as threads of this process over shared memory
+// (the default on one machine, and what the tests use); `mpi` runs this process as one rank of a job
+// that mpirun started (detected from OMPI_COMM_WORLD_SIZE and friends). Either way each rank builds its
+// axis groups from the world communicator (parallel::ParallelGroups), its model from a factory, and the
+// same DistTrainer; rank 0 collects the loss history and the full weights for the caller.
+//
+// With as many ranks as cores or more, every rank gets one BLAS thread (ENVIRONMENT.md: oversubscribed
+// OpenMP/BLAS threads collapse); otherwise the cores are shared out evenly.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "herd/comm/communicator.h"
+#include "herd/data/shard.h"
+#include "herd/model/config.h"
+#include "herd/parallel/context.h"
+#include "herd/train/config.h"
+#include "herd/train/rank_model.h"
+#include "herd/train/trainer.h"
+
+namespace herd::train {
+
+template <typename T>
+using RankModelFactory = std::function<Result<std::unique_ptr<RankModel<T>>>(
+    const parallel::ParallelContext& ctx, const model::LlamaConfig& m, const TrainConfig& cfg)>;
+
+template <typename T>
+struct JobResult {
+  std::vector<StepRecord> history;                              // rank 0's
+  std::vector<std::pair<std::string, std::vector<T>>> weights;  // gathered full weights at the end
+  double step_seconds = 0;                                      // rank 0's total step time
+  double comm_seconds = 0;                                      // rank 0's time inside collectives
+  std::vector<std::string> dump_paths;                          // flight-recorder dumps after a failure
+};
+
+// BLAS threads for each of `ranks` ranks on this machine's cores.
+int blas_threads_per_rank(int ranks);
+
+// One rank on its world communicator: groups, model, trainer, run, gather. `out` is filled on rank 0.
+template <typename T>
+Status run_rank(comm::Communicator& world, const TrainConfig& cfg, const model::LlamaConfig& m,
+                std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory, JobResult<T>* out,
+                std::int64_t stop_after = 0, bool gather = true);
+
+// All ranks as threads of this process (the local backend). The error, if any, names the first rank
+// that failed; result.dump_paths lists the flight-recorder files written.
+template <typename T>
+Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m,
+                     std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory,
+                     JobResult<T>* out, std::int64_t stop_after = 0, bool gather = true);
+
+}  // namespace herd::train

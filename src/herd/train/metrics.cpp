@@ -1,0 +1,50 @@
+// MetricsWriter and the progress line.
+#include "herd/train/metrics.h"
+
+#include <cmath>
+
+namespace herd::train {
+
+Result<MetricsWriter> MetricsWriter::open(const std::string& path, bool append) {
+  MetricsWriter w;
+  w.out_.open(path, append ? std::ios::app : std::ios::trunc);
+  if (!w.out_) return make_error("train.metrics_file '", path, "': cannot open for writing; check the directory");
+  return w;
+}
+
+void MetricsWriter::write(const Json& record) {
+  if (!out_.is_open()) return;
+  out_ << record.dump() << "\n";
+  out_.flush();
+}
+
+std::string format_eta(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lds", s);
+  }
+  return buf;
+}
+
+std::string progress_line(std::int64_t step, std::int64_t steps, double loss, double lr, double tokens_per_s,
+                          double mfu, double eta_s) {
+  char tps[32];
+  if (tokens_per_s >= 1e3) {
+    std::snprintf(tps, sizeof tps, "%.1fk", tokens_per_s / 1e3);
+  } else {
+    std::snprintf(tps, sizeof tps, "%.0f", tokens_per_s);
+  }
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "step %6lld/%lld | loss %.4f | lr %.2e | %s tok/s | MFU %.1f%% | ETA %s",
+                static_cast<long long>(step), static_cast<long long>(steps), loss, lr, tps, 100.0 * mfu,
+                format_eta(eta_s).c_str());
+  return buf;
+}
+
+}  // namespace herd::train

@@ -1,0 +1,55 @@
+// The optimizer step of a single-rank run: global-norm gradient clipping, then AdamW, over the model's
+// flat FP32 parameter and gradient buffers (kernels/optim.h does the arithmetic, PyTorch's formulas).
+//
+// State is the two moment buffers and the step count; both go into checkpoints so a resumed run
+// continues bit for bit. A sharded optimizer (FSDP) would run the same code on its local shard, with
+// an all-reduce of the squared-norm partial sums between clip_norm's two halves.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "herd/core/aligned.h"
+#include "herd/kernels/optim.h"
+
+namespace herd::train {
+
+template <typename T>
+class AdamW {
+ public:
+  explicit AdamW(std::int64_t n)
+      : n_(n), m_(aligned_array<T>(static_cast<std::size_t>(n))), v_(aligned_array<T>(static_cast<std::size_t>(n))) {
+    std::memset(m_.get(), 0, bytes());
+    std::memset(v_.get(), 0, bytes());
+  }
+
+  // Clips grads to max_norm (0: no clipping) and applies one AdamW update at rate `lr`; returns the
+  // gradient norm before clipping.
+  double step(T* params, T* grads, const kernels::AdamWConfig& base, double lr, double max_norm) {
+    const double norm = std::sqrt(kernels::sum_squares<T>(grads, n_));
+    if (max_norm > 0) {
+      const double c = kernels::clip_coefficient(norm, max_norm);
+      if (c < 1.0) kernels::scale_buffer<T>(grads, n_, static_cast<T>(c));
+    }
+    kernels::AdamWConfig cfg = base;
+    cfg.lr = lr;
+    ++step_;
+    kernels::adamw_step<T>(params, grads, m_.get(), v_.get(), n_, cfg, step_);
+    return norm;
+  }
+
+  std::int64_t size() const { return n_; }
+  std::int64_t steps() const { return step_; }
+  void set_steps(std::int64_t s) { step_ = s; }
+  T* m() { return m_.get(); }
+  T* v() { return v_.get(); }
+  std::size_t bytes() const { return sizeof(T) * static_cast<std::size_t>(n_); }
+
+ private:
+  std::int64_t n_;
+  AlignedPtr<T> m_, v_;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace herd::train

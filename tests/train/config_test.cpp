@@ -1,0 +1,109 @@
+// Typed configuration: file + overrides, one-line errors naming the key, and the LR / batch schedules.
+#include "herd/train/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "herd/train/lr_schedule.h"
+#include "herd/train/trainer.h"
+
+namespace herd::train {
+namespace {
+
+TEST(Config, FileThenOverridesInOrder) {
+  const std::string path = std::filesystem::temp_directory_path() / "herd_cfg_test.json";
+  std::ofstream(path) << R"({"optim": {"lr": 0.01}, "train": {"steps": 7, "metrics_file": "m.jsonl"}})";
+  Result<TrainConfig> c = load_config(path, {"--optim.lr=2e-3", "train.recompute=selective", "--schedule.ramp=true"});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_DOUBLE_EQ(c->optim.lr, 2e-3);
+  EXPECT_EQ(c->train.steps, 7);
+  EXPECT_EQ(c->train.metrics_file, "m.jsonl");
+  EXPECT_EQ(c->train.recompute, "selective");
+  EXPECT_TRUE(c->schedule.ramp);
+  // The resolved config round-trips through its JSON form, and every registered field has a doc line.
+  TrainConfig back;
+  ASSERT_TRUE(apply_json(back, to_json(*c), "").ok());
+  EXPECT_EQ(to_json(back), to_json(*c));
+  for (const FieldInfo& f : describe(*c)) EXPECT_FALSE(f.doc.empty()) << f.key;
+  std::filesystem::remove(path);
+}
+
+TEST(Config, UnknownKeysAndBadValuesAreOneLineErrorsNamingTheKey) {
+  const std::string path = std::filesystem::temp_directory_path() / "herd_cfg_bad.json";
+  std::ofstream(path) << R"({"optim": {"lrr": 0.01}})";
+  Result<TrainConfig> c = load_config(path, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message().find(path), std::string::npos);
+  EXPECT_NE(c.error().message().find("unknown key 'optim.lrr'"), std::string::npos) << c.error().message();
+  EXPECT_NE(c.error().message().find("lr, min_lr_ratio"), std::string::npos) << c.error().message();
+
+  std::ofstream(path) << R"({"optimizer": {"lr": 0.01}})";
+  c = load_config(path, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message().find("unknown section 'optimizer'"), std::string::npos) << c.error().message();
+
+  std::ofstream(path) << R"({"train": {"steps": "many"}})";
+  c = load_config(path, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message().find("train.steps: expected an integer, got \"many\""), std::string::npos)
+      << c.error().message();
+  std::filesystem::remove(path);
+
+  struct Case {
+    std::string arg, want;
+  };
+  for (const Case& k : std::vector<Case>{{"--optim.lr=fast", "--optim.lr: expected a number, got \"fast\""},
+                                         {"--train.stepz=3", "unknown key 'train.stepz'"},
+                                         {"--optim.lr", "expected --section.field=value"},
+                                         {"--optim.lr=-1", "optim.lr: must be positive, got -1"},
+                                         {"--train.recompute=some", "train.recompute"},
+                                         {"--checkpoint.keep=0", "checkpoint.keep: must be positive"}}) {
+    Result<TrainConfig> r = load_config("", {k.arg});
+    ASSERT_FALSE(r.ok()) << k.arg;
+    EXPECT_NE(r.error().message().find(k.want), std::string::npos) << r.error().message();
+    EXPECT_EQ(r.error().message().find('\n'), std::string::npos);
+  }
+}
+
+TEST(Config, SequenceLongerThanTheModelAllowsNamesTheField) {
+  Result<TrainConfig> c = load_config("", {"--model.name=tiny", "--data.seq_len=4096"});
+  ASSERT_TRUE(c.ok());
+  Result<model::LlamaConfig> m = resolve_model_config(*c, 8192);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message().find("data.seq_len (4096) is longer than model 'tiny' allows (1024)"),
+            std::string::npos)
+      << m.error().message();
+  Result<TrainConfig> small_vocab = load_config("", {"--model.vocab=100"});
+  ASSERT_TRUE(small_vocab.ok());
+  m = resolve_model_config(*small_vocab, 8192);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message().find("model.vocab (100)"), std::string::npos);
+}
+
+TEST(LrSchedule, WarmupThenCosineToTheFloor) {
+  const LrSchedule s{1e-3, 0.01, 10, 90};
+  EXPECT_DOUBLE_EQ(s.at(0), 1e-4);
+  EXPECT_DOUBLE_EQ(s.at(9), 1e-3);                    // the last warm-up step reaches the peak
+  EXPECT_DOUBLE_EQ(s.at(10), 1e-3);                   // cosine starts at the peak
+  EXPECT_NEAR(s.at(55), 0.5 * (1e-3 + 1e-5), 1e-12);  // halfway down
+  EXPECT_DOUBLE_EQ(s.at(100), 1e-5);
+  EXPECT_DOUBLE_EQ(s.at(1000), 1e-5);
+  for (std::int64_t t = 10; t < 100; ++t) EXPECT_LE(s.at(t + 1), s.at(t));
+}
+
+TEST(BatchRamp, FollowsThePapersStages) {
+  const BatchRamp r{true, 8, 256, 1000, 5000};
+  EXPECT_EQ(r.at(0).micro_batch, 4);
+  EXPECT_EQ(r.at(0).seq_len, 128);  // a quarter of the tokens per batch: half the sequences at half length
+  EXPECT_EQ(r.at(1000).micro_batch, 4);
+  EXPECT_EQ(r.at(1000).seq_len, 256);
+  EXPECT_EQ(r.at(5000).micro_batch, 8);
+  const BatchRamp off{false, 8, 256, 1000, 5000};
+  EXPECT_EQ(off.at(0).micro_batch, 8);
+}
+
+}  // namespace
+}  // namespace herd::train

@@ -1,0 +1,230 @@
+// The multi-rank parity harness: a single-rank reference run and helpers to compare a layout with it.
+//
+// reference_run<T> trains nn::LlamaModel<T> with AdamW<T> on the loader's global batches, written
+// independently of DistTrainer (no slicing, no collectives): the loss of a step is the sum over every
+// micro-batch / the real tokens of the step. A distributed run must reproduce its loss curve and its
+// final weights by name (1e-10 relative in double, 1e-5 in fp32).
+//
+// ReplicaModel<T> is the test-only stand-in RankModel: a full nn::LlamaModel replica per rank, its
+// gradients summed over the DP group (plain data parallelism; TP ranks compute the same thing twice).
+// It checks the trainer's plumbing (slicing, token counting, checkpoints, faults) independently of
+// the TP+FSDP model, and it shards its checkpoint pieces by TP rows and DP ranges like a real layout.
+#pragma once
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "herd/comm/communicator.h"
+#include "herd/data/loader.h"
+#include "herd/nn/model.h"
+#include "herd/train/config.h"
+#include "herd/train/launch.h"
+#include "herd/train/lr_schedule.h"
+#include "herd/train/optimizer.h"
+#include "herd/train/rank_model.h"
+
+namespace herd::train::testing {
+
+// Documents with structure (each token mostly follows from the previous one), of varied length so that
+// documents cross sequence boundaries.
+inline std::shared_ptr<const data::TokenDocuments> parity_docs(std::int64_t n_docs, std::uint32_t seed) {
+  auto docs = std::make_shared<data::TokenDocuments>();
+  docs->vocab_size = 64;
+  std::mt19937 rng(seed);
+  for (std::int64_t d = 0; d < n_docs; ++d) {
+    std::vector<std::int32_t> ids;
+    const int len = 5 + static_cast<int>(rng() % 30);
+    std::int32_t t = static_cast<std::int32_t>(rng() % 64);
+    for (int i = 0; i < len; ++i) {
+      ids.push_back(t);
+      t = (rng() % 6 == 0) ? static_cast<std::int32_t>(rng() % 64) : (t * 7 + 1) % 64;
+    }
+    docs->add_doc(ids);
+  }
+  return docs;
+}
+
+// 8 heads, 4 KV heads (GQA), vocab 64, FFN 64: divisible by TP 1, 2 and 4.
+inline model::LlamaConfig parity_model() {
+  model::LlamaConfig c;
+  c.name = "parity";
+  c.hidden = 32;
+  c.ffn_hidden = 64;
+  c.n_layers = 2;
+  c.n_heads = 8;
+  c.n_kv_heads = 4;
+  c.head_dim = 4;
+  c.vocab = 64;
+  c.max_seq_len = 32;
+  c.rope_theta = 10000;
+  return c;
+}
+
+inline TrainConfig parity_config(std::int64_t steps = 20) {
+  TrainConfig c;
+  c.data.seq_len = 16;
+  c.train.steps = steps;
+  c.train.micro_batch = 4;
+  c.train.grad_accum = 2;
+  c.optim.lr = 1e-2;
+  c.schedule.warmup_steps = 3;
+  c.eval.every = 0;
+  c.checkpoint.every = 1000;
+  return c;
+}
+
+template <typename T>
+struct RunResult {
+  std::vector<double> losses;
+  std::vector<std::pair<std::string, std::vector<T>>> weights;
+};
+
+template <typename T>
+RunResult<T> reference_run(const TrainConfig& cfg, const model::LlamaConfig& m,
+                           std::shared_ptr<const data::TokenDocuments> docs) {
+  nn::LlamaModel<T> model(m, model::Recompute::kNone, cfg.train.micro_batch, cfg.data.seq_len);
+  model.init_weights(static_cast<std::uint64_t>(cfg.train.seed));
+  AdamW<T> opt(model.param_count());
+  LrSchedule lr;
+  lr.peak = cfg.optim.lr;
+  lr.min_ratio = cfg.optim.min_lr_ratio;
+  lr.warmup = cfg.schedule.warmup_steps;
+  lr.decay = std::max<std::int64_t>(1, cfg.train.steps - cfg.schedule.warmup_steps);
+  kernels::AdamWConfig ac;
+  ac.beta1 = cfg.optim.beta1;
+  ac.beta2 = cfg.optim.beta2;
+  ac.eps = cfg.optim.eps;
+  ac.weight_decay = cfg.optim.weight_decay;
+  data::LoaderConfig lc;
+  lc.seq_len = cfg.data.seq_len;
+  lc.batch_size = cfg.train.micro_batch;
+  lc.seed = static_cast<std::uint64_t>(cfg.data.seed);
+  data::Loader loader = data::Loader::make(docs, lc).value();
+  RunResult<T> out;
+  for (std::int64_t s = 0; s < cfg.train.steps; ++s) {
+    std::vector<data::Batch> batches;
+    std::int64_t real = 0;
+    for (std::int64_t k = 0; k < cfg.train.grad_accum; ++k) {
+      batches.push_back(*loader.next());
+      real += batches.back().n_targets();
+    }
+    model.zero_grads();
+    double loss = 0;
+    for (const data::Batch& b : batches) {
+      // Equality of ids is all attention needs; int64 ids of this small corpus fit in int32.
+      std::vector<std::int32_t> doc(b.doc_ids.begin(), b.doc_ids.end());
+      const nn::MicroBatch mb{b.rows, b.seq_len, b.tokens.data(), b.targets.data(), b.positions.data(), doc.data()};
+      loss += model.forward_backward(mb, T(1) / static_cast<T>(real)).loss_sum;
+    }
+    opt.step(model.params(), model.grads(), ac, lr.at(s), cfg.optim.grad_clip);
+    out.losses.push_back(loss / static_cast<double>(real));
+  }
+  for (const nn::NamedParam& p : model.named_params()) {
+    out.weights.emplace_back(p.name, std::vector<T>(model.params() + p.offset, model.params() + p.offset + p.count()));
+  }
+  return out;
+}
+
+// ||a - b||_2 / ||b||_2 over one tensor (the relative error of the tensor as a whole).
+template <typename T>
+double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+    num += d * d;
+    den += static_cast<double>(b[i]) * static_cast<double>(b[i]);
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+template <typename T>
+class ReplicaModel final : public RankModel<T> {
+ public:
+  ReplicaModel(const parallel::ParallelContext& ctx, const model::LlamaConfig& m, const TrainConfig& cfg)
+      : ctx_(ctx),
+        model_(m, model::Recompute::kNone, cfg.train.micro_batch / ctx.dp_size(), cfg.data.seq_len),
+        opt_(model_.param_count()) {}
+
+  void init_weights(std::uint64_t seed) override { model_.init_weights(seed); }
+  void zero_grads() override { model_.zero_grads(); }
+  Result<kernels::CrossEntropyLoss> forward_backward(const nn::MicroBatch& mb, T loss_scale, bool) override {
+    return model_.forward_backward(mb, loss_scale);
+  }
+  Result<double> step(const kernels::AdamWConfig& cfg, double lr, double max_norm) override {
+    HERD_RETURN_IF_ERROR(
+        ctx_.dp->all_reduce(model_.grads(), static_cast<std::size_t>(model_.param_count()), comm::ReduceOp::kSum));
+    return opt_.step(model_.params(), model_.grads(), cfg, lr, max_norm);
+  }
+  std::int64_t optimizer_steps() const override { return opt_.steps(); }
+  void set_optimizer_steps(std::int64_t s) override { opt_.set_steps(s); }
+
+  // TP rank t keeps rows [t R / tp, (t+1) R / tp) of each tensor; DP rank d a range of that block.
+  std::vector<ShardPiece<T>> shard_pieces() override {
+    std::vector<ShardPiece<T>> out;
+    const std::int64_t tp = ctx_.tp_size(), dp = ctx_.dp_size(), t = ctx_.tp_rank(), d = ctx_.dp_rank();
+    for (const nn::NamedParam& p : model_.named_params()) {
+      ShardPiece<T> s = piece(p);
+      s.r0 = t * p.rows / tp;
+      s.r1 = (t + 1) * p.rows / tp;
+      const std::int64_t n = (s.r1 - s.r0) * p.cols;
+      s.e0 = d * n / dp;
+      s.e1 = (d + 1) * n / dp;
+      set_pointers(s, p.offset + s.r0 * p.cols + s.e0);
+      out.push_back(s);
+    }
+    return out;
+  }
+  // A replica needs every element back, whatever it saved.
+  std::vector<ShardPiece<T>> load_pieces() override {
+    std::vector<ShardPiece<T>> out;
+    for (const nn::NamedParam& p : model_.named_params()) {
+      ShardPiece<T> s = piece(p);
+      s.r0 = 0, s.r1 = p.rows, s.e0 = 0, s.e1 = p.count();
+      set_pointers(s, p.offset);
+      out.push_back(s);
+    }
+    return out;
+  }
+  Result<std::vector<std::pair<std::string, std::vector<T>>>> gather_full_weights() override {
+    std::vector<std::pair<std::string, std::vector<T>>> out;
+    for (const nn::NamedParam& p : model_.named_params()) {
+      out.emplace_back(p.name, std::vector<T>(model_.params() + p.offset, model_.params() + p.offset + p.count()));
+    }
+    return out;
+  }
+
+ private:
+  ShardPiece<T> piece(const nn::NamedParam& p) const {
+    ShardPiece<T> s;
+    s.name = p.name;
+    s.rows = p.rows;
+    s.cols = p.cols;
+    s.c0 = 0;
+    s.c1 = p.cols;
+    return s;
+  }
+  void set_pointers(ShardPiece<T>& s, std::int64_t flat) {
+    s.param = model_.params() + flat;
+    s.m = opt_.m() + flat;
+    s.v = opt_.v() + flat;
+  }
+
+  parallel::ParallelContext ctx_;
+  nn::LlamaModel<T> model_;
+  AdamW<T> opt_;
+};
+
+template <typename T>
+RankModelFactory<T> replica_factory() {
+  return [](const parallel::ParallelContext& ctx, const model::LlamaConfig& m,
+            const TrainConfig& cfg) -> Result<std::unique_ptr<RankModel<T>>> {
+    return std::unique_ptr<RankModel<T>>(new ReplicaModel<T>(ctx, m, cfg));
+  };
+}
+
+}  // namespace herd::train::testing

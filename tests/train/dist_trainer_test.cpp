@@ -1,0 +1,171 @@
+// The distributed trainer's plumbing on the local backend, with the replica stand-in model: every
+// TP x DP layout reproduces the single-rank reference (loss curve and final weights), a checkpoint
+// written at TP2 x DP2 resumes at TP1 x DP4 and TP4 x DP1 onto the uninterrupted curve, bad layouts are
+// refused before any rank starts, and a stalled or dead rank stops the job with an error naming it.
+#include "herd/train/dist_trainer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "herd/train/dist_checkpoint.h"
+#include "train/dist_harness.h"
+
+namespace herd::train {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::parity_config;
+using testing::parity_docs;
+using testing::parity_model;
+
+template <typename T>
+void expect_matches(const testing::RunResult<T>& ref, const JobResult<T>& got, double tol, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_EQ(got.history.size(), ref.losses.size());
+  for (std::size_t i = 0; i < ref.losses.size(); ++i) {
+    EXPECT_LE(std::fabs(got.history[i].loss - ref.losses[i]) / std::fabs(ref.losses[i]), tol) << "step " << i + 1;
+  }
+  ASSERT_EQ(got.weights.size(), ref.weights.size());
+  for (std::size_t i = 0; i < ref.weights.size(); ++i) {
+    ASSERT_EQ(got.weights[i].first, ref.weights[i].first);
+    EXPECT_LE(testing::rel_diff(got.weights[i].second, ref.weights[i].second), tol) << ref.weights[i].first;
+  }
+}
+
+template <typename T>
+JobResult<T> run_layout(TrainConfig c, std::int64_t tp, std::int64_t dp, std::int64_t stop_after = 0) {
+  c.parallel.tp = tp;
+  c.parallel.dp = dp;
+  JobResult<T> out;
+  Status s = run_local_job<T>(c, parity_model(), parity_docs(80, 7), testing::replica_factory<T>(), &out, stop_after);
+  EXPECT_TRUE(s.ok()) << s.error().message();
+  return out;
+}
+
+TEST(DistTrainer, ReplicaLayoutsMatchTheSingleRankRunInDouble) {
+  const TrainConfig c = parity_config();
+  const auto ref = testing::reference_run<double>(c, parity_model(), parity_docs(80, 7));
+  EXPECT_LT(ref.losses.back(), ref.losses.front() - 0.5);  // it learns: the comparison is not of noise
+  for (auto [tp, dp] : {std::pair{1, 1}, {1, 2}, {2, 2}, {1, 4}}) {
+    expect_matches(ref, run_layout<double>(c, tp, dp), 1e-10, "tp" + std::to_string(tp) + " dp" + std::to_string(dp));
+  }
+}
+
+TEST(DistTrainer, ReplicaLayoutMatchesInFloat) {
+  const TrainConfig c = parity_config();
+  const auto ref = testing::reference_run<float>(c, parity_model(), parity_docs(80, 7));
+  expect_matches(ref, run_layout<float>(c, 2, 2), 1e-5, "tp2 dp2 fp32");
+}
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / (name + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+TEST(DistTrainer, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
+  TrainConfig c = parity_config(10);
+  const auto ref = testing::reference_run<double>(c, parity_model(), parity_docs(80, 7));
+  for (auto [tp, dp] : {std::pair{1, 4}, {4, 1}}) {
+    TempDir dir("herd_dist_ckpt");
+    c.checkpoint.dir = dir.path.string();
+    run_layout<double>(c, 2, 2, 5);
+    const std::string latest = latest_dist_checkpoint(c.checkpoint.dir);
+    ASSERT_FALSE(latest.empty());
+    Result<DistCheckpoint> ck = open_dist_checkpoint(latest);
+    ASSERT_TRUE(ck.ok()) << ck.error().message();
+    EXPECT_EQ(ck->step, 5);
+    EXPECT_EQ(ck->manifest["files"].size(), 4u);
+    const JobResult<double> rest = run_layout<double>(c, tp, dp);
+    ASSERT_EQ(rest.history.size(), 5u);
+    for (std::size_t i = 0; i < 5; ++i) {
+      EXPECT_LE(std::fabs(rest.history[i].loss - ref.losses[5 + i]) / ref.losses[5 + i], 1e-10)
+          << "tp" << tp << " dp" << dp << " step " << 6 + i;
+    }
+    for (std::size_t i = 0; i < ref.weights.size(); ++i) {
+      EXPECT_LE(testing::rel_diff(rest.weights[i].second, ref.weights[i].second), 1e-10) << ref.weights[i].first;
+    }
+  }
+}
+
+TEST(DistTrainer, CorruptShardIsRefusedNamingTheFile) {
+  TempDir dir("herd_dist_corrupt");
+  TrainConfig c = parity_config(2);
+  c.checkpoint.dir = dir.path.string();
+  run_layout<double>(c, 1, 2);
+  const std::string latest = latest_dist_checkpoint(c.checkpoint.dir);
+  {
+    std::fstream f(fs::path(latest) / "rank_00001.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x7f');
+  }
+  Result<DistCheckpoint> ck = open_dist_checkpoint(latest);
+  ASSERT_FALSE(ck.ok());
+  EXPECT_NE(ck.error().message().find("rank_00001.bin: checksum mismatch"), std::string::npos) << ck.error().message();
+}
+
+TEST(DistTrainer, BadLayoutsAreRefusedWithTheNumbers) {
+  const model::LlamaConfig m = parity_model();  // 8 heads, 4 KV heads, vocab 64, batch 4
+  auto err = [&](std::int64_t tp, std::int64_t dp, std::int64_t world) {
+    TrainConfig c = parity_config();
+    c.parallel.tp = tp;
+    c.parallel.dp = dp;
+    Status s = check_layout(c, m, world);
+    return s.ok() ? std::string() : s.error().message();
+  };
+  EXPECT_NE(err(3, 1, 3).find("parallel.tp (3) must divide the model's 8 attention heads"), std::string::npos);
+  EXPECT_NE(err(8, 1, 8).find("parallel.tp (8) must divide the model's 4 KV heads"), std::string::npos);
+  EXPECT_NE(err(1, 3, 3).find("parallel.dp (3) must divide train.micro_batch (4)"), std::string::npos);
+  EXPECT_NE(err(2, 2, 8).find("= 4 ranks, but the job has 8"), std::string::npos);
+  model::LlamaConfig odd_vocab = m;
+  odd_vocab.vocab = 66;
+  TrainConfig c = parity_config();
+  c.parallel.tp = 4;
+  EXPECT_NE(check_layout(c, odd_vocab, 4).error().message().find("must divide the vocabulary (66)"), std::string::npos);
+  EXPECT_TRUE(check_layout(c, m, 4).ok());
+  // The launcher refuses before starting threads (no rank runs, so no flight recorder is dumped).
+  c.parallel.tp = 3;
+  JobResult<double> out;
+  Status s = run_local_job<double>(c, m, parity_docs(10, 1), testing::replica_factory<double>(), &out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(out.dump_paths.empty());
+}
+
+TEST(DistTrainer, AStalledRankStopsTheJobNamingIt) {
+  TrainConfig c = parity_config(4);
+  c.parallel.tp = 2;
+  c.parallel.dp = 2;
+  c.parallel.comm_timeout_s = 2;  // headroom for a loaded (or sanitized) machine
+  ::setenv("HERD_FAULT", "stall:3:2:6", 1);
+  JobResult<double> out;
+  Status s = run_local_job<double>(c, parity_model(), parity_docs(40, 3), testing::replica_factory<double>(), &out);
+  ::unsetenv("HERD_FAULT");
+  ASSERT_FALSE(s.ok());
+  const std::string msg = s.error().message();
+  EXPECT_NE(msg.find("timeout"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("global ranks 3 had not joined it"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("flight recorders dumped"), std::string::npos) << msg;
+  EXPECT_FALSE(out.dump_paths.empty());
+  for (const std::string& p : out.dump_paths) fs::remove(p);
+}
+
+TEST(DistTrainer, ADeadRankStopsTheJob) {
+  TrainConfig c = parity_config(4);
+  c.parallel.dp = 2;
+  c.parallel.comm_timeout_s = 5;
+  ::setenv("HERD_FAULT", "exit:1:3", 1);
+  JobResult<double> out;
+  Status s = run_local_job<double>(c, parity_model(), parity_docs(40, 3), testing::replica_factory<double>(), &out);
+  ::unsetenv("HERD_FAULT");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("global ranks 1 exited"), std::string::npos) << s.error().message();
+  for (const std::string& p : out.dump_paths) fs::remove(p);
+}
+
+}  // namespace
+}  // namespace herd::train

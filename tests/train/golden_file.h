@@ -1,0 +1,54 @@
+// Reader for the golden files tools/llama_golden.py writes: b"HERDGOLD", a uint64 header length, a
+// JSON header (config, optimizer, scalar results, and each tensor's name, dtype, shape, byte offset),
+// then the raw little-endian data.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "herd/core/json.h"
+
+namespace herd::testing {
+
+struct GoldenFile {
+  Json header;
+  std::map<std::string, std::vector<float>> f32;
+  std::map<std::string, std::vector<std::int32_t>> i32;
+
+  static Result<GoldenFile> read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return make_error(path, ": cannot open");
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (bytes.size() < 16 || std::memcmp(bytes.data(), "HERDGOLD", 8) != 0)
+      return make_error(path, ": not a golden file");
+    std::uint64_t len = 0;
+    std::memcpy(&len, bytes.data() + 8, 8);
+    HERD_ASSIGN_OR_RETURN(Json h, parse_json_text(std::string(bytes.data() + 16, len), path));
+    GoldenFile g;
+    g.header = h;
+    const char* data = bytes.data() + 16 + len;
+    for (const Json& t : h["tensors"]) {
+      std::size_t n = 1;
+      for (const Json& d : t["shape"]) n *= d.get<std::size_t>();
+      const std::size_t off = t["offset"].get<std::size_t>();
+      if (16 + len + off + 4 * n > bytes.size()) return make_error(path, ": truncated at ", t["name"]);
+      if (t["dtype"] == "f32") {
+        std::vector<float> v(n);
+        std::memcpy(v.data(), data + off, 4 * n);
+        g.f32[t["name"]] = std::move(v);
+      } else {
+        std::vector<std::int32_t> v(n);
+        std::memcpy(v.data(), data + off, 4 * n);
+        g.i32[t["name"]] = std::move(v);
+      }
+    }
+    return g;
+  }
+};
+
+}  // namespace herd::testing

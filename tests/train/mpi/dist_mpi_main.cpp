@@ -1,0 +1,66 @@
+// One rank of a TP x DP parity run under mpirun: every rank trains parallel::DistributedLlama (or, with
+// --impl replica, the test stand-in) with the MPI
+// backend (deterministic reductions) through the same run_rank as `herd train`, and rank 0 compares the
+// loss curve and the gathered weights with the single-rank reference (1e-10 relative, double).
+// Used by tests/train/mpi/CMakeLists.txt (one machine) and netns_two_hosts.sh (two network namespaces).
+//   dist_mpi_main --tp T --dp D [--steps N]     exit 0 and "PARITY OK" on rank 0 when it matches
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "herd/comm/world.h"
+#include "herd/train/dist_model.h"
+#include "train/dist_harness.h"
+
+int main(int argc, char** argv) {
+  using namespace herd;
+  using namespace herd::train;
+  TrainConfig cfg = testing::parity_config();
+  std::string impl = "tpfsdp";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const std::int64_t v = std::atoll(argv[i + 1]);
+    if (k == "--impl") impl = argv[i + 1];
+    if (k == "--tp") cfg.parallel.tp = v;
+    if (k == "--dp") cfg.parallel.dp = v;
+    if (k == "--steps") cfg.train.steps = v;
+  }
+  comm::CommOptions opts;
+  opts.timeout_s = 120;
+  Result<std::unique_ptr<comm::Communicator>> world = comm::make_mpi_world(opts);
+  if (!world.ok()) {
+    std::fprintf(stderr, "%s\n", world.error().message().c_str());
+    return 2;
+  }
+  JobResult<double> out;
+  const auto docs = testing::parity_docs(80, 7);
+  Status s = run_rank<double>(
+      **world, cfg, testing::parity_model(), docs,
+      impl == "replica" ? testing::replica_factory<double>() : distributed_llama_factory<double>(), &out);
+  if (!s.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", (*world)->rank(), s.error().message().c_str());
+    return 1;
+  }
+  if ((*world)->rank() != 0) return 0;
+  const auto ref = testing::reference_run<double>(cfg, testing::parity_model(), docs);
+  double worst_loss = 0, worst_weight = 0;
+  if (out.history.size() != ref.losses.size() || out.weights.size() != ref.weights.size()) {
+    std::fprintf(stderr, "rank 0: %zu steps and %zu tensors, expected %zu and %zu\n", out.history.size(),
+                 out.weights.size(), ref.losses.size(), ref.weights.size());
+    return 1;
+  }
+  for (std::size_t i = 0; i < ref.losses.size(); ++i) {
+    worst_loss = std::max(worst_loss, std::fabs(out.history[i].loss - ref.losses[i]) / ref.losses[i]);
+  }
+  for (std::size_t i = 0; i < ref.weights.size(); ++i) {
+    worst_weight = std::max(worst_weight, testing::rel_diff(out.weights[i].second, ref.weights[i].second));
+  }
+  const bool ok = worst_loss <= 1e-10 && worst_weight <= 1e-10;
+  std::printf(
+      "%s: world %d (tp %lld x dp %lld), %zu steps, final loss %.6f, max rel loss diff %.3g, max rel weight diff "
+      "%.3g\n",
+      ok ? "PARITY OK" : "PARITY FAILED", (*world)->size(), static_cast<long long>(cfg.parallel.tp),
+      static_cast<long long>(cfg.parallel.dp), ref.losses.size(), ref.losses.back(), worst_loss, worst_weight);
+  return ok ? 0 : 1;
+}
