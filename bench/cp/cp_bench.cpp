@@ -66,14 +66,17 @@ std::vector<float> filled(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-// One sequence's positions and document ids: plain causal, or documents of random lengths in
-// [64, T/2] (seeded), positions restarting at each document as the loader packs them.
-void make_mask(std::int64_t T, bool docs, std::vector<std::int32_t>& pos, std::vector<std::int32_t>& doc) {
+// One sequence's positions and document ids: plain causal ("causal"), documents of random lengths in
+// [64, T/2] ("documents"), or in [32, 256] ("short_documents"), seeded; positions restart at each
+// document as the loader packs them.
+void make_mask(std::int64_t T, const std::string& kind, std::vector<std::int32_t>& pos,
+               std::vector<std::int32_t>& doc) {
   pos.resize(static_cast<std::size_t>(T));
   doc.resize(static_cast<std::size_t>(T));
   std::mt19937 gen(11);
-  std::uniform_int_distribution<std::int64_t> len(64, std::max<std::int64_t>(64, T / 2));
-  std::int64_t start = 0, d = 0, next = docs ? len(gen) : T;
+  const bool shortd = kind == "short_documents";
+  std::uniform_int_distribution<std::int64_t> len(shortd ? 32 : 64, shortd ? 256 : std::max<std::int64_t>(64, T / 2));
+  std::int64_t start = 0, d = 0, next = kind == "causal" ? T : len(gen);
   for (std::int64_t t = 0; t < T; ++t) {
     if (t - start == next) start = t, ++d, next = len(gen);
     pos[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(t - start);
@@ -128,9 +131,9 @@ int main(int argc, char** argv) {
   doc["config"] = {{"seq_len", T},   {"q_heads", hq}, {"kv_heads", hkv},
                    {"head_dim", D},  {"reps", reps},  {"clock", g_cpu_clock ? "process_cpu" : "wall"},
                    {"dtype", "fp32"}};
-  for (const bool docs : {false, true}) {
+  for (const std::string mask : {"causal", "documents", "short_documents"}) {
     std::vector<std::int32_t> pos, dm;
-    make_mask(T, docs, pos, dm);
+    make_mask(T, mask, pos, dm);
     for (const std::int64_t cp : {2, 4, 8}) {
       for (const SplitKind kind : {SplitKind::kLoadBalanced, SplitKind::kContiguous}) {
         std::vector<double> pairs, secs;
@@ -139,16 +142,15 @@ int main(int argc, char** argv) {
           secs.push_back(rank_seconds(kind, T, cp, r, pos, dm, hq, hkv, D, reps));
         }
         Json row = {{"section", "balance"},
-                    {"mask", docs ? "documents" : "causal"},
+                    {"mask", mask},
                     {"cp", cp},
                     {"split", split_name(kind)},
                     {"pairs", pairs},
                     {"seconds", secs},
                     {"pairs_max_over_mean", max_over_mean(pairs)},
                     {"time_max_over_mean", max_over_mean(secs)}};
-        std::fprintf(stderr, "%-9s cp=%-2lld %-13s pairs max/mean %.3f  time max/mean %.3f\n",
-                     docs ? "documents" : "causal", static_cast<long long>(cp), split_name(kind), max_over_mean(pairs),
-                     max_over_mean(secs));
+        std::fprintf(stderr, "%-15s cp=%-2lld %-13s pairs max/mean %.3f  time max/mean %.3f\n", mask.c_str(),
+                     static_cast<long long>(cp), split_name(kind), max_over_mean(pairs), max_over_mean(secs));
         doc["results"].push_back(row);
       }
     }
