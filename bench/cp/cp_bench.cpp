@@ -69,11 +69,11 @@ std::vector<float> filled(std::size_t n, std::uint32_t seed) {
 // One sequence's positions and document ids: plain causal ("causal"), documents of random lengths in
 // [64, T/2] ("documents"), or in [32, 256] ("short_documents"), seeded; positions restart at each
 // document as the loader packs them.
-void make_mask(std::int64_t T, const std::string& kind, std::vector<std::int32_t>& pos,
-               std::vector<std::int32_t>& doc) {
+void make_mask(std::int64_t T, const std::string& kind, std::vector<std::int32_t>& pos, std::vector<std::int32_t>& doc,
+               std::uint32_t seed = 11) {
   pos.resize(static_cast<std::size_t>(T));
   doc.resize(static_cast<std::size_t>(T));
-  std::mt19937 gen(11);
+  std::mt19937 gen(seed);
   const bool shortd = kind == "short_documents";
   std::uniform_int_distribution<std::int64_t> len(shortd ? 32 : 64, shortd ? 256 : std::max<std::int64_t>(64, T / 2));
   std::int64_t start = 0, d = 0, next = kind == "causal" ? T : len(gen);
