@@ -16,6 +16,7 @@
 
 #include "herd/comm/local/local_world.h"
 #include "herd/kernels/attention.h"
+#include "herd/parallel/context.h"
 #include "herd/topology/parallel_dims.h"
 
 namespace herd::parallel::cp {
@@ -243,7 +244,8 @@ TEST(CpAttention, CollectivesAreOneKvGatherForwardAndGatherPlusReduceScatterBack
   }
 }
 
-// CP inside a TP x CP mesh: each rank sees its TP-local heads only, over its CP group.
+// CP inside a TP x CP mesh (ParallelContext from parallel/context.h): each rank sees its TP-local heads
+// only, over its CP group.
 TEST(CpAttention, ComposesWithTensorParallelHeads) {
   const Problem p = make_problem(2, 48, 4, 2, 8, kDocLengths);
   const auto dims = *topology::ParallelDims::make(/*tp=*/2, /*cp=*/2, /*pp=*/1, /*dp=*/1);
@@ -251,8 +253,10 @@ TEST(CpAttention, ComposesWithTensorParallelHeads) {
   std::vector<double> out(p.out.size()), dk(p.dk.size());
   comm::LocalWorld world(4, test_options());
   const Status st = comm::first_error(world.run([&](comm::Communicator& w) -> Status {
-    HERD_ASSIGN_OR_RETURN(auto group, w.new_group(dims, {topology::Dim::kCP}));
-    const std::int64_t tp_rank = dims.coord(w.rank()).tp;
+    HERD_ASSIGN_OR_RETURN(auto groups, ParallelGroups::make(w, dims));
+    const ParallelContext ctx = groups->context();
+    comm::Communicator* group = ctx.cp;
+    const std::int64_t tp_rank = ctx.tp_rank();
     HERD_ASSIGN_OR_RETURN(const CpSplit s, make_cp_split(T, 2, group->rank()));
     const std::int64_t L = s.local_len();
     const auto pos = take_local(p.pos, B, T, 1, s), doc = take_local(p.doc, B, T, 1, s);

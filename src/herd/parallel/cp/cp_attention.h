@@ -16,8 +16,9 @@
 // plain reduce-scatter returns each rank exactly the gradient of its own keys.
 //
 // The functions see only the heads they are given, so under TP (heads split first) they run on the
-// rank's local heads unchanged. Every collective goes through the CP group's Communicator; in the
-// deterministic mode the dK/dV sum runs in CP-rank order, so results are reproducible.
+// rank's local heads unchanged. Every collective goes through the CP group's Communicator
+// (ParallelContext::cp); in the deterministic mode the dK/dV sum runs in CP-rank order, so results
+// are reproducible.
 #pragma once
 
 #include <cstdint>
