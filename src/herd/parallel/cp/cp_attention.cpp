@@ -1,0 +1,167 @@
+// Context-parallel attention: the split, the gathered mask, and the forward/backward around the flash
+// kernel (contract and layout in cp_attention.h; algorithm and volumes in docs/cp.md).
+#include "herd/parallel/cp/cp_attention.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "herd/core/check.h"
+
+namespace herd::parallel::cp {
+
+Result<CpSplit> make_cp_split(std::int64_t seq_len, std::int64_t cp, std::int64_t rank) {
+  if (cp < 1) return make_error("cp: must be at least 1, got ", cp);
+  if (rank < 0 || rank >= cp) return make_error("cp rank ", rank, " is outside cp (", cp, ")");
+  if (seq_len <= 0 || seq_len % (2 * cp) != 0) {
+    return make_error(
+        "seq_len (", seq_len, ") is not divisible by 2 x cp (", 2 * cp,
+        "): context parallelism cuts each sequence into 2 x cp chunks; use a seq_len that is a multiple of ", 2 * cp);
+  }
+  return CpSplit{seq_len, cp, rank};
+}
+
+Result<CpMask> make_cp_mask(comm::Communicator& group, std::int64_t batch, std::int64_t seq_len,
+                            const std::int32_t* pos, const std::int32_t* doc) {
+  HERD_CHECK(batch > 0 && pos != nullptr);
+  CpMask m;
+  HERD_ASSIGN_OR_RETURN(m.split, make_cp_split(seq_len, group.size(), group.rank()));
+  m.batch = batch;
+  const std::int64_t L = m.split.local_len(), n = batch * L, cp = m.split.cp;
+  m.pos_q.assign(pos, pos + n);
+  if (doc) {
+    m.doc_q.assign(doc, doc + n);
+  } else {
+    m.doc_q.assign(static_cast<std::size_t>(n), 0);
+  }
+  // One all-gather of [pos | doc] per rank: (cp, 2, B, 2c) int32.
+  std::vector<std::int32_t> all(static_cast<std::size_t>(cp * 2 * n));
+  std::int32_t* mine = all.data() + group.rank() * 2 * n;
+  std::copy(m.pos_q.begin(), m.pos_q.end(), mine);
+  std::copy(m.doc_q.begin(), m.doc_q.end(), mine + n);
+  HERD_RETURN_IF_ERROR(group.all_gather(mine, all.data(), static_cast<std::size_t>(2 * n), comm::ElemType::kI32));
+  m.pos_k.resize(static_cast<std::size_t>(batch * seq_len));
+  m.doc_k.resize(m.pos_k.size());
+  for (std::int64_t r = 0; r < cp; ++r) {
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::int32_t* src = all.data() + r * 2 * n + b * L;
+      const std::int64_t dst = b * seq_len + r * L;
+      std::copy(src, src + L, m.pos_k.begin() + dst);
+      std::copy(src + n, src + n + L, m.doc_k.begin() + dst);
+    }
+  }
+  return m;
+}
+
+CpCommVolume cp_comm_volume(const CpSplit& split, const kernels::AttentionDims& d) {
+  const std::int64_t tokens = d.batch * split.local_len();
+  return {tokens * 2 * d.kv_heads * d.head_dim, tokens * d.q_heads * d.head_dim};
+}
+
+namespace {
+
+struct Shape {
+  std::int64_t B, L, T, cp, rank, kvd, ld_k, ld_v;
+  std::int64_t block() const { return B * L * 2 * kvd; }  // one rank's K/V elements
+};
+
+Shape shape_of(const CpMask& m, const kernels::AttentionDims& d) {
+  HERD_CHECK(d.batch == m.batch && d.tq == m.tq());
+  HERD_CHECK(d.kv_heads > 0 && d.q_heads % d.kv_heads == 0 && d.head_dim > 0);
+  const std::int64_t kvd = d.kv_heads * d.head_dim;
+  return {d.batch, m.tq(), m.tk(), m.split.cp, m.split.rank, kvd, d.ld_k ? d.ld_k : kvd, d.ld_v ? d.ld_v : kvd};
+}
+
+// The kernel's view: local queries against all T keys, K and V interleaved per token in `kv`.
+kernels::AttentionDims kernel_dims(const kernels::AttentionDims& d, const Shape& s) {
+  kernels::AttentionDims k = d;
+  k.tk = s.T;
+  k.ld_k = k.ld_v = 2 * s.kvd;
+  return k;
+}
+
+// Copies rank-major (cp, B, 2c, row) <-> batch-major (B, cp x 2c, row) rows of `row` elements.
+template <typename T>
+void permute_rows(const Shape& s, const T* src, T* dst, bool to_batch_major) {
+  const std::int64_t row = 2 * s.kvd;
+  for (std::int64_t r = 0; r < s.cp; ++r)
+    for (std::int64_t b = 0; b < s.B; ++b) {
+      const T* rm = nullptr;
+      T* out = nullptr;
+      const std::int64_t rank_major = ((r * s.B + b) * s.L) * row, batch_major = (b * s.T + r * s.L) * row;
+      if (to_batch_major) {
+        rm = src + rank_major;
+        out = dst + batch_major;
+      } else {
+        rm = src + batch_major;
+        out = dst + rank_major;
+      }
+      std::memcpy(out, rm, static_cast<std::size_t>(s.L * row) * sizeof(T));
+    }
+}
+
+// All-gathers the local K/V into the kernel layout (B, T, 2, Hkv, D) and returns it.
+template <typename T>
+Result<const T*> gather_kv(comm::Communicator& group, const Shape& s, const T* k, const T* v, CpWorkspace<T>& ws) {
+  ws.gathered.resize(static_cast<std::size_t>(s.cp * s.block()));
+  T* mine = ws.gathered.data() + s.rank * s.block();
+  for (std::int64_t i = 0; i < s.B * s.L; ++i) {
+    std::memcpy(mine + i * 2 * s.kvd, k + i * s.ld_k, static_cast<std::size_t>(s.kvd) * sizeof(T));
+    std::memcpy(mine + i * 2 * s.kvd + s.kvd, v + i * s.ld_v, static_cast<std::size_t>(s.kvd) * sizeof(T));
+  }
+  HERD_RETURN_IF_ERROR(
+      group.all_gather(mine, ws.gathered.data(), static_cast<std::size_t>(s.block()), comm::elem_type_of<T>()));
+  if (s.B == 1) return static_cast<const T*>(ws.gathered.data());  // rank-major is already (1, T, ...)
+  ws.kv.resize(ws.gathered.size());
+  permute_rows(s, ws.gathered.data(), ws.kv.data(), /*to_batch_major=*/true);
+  return static_cast<const T*>(ws.kv.data());
+}
+
+}  // namespace
+
+template <typename T>
+Status cp_attention_forward(comm::Communicator& group, const CpMask& mask, const kernels::AttentionDims& d, const T* q,
+                            const T* k, const T* v, T* out, T* lse, CpWorkspace<T>& ws) {
+  const Shape s = shape_of(mask, d);
+  HERD_CHECK(group.size() == s.cp && group.rank() == s.rank);
+  HERD_ASSIGN_OR_RETURN(const T* kv, gather_kv(group, s, k, v, ws));
+  kernels::attention_forward<T>(kernel_dims(d, s), mask.kernel_mask(), q, kv, kv + s.kvd, out, lse);
+  return {};
+}
+
+template <typename T>
+Status cp_attention_backward(comm::Communicator& group, const CpMask& mask, const kernels::AttentionDims& d, const T* q,
+                             const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv,
+                             CpWorkspace<T>& ws) {
+  const Shape s = shape_of(mask, d);
+  HERD_CHECK(group.size() == s.cp && group.rank() == s.rank);
+  HERD_ASSIGN_OR_RETURN(const T* kv, gather_kv(group, s, k, v, ws));
+  // For B = 1 the kernel writes dK/dV straight into the rank-major reduce-scatter layout.
+  ws.dkv.resize(static_cast<std::size_t>(s.cp * s.block()));
+  kernels::attention_backward<T>(kernel_dims(d, s), mask.kernel_mask(), q, kv, kv + s.kvd, out, lse, dout, dq,
+                                 ws.dkv.data(), ws.dkv.data() + s.kvd);
+  T* rank_major = ws.dkv.data();
+  if (s.B > 1) {  // ws.gathered is free again: the kernel has consumed kv
+    permute_rows(s, ws.dkv.data(), ws.gathered.data(), /*to_batch_major=*/false);
+    rank_major = ws.gathered.data();
+  }
+  T* mine = rank_major + s.rank * s.block();
+  HERD_RETURN_IF_ERROR(group.reduce_scatter(rank_major, mine, static_cast<std::size_t>(s.block()),
+                                            comm::elem_type_of<T>(), comm::ReduceOp::kSum));
+  for (std::int64_t i = 0; i < s.B * s.L; ++i) {
+    std::memcpy(dk + i * s.ld_k, mine + i * 2 * s.kvd, static_cast<std::size_t>(s.kvd) * sizeof(T));
+    std::memcpy(dv + i * s.ld_v, mine + i * 2 * s.kvd + s.kvd, static_cast<std::size_t>(s.kvd) * sizeof(T));
+  }
+  return {};
+}
+
+#define HERD_CP_INSTANTIATE(T)                                                                                         \
+  template Status cp_attention_forward<T>(comm::Communicator&, const CpMask&, const kernels::AttentionDims&, const T*, \
+                                          const T*, const T*, T*, T*, CpWorkspace<T>&);                                \
+  template Status cp_attention_backward<T>(comm::Communicator&, const CpMask&, const kernels::AttentionDims&,          \
+                                           const T*, const T*, const T*, const T*, const T*, const T*, T*, T*, T*,     \
+                                           CpWorkspace<T>&);
+HERD_CP_INSTANTIATE(float)
+HERD_CP_INSTANTIATE(double)
+#undef HERD_CP_INSTANTIATE
+
+}  // namespace herd::parallel::cp
