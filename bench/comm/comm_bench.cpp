@@ -11,6 +11,8 @@
 //
 //   herd_bench_comm [--out FILE] [--ranks 2,4,8] [--min-bytes 4096] [--max-bytes 16777216]
 //                   [--reps 3] [--no-mpi] [--no-local]
+#include "comm_bench.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,7 +25,6 @@
 #include <vector>
 
 #include "common/bench_json.h"
-#include "comm_bench.h"
 #include "herd/comm/local/local_world.h"
 #include "herd/core/format.h"
 #include "herd/core/timer.h"
@@ -93,8 +94,8 @@ Json run_mpi_parent(const Sweep& s, int n, const std::string& self) {
                               .string();
   std::ostringstream cmd;
   cmd << HERD_BENCH_MPIRUN << " --allow-run-as-root --oversubscribe --bind-to none -np " << n << " " << self
-      << " --mpi-child --out " << tmp << " --min-bytes " << s.min_bytes << " --max-bytes " << s.max_bytes
-      << " --reps " << s.reps;
+      << " --mpi-child --out " << tmp << " --min-bytes " << s.min_bytes << " --max-bytes " << s.max_bytes << " --reps "
+      << s.reps;
   std::fprintf(stderr, "running: %s\n", cmd.str().c_str());
   const int rc = std::system(cmd.str().c_str());
   if (rc != 0) {
@@ -169,8 +170,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   herd::Json doc = envelope("comm: algbw and busbw by collective, message size and rank count");
-  doc["sweep"] = {{"ranks", s.ranks}, {"min_bytes", s.min_bytes}, {"max_bytes", s.max_bytes}, {"reps", s.reps},
-                  {"dtype", "fp32"}, {"timing", "median over reps of (barrier, iters ops, barrier) / iters"}};
+  doc["sweep"] = {{"ranks", s.ranks},         {"min_bytes", s.min_bytes},
+                  {"max_bytes", s.max_bytes}, {"reps", s.reps},
+                  {"dtype", "fp32"},          {"timing", "median over reps of (barrier, iters ops, barrier) / iters"}};
   doc["load_average_at_start"] = load_average();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   for (int n : s.ranks) {

@@ -18,7 +18,7 @@ struct Sweep {
   std::size_t max_bytes = 16u << 20;
   std::vector<comm::OpKind> ops = {comm::OpKind::kAllReduce, comm::OpKind::kAllGather, comm::OpKind::kReduceScatter,
                                    comm::OpKind::kBroadcast};
-  int reps = 3;                          // timed repetitions; the median is reported
+  int reps = 3;                             // timed repetitions; the median is reported
   double bytes_per_rep = 64.0 * (1 << 20);  // iterations per repetition: about this much data, 2..100 iterations
 };
 

@@ -22,9 +22,7 @@ double median(std::vector<double> v) {
 
 void raw_op(OpKind op, std::vector<float>& send, std::vector<float>& recv, int count) {
   switch (op) {
-    case OpKind::kAllReduce:
-      MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      return;
+    case OpKind::kAllReduce: MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); return;
     case OpKind::kAllGather:
       MPI_Allgather(send.data(), count, MPI_FLOAT, recv.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
       return;

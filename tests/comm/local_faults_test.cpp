@@ -19,7 +19,7 @@ bool contains(const Status& s, const std::string& text) {
 TEST(LocalFaults, StalledRankIsNamedAfterTheTimeoutAndRecordersAreDumped) {
   // Rank 2 stalls outside the communicator for longer than the timeout; the others time out in the
   // all-reduce that needs it. The stalled rank later finds the world aborted.
-  LocalWorld world(4, testing::test_options(/*timeout_s=*/0.3));
+  LocalWorld world(4, testing::test_options(/*timeout_s=*/1.0));
   std::atomic<bool> release{false};
   auto st = world.run([&](Communicator& c) -> Status {
     double x = 1;

@@ -1,3 +1,4 @@
+// Argument checks, sequence numbering and flight recording shared by every backend.
 #include "herd/comm/communicator.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Ring buffer of communication calls per rank and its JSON dump (see flight_recorder.h).
 #include "herd/comm/flight_recorder.h"
 
 #include <unistd.h>

@@ -1,3 +1,5 @@
+// The ordered reduction kernel: blocks of 256 elements through a private accumulator, so that dst may
+// alias a source and the inner loop over one source vectorises.
 #include "herd/comm/reduce.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Names of element types, reductions and ops, and CommOptions from the HERD_COMM_* environment.
 #include "herd/comm/types.h"
 
 #include <cstdlib>

@@ -178,14 +178,14 @@ TEST(MpiGroups, MeshGroupsPointToPointAndAsync) {
 // --fault=stall: rank 1 sleeps before the second all-reduce; the others time out naming it.
 // --fault=die: rank 1 exits mid-job; mpirun must end the job rather than leave rank 0 waiting.
 int run_fault(const std::string& mode) {
-  auto world = make_mpi_world(options(true, mode == "stall" ? 1.0 : 60.0));
+  auto world = make_mpi_world(options(true, mode == "stall" ? 3.0 : 60.0));
   if (!world.ok()) return 2;
   Communicator& c = **world;
   std::vector<double> v(1000, 1.0);
   if (!c.all_reduce(v.data(), v.size(), ReduceOp::kSum).ok()) return 2;
   if (c.rank() == 1) {
     if (mode == "die") _exit(7);
-    std::this_thread::sleep_for(std::chrono::seconds(20));
+    std::this_thread::sleep_for(std::chrono::seconds(30));
   }
   const Status s = c.all_reduce(v.data(), v.size(), ReduceOp::kSum);
   return s.ok() ? 0 : 1;

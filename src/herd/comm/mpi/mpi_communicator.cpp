@@ -1,3 +1,4 @@
+// The MPI backend: process runtime, groups, and the stage machine of each op (see mpi_communicator.h).
 #include "herd/comm/mpi/mpi_communicator.h"
 
 #include <mpi.h>

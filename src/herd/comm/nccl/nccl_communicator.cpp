@@ -1,0 +1,253 @@
+// The NCCL backend: NCCL communicators per group, ops on a per-group stream, event-based handles.
+#include "herd/comm/nccl/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "herd/core/format.h"
+#include "herd/core/log.h"
+
+namespace herd::comm::nccl {
+namespace {
+
+std::string where(int rank) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return "global rank " + std::to_string(rank) + " (host " + host + ")";
+}
+
+// Every CUDA and NCCL call is checked; a failure becomes an error naming the call, rank and host.
+#define HERD_CUDA_TRY(call, rank)                                                              \
+  do {                                                                                         \
+    const cudaError_t herd_e_ = (call);                                                        \
+    if (herd_e_ != cudaSuccess) {                                                              \
+      return make_error(#call, " failed on ", where(rank), ": ", cudaGetErrorString(herd_e_)); \
+    }                                                                                          \
+  } while (0)
+#define HERD_NCCL_TRY(call, rank)                                                              \
+  do {                                                                                         \
+    const ncclResult_t herd_r_ = (call);                                                       \
+    if (herd_r_ != ncclSuccess) {                                                              \
+      return make_error(#call, " failed on ", where(rank), ": ", ncclGetErrorString(herd_r_)); \
+    }                                                                                          \
+  } while (0)
+
+ncclDataType_t nccl_type(ElemType t) {
+  switch (t) {
+    case ElemType::kF32: return ncclFloat32;
+    case ElemType::kF64: return ncclFloat64;
+    case ElemType::kI32: return ncclInt32;
+    case ElemType::kI64: return ncclInt64;
+    case ElemType::kBF16: return ncclBfloat16;
+    case ElemType::kF16: return ncclFloat16;
+    case ElemType::kFP8: return ncclUint8;  // moved, never reduced
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kMin: return ncclMin;
+  }
+  return ncclSum;
+}
+
+// NCCL state of one group; the bootstrap communicator of a sub-group is owned here.
+struct NcclGroup {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int device = 0;
+  int* barrier_buf = nullptr;  // one device int for barrier()
+  std::unique_ptr<Communicator> owned_bootstrap;
+  Communicator* bootstrap = nullptr;
+  ~NcclGroup() {
+    if (comm != nullptr) ncclCommDestroy(comm);
+    if (barrier_buf != nullptr) cudaFree(barrier_buf);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+class NcclWork final : public Work {
+ public:
+  NcclWork(std::shared_ptr<NcclGroup> g, cudaEvent_t ev, std::string what, std::uint64_t record_id,
+           FlightRecorder* recorder, const CommOptions& o, int global_rank)
+      : g_(std::move(g)),
+        ev_(ev),
+        what_(std::move(what)),
+        id_(record_id),
+        recorder_(recorder),
+        opts_(o),
+        global_(global_rank) {}
+  ~NcclWork() override {
+    if (ev_ != nullptr) cudaEventDestroy(ev_);
+  }
+
+  bool test() override {
+    if (done_) return true;
+    const cudaError_t q = cudaEventQuery(ev_);
+    if (q == cudaErrorNotReady) return check_async();
+    finish(q == cudaSuccess ? Status::Ok() : Status(make_error(what_, ": ", cudaGetErrorString(q))),
+           q == cudaSuccess ? OpState::kCompleted : OpState::kFailed);
+    return true;
+  }
+
+  Status wait() override {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                                 std::chrono::duration<double>(opts_.timeout_s));
+    while (!test()) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        recorder_->set_state(id_, OpState::kTimedOut);
+        ncclCommAbort(g_->comm);
+        g_->comm = nullptr;
+        const std::string reason = "timeout after " + format_seconds(opts_.timeout_s) + " on " + where(global_) + ": " +
+                                   what_ + "; NCCL communicator aborted";
+        Result<std::string> path = recorder_->dump(opts_.dump_dir, "nccl", reason);
+        log_line(LogLevel::kError,
+                 "herd comm: " + reason + "; flight recorder: " + (path.ok() ? *path : path.error().message()));
+        done_ = true;
+        status_ = make_error(reason);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    return status_;
+  }
+
+ private:
+  bool check_async() {
+    ncclResult_t async = ncclSuccess;
+    if (g_->comm != nullptr && ncclCommGetAsyncError(g_->comm, &async) == ncclSuccess && async != ncclSuccess &&
+        async != ncclInProgress) {
+      finish(make_error(what_, ": NCCL reported ", ncclGetErrorString(async)), OpState::kFailed);
+      return true;
+    }
+    return false;
+  }
+  void finish(Status s, OpState st) {
+    done_ = true;
+    status_ = std::move(s);
+    recorder_->set_state(id_, st);
+  }
+
+  std::shared_ptr<NcclGroup> g_;
+  cudaEvent_t ev_;
+  std::string what_;
+  std::uint64_t id_;
+  FlightRecorder* recorder_;
+  CommOptions opts_;
+  int global_;
+  bool done_ = false;
+  Status status_;
+};
+
+Result<std::shared_ptr<NcclGroup>> init_group(Communicator& bootstrap, int device) {
+  const int me = bootstrap.global_rank();
+  auto g = std::make_shared<NcclGroup>();
+  g->device = device;
+  g->bootstrap = &bootstrap;
+  HERD_CUDA_TRY(cudaSetDevice(device), me);
+  ncclUniqueId id;
+  if (bootstrap.rank() == 0) HERD_NCCL_TRY(ncclGetUniqueId(&id), me);
+  HERD_RETURN_IF_ERROR(bootstrap.broadcast(&id, sizeof id, ElemType::kFP8, 0));
+  HERD_CUDA_TRY(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking), me);
+  HERD_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&g->barrier_buf), sizeof(int)), me);
+  HERD_NCCL_TRY(ncclCommInitRank(&g->comm, bootstrap.size(), id, bootstrap.rank()), me);
+  return g;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(std::shared_ptr<NcclGroup> g, const CommOptions& o)
+      : Communicator(Identity{g->bootstrap->name(), g->bootstrap->group_id(), g->bootstrap->members(),
+                              g->bootstrap->global_rank()},
+                     g->bootstrap->recorder_ptr(), o),
+        g_(std::move(g)) {}
+
+  const char* backend() const override { return "nccl"; }
+
+  Result<std::unique_ptr<Communicator>> new_group(const std::vector<std::int64_t>& global_ranks,
+                                                  const std::string& name) override {
+    HERD_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> boot, g_->bootstrap->new_group(global_ranks, name));
+    HERD_ASSIGN_OR_RETURN(std::shared_ptr<NcclGroup> g, init_group(*boot, g_->device));
+    g->owned_bootstrap = std::move(boot);
+    return std::unique_ptr<Communicator>(new NcclCommunicator(std::move(g), options()));
+  }
+
+ protected:
+  std::shared_ptr<Work> post(const OpDesc& op) override {
+    Result<std::shared_ptr<Work>> w = enqueue(op);
+    if (w.ok()) return *w;
+    recorder().set_state(op.record_id, OpState::kFailed);
+    return std::make_shared<FailedWork>(w.error());
+  }
+
+ private:
+  Result<std::shared_ptr<Work>> enqueue(const OpDesc& op) {
+    const int me = global_rank();
+    const std::string what = std::string(op_name(op.kind)) + " #" + std::to_string(op.seq) + " on " + describe();
+    const bool reduces = op.kind == OpKind::kAllReduce || op.kind == OpKind::kReduceScatter;
+    if (reduces && options().deterministic) {
+      return make_error(what,
+                        ": NCCL reduces in its own ring/tree order, not rank order; set "
+                        "HERD_COMM_DETERMINISTIC=0 to use it (or reduce on the local/mpi backend)");
+    }
+    if (g_->comm == nullptr) return make_error(what, ": the NCCL communicator was aborted after a timeout");
+    HERD_CUDA_TRY(cudaSetDevice(g_->device), me);
+    const ncclDataType_t t = nccl_type(op.elem);
+    cudaStream_t s = g_->stream;
+    switch (op.kind) {
+      case OpKind::kAllReduce:
+        HERD_NCCL_TRY(ncclAllReduce(op.send, op.recv, op.count, t, nccl_op(op.reduce), g_->comm, s), me);
+        break;
+      case OpKind::kAllGather: HERD_NCCL_TRY(ncclAllGather(op.send, op.recv, op.count, t, g_->comm, s), me); break;
+      case OpKind::kReduceScatter:
+        HERD_NCCL_TRY(ncclReduceScatter(op.send, op.recv, op.count, t, nccl_op(op.reduce), g_->comm, s), me);
+        break;
+      case OpKind::kBroadcast:
+        HERD_NCCL_TRY(ncclBroadcast(op.send, op.recv, op.count, t, op.peer, g_->comm, s), me);
+        break;
+      case OpKind::kSend: HERD_NCCL_TRY(ncclSend(op.send, op.count, t, op.peer, g_->comm, s), me); break;
+      case OpKind::kRecv: HERD_NCCL_TRY(ncclRecv(op.recv, op.count, t, op.peer, g_->comm, s), me); break;
+      case OpKind::kBarrier:
+        HERD_NCCL_TRY(ncclAllReduce(g_->barrier_buf, g_->barrier_buf, 1, ncclInt32, ncclSum, g_->comm, s), me);
+        break;
+    }
+    cudaEvent_t ev = nullptr;
+    HERD_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), me);
+    HERD_CUDA_TRY(cudaEventRecord(ev, s), me);
+    recorder().set_state(op.record_id, OpState::kStarted);
+    return std::shared_ptr<Work>(std::make_shared<NcclWork>(g_, ev, what, op.record_id, &recorder(), options(), me));
+  }
+
+  std::shared_ptr<NcclGroup> g_;
+};
+
+}  // namespace
+
+bool gpu_available(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = cudaGetErrorString(e);
+    return false;
+  }
+  if (n == 0) {
+    if (why) *why = "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+Result<std::unique_ptr<Communicator>> make_communicator(Communicator& bootstrap, int device,
+                                                        const CommOptions& options) {
+  HERD_ASSIGN_OR_RETURN(std::shared_ptr<NcclGroup> g, init_group(bootstrap, device));
+  return std::unique_ptr<Communicator>(new NcclCommunicator(std::move(g), options));
+}
+
+}  // namespace herd::comm::nccl
