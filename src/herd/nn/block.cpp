@@ -62,6 +62,7 @@ BlockState<T> TransformerBlock<T>::forward(tensor::Arena& arena, const MicroBatc
                                            const kernels::RopeTable<T>& rope, T* x) const {
   HERD_CHECK(w_ != nullptr, "TransformerBlock::forward before bind()");
   const std::int64_t n = mb.rows(), d = sizes_.hidden, f = sizes_.ffn;
+  const std::int64_t nl = tp_ ? tp_->local_rows(n) : n;
   const bool none = recompute_ == model::Recompute::kNone;
   const bool full = recompute_ == model::Recompute::kFull;
   auto keep = [&](std::int64_t count, const char* name) { return arena.allocate_array<T>(count, prefix_ + name); };
@@ -69,24 +70,24 @@ BlockState<T> TransformerBlock<T>::forward(tensor::Arena& arena, const MicroBatc
   // The saved set, in the order of model::layer_saved_tensors.
   BlockState<T> st;
   st.mark = arena.mark();
-  st.input = keep(n * d, "attn_norm.input");
+  st.input = keep(nl * d, "attn_norm.input");
   if (!full) {
-    st.attn_rstd = keep(n, "attn_norm.rstd");
-    if (none) st.attn_norm_out = keep(n * d, "attn_norm.output");
+    st.attn_rstd = keep(nl, "attn_norm.rstd");
+    if (none) st.attn_norm_out = keep(nl * d, "attn_norm.output");
     st.q = keep(n * sizes_.q_dim(), "attn.q");
     st.k = keep(n * sizes_.kv_dim(), "attn.k");
     st.v = keep(n * sizes_.kv_dim(), "attn.v");
     st.attn_out = keep(n * sizes_.q_dim(), "attn.out");
     st.lse = keep(n * sizes_.heads, "attn.lse");
-    st.mlp_input = keep(n * d, "mlp_norm.input");
-    st.mlp_rstd = keep(n, "mlp_norm.rstd");
-    if (none) st.mlp_norm_out = keep(n * d, "mlp_norm.output");
+    st.mlp_input = keep(nl * d, "mlp_norm.input");
+    st.mlp_rstd = keep(nl, "mlp_norm.rstd");
+    if (none) st.mlp_norm_out = keep(nl * d, "mlp_norm.output");
     st.gate = keep(n * f, "mlp.gate");
     st.up = keep(n * f, "mlp.up");
     if (none) st.act = keep(n * f, "mlp.act");
   }
   const tensor::Arena::Mark scratch = arena.mark();
-  std::memcpy(st.input, x, sizeof(T) * static_cast<std::size_t>(n * d));
+  std::memcpy(st.input, x, sizeof(T) * static_cast<std::size_t>(nl * d));
   compute(arena, mb, rope, st, x);
   arena.reset(scratch);
   // Drop the pointers into the freed scratch: the backward re-materialises them.
@@ -108,43 +109,62 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
                                   BlockState<T>& st, T* x_out) const {
   const std::int64_t n = mb.rows(), d = sizes_.hidden, f = sizes_.ffn;
   const std::int64_t qd = sizes_.q_dim(), kvd = sizes_.kv_dim();
+  const std::int64_t nl = tp_ ? tp_->local_rows(n) : n;
   auto need = [&](T*& p, std::int64_t count) {
     if (!p) p = arena.allocate_array<T>(count, prefix_ + "scratch");
   };
-  need(st.attn_rstd, n);
-  need(st.attn_norm_out, n * d);
+  // Into a column-parallel linear: the norm output of all N rows (the local one itself on one rank).
+  auto gathered = [&](const T* local) -> const T* {
+    if (!tp_) return local;
+    T* full = arena.allocate_array<T>(n * d, prefix_ + "scratch");
+    tp_->gather(local, full, n, d);
+    return full;
+  };
+  // out (n_loc, d) = residual + (a W^T) summed over TP ranks (row-parallel linear of width `in`).
+  auto row_parallel = [&](const T* a, std::int64_t in, const T* w, const T* residual, T* out) {
+    if (!tp_) {
+      std::memcpy(out, residual, sizeof(T) * static_cast<std::size_t>(n * d));
+      linear<T>(a, n, in, w, d, T(1), out);
+      return;
+    }
+    T* partial = arena.allocate_array<T>(n * d, prefix_ + "scratch");
+    linear<T>(a, n, in, w, d, T(0), partial);
+    tp_->reduce(partial, out, n, d);
+    for (std::int64_t i = 0; i < nl * d; ++i) out[i] += residual[i];
+  };
+  need(st.attn_rstd, nl);
+  need(st.attn_norm_out, nl * d);
   need(st.q, n * qd);
   need(st.k, n * kvd);
   need(st.v, n * kvd);
   need(st.attn_out, n * qd);
   need(st.lse, n * sizes_.heads);
-  need(st.mlp_input, n * d);
-  need(st.mlp_rstd, n);
-  need(st.mlp_norm_out, n * d);
+  need(st.mlp_input, nl * d);
+  need(st.mlp_rstd, nl);
+  need(st.mlp_norm_out, nl * d);
   need(st.gate, n * f);
   need(st.up, n * f);
   need(st.act, n * f);
   const LayerLayout& L = layout_;
 
-  kernels::rmsnorm_forward<T>(st.input, d, w_ + L.attn_norm, n, d, sizes_.norm_eps, st.attn_norm_out, d, st.attn_rstd);
-  linear<T>(st.attn_norm_out, n, d, w_ + L.wq, qd, T(0), st.q);
-  linear<T>(st.attn_norm_out, n, d, w_ + L.wk, kvd, T(0), st.k);
-  linear<T>(st.attn_norm_out, n, d, w_ + L.wv, kvd, T(0), st.v);
+  kernels::rmsnorm_forward<T>(st.input, d, w_ + L.attn_norm, nl, d, sizes_.norm_eps, st.attn_norm_out, d, st.attn_rstd);
+  const T* attn_in = gathered(st.attn_norm_out);  // (N, d)
+  linear<T>(attn_in, n, d, w_ + L.wq, qd, T(0), st.q);
+  linear<T>(attn_in, n, d, w_ + L.wk, kvd, T(0), st.k);
+  linear<T>(attn_in, n, d, w_ + L.wv, kvd, T(0), st.v);
   kernels::rope_forward<T>(rope, mb.positions, n, sizes_.heads, st.q, qd);
   kernels::rope_forward<T>(rope, mb.positions, n, sizes_.kv_heads, st.k, kvd);
   kernels::attention_forward<T>(attention_dims(mb, sizes_), attention_mask(mb), st.q, st.k, st.v, st.attn_out, st.lse);
 
   // h = input + attn_out Wo^T, built in mlp_input (the MLP norm's saved input is exactly h).
-  std::memcpy(st.mlp_input, st.input, sizeof(T) * static_cast<std::size_t>(n * d));
-  linear<T>(st.attn_out, n, qd, w_ + L.wo, d, T(1), st.mlp_input);
-  kernels::rmsnorm_forward<T>(st.mlp_input, d, w_ + L.mlp_norm, n, d, sizes_.norm_eps, st.mlp_norm_out, d, st.mlp_rstd);
-  linear<T>(st.mlp_norm_out, n, d, w_ + L.w_gate, f, T(0), st.gate);
-  linear<T>(st.mlp_norm_out, n, d, w_ + L.w_up, f, T(0), st.up);
+  row_parallel(st.attn_out, qd, w_ + L.wo, st.input, st.mlp_input);
+  kernels::rmsnorm_forward<T>(st.mlp_input, d, w_ + L.mlp_norm, nl, d, sizes_.norm_eps, st.mlp_norm_out, d,
+                              st.mlp_rstd);
+  const T* mlp_in = gathered(st.mlp_norm_out);  // (N, d)
+  linear<T>(mlp_in, n, d, w_ + L.w_gate, f, T(0), st.gate);
+  linear<T>(mlp_in, n, d, w_ + L.w_up, f, T(0), st.up);
   kernels::swiglu_forward<T>(st.gate, f, st.up, f, n, f, st.act, f);
-  if (x_out) {
-    std::memcpy(x_out, st.mlp_input, sizeof(T) * static_cast<std::size_t>(n * d));
-    linear<T>(st.act, n, f, w_ + L.w_down, d, T(1), x_out);
-  }
+  if (x_out) row_parallel(st.act, f, w_ + L.w_down, st.mlp_input, x_out);
 }
 
 template <typename T>
@@ -153,38 +173,55 @@ void TransformerBlock<T>::backward(tensor::Arena& arena, const MicroBatch& mb, c
   HERD_CHECK(g_ != nullptr && st.input != nullptr, "TransformerBlock::backward without bind() or forward state");
   const std::int64_t n = mb.rows(), d = sizes_.hidden, f = sizes_.ffn;
   const std::int64_t qd = sizes_.q_dim(), kvd = sizes_.kv_dim();
+  const std::int64_t nl = tp_ ? tp_->local_rows(n) : n;
   const LayerLayout& L = layout_;
   auto scratch = [&](std::int64_t count) { return arena.allocate_array<T>(count, prefix_ + "scratch"); };
+  // The adjoints of the forward's collectives: a row-parallel output's gradient is gathered to all N
+  // rows, a column-parallel input's (partial over TP) gradient is reduced to this rank's rows.
+  T* full_buf = tp_ ? scratch(n * d) : nullptr;
+  auto gathered = [&](const T* local) -> const T* {
+    if (!tp_) return local;
+    tp_->gather(local, full_buf, n, d);
+    return full_buf;
+  };
+  T* d_norm_local = tp_ ? scratch(nl * d) : nullptr;
+  auto reduced = [&](const T* partial) -> const T* {
+    if (!tp_) return partial;
+    tp_->reduce(partial, d_norm_local, n, d);
+    return d_norm_local;
+  };
 
   if (recompute_ == model::Recompute::kFull) {
     compute(arena, mb, rope, st, nullptr);
   } else if (recompute_ == model::Recompute::kSelective) {
     // Elementwise only: the norms again (their rstd equals the saved one) and the SwiGLU product.
-    T* rstd = scratch(n);
-    st.attn_norm_out = scratch(n * d);
-    kernels::rmsnorm_forward<T>(st.input, d, w_ + L.attn_norm, n, d, sizes_.norm_eps, st.attn_norm_out, d, rstd);
-    st.mlp_norm_out = scratch(n * d);
-    kernels::rmsnorm_forward<T>(st.mlp_input, d, w_ + L.mlp_norm, n, d, sizes_.norm_eps, st.mlp_norm_out, d, rstd);
+    T* rstd = scratch(nl);
+    st.attn_norm_out = scratch(nl * d);
+    kernels::rmsnorm_forward<T>(st.input, d, w_ + L.attn_norm, nl, d, sizes_.norm_eps, st.attn_norm_out, d, rstd);
+    st.mlp_norm_out = scratch(nl * d);
+    kernels::rmsnorm_forward<T>(st.mlp_input, d, w_ + L.mlp_norm, nl, d, sizes_.norm_eps, st.mlp_norm_out, d, rstd);
     st.act = scratch(n * f);
     kernels::swiglu_forward<T>(st.gate, f, st.up, f, n, f, st.act, f);
   }
 
   // MLP: out = h + act Wdown^T.
   T* d_act = scratch(n * f);
-  linear_input_grad<T>(dx, n, d, w_ + L.w_down, f, T(0), d_act);
-  linear_weight_grad<T>(dx, n, d, st.act, f, g_ + L.w_down);
+  const T* dy = gathered(dx);  // (N, d)
+  linear_input_grad<T>(dy, n, d, w_ + L.w_down, f, T(0), d_act);
+  linear_weight_grad<T>(dy, n, d, st.act, f, g_ + L.w_down);
   T* d_gu = scratch(n * 2 * f);  // (N, 2f): [dgate | dup] per row, matching the adjacent gate/up weights
   kernels::swiglu_backward<T>(d_act, f, st.gate, f, st.up, f, n, f, d_gu, 2 * f, d_gu + f, 2 * f);
-  linear_weight_grad<T>(d_gu, n, 2 * f, st.mlp_norm_out, d, g_ + L.w_gate);
-  T* d_norm = scratch(n * d);
+  linear_weight_grad<T>(d_gu, n, 2 * f, gathered(st.mlp_norm_out), d, g_ + L.w_gate);
+  T* d_norm = scratch(n * d);  // (N, d), partial over TP
   linear_input_grad<T>(d_gu, n, 2 * f, w_ + L.w_gate, d, T(0), d_norm);
-  kernels::rmsnorm_backward<T>(d_norm, d, st.mlp_input, d, w_ + L.mlp_norm, st.mlp_rstd, n, d, dx, d,
+  kernels::rmsnorm_backward<T>(reduced(d_norm), d, st.mlp_input, d, w_ + L.mlp_norm, st.mlp_rstd, nl, d, dx, d,
                                kernels::Accumulate::kAdd, g_ + L.mlp_norm);
 
   // Attention: h = input + attn_out Wo^T.
   T* d_ao = scratch(n * qd);
-  linear_input_grad<T>(dx, n, d, w_ + L.wo, qd, T(0), d_ao);
-  linear_weight_grad<T>(dx, n, d, st.attn_out, qd, g_ + L.wo);
+  dy = gathered(dx);
+  linear_input_grad<T>(dy, n, d, w_ + L.wo, qd, T(0), d_ao);
+  linear_weight_grad<T>(dy, n, d, st.attn_out, qd, g_ + L.wo);
   T* dq = scratch(n * qd);
   T* dk = scratch(n * kvd);
   T* dv = scratch(n * kvd);
@@ -192,13 +229,14 @@ void TransformerBlock<T>::backward(tensor::Arena& arena, const MicroBatch& mb, c
                                  d_ao, dq, dk, dv);
   kernels::rope_backward<T>(rope, mb.positions, n, sizes_.heads, dq, qd);
   kernels::rope_backward<T>(rope, mb.positions, n, sizes_.kv_heads, dk, kvd);
-  linear_weight_grad<T>(dq, n, qd, st.attn_norm_out, d, g_ + L.wq);
-  linear_weight_grad<T>(dk, n, kvd, st.attn_norm_out, d, g_ + L.wk);
-  linear_weight_grad<T>(dv, n, kvd, st.attn_norm_out, d, g_ + L.wv);
+  const T* attn_in = gathered(st.attn_norm_out);
+  linear_weight_grad<T>(dq, n, qd, attn_in, d, g_ + L.wq);
+  linear_weight_grad<T>(dk, n, kvd, attn_in, d, g_ + L.wk);
+  linear_weight_grad<T>(dv, n, kvd, attn_in, d, g_ + L.wv);
   linear_input_grad<T>(dq, n, qd, w_ + L.wq, d, T(0), d_norm);
   linear_input_grad<T>(dk, n, kvd, w_ + L.wk, d, T(1), d_norm);
   linear_input_grad<T>(dv, n, kvd, w_ + L.wv, d, T(1), d_norm);
-  kernels::rmsnorm_backward<T>(d_norm, d, st.input, d, w_ + L.attn_norm, st.attn_rstd, n, d, dx, d,
+  kernels::rmsnorm_backward<T>(reduced(d_norm), d, st.input, d, w_ + L.attn_norm, st.attn_rstd, nl, d, dx, d,
                                kernels::Accumulate::kAdd, g_ + L.attn_norm);
 
   arena.reset(st.mark);

@@ -13,7 +13,12 @@
 //
 // Parameters and gradients are one flat buffer each (LayerLayout); gradients accumulate (+=), so
 // micro-batches add into the same buffer and the caller zeroes it once per step.
-// Legend: N = B x T rows, d hidden, q = heads x head_dim, kv = kv_heads x head_dim, f = ffn.
+// Tensor parallelism (parallel/tp) reuses this class: built from the local LayerSizes of one TP
+// shard and given TensorParallelHooks, the norms run on this rank's rows (all N, or N/tp with
+// sequence parallelism), the hooks gather them into the column-parallel q/k/v and gate/up linears and
+// reduce the row-parallel o and down outputs; without hooks the block is the single-rank layer.
+// Legend: N = B x T rows, n_loc = the rows of the norm regions, d hidden, q = heads x head_dim, kv = kv_heads x
+// head_dim, f = ffn.
 #pragma once
 
 #include <string>
@@ -26,20 +31,34 @@
 
 namespace herd::nn {
 
+// The collectives around a block's tensor-parallel regions (Megatron's f/g pair). Each is the other's
+// backward: gather's adjoint is reduce and reduce's adjoint is gather, with or without SP.
+template <typename T>
+class TensorParallelHooks {
+ public:
+  virtual ~TensorParallelHooks() = default;
+  // Rows of this rank's norm regions for a micro-batch of n rows: n, or n / tp with SP.
+  virtual std::int64_t local_rows(std::int64_t n) const = 0;
+  // full (n, cols) from this rank's local (local_rows(n), cols): SP all-gather over TP, else a copy.
+  virtual void gather(const T* local, T* full, std::int64_t n, std::int64_t cols) const = 0;
+  // local (local_rows(n), cols) = sum over TP of partial (n, cols): SP reduce-scatter, else all-reduce.
+  virtual void reduce(const T* partial, T* local, std::int64_t n, std::int64_t cols) const = 0;
+};
+
 template <typename T>
 struct BlockState {
   tensor::Arena::Mark mark;    // the arena before the first saved tensor
-  T* input = nullptr;          // attn_norm.input (N, d): the layer input, also the residual
-  T* attn_rstd = nullptr;      // (N)
-  T* attn_norm_out = nullptr;  // (N, d); none only
+  T* input = nullptr;          // attn_norm.input (n_loc, d): the layer input, also the residual
+  T* attn_rstd = nullptr;      // (n_loc)
+  T* attn_norm_out = nullptr;  // (n_loc, d); none only
   T* q = nullptr;              // (N, q) after RoPE
   T* k = nullptr;              // (N, kv) after RoPE
   T* v = nullptr;              // (N, kv)
   T* attn_out = nullptr;       // (N, q)
   T* lse = nullptr;            // (B, heads, T)
-  T* mlp_input = nullptr;      // mlp_norm.input (N, d)
-  T* mlp_rstd = nullptr;       // (N)
-  T* mlp_norm_out = nullptr;   // (N, d); none only
+  T* mlp_input = nullptr;      // mlp_norm.input (n_loc, d)
+  T* mlp_rstd = nullptr;       // (n_loc)
+  T* mlp_norm_out = nullptr;   // (n_loc, d); none only
   T* gate = nullptr;           // (N, f)
   T* up = nullptr;             // (N, f)
   T* act = nullptr;            // (N, f) silu(gate) * up; none only
@@ -60,11 +79,13 @@ class TransformerBlock {
     w_ = params;
     g_ = grads;
   }
+  // Tensor-parallel collectives (nullptr: single rank). Not owned.
+  void set_tensor_parallel(const TensorParallelHooks<T>* hooks) { tp_ = hooks; }
 
-  // x (N, d): the residual stream, replaced by the block's output.
+  // x (n_loc, d): the residual stream, replaced by the block's output.
   BlockState<T> forward(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, T* x) const;
 
-  // dx (N, d): dLoss/d(output) in, dLoss/d(input) out. Accumulates the weight gradients and frees `st`
+  // dx (n_loc, d): dLoss/d(output) in, dLoss/d(input) out. Accumulates the weight gradients and frees `st`
   // (and everything the arena holds above it).
   void backward(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, BlockState<T>& st,
                 T* dx) const;
@@ -82,6 +103,7 @@ class TransformerBlock {
   std::string prefix_;
   T* w_ = nullptr;
   T* g_ = nullptr;
+  const TensorParallelHooks<T>* tp_ = nullptr;
 };
 
 }  // namespace herd::nn

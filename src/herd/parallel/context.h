@@ -1,0 +1,72 @@
+// ParallelContext: what one rank of a 4D-parallel job knows about the job.
+//
+// The mesh (ParallelDims, rank order [TP, CP, PP, DP]), this rank's global rank, and one communicator
+// per mesh axis. Every parallel module (parallel/tp, fsdp, cp, pp) takes a ParallelContext by
+// reference instead of reaching for a global process group (STYLE habit 5). The context does not own
+// its communicators: ParallelGroups (below) builds and owns them for the usual case of one world
+// communicator split along the mesh, and tests may point the fields at communicators of their own.
+//
+// Flags that change the numerics-neutral algorithm choice live here too, so all modules of one rank
+// agree: sequence parallelism (Megatron-LM SP: norms and dropout on T/tp rows, all-gather before the
+// column-parallel linears and reduce-scatter after the row-parallel ones) and FSDP's
+// reshard_after_forward (ZeRO-3 behaviour; the Llama 3 paper keeps the unit gathered until backward).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "herd/comm/communicator.h"
+#include "herd/core/error.h"
+#include "herd/topology/parallel_dims.h"
+
+namespace herd::parallel {
+
+struct ParallelContext {
+  // Degrees of the mesh (a single rank unless set).
+  topology::ParallelDims dims = topology::ParallelDims::make(1, 1, 1, 1).value();
+  int rank = 0;  // global rank; coordinates via dims.coord(rank)
+  comm::Communicator* world = nullptr;
+  comm::Communicator* tp = nullptr;  // ranks sharing every coordinate but tp (consecutive ranks)
+  comm::Communicator* cp = nullptr;
+  comm::Communicator* pp = nullptr;
+  comm::Communicator* dp = nullptr;
+  bool sequence_parallel = true;
+  bool reshard_after_forward = false;
+
+  topology::Coord coord() const { return dims.coord(rank); }
+  int tp_rank() const { return static_cast<int>(coord().tp); }
+  int cp_rank() const { return static_cast<int>(coord().cp); }
+  int pp_rank() const { return static_cast<int>(coord().pp); }
+  int dp_rank() const { return static_cast<int>(coord().dp); }
+  int tp_size() const { return static_cast<int>(dims.tp()); }
+  int cp_size() const { return static_cast<int>(dims.cp()); }
+  int pp_size() const { return static_cast<int>(dims.pp()); }
+  int dp_size() const { return static_cast<int>(dims.dp()); }
+};
+
+// Owns the four axis communicators of one rank, split from its world communicator. Every rank of the
+// world must call make() with the same dims, in the same order relative to its other collectives
+// (new_group is collective-ordered, as with MPI). The world communicator must outlive this object.
+class ParallelGroups {
+ public:
+  // Errors when dims.world() differs from the world communicator's size, naming both.
+  static Result<std::unique_ptr<ParallelGroups>> make(comm::Communicator& world, const topology::ParallelDims& dims);
+
+  // A context pointing at these groups; the flags are the caller's choice.
+  ParallelContext context(bool sequence_parallel = true, bool reshard_after_forward = false) const;
+
+  comm::Communicator& world() const { return *world_; }
+  comm::Communicator& tp() const { return *tp_; }
+  comm::Communicator& cp() const { return *cp_; }
+  comm::Communicator& pp() const { return *pp_; }
+  comm::Communicator& dp() const { return *dp_; }
+  const topology::ParallelDims& dims() const { return dims_; }
+
+ private:
+  ParallelGroups(comm::Communicator& world, topology::ParallelDims dims) : world_(&world), dims_(dims) {}
+  comm::Communicator* world_;
+  topology::ParallelDims dims_;
+  std::unique_ptr<comm::Communicator> tp_, cp_, pp_, dp_;
+};
+
+}  // namespace herd::parallel

@@ -1,0 +1,66 @@
+// One FSDP unit: a flat range of parameters (a layer, the embedding, or the final norm + head) sharded
+// over the data-parallel group, with the unit's gather, release and gradient reduce-scatter.
+//
+// The unit's `count` elements (this TP rank's part of the layer) are padded to a multiple of dp and
+// cut into dp equal shards; DP rank r owns [r S, (r+1) S) with S = ceil(count / dp). The shard is the
+// master copy the optimizer updates. Before the unit's forward, the full flat buffer is all-gathered
+// (asynchronously, so the model can prefetch the next unit while computing this one); after its last
+// use it is released. Gradients accumulate in a full-size buffer across the micro-batches of a step
+// and are reduce-scattered (summed over DP) into the gradient shard once, after the unit's backward of
+// the step's last micro-batch: one reduce-scatter per unit per step whatever the accumulation count,
+// and a result that does not depend on how the step was split. The padding is zero and stays zero.
+//
+// Bytes per unit per step with P = count x sizeof(T): all-gather (dp-1)/dp P sent per rank per
+// gather (one per forward, plus one per backward when resharded after forward), reduce-scatter
+// (dp-1)/dp P.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "herd/comm/communicator.h"
+#include "herd/core/aligned.h"
+#include "herd/core/error.h"
+
+namespace herd::parallel::fsdp {
+
+template <typename T>
+class FlatUnit {
+ public:
+  FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp);
+
+  const std::string& name() const { return name_; }
+  std::int64_t count() const { return count_; }        // unpadded elements of the unit
+  std::int64_t shard_size() const { return shard_; }   // S
+  std::int64_t shard_begin() const { return begin_; }  // r S, in unit elements
+  std::int64_t padded() const { return shard_ * dp_->size(); }
+
+  T* shard_params() { return params_.get(); }  // (S) master weights
+  T* shard_grads() { return grads_.get(); }    // (S) reduced gradients of the step
+  const T* shard_params() const { return params_.get(); }
+  const T* shard_grads() const { return grads_.get(); }
+
+  // Posts the all-gather of the full parameters (no-op when gathered or in flight).
+  void begin_gather();
+  // Waits for it (posting it first if needed); then full_params() is valid.
+  Status wait_gather();
+  bool gathered() const { return full_ != nullptr && !in_flight_; }
+  T* full_params() { return full_.get(); }  // (padded)
+  void release();                           // frees the full parameters
+
+  // The full gradient buffer of this step (padded), zeroed at its first use after zero_grads().
+  T* full_grads();
+  // grads shard = sum over DP of the full gradient buffers; frees the buffer. Once per step.
+  Status reduce_scatter_grads();
+  void zero_grads();  // the shard and the accumulation buffer
+
+ private:
+  std::string name_;
+  std::int64_t count_, shard_, begin_;
+  comm::Communicator* dp_;
+  AlignedPtr<T> params_, grads_, full_, full_grads_;
+  comm::Handle handle_;
+  bool in_flight_ = false;
+};
+
+}  // namespace herd::parallel::fsdp

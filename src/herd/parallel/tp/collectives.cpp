@@ -1,0 +1,101 @@
+// TpCollectives and the vocab-parallel embedding and loss (see collectives.h).
+#include "herd/parallel/tp/collectives.h"
+
+#include <cstring>
+
+#include "herd/kernels/embedding.h"
+
+namespace herd::parallel::tp {
+
+namespace {
+std::size_t ucount(std::int64_t n) { return static_cast<std::size_t>(n); }
+}  // namespace
+
+template <typename T>
+void TpCollectives<T>::gather(const T* local, T* full, std::int64_t n, std::int64_t cols) const {
+  if (!sp_) {
+    if (full != local) std::memcpy(full, local, sizeof(T) * ucount(n * cols));
+    return;
+  }
+  if (!status_.ok()) return;
+  record(tp_->all_gather(local, full, ucount(local_rows(n) * cols), comm::elem_type_of<T>()));
+}
+
+template <typename T>
+void TpCollectives<T>::reduce(const T* partial, T* local, std::int64_t n, std::int64_t cols) const {
+  if (!status_.ok()) return;
+  if (sp_) {
+    record(tp_->reduce_scatter(partial, local, ucount(local_rows(n) * cols), comm::elem_type_of<T>(),
+                               comm::ReduceOp::kSum));
+  } else {
+    record(tp_->all_reduce(partial, local, ucount(n * cols), comm::elem_type_of<T>(), comm::ReduceOp::kSum));
+  }
+}
+
+template <typename T>
+void TpCollectives<T>::all_reduce(T* buf, std::int64_t count) const {
+  if (!status_.ok() || tp_->size() == 1) return;
+  record(tp_->all_reduce(buf, ucount(count), comm::elem_type_of<T>(), comm::ReduceOp::kSum));
+}
+
+template <typename T>
+void TpCollectives<T>::all_gather(const T* send, T* recv, std::int64_t count) const {
+  if (!status_.ok()) return;
+  record(tp_->all_gather(send, recv, ucount(count), comm::elem_type_of<T>()));
+}
+
+VocabShard vocab_shard(std::int64_t vocab, int tp_size, int tp_rank) {
+  const std::int64_t rows = vocab / tp_size;
+  return {rows * tp_rank, rows};
+}
+
+template <typename T>
+void vocab_embedding_forward(const TpCollectives<T>& c, const std::int32_t* ids, std::int64_t n, const T* table,
+                             VocabShard shard, std::int64_t d, T* full, T* x) {
+  kernels::embedding_forward<T>(ids, n, table, shard.begin, shard.rows, d, full);  // zero rows off-shard
+  c.reduce(full, x, n, d);
+}
+
+template <typename T>
+void vocab_embedding_backward(const TpCollectives<T>& c, const std::int32_t* ids, std::int64_t n, const T* dx,
+                              VocabShard shard, std::int64_t d, T* full, T* dtable) {
+  c.gather(dx, full, n, d);
+  kernels::embedding_backward<T>(ids, n, full, shard.begin, shard.rows, d, dtable);
+}
+
+template <typename T>
+kernels::CrossEntropyLoss vocab_cross_entropy(const TpCollectives<T>& c, const T* h, std::int64_t n, std::int64_t d,
+                                              const T* w, VocabShard shard, const std::int32_t* targets, T scale,
+                                              T* lse, T* dh, T* dw, T* stats) {
+  const int tp = c.size();
+  // Local (max | sum-exp | target logit), 3n, packed so one all-gather carries all three, then
+  // regrouped shard-major, (3, tp, n), as ce_combine_stats reads them.
+  T* mine = stats;
+  T* all = mine + 3 * n;            // (tp, 3, n)
+  T* regrouped = all + 3 * n * tp;  // (3, tp, n)
+  kernels::ce_shard_stats<T>(h, n, d, w, shard.begin, shard.rows, targets, mine, mine + n, mine + 2 * n);
+  c.all_gather(mine, all, 3 * n);
+  for (int s = 0; s < tp; ++s) {
+    for (int k = 0; k < 3; ++k) {
+      std::memcpy(regrouped + (k * tp + s) * n, all + (s * 3 + k) * n, sizeof(T) * ucount(n));
+    }
+  }
+  const kernels::CrossEntropyLoss loss =
+      kernels::ce_combine_stats<T>(n, tp, regrouped, regrouped + tp * n, regrouped + 2 * tp * n, targets, lse);
+  kernels::ce_shard_backward<T>(h, n, d, w, shard.begin, shard.rows, targets, lse, scale, dh, dw);
+  return loss;
+}
+
+#define HERD_TP_INSTANTIATE(T)                                                                                       \
+  template class TpCollectives<T>;                                                                                   \
+  template void vocab_embedding_forward<T>(const TpCollectives<T>&, const std::int32_t*, std::int64_t, const T*,     \
+                                           VocabShard, std::int64_t, T*, T*);                                        \
+  template void vocab_embedding_backward<T>(const TpCollectives<T>&, const std::int32_t*, std::int64_t, const T*,    \
+                                            VocabShard, std::int64_t, T*, T*);                                       \
+  template kernels::CrossEntropyLoss vocab_cross_entropy<T>(const TpCollectives<T>&, const T*, std::int64_t,         \
+                                                            std::int64_t, const T*, VocabShard, const std::int32_t*, \
+                                                            T, T*, T*, T*, T*);
+HERD_TP_INSTANTIATE(float)
+HERD_TP_INSTANTIATE(double)
+
+}  // namespace herd::parallel::tp

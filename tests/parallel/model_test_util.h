@@ -1,0 +1,92 @@
+// Shared pieces of the DistributedLlama tests: a small GQA model, deterministic packed batches, the
+// single-rank reference step, and running a layout's ranks as threads over the local backend.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "comm/comm_test_util.h"
+#include "herd/kernels/cross_entropy.h"
+#include "herd/kernels/optim.h"
+#include "herd/nn/model.h"
+#include "herd/parallel/context.h"
+#include "herd/parallel/model.h"
+
+namespace herd::parallel::testing {
+
+// 8 query heads over 4 KV heads (GQA), so tp = 4 still leaves a group of 2 query heads per KV head.
+inline model::LlamaConfig small_gqa_model() {
+  model::LlamaConfig c;
+  c.name = "parity";
+  c.hidden = 16;
+  c.ffn_hidden = 32;
+  c.n_layers = 2;
+  c.n_heads = 8;
+  c.n_kv_heads = 4;
+  c.head_dim = 4;
+  c.vocab = 32;
+  c.max_seq_len = 16;
+  c.rope_theta = 10000;
+  return c;
+}
+
+// A global batch of `seqs` rows of length t: two documents per row (positions restart, doc ids
+// change), some targets ignored (-1), so masks and the real-token count are exercised.
+struct Batch {
+  std::int64_t seqs = 0, t = 0;
+  std::vector<std::int32_t> tokens, targets, positions, doc_ids;
+  nn::MicroBatch rows(std::int64_t first, std::int64_t count) const {
+    const std::int64_t o = first * t;
+    return {count, t, tokens.data() + o, targets.data() + o, positions.data() + o, doc_ids.data() + o};
+  }
+  std::int64_t real_tokens() const {
+    return std::count_if(targets.begin(), targets.end(), [](std::int32_t x) { return x >= 0; });
+  }
+};
+
+inline Batch make_batch(std::int64_t seqs, std::int64_t t, std::int64_t vocab, std::uint32_t seed) {
+  Batch b;
+  b.seqs = seqs;
+  b.t = t;
+  std::mt19937 rng(seed);
+  for (std::int64_t s = 0; s < seqs; ++s) {
+    const std::int64_t cut = 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(t - 1));
+    for (std::int64_t i = 0; i < t; ++i) {
+      b.tokens.push_back(static_cast<std::int32_t>(rng() % static_cast<std::uint32_t>(vocab)));
+      const bool ignored = rng() % 5 == 0 || i == cut - 1;  // no target across a document boundary
+      b.targets.push_back(ignored ? -1 : static_cast<std::int32_t>(rng() % static_cast<std::uint32_t>(vocab)));
+      b.positions.push_back(static_cast<std::int32_t>(i < cut ? i : i - cut));
+      b.doc_ids.push_back(i < cut ? 0 : 1);
+    }
+  }
+  return b;
+}
+
+// max |a - b| over max |b| for the full parameter `p` (an absolute floor for all-zero references).
+template <typename T>
+double rel_diff(const std::vector<T>& a, const T* b, const nn::NamedParam& p) {
+  double diff = 0, scale = 1e-30;
+  for (std::int64_t i = p.offset; i < p.offset + p.count(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a[static_cast<std::size_t>(i)]) - static_cast<double>(b[i])));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return diff / scale;
+}
+
+// Runs fn(ctx) on every rank of a tp x dp layout.
+inline void run_layout(std::int64_t tp, std::int64_t dp, bool sp, bool reshard,
+                       const std::function<Status(const ParallelContext&)>& fn) {
+  const topology::ParallelDims dims = *topology::ParallelDims::make(tp, 1, 1, dp);
+  comm::testing::run_ranks(static_cast<int>(dims.world()), [&](comm::Communicator& world) -> Status {
+    HERD_ASSIGN_OR_RETURN(auto groups, ParallelGroups::make(world, dims));
+    return fn(groups->context(sp, reshard));
+  });
+}
+
+}  // namespace herd::parallel::testing
