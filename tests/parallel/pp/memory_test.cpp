@@ -70,10 +70,9 @@ TEST(PipelineMemory, MeasuredPeakMatchesSimulator) {
   const model::LlamaConfig cfg = pp_model(8);
   RunSpec rs;
   rs.steps = 1;
-  for (const ScheduleSpec& spec : {ScheduleSpec{4, 1, 8, 1, ScheduleKind::k1F1B},
-                                   ScheduleSpec{4, 1, 8, 1, ScheduleKind::kGPipe},
-                                   ScheduleSpec{4, 2, 8, 4, ScheduleKind::kFlexible},
-                                   ScheduleSpec{4, 2, 9, 9, ScheduleKind::kFlexible}}) {
+  for (const ScheduleSpec& spec :
+       {ScheduleSpec{4, 1, 8, 1, ScheduleKind::k1F1B}, ScheduleSpec{4, 1, 8, 1, ScheduleKind::kGPipe},
+        ScheduleSpec{4, 2, 8, 4, ScheduleKind::kFlexible}, ScheduleSpec{4, 2, 9, 9, ScheduleKind::kFlexible}}) {
     expect_within_10_percent(measure(cfg, spec, true, rs));
   }
   rs.recompute = model::Recompute::kNone;
@@ -102,6 +101,7 @@ TEST(PipelinePlan, RefusesLayoutsThatCannotRun) {
     EXPECT_FALSE(p.ok()) << "accepted " << spec.pp << " " << spec.v << " " << spec.microbatches << " " << spec.n;
     const std::string msg = p.ok() ? "" : p.error().message();
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    std::printf("[ pp refused ] %s\n", msg.c_str());
     return msg;
   };
   EXPECT_NE(message(cfg, {4, 0, 4, 4, ScheduleKind::kFlexible}).find("v (0)"), std::string::npos);

@@ -25,11 +25,11 @@ inline model::LlamaConfig pp_model(std::int64_t layers) {
 }
 
 struct RunOutput {
-  std::vector<double> losses;               // per step
-  std::vector<double> grads;                // first step's gradients, full model layout
-  std::vector<double> weights;              // after the last step's AdamW update
-  std::vector<StepStats> stats;             // pipeline: per rank, last step
-  std::vector<std::int64_t> chunk_saved;    // pipeline: saved bytes per virtual stage (measured)
+  std::vector<double> losses;             // per step
+  std::vector<double> grads;              // first step's gradients, full model layout
+  std::vector<double> weights;            // after the last step's AdamW update
+  std::vector<StepStats> stats;           // pipeline: per rank, last step
+  std::vector<std::int64_t> chunk_saved;  // pipeline: saved bytes per virtual stage (measured)
 };
 
 struct RunSpec {
@@ -67,7 +67,8 @@ inline RunOutput run_reference(const model::LlamaConfig& cfg, int m, const RunSp
     ref.zero_grads();
     const double scale = 1.0 / static_cast<double>(b.real_tokens());
     double sum = 0;
-    for (const nn::MicroBatch& mb : micro_batches(b, m, rs.rows_per_mb)) sum += ref.forward_backward(mb, scale).loss_sum;
+    for (const nn::MicroBatch& mb : micro_batches(b, m, rs.rows_per_mb))
+      sum += ref.forward_backward(mb, scale).loss_sum;
     out.losses.push_back(sum * scale);
     if (step == 0) out.grads.assign(ref.grads(), ref.grads() + n);
     kernels::adamw_step<double>(ref.params(), ref.grads(), mom.data(), var.data(), ref.param_count(), test_adamw(),

@@ -37,13 +37,12 @@ std::shared_ptr<const kernels::RopeTable<T>> make_rope(const model::LlamaConfig&
 
 template <typename T>
 Result<std::unique_ptr<PipelineExecutor<T>>> PipelineExecutor<T>::make(const ParallelContext& ctx,
-                                                                        const model::LlamaConfig& cfg,
-                                                                        const schedule::ScheduleSpec& spec,
-                                                                        const ExecutorOptions& options) {
+                                                                       const model::LlamaConfig& cfg,
+                                                                       const schedule::ScheduleSpec& spec,
+                                                                       const ExecutorOptions& options) {
   HERD_ASSIGN_OR_RETURN(PipelinePlan plan, plan_pipeline(cfg, spec, options.lighter_ends));
   if (ctx.pp == nullptr || ctx.pp->size() != spec.pp) {
-    return make_error("pp (", spec.pp, ") must equal the pipeline group's size (",
-                      ctx.pp ? ctx.pp->size() : 0, ")");
+    return make_error("pp (", spec.pp, ") must equal the pipeline group's size (", ctx.pp ? ctx.pp->size() : 0, ")");
   }
   if (options.seq_len < 1 || options.seq_len > cfg.max_seq_len || options.micro_batch < 1) {
     return make_error("micro-batch shape (", options.micro_batch, ", ", options.seq_len,
@@ -58,8 +57,13 @@ Result<std::unique_ptr<PipelineExecutor<T>>> PipelineExecutor<T>::make(const Par
 template <typename T>
 PipelineExecutor<T>::PipelineExecutor(const ParallelContext& ctx, const model::LlamaConfig& cfg, PipelinePlan plan,
                                       const ExecutorOptions& options)
-    : comm_(ctx.pp), cfg_(cfg), plan_(std::move(plan)), opt_(options), rank_(ctx.pp->rank()),
-      pp_(plan_.schedule.spec.pp), v_(plan_.schedule.spec.v) {
+    : comm_(ctx.pp),
+      cfg_(cfg),
+      plan_(std::move(plan)),
+      opt_(options),
+      rank_(ctx.pp->rank()),
+      pp_(plan_.schedule.spec.pp),
+      v_(plan_.schedule.spec.v) {
   const auto rope = make_rope<T>(cfg);
   const int n_st = pp_ * v_;
   std::int64_t slot_bytes = 0;

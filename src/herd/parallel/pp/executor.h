@@ -45,7 +45,7 @@ struct ExecutorOptions {
 };
 
 struct StepStats {
-  double loss_sum = 0;     // over the step's real tokens (every pipeline rank gets it)
+  double loss_sum = 0;      // over the step's real tokens (every pipeline rank gets it)
   std::int64_t tokens = 0;  // real tokens of the step
   double loss() const { return tokens ? loss_sum / static_cast<double>(tokens) : 0.0; }
   std::int64_t peak_activation_bytes = 0;  // most bytes this rank's slots held at once (measured)

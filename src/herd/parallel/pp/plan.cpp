@@ -16,14 +16,17 @@ Result<PipelinePlan> plan_pipeline(const model::LlamaConfig& cfg, const schedule
   }
   if (cfg.n_layers > std::numeric_limits<int>::max()) return make_error("layers (", cfg.n_layers, ") too many");
   PipelinePlan plan;
-  HERD_ASSIGN_OR_RETURN(plan.layers, schedule::assign_layers(static_cast<int>(cfg.n_layers), spec.pp, spec.v,
-                                                             lighter_ends));
+  HERD_ASSIGN_OR_RETURN(plan.layers,
+                        schedule::assign_layers(static_cast<int>(cfg.n_layers), spec.pp, spec.v, lighter_ends));
   HERD_ASSIGN_OR_RETURN(plan.schedule, schedule::generate(spec));
   HERD_ASSIGN_OR_RETURN(plan.check, schedule::check(plan.schedule));
   // The largest tag the step will use must fit MPI's guaranteed tag range.
-  const Result<int> tag =
-      comm::p2p_tag(spec.microbatches - 1, plan.schedule.n_stages() - 1, true, plan.schedule.n_stages());
-  if (!tag.ok()) return tag.error();
+  const int n_st = plan.schedule.n_stages();
+  if (!comm::p2p_tag(spec.microbatches - 1, n_st - 1, true, n_st).ok()) {
+    return make_error("microbatches (", spec.microbatches, ") x pp*v (", n_st, ") virtual stages needs p2p tags up to ",
+                      2LL * spec.microbatches * n_st - 1, ", over the 32767 every MPI allows; use at most ",
+                      32768 / (2 * n_st), " micro-batches per step");
+  }
   return plan;
 }
 

@@ -89,8 +89,8 @@ StageState<T> StageModule<T>::forward(tensor::Arena& slot, const nn::MicroBatch&
     std::memcpy(st.fin_in, x, sizeof(T) * static_cast<std::size_t>(n * d));
     std::memcpy(st.targets, mb.targets, sizeof(std::int32_t) * static_cast<std::size_t>(n));
     kernels::rmsnorm_forward<T>(st.fin_in, d, params_.get() + head_, n, d, cfg_.norm_eps, st.fin_out, d, st.fin_rstd);
-    st.loss = kernels::cross_entropy_forward<T>(st.fin_out, n, d, params_.get() + head_ + d, cfg_.vocab, st.targets,
-                                                st.lse);
+    st.loss =
+        kernels::cross_entropy_forward<T>(st.fin_out, n, d, params_.get() + head_ + d, cfg_.vocab, st.targets, st.lse);
   }
   return st;
 }

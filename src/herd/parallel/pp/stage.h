@@ -43,11 +43,11 @@ template <typename T>
 struct StageState {
   std::int32_t* ids = nullptr;  // embedding.ids (N), stage 0 only
   std::vector<nn::BlockState<T>> blocks;
-  tensor::Arena::Mark head_mark;  // the arena before the head's saved tensors
-  T* fin_in = nullptr;            // final_norm.input (N, d)
-  T* fin_rstd = nullptr;          // final_norm.rstd (N)
-  T* fin_out = nullptr;           // final_norm.output (N, d)
-  T* lse = nullptr;               // loss.lse (N)
+  tensor::Arena::Mark head_mark;    // the arena before the head's saved tensors
+  T* fin_in = nullptr;              // final_norm.input (N, d)
+  T* fin_rstd = nullptr;            // final_norm.rstd (N)
+  T* fin_out = nullptr;             // final_norm.output (N, d)
+  T* lse = nullptr;                 // loss.lse (N)
   std::int32_t* targets = nullptr;  // loss.targets (N)
   kernels::CrossEntropyLoss loss;   // last stage: this micro-batch's loss sum and real tokens
 };
@@ -57,8 +57,8 @@ class StageModule {
  public:
   // layers: global layer indices of this virtual stage (consecutive); first/last: whether it holds the
   // embedding / the head. Sized for micro-batches of up to (micro_batch, seq_len) rows.
-  StageModule(const model::LlamaConfig& cfg, model::Recompute recompute, std::vector<int> layers, bool first,
-              bool last, std::shared_ptr<const kernels::RopeTable<T>> rope);
+  StageModule(const model::LlamaConfig& cfg, model::Recompute recompute, std::vector<int> layers, bool first, bool last,
+              std::shared_ptr<const kernels::RopeTable<T>> rope);
 
   bool first() const { return first_; }
   bool last() const { return last_; }
