@@ -77,6 +77,16 @@ TEST(PipelineExecutor, EmptyEndStagesMatch) {
   expect_parity(cfg, pipe, ref, kTol, name_of(spec));
 }
 
+TEST(PipelineExecutor, FloatMatchesSingleRankWithin1e5) {
+  const model::LlamaConfig cfg = pp_model(kLayers);
+  for (const ScheduleSpec& spec :
+       {ScheduleSpec{4, 2, 5, 4, ScheduleKind::kFlexible}, ScheduleSpec{2, 1, 3, 1, ScheduleKind::k1F1B}}) {
+    const RunOutput ref = run_reference<float>(cfg, spec.microbatches, {});
+    const RunOutput pipe = run_pipeline<float>(cfg, spec, {});
+    expect_parity(cfg, pipe, ref, 1e-5, name_of(spec) + " fp32");
+  }
+}
+
 TEST(PipelineExecutor, RecvLookaheadChangesTimingOnly) {
   // Posting receives further ahead holds more boundary buffers but gives bit-identical numbers.
   const model::LlamaConfig cfg = pp_model(kLayers);

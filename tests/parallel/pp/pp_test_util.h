@@ -55,11 +55,12 @@ inline kernels::AdamWConfig test_adamw() {
 
 // The single-rank model: every micro-batch of a step accumulates into one gradient buffer with
 // loss_scale = 1 / real tokens of the step.
-inline RunOutput run_reference(const model::LlamaConfig& cfg, int m, const RunSpec& rs) {
-  nn::LlamaModel<double> ref(cfg, rs.recompute, rs.rows_per_mb, rs.seq_len);
+template <typename T = double>
+RunOutput run_reference(const model::LlamaConfig& cfg, int m, const RunSpec& rs) {
+  nn::LlamaModel<T> ref(cfg, rs.recompute, rs.rows_per_mb, rs.seq_len);
   ref.init_weights(rs.seed);
   const std::size_t n = static_cast<std::size_t>(ref.param_count());
-  std::vector<double> mom(n, 0.0), var(n, 0.0);
+  std::vector<T> mom(n, T(0)), var(n, T(0));
   RunOutput out;
   for (int step = 0; step < rs.steps; ++step) {
     const parallel::testing::Batch b = parallel::testing::make_batch(m * rs.rows_per_mb, rs.seq_len, cfg.vocab,
@@ -71,17 +72,28 @@ inline RunOutput run_reference(const model::LlamaConfig& cfg, int m, const RunSp
       sum += ref.forward_backward(mb, scale).loss_sum;
     out.losses.push_back(sum * scale);
     if (step == 0) out.grads.assign(ref.grads(), ref.grads() + n);
-    kernels::adamw_step<double>(ref.params(), ref.grads(), mom.data(), var.data(), ref.param_count(), test_adamw(),
-                                step + 1);
+    kernels::adamw_step<T>(ref.params(), ref.grads(), mom.data(), var.data(), ref.param_count(), test_adamw(),
+                           step + 1);
   }
   out.weights.assign(ref.params(), ref.params() + n);
   return out;
 }
 
+// Copies a model-layout buffer of T into doubles for comparison.
+template <typename T>
+void to_double(const StageModule<T>& ch, const T* local, std::vector<double>& full) {
+  for (const StageUnit& u : ch.units()) {
+    for (std::int64_t i = 0; i < u.count; ++i) {
+      full[static_cast<std::size_t>(u.global + i)] = static_cast<double>(local[u.local + i]);
+    }
+  }
+}
+
 // The same steps through the pipeline; each rank writes its own units into the full-layout outputs.
-inline RunOutput run_pipeline(const model::LlamaConfig& cfg, const schedule::ScheduleSpec& spec, const RunSpec& rs,
-                              bool lighter_ends = true) {
-  nn::LlamaModel<double> init(cfg, rs.recompute, rs.rows_per_mb, rs.seq_len);
+template <typename T = double>
+RunOutput run_pipeline(const model::LlamaConfig& cfg, const schedule::ScheduleSpec& spec, const RunSpec& rs,
+                       bool lighter_ends = true) {
+  nn::LlamaModel<T> init(cfg, rs.recompute, rs.rows_per_mb, rs.seq_len);
   init.init_weights(rs.seed);
   const std::size_t n = static_cast<std::size_t>(init.param_count());
   RunOutput out;
@@ -100,12 +112,12 @@ inline RunOutput run_pipeline(const model::LlamaConfig& cfg, const schedule::Sch
     opt.recompute = rs.recompute;
     opt.lighter_ends = lighter_ends;
     opt.recv_lookahead = rs.recv_lookahead;
-    HERD_ASSIGN_OR_RETURN(auto ex, PipelineExecutor<double>::make(ctx, cfg, spec, opt));
-    std::vector<std::vector<double>> mom, var;
-    for (StageModule<double>& c : ex->chunks()) {
+    HERD_ASSIGN_OR_RETURN(auto ex, PipelineExecutor<T>::make(ctx, cfg, spec, opt));
+    std::vector<std::vector<T>> mom, var;
+    for (StageModule<T>& c : ex->chunks()) {
       c.load_params(init.params());
-      mom.emplace_back(static_cast<std::size_t>(c.param_count()), 0.0);
-      var.emplace_back(static_cast<std::size_t>(c.param_count()), 0.0);
+      mom.emplace_back(static_cast<std::size_t>(c.param_count()), T(0));
+      var.emplace_back(static_cast<std::size_t>(c.param_count()), T(0));
     }
     for (int step = 0; step < rs.steps; ++step) {
       const parallel::testing::Batch b = parallel::testing::make_batch(
@@ -116,15 +128,15 @@ inline RunOutput run_pipeline(const model::LlamaConfig& cfg, const schedule::Sch
       if (ex->pp_rank() == 0) out.losses[static_cast<std::size_t>(step)] = st.loss();
       out.stats[static_cast<std::size_t>(ex->pp_rank())] = st;
       for (std::size_t c = 0; c < ex->chunks().size(); ++c) {
-        StageModule<double>& ch = ex->chunks()[c];
-        if (step == 0) ch.store(ch.grads(), out.grads.data());
-        kernels::adamw_step<double>(ch.params(), ch.grads(), mom[c].data(), var[c].data(), ch.param_count(),
-                                    test_adamw(), step + 1);
+        StageModule<T>& ch = ex->chunks()[c];
+        if (step == 0) to_double(ch, ch.grads(), out.grads);
+        kernels::adamw_step<T>(ch.params(), ch.grads(), mom[c].data(), var[c].data(), ch.param_count(), test_adamw(),
+                               step + 1);
       }
     }
     for (std::size_t c = 0; c < ex->chunks().size(); ++c) {
-      const StageModule<double>& ch = ex->chunks()[c];
-      ch.store(ch.params(), out.weights.data());
+      const StageModule<T>& ch = ex->chunks()[c];
+      to_double(ch, ch.params(), out.weights);
       out.chunk_saved[static_cast<std::size_t>(ex->pp_rank()) + c * static_cast<std::size_t>(spec.pp)] =
           ex->chunk_saved_bytes()[c];
     }
