@@ -67,6 +67,14 @@ TEST(PipelineExecutor, EveryRecomputePolicyMatches) {
   }
 }
 
+TEST(PipelineExecutor, MicroBatchesOfDifferentSizesMatch) {
+  // Messages carry each micro-batch's own rows; buffers are sized for the largest.
+  RunSpec rs;
+  rs.ragged = true;
+  check_layout({4, 2, 5, 4, ScheduleKind::kFlexible}, rs);
+  check_layout({2, 1, 4, 1, ScheduleKind::kGPipe}, rs);
+}
+
 TEST(PipelineExecutor, EmptyEndStagesMatch) {
   // 6 layers over 8 virtual stages with lighter ends: the first stage is the embedding alone and the
   // last the head alone (Llama 3 405B's shape: 126 layers on 128 stages).

@@ -153,7 +153,8 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
     return fl[static_cast<std::size_t>(a.microbatch * v_ + a.stage / pp_)];
   };
   auto tag = [&](int m, int stage, bool backward) { return comm::p2p_tag(m, stage, backward, n_st).value(); };
-  const std::size_t count = static_cast<std::size_t>(opt_.micro_batch * opt_.seq_len * cfg_.hidden);
+  // Elements crossing a boundary for micro-batch m: its (B*T, d) rows (buffers are sized for the largest).
+  auto count = [&](int m) { return static_cast<std::size_t>(mbs[static_cast<std::size_t>(m)].rows() * cfg_.hidden); };
   const comm::ElemType et = comm::elem_type_of<T>();
 
   const std::vector<Action>& acts = plan_.schedule.ranks[static_cast<std::size_t>(rank_)];
@@ -203,7 +204,7 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
       T*& buf = bwd ? f.dy : f.x;
       HERD_CHECK(buf == nullptr, "receive into a busy buffer at action ", next_post);
       buf = acquire_buffer();
-      recvs[next_post] = comm_->irecv(buf, count, et, r.peer, tag(r.microbatch, r.stage, bwd));
+      recvs[next_post] = comm_->irecv(buf, count(r.microbatch), et, r.peer, tag(r.microbatch, r.stage, bwd));
     }
     note_buffers();
     const Action& a = acts[i];
@@ -239,7 +240,8 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
       }
       case ActionType::kSendActivation:
         HERD_CHECK(f.x != nullptr, "send of an activation that was not computed");
-        sends.push_back({comm_->isend(f.x, count, et, a.peer, tag(a.microbatch, a.stage + 1, false)), f.x});
+        sends.push_back(
+            {comm_->isend(f.x, count(a.microbatch), et, a.peer, tag(a.microbatch, a.stage + 1, false)), f.x});
         f.x = nullptr;
         break;
       case ActionType::kBackward: {
@@ -259,7 +261,8 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
       }
       case ActionType::kSendGrad:
         HERD_CHECK(f.dy != nullptr, "send of a gradient that was not computed");
-        sends.push_back({comm_->isend(f.dy, count, et, a.peer, tag(a.microbatch, a.stage - 1, true)), f.dy});
+        sends.push_back(
+            {comm_->isend(f.dy, count(a.microbatch), et, a.peer, tag(a.microbatch, a.stage - 1, true)), f.dy});
         f.dy = nullptr;
         break;
     }
