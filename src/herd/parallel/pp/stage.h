@@ -56,7 +56,7 @@ template <typename T>
 class StageModule {
  public:
   // layers: global layer indices of this virtual stage (consecutive); first/last: whether it holds the
-  // embedding / the head. Sized for micro-batches of up to (micro_batch, seq_len) rows.
+  // embedding / the head. The rope table is shared by the chunks of a rank.
   StageModule(const model::LlamaConfig& cfg, model::Recompute recompute, std::vector<int> layers, bool first, bool last,
               std::shared_ptr<const kernels::RopeTable<T>> rope);
 
