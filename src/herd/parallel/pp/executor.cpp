@@ -1,0 +1,287 @@
+// PipelineExecutor (executor.h): the interpreter of one rank's schedule action list.
+#include "herd/parallel/pp/executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "herd/comm/types.h"
+#include "herd/core/check.h"
+
+namespace herd::parallel::pp {
+
+namespace {
+
+using schedule::Action;
+using schedule::ActionType;
+
+// Outside the range p2p_tag hands out to the step's traffic.
+constexpr int kHandshakeTag = 32767;
+
+bool is_compute(ActionType t) { return t == ActionType::kForward || t == ActionType::kBackward; }
+bool is_recv(ActionType t) { return t == ActionType::kRecvActivation || t == ActionType::kRecvGrad; }
+
+template <typename T>
+std::shared_ptr<const kernels::RopeTable<T>> make_rope(const model::LlamaConfig& cfg) {
+  kernels::RopeConfig rc;
+  rc.head_dim = cfg.head_dim;
+  rc.theta = cfg.rope_theta;
+  rc.scaling_factor = cfg.rope_scaling.factor;
+  rc.low_freq_factor = cfg.rope_scaling.low_freq_factor;
+  rc.high_freq_factor = cfg.rope_scaling.high_freq_factor;
+  rc.original_max_pos = cfg.rope_scaling.original_max_position_embeddings;
+  rc.layout = kernels::RopeLayout::kHalf;  // as nn::LlamaModel
+  return std::make_shared<const kernels::RopeTable<T>>(rc, cfg.max_seq_len);
+}
+
+}  // namespace
+
+template <typename T>
+Result<std::unique_ptr<PipelineExecutor<T>>> PipelineExecutor<T>::make(const ParallelContext& ctx,
+                                                                       const model::LlamaConfig& cfg,
+                                                                       const schedule::ScheduleSpec& spec,
+                                                                       const ExecutorOptions& options) {
+  HERD_ASSIGN_OR_RETURN(PipelinePlan plan, plan_pipeline(cfg, spec, options.lighter_ends));
+  if (ctx.pp == nullptr || ctx.pp->size() != spec.pp) {
+    return make_error("pp (", spec.pp, ") must equal the pipeline group's size (", ctx.pp ? ctx.pp->size() : 0, ")");
+  }
+  if (options.seq_len < 1 || options.seq_len > cfg.max_seq_len || options.micro_batch < 1) {
+    return make_error("micro-batch shape (", options.micro_batch, ", ", options.seq_len,
+                      ") must be positive with seq_len at most max_seq_len (", cfg.max_seq_len, ")");
+  }
+  if (options.recv_lookahead < 0) return make_error("recv_lookahead (", options.recv_lookahead, ") must be >= 0");
+  std::unique_ptr<PipelineExecutor> ex(new PipelineExecutor(ctx, cfg, std::move(plan), options));
+  HERD_RETURN_IF_ERROR(ex->open_channels());
+  return ex;
+}
+
+template <typename T>
+PipelineExecutor<T>::PipelineExecutor(const ParallelContext& ctx, const model::LlamaConfig& cfg, PipelinePlan plan,
+                                      const ExecutorOptions& options)
+    : comm_(ctx.pp),
+      cfg_(cfg),
+      plan_(std::move(plan)),
+      opt_(options),
+      rank_(ctx.pp->rank()),
+      pp_(plan_.schedule.spec.pp),
+      v_(plan_.schedule.spec.v) {
+  const auto rope = make_rope<T>(cfg);
+  const int n_st = pp_ * v_;
+  std::int64_t slot_bytes = 0;
+  for (int c = 0; c < v_; ++c) {
+    const int s = rank_ + c * pp_;
+    chunks_.emplace_back(cfg, opt_.recompute, plan_.layers.layers[static_cast<std::size_t>(s)], s == 0, s == n_st - 1,
+                         rope);
+    slot_bytes = std::max(slot_bytes, chunks_.back().slot_bytes(opt_.micro_batch, opt_.seq_len));
+  }
+  chunk_saved_.assign(static_cast<std::size_t>(v_), 0);
+  // The checker's peak in-flight count is exactly how many slots this rank's list ever holds.
+  const int n_slots = plan_.check.peak_inflight[static_cast<std::size_t>(rank_)];
+  for (int i = 0; i < n_slots; ++i) {
+    slots_.push_back(std::make_unique<tensor::Arena>(static_cast<std::size_t>(slot_bytes)));
+    free_slots_.push_back(n_slots - 1 - i);
+  }
+}
+
+template <typename T>
+Status PipelineExecutor<T>::open_channels() {
+  // Ring neighbours (stage s on rank s % PP sends to s + 1 on the next rank, gradients go back).
+  const int next = (rank_ + 1) % pp_, prev = (rank_ + pp_ - 1) % pp_;
+  std::int32_t out[2] = {rank_, rank_}, in[2] = {-1, -1};
+  std::vector<comm::Handle> h;
+  h.push_back(comm_->irecv(&in[0], 1, comm::ElemType::kI32, prev, kHandshakeTag));
+  h.push_back(comm_->irecv(&in[1], 1, comm::ElemType::kI32, next, kHandshakeTag));
+  h.push_back(comm_->isend(&out[0], 1, comm::ElemType::kI32, next, kHandshakeTag));
+  h.push_back(comm_->isend(&out[1], 1, comm::ElemType::kI32, prev, kHandshakeTag));
+  HERD_RETURN_IF_ERROR(comm::wait_all(h));
+  HERD_CHECK(in[0] == prev && in[1] == next, "pipeline handshake got ranks ", in[0], ", ", in[1]);
+  return Status::Ok();
+}
+
+template <typename T>
+void PipelineExecutor<T>::zero_grads() {
+  for (StageModule<T>& c : chunks_) c.zero_grads();
+}
+
+template <typename T>
+T* PipelineExecutor<T>::acquire_buffer() {
+  if (free_buffers_.empty()) {
+    buffers_.push_back(aligned_array<T>(static_cast<std::size_t>(opt_.micro_batch * opt_.seq_len * cfg_.hidden)));
+    return buffers_.back().get();
+  }
+  T* b = free_buffers_.back();
+  free_buffers_.pop_back();
+  return b;
+}
+
+template <typename T>
+void PipelineExecutor<T>::release_buffer(T* b) {
+  HERD_CHECK(b != nullptr, "releasing a null boundary buffer");
+  free_buffers_.push_back(b);
+}
+
+template <typename T>
+Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& mbs) {
+  const schedule::ScheduleSpec& spec = plan_.schedule.spec;
+  const int n_st = pp_ * v_;
+  if (static_cast<int>(mbs.size()) != spec.microbatches) {
+    return make_error("step got ", mbs.size(), " micro-batches; the schedule has microbatches = ", spec.microbatches);
+  }
+  for (const nn::MicroBatch& mb : mbs) {
+    if (mb.seq_len > opt_.seq_len || mb.rows() > opt_.micro_batch * opt_.seq_len) {
+      return make_error("micro-batch (", mb.batch, ", ", mb.seq_len, ") exceeds the executor's sizing (",
+                        opt_.micro_batch, ", ", opt_.seq_len, ")");
+    }
+  }
+  const bool has_last = chunks_.back().last();
+  StepStats stats;
+  if (has_last) {
+    for (const nn::MicroBatch& mb : mbs) {
+      stats.tokens += std::count_if(mb.targets, mb.targets + mb.rows(), [](std::int32_t t) { return t >= 0; });
+    }
+  }
+  const T loss_scale = stats.tokens > 0 ? T(1) / static_cast<T>(stats.tokens) : T(0);
+
+  // Per (micro-batch, chunk): its slot, saved state, and the boundary buffers in use.
+  struct Flight {
+    int slot = -1;
+    StageState<T> state;
+    T* x = nullptr;   // input, then (in place) output activation
+    T* dy = nullptr;  // output gradient, then (in place) input gradient
+  };
+  std::vector<Flight> fl(static_cast<std::size_t>(spec.microbatches * v_));
+  auto flight = [&](const Action& a) -> Flight& {
+    return fl[static_cast<std::size_t>(a.microbatch * v_ + a.stage / pp_)];
+  };
+  auto tag = [&](int m, int stage, bool backward) { return comm::p2p_tag(m, stage, backward, n_st).value(); };
+  // Elements crossing a boundary for micro-batch m: its (B*T, d) rows (buffers are sized for the largest).
+  auto count = [&](int m) { return static_cast<std::size_t>(mbs[static_cast<std::size_t>(m)].rows() * cfg_.hidden); };
+  const comm::ElemType et = comm::elem_type_of<T>();
+
+  const std::vector<Action>& acts = plan_.schedule.ranks[static_cast<std::size_t>(rank_)];
+  const std::size_t n_act = acts.size();
+  // horizon[i]: receives before this index are posted before action i runs.
+  std::vector<std::size_t> horizon(n_act);
+  for (std::size_t i = 0; i < n_act; ++i) {
+    std::size_t j = i;
+    int computes = 0;
+    while (j < n_act && !(is_compute(acts[j].type) && computes++ == opt_.recv_lookahead)) ++j;
+    horizon[i] = j;
+  }
+  std::vector<comm::Handle> recvs(n_act);
+  std::size_t next_post = 0;
+  struct PendingSend {
+    comm::Handle h;
+    T* buffer;
+  };
+  std::vector<PendingSend> sends;
+  auto reap = [&](bool wait) -> Status {
+    for (std::size_t k = 0; k < sends.size();) {
+      if (wait || sends[k].h.test()) {
+        HERD_RETURN_IF_ERROR(sends[k].h.wait());
+        release_buffer(sends[k].buffer);
+        sends[k] = sends.back();
+        sends.pop_back();
+      } else {
+        ++k;
+      }
+    }
+    return Status::Ok();
+  };
+  int live_buffers = 0;
+  auto note_buffers = [&]() {
+    live_buffers = static_cast<int>(buffers_.size() - free_buffers_.size());
+    stats.peak_boundary_buffers = std::max(stats.peak_boundary_buffers, live_buffers);
+  };
+  std::int64_t held = 0;
+  double loss_sum = 0;
+
+  for (std::size_t i = 0; i < n_act; ++i) {
+    for (; next_post < horizon[i]; ++next_post) {
+      const Action& r = acts[next_post];
+      if (!is_recv(r.type)) continue;
+      Flight& f = flight(r);
+      const bool bwd = r.type == ActionType::kRecvGrad;
+      T*& buf = bwd ? f.dy : f.x;
+      HERD_CHECK(buf == nullptr, "receive into a busy buffer at action ", next_post);
+      buf = acquire_buffer();
+      recvs[next_post] = comm_->irecv(buf, count(r.microbatch), et, r.peer, tag(r.microbatch, r.stage, bwd));
+    }
+    note_buffers();
+    const Action& a = acts[i];
+    Flight& f = flight(a);
+    const nn::MicroBatch& mb = mbs[static_cast<std::size_t>(a.microbatch)];
+    StageModule<T>& chunk = chunks_[static_cast<std::size_t>(a.stage / pp_)];
+    switch (a.type) {
+      case ActionType::kRecvActivation:
+      case ActionType::kRecvGrad:
+        HERD_RETURN_IF_ERROR(recvs[i].wait());
+        recvs[i] = comm::Handle();
+        break;
+      case ActionType::kForward: {
+        if (chunk.first()) f.x = acquire_buffer();
+        HERD_CHECK(f.x != nullptr && f.slot < 0, "forward of micro-batch ", a.microbatch, " stage ", a.stage,
+                   " without its input");
+        HERD_CHECK(!free_slots_.empty(), "more micro-batches in flight than the checker's peak");
+        f.slot = free_slots_.back();
+        free_slots_.pop_back();
+        tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
+        f.state = chunk.forward(slot, mb, f.x);
+        const std::int64_t saved = static_cast<std::int64_t>(slot.used());
+        chunk_saved_[static_cast<std::size_t>(a.stage / pp_)] = saved;
+        held += saved;
+        stats.peak_activation_bytes = std::max(stats.peak_activation_bytes, held);
+        stats.peak_slots = std::max(stats.peak_slots, static_cast<int>(slots_.size() - free_slots_.size()));
+        if (chunk.last()) {
+          loss_sum += f.state.loss.loss_sum;
+          release_buffer(f.x);  // the head keeps its own copy of the final residual
+          f.x = nullptr;
+        }
+        break;
+      }
+      case ActionType::kSendActivation:
+        HERD_CHECK(f.x != nullptr, "send of an activation that was not computed");
+        sends.push_back(
+            {comm_->isend(f.x, count(a.microbatch), et, a.peer, tag(a.microbatch, a.stage + 1, false)), f.x});
+        f.x = nullptr;
+        break;
+      case ActionType::kBackward: {
+        if (chunk.last()) f.dy = acquire_buffer();
+        HERD_CHECK(f.dy != nullptr && f.slot >= 0, "backward of micro-batch ", a.microbatch, " stage ", a.stage,
+                   " without its forward or output gradient");
+        tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
+        held -= static_cast<std::int64_t>(slot.used());
+        chunk.backward(slot, mb, f.state, loss_scale, f.dy);
+        free_slots_.push_back(f.slot);
+        f.slot = -1;
+        if (chunk.first()) {
+          release_buffer(f.dy);
+          f.dy = nullptr;
+        }
+        break;
+      }
+      case ActionType::kSendGrad:
+        HERD_CHECK(f.dy != nullptr, "send of a gradient that was not computed");
+        sends.push_back(
+            {comm_->isend(f.dy, count(a.microbatch), et, a.peer, tag(a.microbatch, a.stage - 1, true)), f.dy});
+        f.dy = nullptr;
+        break;
+    }
+    note_buffers();
+    HERD_RETURN_IF_ERROR(reap(false));
+  }
+  HERD_RETURN_IF_ERROR(reap(true));
+  HERD_CHECK(free_slots_.size() == slots_.size() && free_buffers_.size() == buffers_.size() && held == 0,
+             "pipeline step ended with state in flight");
+
+  // Every pipeline rank reports the step's loss: broadcast from the rank holding the last stage.
+  double totals[2] = {loss_sum, static_cast<double>(stats.tokens)};
+  HERD_RETURN_IF_ERROR(comm_->broadcast(totals, 2, comm::ElemType::kF64, (n_st - 1) % pp_));
+  stats.loss_sum = totals[0];
+  stats.tokens = static_cast<std::int64_t>(totals[1]);
+  return stats;
+}
+
+template class PipelineExecutor<float>;
+template class PipelineExecutor<double>;
+
+}  // namespace herd::parallel::pp

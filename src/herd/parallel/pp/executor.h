@@ -1,0 +1,98 @@
+// PipelineExecutor: runs one pipeline rank's action list from schedule/ verbatim.
+//
+// Each rank holds V model chunks (virtual stages r, r + PP, ...) as StageModules and walks its list:
+//   kRecv*     waits for a receive that was posted ahead: before each action the executor posts every
+//              receive up to the compute action `recv_lookahead` computes later, so the data of the
+//              next compute is usually in flight while the current one runs;
+//   kForward   runs the chunk on the micro-batch into a slot arena of its own (stage 0 embeds tokens,
+//              the last stage keeps the head's saved tensors and adds the micro-batch's loss);
+//   kBackward  runs the chunk's backward from the received output gradient (the last stage: from the
+//              loss, scale 1 / real tokens of the step) and frees the slot;
+//   kSend*     posts an asynchronous send and keeps the handle; the buffer returns to the pool only
+//              when the send has completed (tested after every action, waited at the end of the step).
+// Memory. Saved activations of (micro-batch, chunk) live in a slot arena taken from a pool of
+// check().peak_inflight[r] arenas (allocated once), so micro-batches free in schedule order although
+// nn's arena is a stack. Boundary tensors (a stage's input, output and their gradients, (N, d) each)
+// come from a free list and return to it as soon as no later action needs them. The peak of the
+// slots' held bytes is measured after every forward and reported per step.
+// Channels. The constructor exchanges one message with each neighbour on the ring in a fixed order
+// (receives first, then sends), so backends that build connections lazily (NCCL, some MPIs) have them
+// all before the first step instead of creating them in schedule order, which can deadlock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "herd/core/aligned.h"
+#include "herd/core/error.h"
+#include "herd/model/config.h"
+#include "herd/model/flops.h"
+#include "herd/nn/batch.h"
+#include "herd/parallel/context.h"
+#include "herd/parallel/pp/plan.h"
+#include "herd/parallel/pp/stage.h"
+#include "herd/tensor/arena.h"
+
+namespace herd::parallel::pp {
+
+struct ExecutorOptions {
+  std::int64_t micro_batch = 1;  // B: largest micro-batch (rows) the buffers are sized for
+  std::int64_t seq_len = 0;      // T
+  model::Recompute recompute = model::Recompute::kSelective;
+  bool lighter_ends = true;  // first and last virtual stage one layer lighter (Llama 3)
+  int recv_lookahead = 1;    // receives posted this many compute actions ahead
+};
+
+struct StepStats {
+  double loss_sum = 0;      // over the step's real tokens (every pipeline rank gets it)
+  std::int64_t tokens = 0;  // real tokens of the step
+  double loss() const { return tokens ? loss_sum / static_cast<double>(tokens) : 0.0; }
+  std::int64_t peak_activation_bytes = 0;  // most bytes this rank's slots held at once (measured)
+  int peak_slots = 0;                      // most (micro-batch, chunk) pairs in flight
+  int peak_boundary_buffers = 0;           // most (N, d) boundary buffers alive at once
+};
+
+template <typename T>
+class PipelineExecutor {
+ public:
+  // Plans (refusing bad layouts with one line), builds this rank's chunks and opens the channels.
+  // ctx.pp must have spec.pp members; every pipeline rank calls make() with the same arguments.
+  static Result<std::unique_ptr<PipelineExecutor>> make(const ParallelContext& ctx, const model::LlamaConfig& cfg,
+                                                        const schedule::ScheduleSpec& spec,
+                                                        const ExecutorOptions& options);
+
+  // One training step over spec.microbatches micro-batches (all ranks pass the same list; stage 0
+  // reads tokens, the last stage targets). Gradients accumulate into the chunks' buffers: the caller
+  // zeroes them first (zero_grads()).
+  Result<StepStats> step(const std::vector<nn::MicroBatch>& micro_batches);
+
+  void zero_grads();
+  int pp_rank() const { return rank_; }
+  const PipelinePlan& plan() const { return plan_; }
+  // This rank's chunks, chunk c = virtual stage rank + c * PP.
+  std::vector<StageModule<T>>& chunks() { return chunks_; }
+  // Bytes each chunk's slot held after its last forward (its saved activations, measured).
+  const std::vector<std::int64_t>& chunk_saved_bytes() const { return chunk_saved_; }
+
+ private:
+  PipelineExecutor(const ParallelContext& ctx, const model::LlamaConfig& cfg, PipelinePlan plan,
+                   const ExecutorOptions& options);
+  Status open_channels();
+  T* acquire_buffer();
+  void release_buffer(T* b);
+
+  comm::Communicator* comm_;
+  model::LlamaConfig cfg_;
+  PipelinePlan plan_;
+  ExecutorOptions opt_;
+  int rank_, pp_, v_;
+  std::vector<StageModule<T>> chunks_;
+  std::vector<std::int64_t> chunk_saved_;
+  std::vector<std::unique_ptr<tensor::Arena>> slots_;
+  std::vector<int> free_slots_;
+  std::vector<AlignedPtr<T>> buffers_;
+  std::vector<T*> free_buffers_;
+};
+
+}  // namespace herd::parallel::pp
