@@ -1,13 +1,33 @@
 #!/usr/bin/env bash
-# herd's main job on its bundled defaults: the model math of the Llama 3 herd, then the planner's best
-# layouts for Llama 3 405B on the Llama 3 cluster (16,384 H100s, 16M-token batches of 8K sequences).
+# herd's main job on its bundled defaults:
+#   1. the model math of Llama 3 405B (parameters, FLOPs per token, activations);
+#   2. the planner's best layouts for Llama 3 405B on the Llama 3 cluster (16,384 H100s, 16M-token
+#      batches of 8K sequences), with the reasons the rejected families fail;
+#   3. real training on the bundled State of the Union corpus: the single-rank demo (tokenizer,
+#      shards, 250 steps of the tiny preset, held-out loss, samples, runs/demo/loss.svg), then the same
+#      run as a TP2 x DP2 job of 4 local ranks, whose loss is printed beside the single-rank one.
+# About 10 minutes on 2 idle cores. Extra arguments go to the single-rank `herd train` as overrides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x build/herd ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build; }
-for m in llama3-8b llama3-70b llama3-405b; do
-  build/herd model "$m" --seq-len 8192
-  echo
-done
-echo "== herd plan: Llama 3 405B on 16,384 H100s of the Llama 3 cluster =="
+
+echo "== 1. herd model llama3-405b =="
+build/herd model llama3-405b --seq-len 8192
+echo
+echo "== 2. herd plan: Llama 3 405B on 16,384 H100s of the Llama 3 cluster =="
 build/herd plan --model llama3-405b --cluster llama3-h100 --gpus 16384 --seq-len 8192 --global-batch 2048 --top 5 \
   --max-rejected 8
+echo
+echo "== 3a. herd train: the tiny preset on one rank =="
+scripts/train_demo.sh "$@"
+echo
+echo "== 3b. herd train: the same run as TP2 x DP2 (4 ranks as threads), first 50 steps =="
+build/herd train configs/demo_tp2_dp2.json --train.steps=50
+echo
+echo "step  loss (1 rank)  loss (TP2 x DP2)"
+loss_column() {
+  awk 'match($0, /"step":[0-9]+/) { s = substr($0, RSTART + 7, RLENGTH - 7)
+       if (match($0, /"loss":[-0-9.e+]+/)) print s, substr($0, RSTART + 7, RLENGTH - 7) }' "$1"
+}
+join <(loss_column runs/demo/metrics.jsonl | sort -k1,1) <(loss_column runs/demo/metrics_tp2_dp2.jsonl | sort -k1,1) |
+  sort -n | awk '$1 % 10 == 0 { printf "%4d  %13.6f  %16.6f\n", $1, $2, $3 }'
