@@ -62,6 +62,9 @@ class LlamaModel {
   const std::vector<ParamUnit>& units() const { return units_; }
   const NamedParam& param(const std::string& name) const;  // HERD_CHECK when unknown
   tensor::Arena& arena() { return *arena_; }
+  // The largest micro-batch the arena was sized for.
+  std::int64_t sized_rows() const { return max_rows_; }
+  std::int64_t sized_seq_len() const { return max_seq_; }
 
   // Llama-style initialisation from a seed: matrices N(0, 0.02), the residual-output projections
   // (wo, w_down) N(0, 0.02 / sqrt(2 L)), the embedding N(0, 1), the output head N(0, 1/sqrt(d)), norms 1.

@@ -40,7 +40,7 @@ std::int32_t sample_token(const float* logits, std::int64_t vocab, const SampleO
 std::vector<std::int32_t> generate(nn::LlamaModel<float>& model, const std::vector<std::int32_t>& prompt,
                                    const SampleOptions& o) {
   const std::int64_t V = model.config().vocab;
-  const std::int64_t max_ctx = model.config().max_seq_len;
+  const std::int64_t max_ctx = std::min(model.config().max_seq_len, model.sized_seq_len());
   std::vector<std::int32_t> out = prompt;
   std::vector<float> logits;
   for (std::int64_t step = 0; step < o.max_tokens; ++step) {

@@ -59,6 +59,10 @@ Result<std::unique_ptr<Trainer>> Trainer::make(const TrainConfig& cfg, const mod
                                                std::shared_ptr<const data::TokenDocuments> val_docs) {
   HERD_RETURN_IF_ERROR(validate(cfg));
   HERD_ASSIGN_OR_RETURN(model::Recompute recompute, model::parse_recompute(cfg.train.recompute));
+  if (!train_docs || train_docs->n_tokens() == 0) return make_error("data.dir: the training split has no tokens");
+  if (!val_docs || val_docs->n_tokens() == 0) {
+    return make_error("data.dir: the held-out split has no tokens; run herd data with --val-fraction > 0");
+  }
   std::unique_ptr<Trainer> t(new Trainer());
   t->cfg_ = cfg;
   t->model_cfg_ = model_cfg;

@@ -1,0 +1,98 @@
+// The commands around training: `herd train` errors are one line with exit status 1, `herd plot`
+// writes an SVG of a metrics file, and the samplers behave (greedy = argmax, top-p keeps the nucleus).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "herd/train/generate.h"
+#include "herd/train/plot.h"
+
+namespace herd::train {
+namespace {
+
+struct CmdResult {
+  int status;
+  std::string output;  // stdout and stderr
+};
+
+CmdResult run_herd(const std::string& args) {
+  const std::string cmd = std::string(HERD_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  const int st = pclose(p);
+  return {WEXITSTATUS(st), out};
+}
+
+TEST(TrainCli, ConfigErrorsAreOneLineWithStatus1) {
+  CmdResult r = run_herd("train --optim.lrr=1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output,
+            "herd train: error: override: unknown key 'optim.lrr'; optim has lr, min_lr_ratio, beta1, "
+            "beta2, eps, weight_decay, grad_clip\n");
+  r = run_herd("train --data.dir=/nonexistent/shards");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("/nonexistent/shards"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  r = run_herd("train --print-config --train.steps=7");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.output.find("\"steps\": 7"), std::string::npos) << r.output;
+}
+
+TEST(TrainCli, PlotWritesAnSvgOfTheMetrics) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string metrics = (dir / "herd_plot_test.jsonl").string();
+  const std::string svg = (dir / "herd_plot_test.svg").string();
+  {
+    std::ofstream m(metrics);
+    for (int s = 1; s <= 20; ++s) {
+      m << "{\"step\": " << s << ", \"loss\": " << 9.0 - 0.2 * s << ", \"lr\": 0.001, \"tokens\": " << 100 * s
+        << ", \"tokens_per_s\": 10" << (s % 5 == 0 ? ", \"val_loss\": 5, \"unigram_entropy\": 6.5" : "") << "}\n";
+    }
+  }
+  CmdResult r = run_herd("plot " + metrics + " --svg " + svg);
+  EXPECT_EQ(r.status, 0) << r.output;
+  Result<LossCurves> c = read_loss_curves(metrics);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->train.size(), 20u);
+  EXPECT_EQ(c->val.size(), 4u);
+  EXPECT_DOUBLE_EQ(c->unigram_entropy, 6.5);
+  std::ifstream in(svg);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find("<svg"), std::string::npos);
+  EXPECT_NE(ss.str().find("unigram entropy 6.50"), std::string::npos);
+  EXPECT_NE(ss.str().find("<polyline"), std::string::npos);
+
+  std::ofstream(metrics) << "{\"step\": 1}\n";
+  r = run_herd("plot " + metrics + " --svg " + svg);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find(metrics + ":1.loss: missing"), std::string::npos) << r.output;
+  std::filesystem::remove(metrics);
+  std::filesystem::remove(svg);
+}
+
+TEST(Sampling, GreedyTemperatureAndTopP) {
+  const std::vector<float> logits = {0.0f, 3.0f, 2.9f, -1.0f};
+  SampleOptions o;
+  EXPECT_EQ(sample_token(logits.data(), 4, o, 0), 1);  // greedy
+  o.temperature = 1.0;
+  o.top_p = 0.01;  // the nucleus is the single most likely token
+  for (std::uint64_t d = 0; d < 50; ++d) EXPECT_EQ(sample_token(logits.data(), 4, o, d), 1);
+  o.top_p = 1.0;
+  std::array<int, 4> counts{};
+  for (std::uint64_t d = 0; d < 4000; ++d) ++counts[sample_token(logits.data(), 4, o, d)];
+  // softmax(0, 3, 2.9, -1) = (0.026, 0.512, 0.463, 0.0094)
+  EXPECT_NEAR(counts[1] / 4000.0, 0.512, 0.03);
+  EXPECT_NEAR(counts[2] / 4000.0, 0.463, 0.03);
+  EXPECT_GT(counts[0], 50);
+}
+
+}  // namespace
+}  // namespace herd::train
