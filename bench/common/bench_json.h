@@ -3,13 +3,14 @@
 // different machines are never compared by accident.
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
 #include <ctime>
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
-#include <unistd.h>
 
 #include "herd/core/json.h"
 

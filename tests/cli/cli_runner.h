@@ -26,8 +26,8 @@ inline std::string slurp(const std::string& path) {
 // `args` is appended to the binary's path verbatim (shell syntax).
 inline CliResult run_herd(const std::string& args) {
   static int counter = 0;
-  const std::string base = ::testing::TempDir() + "herd_cli_" + std::to_string(::getpid()) + "_" +
-                           std::to_string(counter++);
+  const std::string base =
+      ::testing::TempDir() + "herd_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
   const std::string cmd = std::string(HERD_BINARY) + " " + args + " >" + base + ".out 2>" + base + ".err";
   CliResult r;
   const int raw = std::system(cmd.c_str());

@@ -17,8 +17,9 @@ TEST(ModelCli, JsonHasTheContractFields) {
   auto r = run_herd("model llama3-8b --json");
   ASSERT_EQ(r.status, 0) << r.err;
   Json j = Json::parse(r.out);
-  for (const char* k : {"name", "params_total", "params_embedding", "params_output", "params_per_layer", "n_layers",
-                        "hidden", "ffn_hidden", "n_heads", "n_kv_heads", "head_dim", "vocab", "flops_per_token_train"}) {
+  for (const char* k :
+       {"name", "params_total", "params_embedding", "params_output", "params_per_layer", "n_layers", "hidden",
+        "ffn_hidden", "n_heads", "n_kv_heads", "head_dim", "vocab", "flops_per_token_train"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["params_total"], 8030261248);

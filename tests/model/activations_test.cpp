@@ -89,8 +89,7 @@ TEST(Activations, ShapeValidation) {
   LlamaConfig c = *preset("llama3-8b");
   ActivationShape s;
   s.tp = 16;
-  EXPECT_EQ(validate_activation_shape(c, s).error().message(),
-            "num_key_value_heads (8) is not divisible by tp (16)");
+  EXPECT_EQ(validate_activation_shape(c, s).error().message(), "num_key_value_heads (8) is not divisible by tp (16)");
   s.tp = 1;
   s.seq_len = 100;
   s.cp = 8;

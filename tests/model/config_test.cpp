@@ -19,7 +19,8 @@ std::string error_of(const Json& j) {
 }
 
 TEST(Config, PresetsMatchTheirHuggingFaceConfigs) {
-  for (auto [preset_name, file] : {std::pair{"llama3-8b", "llama3.1-8b.json"}, {"llama3-70b", "llama3.1-70b.json"},
+  for (auto [preset_name, file] : {std::pair{"llama3-8b", "llama3.1-8b.json"},
+                                   {"llama3-70b", "llama3.1-70b.json"},
                                    {"llama3-405b", "llama3.1-405b.json"}}) {
     LlamaConfig p = *preset(preset_name);
     LlamaConfig h = *load_hf_config(kFixtures + file);

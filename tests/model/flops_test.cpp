@@ -19,8 +19,10 @@ double count_pairs(std::int64_t t, const AttentionMask& m) {
   double n = 0;
   for (std::int64_t q = 0; q < t; ++q)
     for (std::int64_t k = 0; k < t; ++k) {
-      if (m.kind == MaskKind::kFull) n += 1;
-      else if (k <= q && doc[static_cast<std::size_t>(k)] == doc[static_cast<std::size_t>(q)]) n += 1;
+      if (m.kind == MaskKind::kFull)
+        n += 1;
+      else if (k <= q && doc[static_cast<std::size_t>(k)] == doc[static_cast<std::size_t>(q)])
+        n += 1;
     }
   return n;
 }

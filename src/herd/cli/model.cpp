@@ -22,8 +22,8 @@ struct ModelOptions {
   bool json = false;
 };
 
-Json model_json(const model::LlamaConfig& cfg, std::int64_t seq_len, const model::ForwardFlops& fwd,
-                double train_6n, double train_exact, double train_hw_none, double train_hw_full) {
+Json model_json(const model::LlamaConfig& cfg, std::int64_t seq_len, const model::ForwardFlops& fwd, double train_6n,
+                double train_exact, double train_hw_none, double train_hw_full) {
   const model::ModelParams p = model::model_params(cfg);
   Json j;
   j["name"] = cfg.name;
@@ -80,12 +80,11 @@ int run_model(const ModelOptions& o) {
             std::to_string(c.n_heads) + " / " + std::to_string(c.n_kv_heads) + " / " + std::to_string(c.head_dim)});
   conf.add({"vocab", std::to_string(c.vocab)});
   conf.add({"max sequence", std::to_string(c.max_seq_len)});
-  conf.add({"mlp / norm / position",
-            std::string(model::mlp_name(c.mlp)) + " / " + model::norm_name(c.norm) + " / " +
-                model::position_name(c.position)});
-  conf.add({"rope theta", format_fixed(c.rope_theta, 0) +
-                              (c.rope_scaling.enabled() ? " (llama3 scaling x" + format_fixed(c.rope_scaling.factor, 0) + ")"
-                                                        : "")});
+  conf.add({"mlp / norm / position", std::string(model::mlp_name(c.mlp)) + " / " + model::norm_name(c.norm) + " / " +
+                                         model::position_name(c.position)});
+  conf.add({"rope theta",
+            format_fixed(c.rope_theta, 0) +
+                (c.rope_scaling.enabled() ? " (llama3 scaling x" + format_fixed(c.rope_scaling.factor, 0) + ")" : "")});
   conf.add({"tied embeddings", c.tie_embeddings ? "yes" : "no"});
   conf.print(std::cout);
 
@@ -132,8 +131,10 @@ int run_model(const ModelOptions& o) {
 
 Subcommand add_model_command(CLI::App& root) {
   auto opts = std::make_shared<ModelOptions>();
-  CLI::App* app = root.add_subcommand("model", "Print a model's configuration, parameter breakdown and FLOPs per token");
-  app->add_option("model", opts->model, "A preset (llama3-8b, llama3-70b, llama3-405b, tiny, small) or a Hugging Face config.json")
+  CLI::App* app =
+      root.add_subcommand("model", "Print a model's configuration, parameter breakdown and FLOPs per token");
+  app->add_option("model", opts->model,
+                  "A preset (llama3-8b, llama3-70b, llama3-405b, tiny, small) or a Hugging Face config.json")
       ->required();
   app->add_option("--seq-len", opts->seq_len, "Sequence length for the attention FLOPs and activations")
       ->capture_default_str()

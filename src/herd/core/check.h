@@ -22,12 +22,11 @@ std::string concat(const Args&... args) {
 
 }  // namespace herd::detail
 
-#define HERD_CHECK(cond, ...)                                                        \
-  do {                                                                               \
-    if (!(cond)) [[unlikely]] {                                                      \
-      ::herd::detail::check_failed(__FILE__, __LINE__, #cond,                        \
-                                   ::herd::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
-    }                                                                                \
+#define HERD_CHECK(cond, ...)                                                                                         \
+  do {                                                                                                                \
+    if (!(cond)) [[unlikely]] {                                                                                       \
+      ::herd::detail::check_failed(__FILE__, __LINE__, #cond, ::herd::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
+    }                                                                                                                 \
   } while (0)
 
 #ifdef NDEBUG

@@ -35,7 +35,7 @@ Error make_error(const Args&... args) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
@@ -91,9 +91,9 @@ class [[nodiscard]] Status {
 // Evaluates a Result/Status expression and returns its Error from the enclosing function on failure.
 #define HERD_CONCAT_INNER(a, b) a##b
 #define HERD_CONCAT(a, b) HERD_CONCAT_INNER(a, b)
-#define HERD_RETURN_IF_ERROR(expr)                \
-  do {                                            \
-    auto herd_status_ = (expr);                   \
+#define HERD_RETURN_IF_ERROR(expr)                       \
+  do {                                                   \
+    auto herd_status_ = (expr);                          \
     if (!herd_status_.ok()) return herd_status_.error(); \
   } while (0)
 #define HERD_ASSIGN_OR_RETURN(lhs, expr) HERD_ASSIGN_OR_RETURN_N(__COUNTER__, lhs, expr)

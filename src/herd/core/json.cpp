@@ -105,8 +105,7 @@ Result<std::int64_t> json_int_or(const Json& obj, const std::string& parent, con
   return to_int(*v, parent, key);
 }
 
-Result<double> json_number_or(const Json& obj, const std::string& parent, const std::string& key,
-                              double fallback) {
+Result<double> json_number_or(const Json& obj, const std::string& parent, const std::string& key, double fallback) {
   const Json* v = find_field(obj, key);
   if (!v) return fallback;
   return to_number(*v, parent, key);

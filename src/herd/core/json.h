@@ -34,8 +34,7 @@ Result<bool> json_bool(const Json& obj, const std::string& parent, const std::st
 // Optional fields: the default when missing or null, an error when present with the wrong type.
 Result<std::int64_t> json_int_or(const Json& obj, const std::string& parent, const std::string& key,
                                  std::int64_t fallback);
-Result<double> json_number_or(const Json& obj, const std::string& parent, const std::string& key,
-                              double fallback);
+Result<double> json_number_or(const Json& obj, const std::string& parent, const std::string& key, double fallback);
 Result<std::string> json_string_or(const Json& obj, const std::string& parent, const std::string& key,
                                    const std::string& fallback);
 Result<bool> json_bool_or(const Json& obj, const std::string& parent, const std::string& key, bool fallback);

@@ -18,11 +18,11 @@
 namespace herd::model {
 
 struct ActivationShape {
-  std::int64_t seq_len = 8192;       // T, the full sequence (before CP)
-  std::int64_t micro_batch = 1;      // B, sequences per micro-batch
-  DType dtype = DType::kBF16;        // activations; norm statistics are FP32 (FP64 when dtype is FP64)
+  std::int64_t seq_len = 8192;   // T, the full sequence (before CP)
+  std::int64_t micro_batch = 1;  // B, sequences per micro-batch
+  DType dtype = DType::kBF16;    // activations; norm statistics are FP32 (FP64 when dtype is FP64)
   std::int64_t tp = 1;
-  bool sequence_parallel = true;     // norm regions sharded over TP along T (Korthikanti et al.)
+  bool sequence_parallel = true;  // norm regions sharded over TP along T (Korthikanti et al.)
   std::int64_t cp = 1;
   Recompute recompute = Recompute::kNone;
 };
@@ -31,10 +31,10 @@ struct ActivationShape {
 Status validate_activation_shape(const LlamaConfig& cfg, const ActivationShape& s);
 
 struct SavedTensor {
-  std::string name;                  // e.g. "attn_norm.input"
-  std::vector<std::int64_t> shape;   // local shape, e.g. (B, T/cp/tp, hidden)
+  std::string name;                 // e.g. "attn_norm.input"
+  std::vector<std::int64_t> shape;  // local shape, e.g. (B, T/cp/tp, hidden)
   DType dtype;
-  std::string why;                   // which backward needs it
+  std::string why;  // which backward needs it
   std::int64_t elements() const;
   std::int64_t bytes() const;
 };

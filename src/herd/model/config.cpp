@@ -9,11 +9,14 @@ const char* norm_name(NormKind k) { return k == NormKind::kRMSNorm ? "rmsnorm" :
 const char* position_name(PositionKind k) { return k == PositionKind::kRoPE ? "rope" : "learned"; }
 
 Status validate(const LlamaConfig& c) {
-  const std::pair<const char*, std::int64_t> positive[] = {
-      {"hidden_size", c.hidden},         {"intermediate_size", c.ffn_hidden},
-      {"num_hidden_layers", c.n_layers}, {"num_attention_heads", c.n_heads},
-      {"num_key_value_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
-      {"vocab_size", c.vocab},           {"max_position_embeddings", c.max_seq_len}};
+  const std::pair<const char*, std::int64_t> positive[] = {{"hidden_size", c.hidden},
+                                                           {"intermediate_size", c.ffn_hidden},
+                                                           {"num_hidden_layers", c.n_layers},
+                                                           {"num_attention_heads", c.n_heads},
+                                                           {"num_key_value_heads", c.n_kv_heads},
+                                                           {"head_dim", c.head_dim},
+                                                           {"vocab_size", c.vocab},
+                                                           {"max_position_embeddings", c.max_seq_len}};
   for (const auto& [field, value] : positive) {
     if (value <= 0) return make_error(field, ": must be a positive integer, got ", value);
   }

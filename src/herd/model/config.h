@@ -32,20 +32,20 @@ struct RopeScaling {
 
 struct LlamaConfig {
   std::string name;
-  std::int64_t hidden = 0;        // d_model (hidden_size)
-  std::int64_t ffn_hidden = 0;    // MLP width (intermediate_size)
-  std::int64_t n_layers = 0;      // num_hidden_layers
-  std::int64_t n_heads = 0;       // num_attention_heads
-  std::int64_t n_kv_heads = 0;    // num_key_value_heads (GQA; == n_heads for multi-head attention)
-  std::int64_t head_dim = 0;      // hidden / n_heads unless the config says otherwise
-  std::int64_t vocab = 0;         // vocab_size
-  std::int64_t max_seq_len = 0;   // max_position_embeddings
+  std::int64_t hidden = 0;       // d_model (hidden_size)
+  std::int64_t ffn_hidden = 0;   // MLP width (intermediate_size)
+  std::int64_t n_layers = 0;     // num_hidden_layers
+  std::int64_t n_heads = 0;      // num_attention_heads
+  std::int64_t n_kv_heads = 0;   // num_key_value_heads (GQA; == n_heads for multi-head attention)
+  std::int64_t head_dim = 0;     // hidden / n_heads unless the config says otherwise
+  std::int64_t vocab = 0;        // vocab_size
+  std::int64_t max_seq_len = 0;  // max_position_embeddings
   double rope_theta = 500000.0;
   RopeScaling rope_scaling;
   double norm_eps = 1e-5;
   bool tie_embeddings = false;
-  bool attention_bias = false;    // biases on q/k/v/o
-  bool mlp_bias = false;          // biases on the MLP linears
+  bool attention_bias = false;  // biases on q/k/v/o
+  bool mlp_bias = false;        // biases on the MLP linears
   MlpKind mlp = MlpKind::kSwiGLU;
   NormKind norm = NormKind::kRMSNorm;
   PositionKind position = PositionKind::kRoPE;

@@ -63,8 +63,8 @@ Result<double> train_model_flops_per_token(const LlamaConfig& cfg, std::int64_t 
   return 6.0 * static_cast<double>(model_params(cfg).total()) + 3.0 * f.attention_core;
 }
 
-Result<double> train_hardware_flops_per_token(const LlamaConfig& cfg, std::int64_t seq_len,
-                                              const AttentionMask& mask, Recompute recompute) {
+Result<double> train_hardware_flops_per_token(const LlamaConfig& cfg, std::int64_t seq_len, const AttentionMask& mask,
+                                              Recompute recompute) {
   HERD_ASSIGN_OR_RETURN(const ForwardFlops f, forward_flops_per_token(cfg, seq_len, mask));
   double flops = 3.0 * f.total();
   flops += 0.5 * f.attention_core;  // flash backward recomputes Q K^T: 2 of the forward's 4 per pair

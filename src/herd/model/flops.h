@@ -30,7 +30,9 @@ struct AttentionMask {
 
   static AttentionMask causal() { return {}; }
   static AttentionMask full() { return {MaskKind::kFull, {}}; }
-  static AttentionMask documents(std::vector<std::int64_t> lengths) { return {MaskKind::kDocument, std::move(lengths)}; }
+  static AttentionMask documents(std::vector<std::int64_t> lengths) {
+    return {MaskKind::kDocument, std::move(lengths)};
+  }
 };
 
 enum class Recompute { kNone, kSelective, kFull };
@@ -62,7 +64,7 @@ Result<double> train_model_flops_per_token(const LlamaConfig& cfg, std::int64_t 
 // Training hardware FLOPs per token: exact model FLOPs + flash-attention score recompute (2 x h x
 // pairs per layer) + the recompute policy (full: one more forward of every layer; selective and none:
 // only elementwise work, not counted).
-Result<double> train_hardware_flops_per_token(const LlamaConfig& cfg, std::int64_t seq_len,
-                                              const AttentionMask& mask, Recompute recompute);
+Result<double> train_hardware_flops_per_token(const LlamaConfig& cfg, std::int64_t seq_len, const AttentionMask& mask,
+                                              Recompute recompute);
 
 }  // namespace herd::model

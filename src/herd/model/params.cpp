@@ -34,8 +34,8 @@ ModelParams model_params(const LlamaConfig& c) {
 }
 
 LayerParams layer_params_tp_shard(const LlamaConfig& c, std::int64_t tp) {
-  HERD_CHECK(tp >= 1 && c.n_heads % tp == 0 && c.n_kv_heads % tp == 0 && c.ffn_hidden % tp == 0,
-             "tp (", tp, ") must divide the heads and the MLP width");
+  HERD_CHECK(tp >= 1 && c.n_heads % tp == 0 && c.n_kv_heads % tp == 0 && c.ffn_hidden % tp == 0, "tp (", tp,
+             ") must divide the heads and the MLP width");
   const LayerParams full = layer_params(c);
   const std::int64_t ab = c.attention_bias ? 1 : 0;
   const std::int64_t mb = c.mlp_bias ? 1 : 0;

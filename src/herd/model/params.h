@@ -20,9 +20,9 @@ struct LayerParams {
   std::int64_t v = 0;          // hidden x (n_kv_heads x head_dim)
   std::int64_t o = 0;          // (n_heads x head_dim) x hidden
   std::int64_t mlp_norm = 0;
-  std::int64_t gate = 0;       // hidden x ffn_hidden (SwiGLU only)
-  std::int64_t up = 0;         // hidden x ffn_hidden
-  std::int64_t down = 0;       // ffn_hidden x hidden
+  std::int64_t gate = 0;  // hidden x ffn_hidden (SwiGLU only)
+  std::int64_t up = 0;    // hidden x ffn_hidden
+  std::int64_t down = 0;  // ffn_hidden x hidden
 
   std::int64_t attention() const { return q + k + v + o; }
   std::int64_t mlp() const { return gate + up + down; }
@@ -31,12 +31,12 @@ struct LayerParams {
 };
 
 struct ModelParams {
-  LayerParams layer;                  // every layer is the same
+  LayerParams layer;  // every layer is the same
   std::int64_t n_layers = 0;
-  std::int64_t embedding = 0;         // vocab x hidden token embedding
+  std::int64_t embedding = 0;           // vocab x hidden token embedding
   std::int64_t position_embedding = 0;  // max_seq_len x hidden ("position": "learned" only)
   std::int64_t final_norm = 0;
-  std::int64_t output = 0;            // hidden x vocab head; 0 when tied to the embedding
+  std::int64_t output = 0;  // hidden x vocab head; 0 when tied to the embedding
 
   std::int64_t layers_total() const { return layer.total() * n_layers; }
   std::int64_t attention_total() const { return layer.attention() * n_layers; }

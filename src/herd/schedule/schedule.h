@@ -39,8 +39,8 @@ struct ScheduleSpec {
 Status validate(const ScheduleSpec& spec);
 
 enum class ActionType {
-  kForward,       // run micro-batch m through virtual stage s
-  kBackward,      // backward of micro-batch m through virtual stage s
+  kForward,         // run micro-batch m through virtual stage s
+  kBackward,        // backward of micro-batch m through virtual stage s
   kSendActivation,  // send the output of (m, s) forward to the rank holding s + 1
   kRecvActivation,  // receive the input of (m, s) forward from the rank holding s - 1
   kSendGrad,        // send the input gradient of (m, s) backward to the rank holding s - 1

@@ -60,13 +60,13 @@ struct Interval {
 };
 
 struct SimResult {
-  double step_time = 0;                 // last action's end on any rank
-  std::vector<double> busy;             // per rank: compute time
-  std::vector<double> idle;             // per rank: step_time - busy
-  double bubble_ratio = 0;              // mean over ranks of idle / busy (the paper's (PP-1)/(V*M))
-  double bubble_fraction = 0;           // mean over ranks of idle / step_time
-  std::vector<int> peak_inflight;       // per rank, as check() counts it
-  std::vector<double> peak_activation_bytes;  // per rank, from CostModel::activation_bytes
+  double step_time = 0;                         // last action's end on any rank
+  std::vector<double> busy;                     // per rank: compute time
+  std::vector<double> idle;                     // per rank: step_time - busy
+  double bubble_ratio = 0;                      // mean over ranks of idle / busy (the paper's (PP-1)/(V*M))
+  double bubble_fraction = 0;                   // mean over ranks of idle / step_time
+  std::vector<int> peak_inflight;               // per rank, as check() counts it
+  std::vector<double> peak_activation_bytes;    // per rank, from CostModel::activation_bytes
   std::vector<std::vector<Interval>> timeline;  // per rank: compute intervals (forward and backward)
 };
 
