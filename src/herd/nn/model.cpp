@@ -12,6 +12,18 @@
 
 namespace herd::nn {
 
+kernels::RopeConfig rope_config(const model::LlamaConfig& cfg) {
+  kernels::RopeConfig rc;
+  rc.head_dim = cfg.head_dim;
+  rc.theta = cfg.rope_theta;
+  rc.scaling_factor = cfg.rope_scaling.factor;
+  rc.low_freq_factor = cfg.rope_scaling.low_freq_factor;
+  rc.high_freq_factor = cfg.rope_scaling.high_freq_factor;
+  rc.original_max_pos = cfg.rope_scaling.original_max_position_embeddings;
+  rc.layout = kernels::RopeLayout::kHalf;
+  return rc;
+}
+
 std::int64_t model_arena_bytes(const model::LlamaConfig& cfg, std::int64_t micro_batch, std::int64_t seq_len,
                                model::Recompute recompute, std::int64_t element_bytes) {
   model::ActivationShape s;
@@ -80,14 +92,7 @@ LlamaModel<T>::LlamaModel(const model::LlamaConfig& cfg, model::Recompute recomp
     blocks_[l].bind(params_.get() + units_[l + 1].offset, grads_.get() + units_[l + 1].offset);
   }
 
-  kernels::RopeConfig rc;
-  rc.head_dim = cfg.head_dim;
-  rc.theta = cfg.rope_theta;
-  rc.scaling_factor = cfg.rope_scaling.factor;
-  rc.low_freq_factor = cfg.rope_scaling.low_freq_factor;
-  rc.high_freq_factor = cfg.rope_scaling.high_freq_factor;
-  rc.original_max_pos = cfg.rope_scaling.original_max_position_embeddings;
-  rc.layout = kernels::RopeLayout::kHalf;
+  const kernels::RopeConfig rc = rope_config(cfg);
   rope_ = std::make_unique<kernels::RopeTable<T>>(rc, cfg.max_seq_len);
   arena_ = std::make_unique<tensor::Arena>(
       static_cast<std::size_t>(model_arena_bytes(cfg, micro_batch, seq_len, recompute, sizeof(T))));

@@ -42,6 +42,10 @@ struct ParamUnit {
   std::int64_t count = 0;
 };
 
+// The RoPE table configuration of a model: theta, Llama 3.1 frequency scaling and herd's half-split
+// pair layout. Every rank's model (single-rank, TP+FSDP, pipeline stages) builds its table from this.
+kernels::RopeConfig rope_config(const model::LlamaConfig& cfg);
+
 // Arena bytes a model needs for micro-batches of up to (micro_batch, seq_len): the activation lists
 // of model/activations.h plus the residual streams and one layer's backward scratch.
 std::int64_t model_arena_bytes(const model::LlamaConfig& cfg, std::int64_t micro_batch, std::int64_t seq_len,

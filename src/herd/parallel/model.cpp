@@ -143,14 +143,7 @@ DistributedLlama<T>::DistributedLlama(const model::LlamaConfig& cfg, const Paral
     std::memset(v_.back().get(), 0, bytes_of(u->shard_size(), sizeof(T)));
   }
 
-  kernels::RopeConfig rc;
-  rc.head_dim = cfg.head_dim;
-  rc.theta = cfg.rope_theta;
-  rc.scaling_factor = cfg.rope_scaling.factor;
-  rc.low_freq_factor = cfg.rope_scaling.low_freq_factor;
-  rc.high_freq_factor = cfg.rope_scaling.high_freq_factor;
-  rc.original_max_pos = cfg.rope_scaling.original_max_position_embeddings;
-  rc.layout = kernels::RopeLayout::kHalf;
+  const kernels::RopeConfig rc = nn::rope_config(cfg);
   rope_ = std::make_unique<kernels::RopeTable<T>>(rc, cfg.max_seq_len);
   // The single-rank arena bounds every local saved set; the TP collectives add full-row (N, d)
   // gather/partial buffers and the vocab-parallel loss statistics.

@@ -10,34 +10,9 @@
 #include "herd/core/log.h"
 #include "herd/core/timer.h"
 #include "herd/train/dist_checkpoint.h"
+#include "herd/train/micro_batch_data.h"
 
 namespace herd::train {
-
-namespace {
-
-// A sliced batch with int32 document ids rebased per row (attention compares ids for equality only).
-struct SliceData {
-  data::Batch batch;
-  std::vector<std::int32_t> doc32;
-
-  explicit SliceData(data::Batch b) : batch(std::move(b)) {
-    doc32.resize(batch.doc_ids.size());
-    for (std::int64_t r = 0; r < batch.rows; ++r) {
-      std::int64_t base = -1;
-      for (std::int64_t t = 0; t < batch.seq_len; ++t) {
-        const auto i = static_cast<std::size_t>(r * batch.seq_len + t);
-        const std::int64_t d = batch.doc_ids[i];
-        if (d >= 0 && base < 0) base = d;
-        doc32[i] = d < 0 ? -1 : static_cast<std::int32_t>(d - base);
-      }
-    }
-  }
-  nn::MicroBatch view() const {
-    return {batch.rows, batch.seq_len, batch.tokens.data(), batch.targets.data(), batch.positions.data(), doc32.data()};
-  }
-};
-
-}  // namespace
 
 Status check_layout(const TrainConfig& cfg, const model::LlamaConfig& m, std::int64_t world_size) {
   const std::int64_t tp = cfg.parallel.tp, dp = cfg.parallel.dp;
@@ -169,7 +144,7 @@ Status DistTrainer<T>::run(std::int64_t stop_after) {
       std::this_thread::sleep_for(std::chrono::duration<double>(fault_.seconds));
     }
     Timer step_timer;
-    std::vector<SliceData> slices;
+    std::vector<MicroBatchData> slices;
     std::int64_t real = 0, step_tokens = 0;
     for (std::int64_t m = 0; m < cfg_.train.grad_accum; ++m) {
       std::optional<data::Batch> b = loader_->next();

@@ -9,35 +9,9 @@
 #include "herd/kernels/gemm.h"
 #include "herd/model/flops.h"
 #include "herd/train/checkpoint.h"
+#include "herd/train/micro_batch_data.h"
 
 namespace herd::train {
-
-namespace {
-
-// A loader batch with int32 document ids (the attention kernel compares ids for equality only, so each
-// row's ids are rebased to its first document; padding keeps -1).
-struct MicroBatchData {
-  data::Batch batch;
-  std::vector<std::int32_t> doc32;
-
-  explicit MicroBatchData(data::Batch b) : batch(std::move(b)) {
-    doc32.resize(batch.doc_ids.size());
-    for (std::int64_t r = 0; r < batch.rows; ++r) {
-      std::int64_t base = -1;
-      for (std::int64_t t = 0; t < batch.seq_len; ++t) {
-        const std::int64_t i = r * batch.seq_len + t;
-        const std::int64_t d = batch.doc_ids[static_cast<std::size_t>(i)];
-        if (d >= 0 && base < 0) base = d;
-        doc32[static_cast<std::size_t>(i)] = d < 0 ? -1 : static_cast<std::int32_t>(d - base);
-      }
-    }
-  }
-  nn::MicroBatch view() const {
-    return {batch.rows, batch.seq_len, batch.tokens.data(), batch.targets.data(), batch.positions.data(), doc32.data()};
-  }
-};
-
-}  // namespace
 
 Result<model::LlamaConfig> resolve_model_config(const TrainConfig& cfg, std::int64_t data_vocab) {
   HERD_ASSIGN_OR_RETURN(model::LlamaConfig m, model::resolve_model(cfg.model.name));

@@ -6,6 +6,7 @@
 
 #include "herd/comm/types.h"
 #include "herd/core/check.h"
+#include "herd/nn/model.h"
 
 namespace herd::parallel::pp {
 
@@ -22,14 +23,7 @@ bool is_recv(ActionType t) { return t == ActionType::kRecvActivation || t == Act
 
 template <typename T>
 std::shared_ptr<const kernels::RopeTable<T>> make_rope(const model::LlamaConfig& cfg) {
-  kernels::RopeConfig rc;
-  rc.head_dim = cfg.head_dim;
-  rc.theta = cfg.rope_theta;
-  rc.scaling_factor = cfg.rope_scaling.factor;
-  rc.low_freq_factor = cfg.rope_scaling.low_freq_factor;
-  rc.high_freq_factor = cfg.rope_scaling.high_freq_factor;
-  rc.original_max_pos = cfg.rope_scaling.original_max_position_embeddings;
-  rc.layout = kernels::RopeLayout::kHalf;  // as nn::LlamaModel
+  const kernels::RopeConfig rc = nn::rope_config(cfg);
   return std::make_shared<const kernels::RopeTable<T>>(rc, cfg.max_seq_len);
 }
 
