@@ -22,7 +22,8 @@ echo "== 3a. herd train: the tiny preset on one rank =="
 scripts/train_demo.sh "$@"
 echo
 echo "== 3b. herd train: the same run as TP2 x DP2 (4 ranks as threads), first 50 steps =="
-build/herd train configs/demo_tp2_dp2.json --train.steps=50
+# Same learning-rate curve as the 250-step single-rank run (25 warm-up + 225 cosine steps), 50 steps.
+build/herd train configs/demo_tp2_dp2.json --train.steps=50 --schedule.decay_steps=225
 echo
 echo "step  loss (1 rank)  loss (TP2 x DP2)"
 loss_column() {
