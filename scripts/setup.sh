@@ -28,6 +28,7 @@ fi
 # Project-specific assets (tokenizer, corpus) are fetched by scripts/fetch-assets.sh when present.
 if [ -x scripts/fetch-assets.sh ]; then scripts/fetch-assets.sh; fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Same flags as scripts/test.sh (-Werror), so the test command reuses this build instead of redoing it.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHERD_WERROR=ON >/dev/null
 cmake --build build -j "$(nproc)"
 echo "setup: herd built at build/herd"

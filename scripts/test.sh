@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 echo "== herd tests: Release, -Wall -Wextra -Werror =="
-cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DHERD_WERROR=ON >/dev/null
-cmake --build build/ci -j "$jobs"
-ctest --test-dir build/ci -j "$jobs" --output-on-failure --timeout 900
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHERD_WERROR=ON >/dev/null
+cmake --build build -j "$jobs"
+ctest --test-dir build -j "$jobs" --output-on-failure --timeout 900
 
 if [ "${HERD_TEST_ASAN:-1}" != "0" ]; then
   echo "== herd tests: AddressSanitizer + UndefinedBehaviorSanitizer =="
