@@ -190,17 +190,25 @@ kernels::CrossEntropyLoss LlamaModel<T>::forward_backward(const MicroBatch& mb, 
 }
 
 template <typename T>
+const T* LlamaModel<T>::forward_final_hidden(const MicroBatch& mb) {
+  const std::int64_t n = mb.rows(), d = cfg_.hidden;
+  tensor::Arena& a = *arena_;
+  T* x = a.allocate_array<T>(n * d, "residual");
+  forward_blocks(mb, x, nullptr);
+  T* rstd = a.allocate_array<T>(n, "final_norm.rstd");
+  T* h = a.allocate_array<T>(n * d, "final_norm.output");
+  kernels::rmsnorm_forward<T>(x, d, params_.get() + final_norm_, n, d, cfg_.norm_eps, h, d, rstd);
+  return h;
+}
+
+template <typename T>
 kernels::CrossEntropyLoss LlamaModel<T>::evaluate(const MicroBatch& mb) {
   check_batch(mb);
   const std::int64_t n = mb.rows(), d = cfg_.hidden;
   tensor::Arena& a = *arena_;
   const tensor::Arena::Mark start = a.mark();
-  T* x = a.allocate_array<T>(n * d, "residual");
-  forward_blocks(mb, x, nullptr);
-  T* rstd = a.allocate_array<T>(n, "final_norm.rstd");
-  T* h = a.allocate_array<T>(n * d, "final_norm.output");
+  const T* h = forward_final_hidden(mb);
   T* lse = a.allocate_array<T>(n, "loss.lse");
-  kernels::rmsnorm_forward<T>(x, d, params_.get() + final_norm_, n, d, cfg_.norm_eps, h, d, rstd);
   const kernels::CrossEntropyLoss loss =
       kernels::cross_entropy_forward<T>(h, n, d, params_.get() + output_, cfg_.vocab, mb.targets, lse);
   a.reset(start);
@@ -213,11 +221,7 @@ void LlamaModel<T>::logits(const MicroBatch& mb, T* out) {
   const std::int64_t n = mb.rows(), d = cfg_.hidden;
   tensor::Arena& a = *arena_;
   const tensor::Arena::Mark start = a.mark();
-  T* x = a.allocate_array<T>(n * d, "residual");
-  forward_blocks(mb, x, nullptr);
-  T* rstd = a.allocate_array<T>(n, "final_norm.rstd");
-  T* h = a.allocate_array<T>(n * d, "final_norm.output");
-  kernels::rmsnorm_forward<T>(x, d, params_.get() + final_norm_, n, d, cfg_.norm_eps, h, d, rstd);
+  const T* h = forward_final_hidden(mb);
   kernels::gemm<T>(kernels::Trans::kNo, kernels::Trans::kYes, n, cfg_.vocab, d, T(1), h, d, params_.get() + output_, d,
                    T(0), out, cfg_.vocab);
   a.reset(start);

@@ -87,6 +87,9 @@ class LlamaModel {
   // Embedding and blocks; x (N, d) holds the final residual. Keeps the block states when `train`.
   void forward_blocks(const MicroBatch& mb, T* x, std::vector<BlockState<T>>* states);
   void check_batch(const MicroBatch& mb) const;
+  // Forward without saving: embedding, blocks and the final norm; returns the normed hidden states
+  // (N, d), allocated in the arena (the caller resets it to its mark).
+  const T* forward_final_hidden(const MicroBatch& mb);
 
   model::LlamaConfig cfg_;
   model::Recompute recompute_;
