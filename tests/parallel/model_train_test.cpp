@@ -1,7 +1,8 @@
 // Whole-run parity: N steps of AdamW with global-norm clipping on DistributedLlama reproduce the
 // single-rank run (nn::LlamaModel + the same kernels/optim.h update train::AdamW applies): the loss
 // curve and the final weights within 1e-10 relative in double (every element, relative to the
-// weight's largest entry) and 1e-5 in fp32 (relative L2 norm of each weight's difference).
+// weight's largest entry) and 1e-5 in fp32 (relative L2 norm of the difference, over all weights and,
+// in the default run, of each weight tensor; see FullMatrix for the one tensor that needs 2e-5).
 //
 // The default run covers a few layouts for 6 steps; HERD_PARITY_FULL=1 runs the matrix,
 // TP in {1,2,4} x DP in {1,2,4} (at most 8 ranks) x SP on/off, 20 steps each, in double and fp32:
@@ -100,6 +101,10 @@ void check_training(std::int64_t tp, std::int64_t dp, bool sp, bool reshard, int
       COMM_EXPECT(std::isfinite(norm));
     }
     HERD_ASSIGN_OR_RETURN(auto w, model.gather_full_weights());
+    // The whole model's weights, as one vector, always within tol; each tensor within weight_tol.
+    const nn::NamedParam all{"all weights", 0, static_cast<std::int64_t>(w.size()), 1};
+    const double whole = sizeof(T) == 8 ? rel_diff(w, ref.weights.data(), all) : rel_l2(w, ref.weights.data(), all);
+    COMM_EXPECT(whole <= tol, "final weights differ by ", whole, " relative");
     for (const nn::NamedParam& p : layout.named_params()) {
       // double: elementwise max |diff| / max |w|; fp32: relative L2 per weight (see rel_l2).
       const double r = sizeof(T) == 8 ? rel_diff(w, ref.weights.data(), p) : rel_l2(w, ref.weights.data(), p);
