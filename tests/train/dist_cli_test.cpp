@@ -104,10 +104,10 @@ TEST_F(DistCli, Tp2Dp2UnderMpirunReproducesTheSingleRankLoss) {
   auto r = herd::testing::run_herd(run_args(one));
   ASSERT_EQ(r.status, 0) << r.err;
   // OpenMPI's own allocations outlive MPI_Finalize; under LeakSanitizer they would fail the run.
-  const std::string cmd =
-      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
-      "--bind-to none -np 4 " +
-      std::string(HERD_BINARY) + " " + run_args(four) + " --tp 2 --dp 2 > " + (dir_ / "mpi.log").string() + " 2>&1";
+  const std::string cmd = "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
+                          "--bind-to none -np 4 " +
+                          std::string(HERD_BINARY) + " " + run_args(four) + " --tp 2 --dp 2 > " +
+                          (dir_ / "mpi.log").string() + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << herd::testing::slurp((dir_ / "mpi.log").string());
   const auto a = losses_of(one), b = losses_of(four);
   ASSERT_EQ(b.size(), 5u) << herd::testing::slurp((dir_ / "mpi.log").string());

@@ -42,7 +42,8 @@ StateBytes state_bytes(double p, const Layout& l, double shard, std::int64_t mic
   s.weights = keep_gathered ? e * p : 0.0;  // working copy (stage 3 keeps it after forward)
   // Gradients stay sharded when each backward reduce-scatters at once: ZeRO-2, FSDP that reshards,
   // and any stage-3 step with a single micro-batch (nothing to accumulate).
-  const bool sharded_grads = l.zero == 2 || (l.zero == 3 && (l.reshard_after_forward || microbatches == 1));
+  // herd's CPU runtime (fp32) keeps every flat unit's full gradient buffer until the end of the backward.
+  const bool sharded_grads = l.zero == 2 || (l.zero == 3 && (l.reshard_after_forward || microbatches == 1) && e != 4.0);
   if (sharded_grads) {
     s.grads = 4.0 * p / shard;  // reduce-scattered after every micro-batch into an fp32 shard
   } else {
