@@ -8,7 +8,7 @@ them, writes one JSON document (figure, machine, commit, load averages, per-layo
 and a markdown table. The machine is shared: each step time is a median over steps, and the load
 average before and after every run is recorded next to it.
 
-  python3 bench/projection/run.py [--herd build/herd] [--data DIR] [--steps 6] [--out-dir bench/projection/out]
+  python3 bench/projection/run.py [--herd build/herd] [--data DIR] [--steps 6] [--out-dir bench/projection]
 
 CP and PP layouts are listed too; they run only when `herd train --help` offers --cp / --pp.
 Method and results: docs/projection.md.
@@ -91,7 +91,7 @@ def main():
     ap.add_argument("--herd", default="build/herd")
     ap.add_argument("--data", default="runs/projection-data", help="token shards (made from the corpus if absent)")
     ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--out-dir", default="bench/projection/out")
+    ap.add_argument("--out-dir", default="bench/projection")
     ap.add_argument("--only", default="", help="run only layouts whose name contains this")
     a = ap.parse_args()
 
@@ -141,7 +141,7 @@ def main():
            "cluster_file": os.environ.get("HERD_CLUSTER_FILE", "(preset local-cpu)"), "steps": a.steps,
            "step_time_mape_percent": mape, "step_time_mape_percent_idle_host": idle_mape,
            "memory_mape_percent": mem_mape, "results": results}
-    with open(os.path.join(a.out_dir, "projection.json"), "w") as f:
+    with open(os.path.join(a.out_dir, "results.json"), "w") as f:
         json.dump(doc, f, indent=2)
     lines = ["| layout | ranks | background jobs | planned step (s) | measured step (s) | error | "
              "idle-host plan (s) | planned MiB/rank | measured MiB/rank | error | load avg |",
@@ -156,7 +156,7 @@ def main():
     lines.append(f"\nStep-time MAPE {mape:.1f}% over {len(results)} layouts (planned for the measured background "
                  f"load; {idle_mape:.1f}% if the host is assumed idle); memory MAPE {mem_mape:.1f}%. "
                  f"Commit {doc['commit']}, {doc['date']}, {doc['cluster_file']}.")
-    with open(os.path.join(a.out_dir, "projection.md"), "w") as f:
+    with open(os.path.join(a.out_dir, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
