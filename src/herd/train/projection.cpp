@@ -287,6 +287,8 @@ Json projection_json(const Projection& p, double measured_step_s, const RankMemo
 }
 
 Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m, bool print) {
+  // Quiet trainers (tests, ranks other than 0) neither print nor write: no sampling thread for them.
+  if (!print) return make_error("no projection: this trainer does not report");
   Result<Projection> p = [&]() -> Result<Projection> {
     HERD_ASSIGN_OR_RETURN(const RunLayout l, run_layout(cfg));
     HERD_ASSIGN_OR_RETURN(topology::Cluster c, local_cpu_cluster());

@@ -99,8 +99,9 @@ std::string planned_line(const Projection& p);
 std::string planned_vs_measured_line(const Projection& p, double measured_step_s, const RankMemoryUse& mem);
 Json projection_json(const Projection& p, double measured_step_s, const RankMemoryUse& mem, std::int64_t steps);
 
-// The two call sites of the trainers. plan_run logs the "planned" line (when `print`) and returns the
-// projection, or an error the caller may log and ignore (training never depends on it); on a shared
+// The two call sites of the trainers. plan_run logs the "planned" line and returns the projection, or
+// an error the caller may ignore (training never depends on it; !print: nothing is planned, as on
+// quiet trainers and ranks other than 0); on a shared
 // host it keeps sampling the background load. report_run logs "planned vs measured", the plan
 // redone for the background load averaged over the run (an input measured apart from the step
 // times), and writes train.projection_file when set.
