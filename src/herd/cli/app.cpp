@@ -73,6 +73,7 @@ int run_cli(int argc, const char* const* argv) {
   subs.push_back(add_train_command(root));
   subs.push_back(add_generate_command(root));
   subs.push_back(add_plot_command(root));
+  subs.push_back(add_calibrate_command(root));
 
   if (argc > 1 && argv[1][0] != '-') {
     const std::string name = argv[1];

@@ -31,6 +31,7 @@ Subcommand add_data_command(CLI::App& root);
 Subcommand add_train_command(CLI::App& root);
 Subcommand add_generate_command(CLI::App& root);
 Subcommand add_plot_command(CLI::App& root);
+Subcommand add_calibrate_command(CLI::App& root);
 
 // Option validators whose messages read "must be a positive integer, got 0".
 CLI::Validator positive_integer();

@@ -71,8 +71,10 @@ double model_flops_per_token(const model::LlamaConfig& cfg, std::int64_t seq_len
 
 // --- One layer, the embedding and the output head -------------------------------------------------
 
-Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
+Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Cluster& host, const TrainingSpec& train,
                              const Layout& l) {
+  topology::Cluster shared;
+  const topology::Cluster& cluster = topology::host_share(host, l.gpus(), &shared);
   const topology::Accelerator& acc = cluster.accelerator;
   StepCosts c;
   HERD_ASSIGN_OR_RETURN(c.tp_link, topology::link_for_group(cluster, 1, l.tp));
@@ -80,10 +82,13 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   HERD_ASSIGN_OR_RETURN(c.pp_link, topology::link_for_group(cluster, l.tp * l.cp, l.pp));
   HERD_ASSIGN_OR_RETURN(c.dp_link, topology::link_for_group(cluster, l.tp * l.cp * l.pp, l.dp));
 
-  const double bf16_peak = acc.peak_tflops_bf16 * 1e12;
+  const bool fp32 = train.precision == Precision::kFP32;
+  // Attention runs at the activations' precision (bf16, or fp32 on a CPU).
+  const double bf16_peak = (fp32 ? acc.peak_tflops_fp32 : acc.peak_tflops_bf16) * 1e12;
   c.matmul_peak_flops = train.precision == Precision::kFP8 ? acc.peak_tflops_fp8 * 1e12 : bf16_peak;
-  const double e = 2.0;  // bytes per activation element (bf16/fp16; fp8 GEMM inputs are cast copies)
-  const double gemm_bpe = train.precision == Precision::kFP8 ? 1.0 : 2.0;
+  // Bytes per activation element (bf16/fp16, or fp32; fp8 GEMM inputs are cast copies).
+  const double e = element_bytes(train.precision);
+  const double gemm_bpe = train.precision == Precision::kFP8 ? 1.0 : e;
 
   // Local sizes per micro-batch: tokens after CP, the residual stream after SP, heads and width after TP.
   const double b = static_cast<double>(l.microbatch);
@@ -119,7 +124,8 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // fp32 gradient accumulation across micro-batches: the bf16 weight gradient is written, read back
   // and added into the fp32 buffer (2 + 2 + 4 + 4 bytes per local parameter).
   const model::LayerParams lp = model::layer_params_tp_shard(cfg, l.tp);
-  const double grad_acc = memory_bound_s(12.0 * static_cast<double>(lp.total()), acc);
+  // In fp32 the weight-gradient GEMM accumulates straight into the gradient buffer (beta = 1).
+  const double grad_acc = fp32 ? 0.0 : memory_bound_s(12.0 * static_cast<double>(lp.total()), acc);
   const double launch = acc.kernel_overhead_us * 1e-6;
 
   // Kernel launches beyond the GEMMs: about 20 forward (norms, RoPE, attention, SwiGLU, adds, casts,
@@ -202,6 +208,7 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   shape.cp = l.cp;
   shape.sequence_parallel = l.sp();
   shape.recompute = l.recompute;
+  shape.dtype = fp32 ? DType::kF32 : DType::kBF16;
   c.layer_activation_bytes = static_cast<double>(model::layer_activation_bytes(cfg, shape));
   c.embedding_activation_bytes = static_cast<double>(model::embedding_activation_bytes(cfg, shape));
   c.output_activation_bytes = static_cast<double>(model::output_activation_bytes(cfg, shape));

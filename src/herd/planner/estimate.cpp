@@ -41,10 +41,13 @@ Result<Estimate> estimate(const model::LlamaConfig& cfg, const topology::Cluster
   return estimate_from_costs(cfg, cluster, train, layout, gpus, c, options);
 }
 
-Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topology::Cluster& cluster,
+Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topology::Cluster& host,
                                      const TrainingSpec& train, const Layout& layout, std::int64_t gpus,
                                      const StepCosts& c, const EstimateOptions& options) {
   const Layout& l = layout;
+  topology::Cluster shared;
+  const topology::Cluster& cluster = topology::host_share(host, gpus, &shared);
+  const double e = element_bytes(train.precision);
   Estimate est;
   est.layout = l;
   est.train = train;
@@ -175,13 +178,19 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   const RankSums& pr = sums[p_rank];
   const double nmin = std::min<double>(est.n, M);
   const double lay = std::max<double>(1.0, unit > 0 ? p_max / unit : 1.0);
-  const double window_f = nmin * pr.fwd * (1.0 - 1.0 / spec.v) + pr.fwd / spec.v * std::max(0.0, 1.0 - spec.v / lay);
-  const double window_b = nmin * pr.bwd * (1.0 - 1.0 / spec.v) + pr.bwd / spec.v * std::max(0.0, 1.0 - spec.v / lay);
+  // CPU ranks (a shared host): the ranks' own threads do the copies, so nothing hides behind compute,
+  // and herd's flat units are re-gathered before every micro-batch (released after each backward).
+  const bool cpu_ranks = host.accelerator.host_cores > 0;
+  const double hide = cpu_ranks ? 0.0 : 1.0;
+  const double window_f =
+      hide * nmin * pr.fwd * (1.0 - 1.0 / spec.v) + pr.fwd / spec.v * std::max(0.0, 1.0 - spec.v / lay);
+  const double window_b =
+      hide * nmin * pr.bwd * (1.0 - 1.0 / spec.v) + pr.bwd / spec.v * std::max(0.0, 1.0 - spec.v / lay);
   const double pr_busy = pr.math + pr.tp + pr.cp;
   double dp_total = 0, dp_exposed = 0;
   std::string dp_rule;
   if (n_dp > 1) {
-    const double ag = all_gather_s(2.0 * p_max, n_dp, link), ag_unit = all_gather_s(2.0 * unit, n_dp, link);
+    const double ag = all_gather_s(e * p_max, n_dp, link), ag_unit = all_gather_s(e * unit, n_dp, link);
     const double rs = reduce_scatter_s(4.0 * p_max, n_dp, link), rs_unit = reduce_scatter_s(4.0 * unit, n_dp, link);
     switch (l.zero) {
       case 0: {
@@ -198,17 +207,21 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
         break;
       case 2:
         dp_total = M * rs + ag;
-        dp_exposed = exposed(M * rs, rs_unit, pr_busy * 0.5) + ag;
+        dp_exposed = exposed(M * rs, rs_unit, hide * pr_busy * 0.5) + ag;
         dp_rule =
             "fp32 reduce-scatter per micro-batch overlapped with backward; bf16 all-gather after the step exposed";
         break;
       default:
         if (l.reshard_after_forward) {
           dp_total = 2.0 * M * ag + M * rs;
-          dp_exposed = exposed(2.0 * M * ag + (M - 1) * rs, ag_unit, pr_busy) + exposed(rs, rs_unit, window_b);
+          dp_exposed = exposed(2.0 * M * ag + (M - 1) * rs, ag_unit, hide * pr_busy) + exposed(rs, rs_unit, window_b);
           dp_rule =
               "bf16 all-gather before every forward and backward, fp32 reduce-scatter after every backward, "
               "prefetched and overlapped (first and last layer exposed)";
+        } else if (cpu_ranks) {
+          dp_total = M * ag + rs;
+          dp_exposed = dp_total;
+          dp_rule = "all-gather before every micro-batch and one reduce-scatter, done by the ranks' threads (exposed)";
         } else {
           dp_total = ag + rs;
           dp_exposed = exposed(ag, ag_unit, window_f) + exposed(rs, rs_unit, window_b);
@@ -221,7 +234,9 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   T.dp_s = dp_exposed;
   const double p_opt = p_max / (l.zero >= 1 ? static_cast<double>(n_dp) : 1.0);
   T.optimizer_s =
-      memory_bound_s(34.0 * p_opt, cluster.accelerator) +
+      // AdamW traffic per parameter: fp32 reads p, g, m, v and writes p, m, v (28 bytes); with bf16
+      // weights also the bf16 gradient read and the bf16 copy written (34).
+      memory_bound_s((e == 4.0 ? 28.0 : 34.0) * p_opt, cluster.accelerator) +
       (gpus > 1 ? 2.0 * std::ceil(std::log2(static_cast<double>(gpus))) * std::max(link.latency_s, c.tp_link.latency_s)
                 : 0.0);
   // Synchronous steps run at the pace of the slowest accelerator: with speeds spread by sigma, the

@@ -12,15 +12,19 @@ const char* precision_name(Precision p) {
     case Precision::kBF16: return "bf16";
     case Precision::kFP16: return "fp16";
     case Precision::kFP8: return "fp8";
+    case Precision::kFP32: return "fp32";
   }
   return "?";
 }
+
+double element_bytes(Precision p) { return p == Precision::kFP32 ? 4.0 : 2.0; }
 
 Result<Precision> parse_precision(const std::string& s) {
   if (s == "bf16") return Precision::kBF16;
   if (s == "fp16") return Precision::kFP16;
   if (s == "fp8") return Precision::kFP8;
-  return make_error("precision: expected bf16, fp16 or fp8, got '", s, "'");
+  if (s == "fp32") return Precision::kFP32;
+  return make_error("precision: expected bf16, fp16, fp8 or fp32, got '", s, "'");
 }
 
 int Layout::n_resolved(const TrainingSpec& t) const {
@@ -84,6 +88,10 @@ Status validate_layout(const model::LlamaConfig& cfg, const topology::Cluster& c
   if (l.zero < 0 || l.zero > 3) return make_error("zero (", l.zero, ") must be 0, 1, 2 or 3");
   if (train.precision == Precision::kFP8 && cluster.accelerator.peak_tflops_fp8 <= 0) {
     return make_error("precision fp8: accelerator ", cluster.accelerator.name, " has no fp8 peak; use bf16");
+  }
+  if (train.precision == Precision::kFP32 && cluster.accelerator.peak_tflops_fp32 <= 0) {
+    return make_error("precision fp32: accelerator ", cluster.accelerator.name,
+                      " has no accelerator.peak_tflops.fp32; add it to the cluster or use bf16");
   }
   return Status::Ok();
 }

@@ -14,7 +14,11 @@
 
 namespace herd::planner {
 
-enum class Precision { kBF16, kFP16, kFP8 };
+// kFP32: everything in fp32 (weights, gradients, optimizer, activations, matmuls), as herd's CPU
+// runtime trains; no separate master copy.
+enum class Precision { kBF16, kFP16, kFP8, kFP32 };
+// Bytes per weight / activation element: 4 under kFP32, else 2 (bf16 working copies).
+double element_bytes(Precision p);
 const char* precision_name(Precision p);
 Result<Precision> parse_precision(const std::string& s);
 

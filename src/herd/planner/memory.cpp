@@ -18,7 +18,7 @@ model::ActivationShape activation_shape(const TrainingSpec& train, const Layout&
   model::ActivationShape s;
   s.seq_len = train.seq_len;
   s.micro_batch = l.microbatch;
-  s.dtype = DType::kBF16;
+  s.dtype = train.precision == Precision::kFP32 ? DType::kF32 : DType::kBF16;
   s.tp = l.tp;
   s.sequence_parallel = l.sp();
   s.cp = l.cp;
@@ -34,19 +34,23 @@ struct StateBytes {
 
 // Weights, gradients and optimizer state of `p` local (TP-shard) parameters under the ZeRO stage,
 // sharded over `shard` ranks (DP x CP: both hold replicas of the same TP/PP shard).
-StateBytes state_bytes(double p, const Layout& l, double shard, std::int64_t microbatches) {
+// In fp32 the working weights are the master copy when nothing is sharded (ZeRO-0); a sharded
+// optimizer keeps its fp32 shard apart from the gathered working copy (FSDP flat units).
+StateBytes state_bytes(double p, const Layout& l, double shard, std::int64_t microbatches, double e) {
   StateBytes s;
   const bool keep_gathered = !(l.zero == 3 && l.reshard_after_forward);
-  s.weights = keep_gathered ? 2.0 * p : 0.0;  // bf16 working copy (stage 3 keeps it after forward)
+  s.weights = keep_gathered ? e * p : 0.0;  // working copy (stage 3 keeps it after forward)
   // Gradients stay sharded when each backward reduce-scatters at once: ZeRO-2, FSDP that reshards,
   // and any stage-3 step with a single micro-batch (nothing to accumulate).
-  const bool sharded_grads = l.zero == 2 || (l.zero == 3 && (l.reshard_after_forward || microbatches == 1));
+  // herd's CPU runtime (fp32) keeps every flat unit's full gradient buffer until the end of the backward.
+  const bool sharded_grads = l.zero == 2 || (l.zero == 3 && (l.reshard_after_forward || microbatches == 1) && e != 4.0);
   if (sharded_grads) {
     s.grads = 4.0 * p / shard;  // reduce-scattered after every micro-batch into an fp32 shard
   } else {
     s.grads = 4.0 * p + (l.zero >= 1 ? 4.0 * p / shard : 0.0);  // fp32 accumulation, then its shard
   }
   s.optimizer = 12.0 * p / (l.zero >= 1 ? shard : 1.0);  // fp32 master + Adam m and v
+  if (e == 4.0 && l.zero == 0) s.optimizer = 8.0 * p;    // fp32 weights are the master: m and v only
   return s;
 }
 
@@ -63,22 +67,24 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
   if (in.output)
     p_eo += static_cast<double>(mp.final_norm + (cfg.tie_embeddings && !in.embedding ? mp.embedding : mp.output));
   const std::int64_t mbs = l.microbatches(train);
-  const StateBytes sl = state_bytes(p_layers, l, shard, mbs);
-  const StateBytes se = state_bytes(p_eo, l, shard, mbs);
+  const double e = element_bytes(train.precision);
+  const StateBytes sl = state_bytes(p_layers, l, shard, mbs, e);
+  const StateBytes se = state_bytes(p_eo, l, shard, mbs, e);
 
   const model::ActivationShape shape = activation_shape(train, l);
   const double b = static_cast<double>(l.microbatch);
   const double t = static_cast<double>(train.seq_len / l.cp);
   const double h = static_cast<double>(cfg.hidden);
-  const double act_full = b * t * h * 2.0;
+  const double act_full = b * t * h * e;
   const double unit = static_cast<double>(lp.total());  // one FSDP unit: one transformer layer
 
   MemoryBreakdown m;
   m.rank = in.rank;
   m.capacity_bytes = cluster.memory_bytes();
+  const std::string wt = e == 4.0 ? "fp32" : "bf16";
   m.parts.push_back(
       {"parameters", sl.weights,
-       std::to_string(in.layers) + " layers' bf16 weights (TP shard" +
+       std::to_string(in.layers) + " layers' " + wt + " weights (TP shard" +
            (l.zero == 3 && !l.reshard_after_forward ? ", gathered once and kept: no reshard after forward)" : ")")});
   m.parts.push_back({"gradients", sl.grads,
                      sl.grads < 4.0 * p_layers
@@ -87,7 +93,8 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
                                std::string(l.zero >= 1 ? " + its reduce-scattered fp32 shard" : "")});
   m.parts.push_back(
       {"optimizer_state", sl.optimizer,
-       "fp32 master weights + AdamW m and v" +
+       std::string(e == 4.0 && l.zero == 0 ? "AdamW m and v (the fp32 weights are the master)"
+                                           : "fp32 master weights + AdamW m and v") +
            std::string(l.zero >= 1 ? ", sharded over dp x cp = " + std::to_string(l.dp * l.cp) : ", replicated")});
   m.parts.push_back({"embedding_output", se.weights + se.grads + se.optimizer,
                      std::string(in.embedding ? "vocab-parallel embedding" : "") +
@@ -95,23 +102,26 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
                          (p_eo > 0 ? ": weights, gradients, optimizer" : "none on this rank")});
   m.parts.push_back({"activations", in.peak_activation_bytes,
                      "saved tensors of the micro-batches in flight at the schedule's peak (model/activations.h)"});
-  const double gathered = (l.zero == 3 && l.reshard_after_forward) ? 2.0 * 2.0 * unit : 0.0;
+  const double gathered = (l.zero == 3 && l.reshard_after_forward) ? 2.0 * e * unit : 0.0;
   m.parts.push_back({"fsdp_gathered", gathered,
                      gathered > 0 ? "two gathered bf16 layers (current + prefetch)" : "none (weights kept gathered)"});
   double buffers = 0;
   if (l.tp > 1) buffers += act_full;  // sequence-parallel all-gather output
   if (l.cp > 1) {
     buffers += 2.0 * b * static_cast<double>(train.seq_len) * static_cast<double>(cfg.n_kv_heads / l.tp) *
-               static_cast<double>(cfg.head_dim) * 2.0;  // gathered K and V
+               static_cast<double>(cfg.head_dim) * e;  // gathered K and V
   }
-  if (l.pp > 1) buffers += 4.0 * b * (l.sp() ? t / static_cast<double>(l.tp) : t) * h * 2.0;  // 2 sends + 2 receives
-  if (l.dp * l.cp > 1) buffers += 4.0 * unit + 2.0 * unit;  // one fp32 reduce-scatter and one bf16 all-gather unit
+  if (l.pp > 1) buffers += 4.0 * b * (l.sp() ? t / static_cast<double>(l.tp) : t) * h * e;  // 2 sends + 2 receives
+  if (l.dp * l.cp > 1) buffers += 4.0 * unit + e * unit;  // one fp32 reduce-scatter and one all-gather unit
   m.parts.push_back({"comm_buffers", buffers, "TP all-gather output, CP K/V, PP send/receive, FSDP unit buffers"});
-  const double ffn_local = b * t * static_cast<double>(cfg.ffn_hidden / l.tp) * 2.0;
+  const double ffn_local = b * t * static_cast<double>(cfg.ffn_hidden / l.tp) * e;
   double transient = std::max(static_cast<double>(model::recompute_working_bytes(cfg, shape)), 3.0 * ffn_local);
   if (in.output) {
+    // One fp32 logits tile and its gradient: all rows x up to 16,384 ids on a GPU; herd's CPU kernels
+    // (fp32) tile 256 rows x 8,192 ids (kernels/cross_entropy.h, CrossEntropyTiles).
     const double vocab_shard = static_cast<double>(mp.embedding) / h;
-    transient += 2.0 * b * t * std::min(vocab_shard, 16384.0) * 4.0;  // one fp32 logits tile and its gradient
+    const double rows = e == 4.0 ? std::min(b * t, 256.0) : b * t;
+    transient += 2.0 * rows * std::min(vocab_shard, e == 4.0 ? 8192.0 : 16384.0) * 4.0;
   }
   m.parts.push_back({"transient", transient,
                      l.recompute == model::Recompute::kFull

@@ -28,6 +28,14 @@ Status validate(const Cluster& c) {
   }
   if (a.kernel_overhead_us < 0)
     return make_error("accelerator.kernel_overhead_us: must not be negative, got ", a.kernel_overhead_us);
+  if (a.host_cores < 0)
+    return make_error("accelerator.host_cores: must be 0 (dedicated) or positive, got ", a.host_cores);
+  if (!(a.thread_scaling > 0 && a.thread_scaling <= 1)) {
+    return make_error("accelerator.thread_scaling: must be in (0, 1], got ", a.thread_scaling);
+  }
+  if (!(a.background_jobs >= 0) || !std::isfinite(a.background_jobs)) {
+    return make_error("accelerator.background_jobs: must not be negative, got ", a.background_jobs);
+  }
   if (c.tiers.empty()) return make_error("tiers: the cluster needs at least one network tier");
   std::int64_t prev = 1;
   for (std::size_t i = 0; i < c.tiers.size(); ++i) {
@@ -124,6 +132,9 @@ Result<Cluster> cluster_from_json(const Json& j) {
   HERD_ASSIGN_OR_RETURN(acc.sm_count, json_int_or(a, "accelerator", "sm_count", 0));
   HERD_ASSIGN_OR_RETURN(acc.kernel_overhead_us, json_number_or(a, "accelerator", "kernel_overhead_us", 0.0));
   HERD_ASSIGN_OR_RETURN(acc.speed_variation, json_number_or(a, "accelerator", "speed_variation", acc.speed_variation));
+  HERD_ASSIGN_OR_RETURN(acc.host_cores, json_int_or(a, "accelerator", "host_cores", 0));
+  HERD_ASSIGN_OR_RETURN(acc.thread_scaling, json_number_or(a, "accelerator", "thread_scaling", acc.thread_scaling));
+  HERD_ASSIGN_OR_RETURN(acc.background_jobs, json_number_or(a, "accelerator", "background_jobs", 0.0));
   if (!j.contains("tiers") || !j["tiers"].is_array()) {
     return make_error(
         "tiers: missing or not a list; expected [{\"name\", \"size\", \"bw_gb_per_s\", \"latency_us\"}, ...]");
@@ -159,6 +170,11 @@ Json cluster_to_json(const Cluster& c) {
       {"sm_count", a.sm_count},
       {"kernel_overhead_us", a.kernel_overhead_us},
       {"speed_variation", a.speed_variation}};
+  if (a.host_cores > 0) {
+    j["accelerator"]["host_cores"] = a.host_cores;
+    j["accelerator"]["thread_scaling"] = a.thread_scaling;
+    j["accelerator"]["background_jobs"] = a.background_jobs;
+  }
   j["tiers"] = Json::array();
   for (const Tier& t : c.tiers) {
     Json tj = {{"name", t.name},
@@ -171,6 +187,51 @@ Json cluster_to_json(const Cluster& c) {
     j["tiers"].push_back(tj);
   }
   return j;
+}
+
+namespace {
+
+struct HostSplit {
+  double threads = 1;  // per rank
+  double slice = 1;    // share of a core each thread gets
+};
+
+HostSplit host_split(const Accelerator& a, std::int64_t ranks) {
+  HostSplit h;
+  const double cores = static_cast<double>(a.host_cores), n = static_cast<double>(ranks);
+  h.threads = std::max(1.0, std::floor(cores / n));
+  const double job = n * h.threads;
+  h.slice = std::min(job, cores / (1.0 + a.background_jobs)) / job;
+  return h;
+}
+
+}  // namespace
+
+double host_core_share(const Accelerator& a, std::int64_t ranks) {
+  if (a.host_cores <= 0 || ranks <= 0) return 1.0;
+  const HostSplit h = host_split(a, ranks);
+  const double threads = h.slice >= 1.0 ? 1.0 + (h.threads - 1.0) * a.thread_scaling : 1.0;
+  return threads * h.slice;
+}
+
+const Cluster& host_share(const Cluster& c, std::int64_t ranks, Cluster* storage) {
+  if (c.accelerator.host_cores <= 0) return c;
+  const double s = host_core_share(c.accelerator, ranks);
+  *storage = c;
+  Accelerator& a = storage->accelerator;
+  a.peak_tflops_bf16 *= s;
+  a.peak_tflops_fp8 *= s;
+  a.peak_tflops_fp32 *= s;
+  a.memory_bw_gb_per_s *= s;
+  // Per-op overheads stretch when ranks time-slice the cores.
+  const double over = 1.0 / host_split(a, std::max<std::int64_t>(1, ranks)).slice;
+  a.kernel_overhead_us *= over;
+  a.host_cores = 0;  // applied once
+  for (Tier& t : storage->tiers) {
+    t.bw_gb_per_s *= std::min(1.0, s);
+    t.latency_us *= over;  // a rendezvous waits for every rank to be scheduled
+  }
+  return *storage;
 }
 
 Result<Cluster> resolve_cluster(const std::string& name_or_path) {

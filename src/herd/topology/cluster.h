@@ -38,6 +38,15 @@ struct Accelerator {
   // Spread (standard deviation, as a fraction) of one accelerator's speed around the mean (thermal
   // and power-driven clock variation); a synchronous step waits for the slowest of the job.
   double speed_variation = 0.01;
+  // CPU ranks (herd's own runtime on a host): the cores every rank of the job shares, 0 for a dedicated
+  // accelerator. Then the peaks, memory_bw_gb_per_s and the tiers' bandwidth are one core's, and
+  // host_share() turns them into what one rank of an n-rank job gets (docs/projection.md).
+  std::int64_t host_cores = 0;
+  // A rank that runs t > 1 threads (ranks < host_cores) gets 1 + (t - 1) x thread_scaling cores' worth.
+  double thread_scaling = 1.0;
+  // Other jobs competing for the host's cores right now (measured when a run starts): Linux shares
+  // the cores fairly among scheduling groups (one per session with autogroup), not among threads.
+  double background_jobs = 0;
 };
 
 struct Tier {
@@ -67,7 +76,21 @@ Result<Cluster> cluster_from_json(const Json& j);
 Result<Cluster> load_cluster(const std::string& path);
 Json cluster_to_json(const Cluster& c);
 
-// Presets: llama3-h100, dgx-h100, dgx-a100, h200, tpu-v5p.
+// What one of `ranks` ranks gets of a CPU host's cores, in units of one core. Each rank runs
+// t = max(1, floor(host_cores / ranks)) threads (as the launcher sets). The job's n = ranks x t
+// threads get C = min(n, host_cores / (1 + background_jobs)) cores (a fair share among the
+// scheduling groups), each thread C / n of a core. A rank's t threads are worth
+// 1 + (t - 1) x thread_scaling cores only when each has a core of its own: under time-slicing a
+// barrier-synchronised kernel runs at the pace of its descheduled thread, so they are worth one.
+// 1 when host_cores is 0 (a dedicated accelerator).
+double host_core_share(const Accelerator& a, std::int64_t ranks);
+// The cluster as one rank of an n-rank job on a shared host sees it: peaks and memory bandwidth x
+// host_core_share, tier bandwidth likewise (shared-memory copies need the same cores). `c` itself when
+// host_cores is 0; otherwise the copy lives in *storage.
+const Cluster& host_share(const Cluster& c, std::int64_t ranks, Cluster* storage);
+
+// Presets: llama3-h100, dgx-h100, dgx-a100, h200, tpu-v5p, local-cpu (this machine running herd's ranks;
+// build/local-cpu.json from `herd calibrate` or HERD_CLUSTER_FILE overrides its committed defaults).
 std::vector<std::string> cluster_preset_names();
 Result<Cluster> cluster_preset(const std::string& name);
 // A preset name, or else a path to a cluster JSON file.

@@ -6,6 +6,19 @@ namespace herd::topology {
 
 namespace {
 
+// `herd calibrate` on this machine (docs/projection.md), one core each: 2026-11-29 15:30 UTC, load
+// average 5.0 (two other jobs); kernels timed by the thread's CPU clock, so the other jobs do not
+// enter these numbers (host_share() models them). thread_scaling: ENVIRONMENT.md's idle-host
+// OpenBLAS sgemm, 100 GFLOP/s on one thread and about 180 on two.
+constexpr double kLocalGemmTflops = 0.0919;
+constexpr double kLocalStreamGbPerS = 25.7;
+constexpr double kLocalAttnFwdEff = 0.449;
+constexpr double kLocalAttnBwdEff = 0.620;
+constexpr double kLocalOpOverheadUs = 0.26;
+constexpr double kLocalThreadScaling = 0.8;
+constexpr double kLocalCommGbPerS = 2.01;
+constexpr double kLocalCommLatencyUs = 2.5;  // this run's fit gave 0 (noise); the run before, 2.5
+
 // H100 SXM5 80 GB: 989 TFLOP/s dense BF16, 1979 FP8, 67 FP32 (NVIDIA H100 datasheet); 3.35 TB/s HBM3;
 // 132 SMs; nvidia-smi reports 81,559 MiB = 79.6 GiB. Sustained fractions of peak = a short-run
 // benchmark figure x 0.9, the clock a 700 W H100 holds under continuous tensor-core load relative to
@@ -35,9 +48,40 @@ Accelerator h100() {
 // tensor-parallel activations (about 360 GB/s only at GB sizes), hence efficiency 0.75.
 Tier nvlink4() { return {"nvlink", 8, 450, 3, 0.75, 1, {}}; }
 
+// This machine running herd's own ranks (2 Zen 4 cores, 24 GiB; ENVIRONMENT.md), fp32 throughout.
+// Every number is one core's, measured by `herd calibrate --out build/local-cpu.json` on this
+// machine (docs/projection.md has the run); host_share() divides them among the ranks. The peaks are
+// the measured herd GEMM rate at the tiny/small models' shapes with matmul_efficiency 1 (the planner
+// multiplies the two); attention and elementwise efficiencies are herd's kernels against that rate
+// and the measured streaming bandwidth.
+Accelerator local_cpu() {
+  Accelerator a;
+  a.name = "CPU core (herd fp32 kernels)";
+  a.peak_tflops_fp32 = kLocalGemmTflops;
+  a.peak_tflops_bf16 = 2 * kLocalGemmTflops;  // avx512_bf16: twice fp32 (only the MFU denominator)
+  a.memory_gib = 24;
+  a.memory_bw_gb_per_s = kLocalStreamGbPerS;
+  a.matmul_efficiency = 1.0;
+  a.attention_fwd_efficiency = kLocalAttnFwdEff;
+  a.attention_bwd_efficiency = kLocalAttnBwdEff;
+  a.memory_bw_efficiency = 1.0;
+  a.kernel_overhead_us = kLocalOpOverheadUs;
+  a.speed_variation = 0;
+  a.host_cores = 2;
+  a.thread_scaling = kLocalThreadScaling;
+  return a;
+}
+
+// The `local` communicator: ranks are threads, a collective is copies between their buffers in
+// shared memory; bandwidth is the measured per-rank copy rate of an all-gather, latency its
+// rendezvous per algorithm step. One tier (every rank is on the host).
+Tier local_shm() { return {"shm", 64, kLocalCommGbPerS, kLocalCommLatencyUs, 1.0, 1, {}}; }
+
 }  // namespace
 
-std::vector<std::string> cluster_preset_names() { return {"llama3-h100", "dgx-h100", "dgx-a100", "h200", "tpu-v5p"}; }
+std::vector<std::string> cluster_preset_names() {
+  return {"llama3-h100", "dgx-h100", "dgx-a100", "h200", "tpu-v5p", "local-cpu"};
+}
 
 Result<Cluster> cluster_preset(const std::string& name) {
   Cluster c;
@@ -88,6 +132,9 @@ Result<Cluster> cluster_preset(const std::string& name) {
     // per chip (one each way along each axis), about 1 us per hop.
     c.accelerator = {"TPU v5p", 459, 0, 0, 96e9 / (1024.0 * 1024 * 1024), 2765, 0.80, 0.60, 0.45, 0.80, 0, 0, 0.01};
     c.tiers = {{"ici", 8960, 45, 1, 0.80, 1, {16, 20, 28}}};
+  } else if (name == "local-cpu") {
+    c.accelerator = local_cpu();
+    c.tiers = {local_shm()};
   } else {
     std::string names;
     for (const auto& n : cluster_preset_names()) names += (names.empty() ? "" : ", ") + n;

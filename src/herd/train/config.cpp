@@ -93,6 +93,8 @@ const std::vector<Field>& registry() {
       bind_field("train.seed", &C::train, &TrainSection::seed, "weight initialisation seed"),
       bind_field("train.log_every", &C::train, &TrainSection::log_every, "progress line period in steps"),
       bind_field("train.metrics_file", &C::train, &TrainSection::metrics_file, "JSON-lines metrics; empty: none"),
+      bind_field("train.projection_file", &C::train, &TrainSection::projection_file,
+                 "JSON of planned vs measured step time and memory (docs/projection.md); empty: none"),
       bind_field("train.peak_gflops_per_core", &C::train, &TrainSection::peak_gflops_per_core, "fp32 peak for MFU"),
       bind_field("eval.every", &C::eval, &EvalSection::every, "steps between evaluations; 0: at the end only"),
       bind_field("eval.batches", &C::eval, &EvalSection::batches, "micro-batches per evaluation"),

@@ -56,6 +56,7 @@ struct TrainSection {
   std::int64_t seed = 1234;             // weight initialisation
   std::int64_t log_every = 10;          // progress line period in steps
   std::string metrics_file = "";        // JSON lines, one object per step; empty: none
+  std::string projection_file = "";     // JSON: the planner's step time and memory vs measured; empty: none
   double peak_gflops_per_core = 117.0;  // for MFU: fp32 FMA peak of one core (ENVIRONMENT.md)
 };
 

@@ -11,6 +11,7 @@
 #include "herd/core/timer.h"
 #include "herd/train/dist_checkpoint.h"
 #include "herd/train/micro_batch_data.h"
+#include "herd/train/projection.h"
 
 namespace herd::train {
 
@@ -133,6 +134,7 @@ Status DistTrainer<T>::run(std::int64_t stop_after) {
   const std::int64_t steps = cfg_.train.steps;
   Timer wall;
   const std::int64_t tokens_at_start = tokens_;
+  const Result<Projection> plan = plan_run(cfg_, model_cfg_, !quiet && ctx_.rank == 0);
   while (step_ < steps) {
     if (fault_.kind != FaultSpec::Kind::kNone && fault_.rank == ctx_.rank && fault_.step == step_ + 1) {
       if (fault_.kind == FaultSpec::Kind::kExit) {
@@ -206,6 +208,7 @@ Status DistTrainer<T>::run(std::int64_t stop_after) {
     }
     if (step_ == stop_after) break;
   }
+  report_run(plan, cfg_, history_, model_->memory_use(), !quiet && ctx_.rank == 0);
   return Status::Ok();
 }
 

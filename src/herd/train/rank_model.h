@@ -21,6 +21,7 @@
 #include "herd/kernels/cross_entropy.h"
 #include "herd/kernels/optim.h"
 #include "herd/nn/batch.h"
+#include "herd/train/memory_use.h"
 
 namespace herd::train {
 
@@ -63,6 +64,9 @@ class RankModel {
   // Called after pieces were overwritten from a checkpoint (a model that caches gathered weights
   // refreshes them here).
   virtual Status after_load() { return Status::Ok(); }
+  // Bytes this rank holds (parameters, gradients, optimizer state; activation arena peak); zeros when
+  // the model does not say (test stand-ins).
+  virtual RankMemoryUse memory_use() { return {}; }
   // Collective over the world: the full named weights, in the single-rank model's order.
   virtual Result<std::vector<std::pair<std::string, std::vector<T>>>> gather_full_weights() = 0;
 };

@@ -10,6 +10,7 @@
 #include "herd/model/flops.h"
 #include "herd/train/checkpoint.h"
 #include "herd/train/micro_batch_data.h"
+#include "herd/train/projection.h"
 
 namespace herd::train {
 
@@ -122,6 +123,7 @@ Status Trainer::run(std::int64_t stop_after) {
   ac.weight_decay = cfg_.optim.weight_decay;
   Timer wall;
   std::int64_t tokens_at_start = tokens_;
+  const Result<Projection> plan = plan_run(cfg_, model_cfg_, !quiet);
   while (step_ < steps) {
     Timer step_timer;
     HERD_ASSIGN_OR_RETURN(data::Loader * next, loader_for(ramp_.at(tokens_)));
@@ -183,6 +185,8 @@ Status Trainer::run(std::int64_t stop_after) {
     }
     if (step_ == stop_after) break;
   }
+  report_run(plan, cfg_, history_, {16.0 * static_cast<double>(model_->param_count()), double(model_->arena().peak())},
+             !quiet);
   return Status::Ok();
 }
 

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The planner held against herd's own runs: `herd train` on many layouts, planned vs measured.
+
+Every layout runs a few steps of the tiny (or small) model with --train.projection_file, which holds
+the planner's prediction for the run on the local-cpu cluster (the committed preset, or the file
+HERD_CLUSTER_FILE names) and the measured median step time and rank memory. This script collects
+them, writes one JSON document (figure, machine, commit, load averages, per-layout results, MAPE)
+and a markdown table. The machine is shared: each step time is a median over steps, and the load
+average before and after every run is recorded next to it.
+
+  python3 bench/projection/run.py [--herd build/herd] [--data DIR] [--steps 6] [--out-dir bench/projection]
+
+CP and PP layouts are listed too; they run only when `herd train --help` offers --cp / --pp.
+Method and results: docs/projection.md.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+
+# name, model, args. micro_batch is the global sequences per micro-batch (split over DP); grad_accum
+# is the micro-batch count M.
+LAYOUTS = [
+    ("1 rank mb8", "tiny", "--train.micro_batch=8"),
+    ("1 rank mb4 M2", "tiny", "--train.micro_batch=4 --train.grad_accum=2"),
+    ("1 rank mb2 M4", "tiny", "--train.micro_batch=2 --train.grad_accum=4"),
+    ("1 rank mb8 full recompute", "tiny", "--train.micro_batch=8 --train.recompute=full"),
+    ("tp2 sp mb8", "tiny", "--tp 2 --train.micro_batch=8"),
+    ("tp2 no-sp mb8", "tiny", "--tp 2 --no-sp --train.micro_batch=8"),
+    ("tp4 sp mb8", "tiny", "--tp 4 --train.micro_batch=8"),
+    ("dp2 mb8", "tiny", "--dp 2 --train.micro_batch=8"),
+    ("dp2 mb4 M2", "tiny", "--dp 2 --train.micro_batch=4 --train.grad_accum=2"),
+    ("dp4 mb8", "tiny", "--dp 4 --train.micro_batch=8"),
+    ("tp2 dp2 sp mb8", "tiny", "--tp 2 --dp 2 --train.micro_batch=8"),
+    ("tp2 dp2 no-sp mb4 M2", "tiny", "--tp 2 --dp 2 --no-sp --train.micro_batch=4 --train.grad_accum=2"),
+    ("small 1 rank mb4", "small", "--train.micro_batch=4"),
+    ("small tp2 sp mb4", "small", "--tp 2 --train.micro_batch=4"),
+    # Need the CP/PP runtime (herd train --cp/--pp); skipped until it is there.
+    ("cp2 mb4", "tiny", "--cp 2 --train.micro_batch=4"),
+    ("pp2 M4", "tiny", "--pp 2 --train.micro_batch=2 --train.grad_accum=4"),
+    ("pp2 v2 M4", "tiny", "--pp 2 --v 2 --train.micro_batch=2 --train.grad_accum=4"),
+    ("tp2 pp2 M4", "tiny", "--tp 2 --pp 2 --train.micro_batch=4 --train.grad_accum=4"),
+]
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def machine():
+    cpu = ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = 0.0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal"):
+                mem = int(line.split()[1]) / (1024 * 1024)
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem, 1), "host": platform.node()}
+
+
+def commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def make_data(herd, out):
+    """Token shards of the State of the Union corpus with an 8,192-id BPE (cached in `out`)."""
+    if os.path.exists(os.path.join(out, "meta.json")):
+        return
+    corpus = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../shared/data/corpus/sotu.jsonl.xz")
+    tok = out + ".model"
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    subprocess.run([herd, "data", "train-tokenizer", "--input", corpus, "--output", tok], check=True)
+    subprocess.run([herd, "data", "--input", corpus, "--tokenizer", tok, "--output", out], check=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--herd", default="build/herd")
+    ap.add_argument("--data", default="runs/projection-data", help="token shards (made from the corpus if absent)")
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--out-dir", default="bench/projection")
+    ap.add_argument("--only", default="", help="run only layouts whose name contains this")
+    a = ap.parse_args()
+
+    make_data(a.herd, a.data)
+    help_text = subprocess.run([a.herd, "train", "--help"], capture_output=True, text=True).stdout
+    has_cp, has_pp = "--cp" in help_text, "--pp" in help_text
+    os.makedirs(a.out_dir, exist_ok=True)
+    results = []
+    for name, model, args in LAYOUTS:
+        if a.only and a.only not in name:
+            continue
+        if ("--cp " in args and not has_cp) or ("--pp " in args and not has_pp):
+            print(f"skip {name}: herd train has no --cp/--pp yet", file=sys.stderr)
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            summary = os.path.join(tmp, "projection.json")
+            cmd = ([a.herd, "train", f"--data.dir={a.data}", f"--model.name={model}", f"--train.steps={a.steps}",
+                    "--eval.every=0", "--eval.batches=1", "--schedule.warmup_steps=1", "--generate.samples=0",
+                    f"--train.projection_file={summary}", "--train.log_every=1000"] + args.split())
+            before = load_average()
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            after = load_average()
+            if p.returncode != 0 or not os.path.exists(summary):
+                print(f"FAIL {name}: {p.stdout[-400:]}{p.stderr[-400:]}", file=sys.stderr)
+                continue
+            with open(summary) as f:
+                s = json.load(f)
+        pl, me = s["planned"], s["measured"]
+        r = {"name": name, "model": model, "args": args, "layout": s["layout"], "planned": pl, "measured": me,
+             "background_jobs": s["background_jobs"],
+             "step_error": (pl["step_s"] - me["step_s"]) / me["step_s"],
+             "step_error_idle": (pl["step_s_idle"] - me["step_s"]) / me["step_s"],
+             "memory_error": (pl["memory_bytes"] - me["memory_bytes"]) / me["memory_bytes"],
+             "load_average": [before, after]}
+        results.append(r)
+        print(f"{name:28s} step {pl['step_s']:.3f} vs {me['step_s']:.3f} s ({100 * r['step_error']:+.1f}%)  "
+              f"memory {pl['memory_bytes'] / 2**20:.1f} vs {me['memory_bytes'] / 2**20:.1f} MiB "
+              f"({100 * r['memory_error']:+.1f}%)  background jobs {r['background_jobs']:.1f} "
+              f"load {before:.2f}/{after:.2f}", file=sys.stderr)
+    if not results:
+        sys.exit("no layout ran")
+    mape = 100 * sum(abs(r["step_error"]) for r in results) / len(results)
+    mem_mape = 100 * sum(abs(r["memory_error"]) for r in results) / len(results)
+    idle_mape = 100 * sum(abs(r["step_error_idle"]) for r in results) / len(results)
+    doc = {"figure": "planner projection vs herd train on this machine (local-cpu)", "machine": machine(),
+           "commit": commit(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "cluster_file": os.environ.get("HERD_CLUSTER_FILE", "(preset local-cpu)"), "steps": a.steps,
+           "step_time_mape_percent": mape, "step_time_mape_percent_idle_host": idle_mape,
+           "memory_mape_percent": mem_mape, "results": results}
+    with open(os.path.join(a.out_dir, "results.json"), "w") as f:
+        json.dump(doc, f, indent=2)
+    lines = ["| layout | ranks | background jobs | planned step (s) | measured step (s) | error | "
+             "idle-host plan (s) | planned MiB/rank | measured MiB/rank | error | load avg |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        pl, me = r["planned"], r["measured"]
+        lines.append(f"| {r['name']} | {r['layout']['ranks']} | {r['background_jobs']:.1f} | "
+                     f"{pl['step_s']:.3f} | {me['step_s']:.3f} | {100 * r['step_error']:+.1f}% | "
+                     f"{pl['step_s_idle']:.3f} | {pl['memory_bytes'] / 2**20:.1f} | "
+                     f"{me['memory_bytes'] / 2**20:.1f} | {100 * r['memory_error']:+.1f}% | "
+                     f"{r['load_average'][0]:.2f}/{r['load_average'][1]:.2f} |")
+    lines.append(f"\nStep-time MAPE {mape:.1f}% over {len(results)} layouts (planned for the measured background "
+                 f"load; {idle_mape:.1f}% if the host is assumed idle); memory MAPE {mem_mape:.1f}%. "
+                 f"Commit {doc['commit']}, {doc['date']}, {doc['cluster_file']}.")
+    with open(os.path.join(a.out_dir, "results.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

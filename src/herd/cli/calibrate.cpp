@@ -1,0 +1,342 @@
+// herd calibrate: measures this machine running herd's own kernels and `local` communicator and writes
+// the `local-cpu` cluster the planner and the "planned vs measured" lines of `herd train` use.
+//
+// Measured (the fastest of several repeats, one core unless said): fp32 GEMM at the linear shapes of the model's
+// layers and head (forward, dgrad and wgrad transposes) on one thread and on all cores (-> the per-core
+// peak and thread_scaling); herd's flash attention forward and backward (-> attention efficiencies:
+// the planner's causal FLOPs over time x the GEMM rate); RMSNorm forward + backward (-> the streaming
+// bandwidth of herd's elementwise kernels); a 16^3 GEMM (-> per-op overhead); and all-reduce,
+// all-gather, reduce-scatter and send/recv of the local communicator at three sizes on 2 and 4 thread
+// ranks. The communicator's latency and bandwidth are a least-squares fit of the planner's own
+// collective formulas (cost.h) to the 2-rank runs; the table then shows the fitted model next to every
+// measurement, 4-rank runs included (predicted through host_share: those ranks time-slice the cores).
+// The committed preset's numbers came from this command; docs/projection.md.
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "herd/cli/app.h"
+#include "herd/cli/table.h"
+#include "herd/comm/local/local_world.h"
+#include "herd/core/format.h"
+#include "herd/core/timer.h"
+#include "herd/kernels/attention.h"
+#include "herd/kernels/gemm.h"
+#include "herd/kernels/rmsnorm.h"
+#include "herd/model/config.h"
+#include "herd/model/flops.h"
+#include "herd/planner/cost.h"
+#include "herd/topology/cluster.h"
+#include "herd/train/projection.h"
+
+namespace herd::cli {
+
+namespace {
+
+struct CalibrateOptions {
+  std::string model = "tiny";
+  std::int64_t micro_batch = 8;
+  std::int64_t seq_len = 256;
+  std::string out = "build/local-cpu.json";
+  int repeats = 7;
+};
+
+// Seconds of CPU this thread has run: on one thread, a kernel's time on a core of its own even when
+// other jobs share the cores (it does not count while descheduled).
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// The fastest of the repeats: the kernel's speed on a core of its own. Sharing the cores with other
+// jobs is modelled separately (topology::host_core_share), so the calibration must not absorb it.
+// One-thread kernels are timed by this thread's CPU clock; several threads by the wall clock.
+template <typename F>
+double time_best(int repeats, F&& f) {
+  f();  // warm-up (page faults, BLAS buffers)
+  const bool one = kernels::num_threads() == 1;
+  double best = 1e300;
+  for (int i = 0; i < repeats; ++i) {
+    Timer timer;
+    const double c0 = thread_cpu_seconds();
+    f();
+    best = std::min(best, one ? thread_cpu_seconds() - c0 : timer.seconds());
+  }
+  return best;
+}
+
+std::vector<float> filled(std::int64_t n, float x) { return std::vector<float>(static_cast<std::size_t>(n), x); }
+
+// Total FLOPs over total time of the layer's and head's GEMMs, three transposes each.
+double gemm_flops_per_s(const model::LlamaConfig& m, std::int64_t rows, int repeats, Table* t, const char* label) {
+  const std::int64_t h = m.hidden, q = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  const std::int64_t shapes[][2] = {{q + 2 * kv, h}, {h, q}, {2 * m.ffn_hidden, h}, {h, m.ffn_hidden}, {m.vocab, h}};
+  double flops = 0, secs = 0;
+  for (const auto& s : shapes) {
+    const std::int64_t n = s[0], k = s[1];
+    std::vector<float> a = filled(rows * std::max(n, k), 0.01f), b = filled(n * k, 0.02f);
+    std::vector<float> c = filled(std::max(rows * n, rows * k), 0.0f), w = filled(n * k, 0.0f);
+    using kernels::Trans;
+    // y (rows, n) = x (rows, k) W^T; dx (rows, k) = dy (rows, n) W; dW (n, k) += dy^T x.
+    const double f = time_best(repeats, [&] {
+      kernels::gemm<float>(Trans::kNo, Trans::kYes, rows, n, k, 1.f, a.data(), k, b.data(), k, 0.f, c.data(), n);
+    });
+    const double d = time_best(repeats, [&] {
+      kernels::gemm<float>(Trans::kNo, Trans::kNo, rows, k, n, 1.f, a.data(), n, b.data(), k, 0.f, c.data(), k);
+    });
+    const double g = time_best(repeats, [&] {
+      kernels::gemm<float>(Trans::kYes, Trans::kNo, n, k, rows, 1.f, a.data(), n, c.data(), k, 1.f, w.data(), k);
+    });
+    const double fl = 2.0 * static_cast<double>(rows * n * k);
+    flops += 3 * fl;
+    secs += f + d + g;
+    t->add({std::string("gemm ") + label, std::to_string(rows) + "x" + std::to_string(n) + "x" + std::to_string(k),
+            format_fixed(1e3 * (f + d + g) / 3, 3) + " ms", format_fixed(3 * fl / (f + d + g) / 1e9, 1) + " GFLOP/s"});
+  }
+  return flops / secs;
+}
+
+struct CommSample {
+  std::string op;
+  int ranks = 0;
+  double bytes = 0, seconds = 0;
+  double steps = 0, volume = 0;  // the planner's model: seconds = steps x latency + volume / bandwidth
+};
+
+// Times the local communicator's collectives on `ranks` thread ranks (rank 0's fastest of the repeats).
+std::vector<CommSample> time_comm(int ranks, const std::vector<std::int64_t>& counts, int repeats) {
+  std::vector<CommSample> out;
+  comm::CommOptions opts;
+  opts.timeout_s = 60;
+  comm::LocalWorld world(ranks, opts);
+  const std::vector<Status> st = world.run([&](comm::Communicator& c) -> Status {
+    for (std::int64_t count : counts) {
+      const std::size_t n = static_cast<std::size_t>(count);
+      std::vector<float> send(n * static_cast<std::size_t>(ranks), 1.0f), recv(n * static_cast<std::size_t>(ranks));
+      const double nb = static_cast<double>(ranks), frac = (nb - 1) / nb;
+      auto run = [&](const std::string& op, double bytes, double steps, double volume, auto&& fn) -> Status {
+        std::vector<double> t;
+        for (int i = 0; i <= repeats; ++i) {
+          HERD_RETURN_IF_ERROR(c.barrier());
+          Timer timer;
+          HERD_RETURN_IF_ERROR(fn());
+          if (i > 0) t.push_back(timer.seconds());
+        }
+        if (c.rank() == 0) out.push_back({op, ranks, bytes, *std::min_element(t.begin(), t.end()), steps, volume});
+        return Status::Ok();
+      };
+      const double b = 4.0 * static_cast<double>(n) * nb;  // the whole tensor of the collective
+      HERD_RETURN_IF_ERROR(run("all_reduce", b, 2 * (nb - 1), 2 * frac * b, [&] {
+        return c.all_reduce(send.data(), recv.data(), n * static_cast<std::size_t>(ranks), comm::ElemType::kF32,
+                            comm::ReduceOp::kSum);
+      }));
+      HERD_RETURN_IF_ERROR(run("all_gather", b, nb - 1, frac * b,
+                               [&] { return c.all_gather(send.data(), recv.data(), n, comm::ElemType::kF32); }));
+      HERD_RETURN_IF_ERROR(run("reduce_scatter", b, nb - 1, frac * b, [&] {
+        return c.reduce_scatter(send.data(), recv.data(), n, comm::ElemType::kF32, comm::ReduceOp::kSum);
+      }));
+      const double pb = 4.0 * static_cast<double>(n);
+      HERD_RETURN_IF_ERROR(run("send_recv", pb, 1, pb, [&]() -> Status {
+        if (c.rank() == 0) return c.send(send.data(), n, comm::ElemType::kF32, 1, 7);
+        if (c.rank() == 1) return c.recv(recv.data(), n, comm::ElemType::kF32, 0, 7);
+        return Status::Ok();
+      }));
+    }
+    return Status::Ok();
+  });
+  const Status s = comm::first_error(st);
+  HERD_CHECK(s.ok(), s.ok() ? "" : s.error().message());
+  return out;
+}
+
+double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double l = 0;
+  f >> l;
+  return l;
+}
+
+int run_calibrate(const CalibrateOptions& o) {
+  Result<model::LlamaConfig> mr = model::resolve_model(o.model);
+  if (!mr.ok()) return report_error("calibrate", mr.error());
+  const model::LlamaConfig& m = *mr;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const double load_before = load_average();
+  const double background = train::measure_background_jobs();
+  const std::int64_t rows = o.micro_batch * o.seq_len;
+  Table t({"what", "shape", "fastest", "rate"});
+
+  kernels::set_num_threads(1);
+  const double gemm1 = gemm_flops_per_s(m, rows, o.repeats, &t, "1 thread");
+  kernels::set_num_threads(cores);
+  const double gemm_all = gemm_flops_per_s(m, rows, o.repeats, &t, "all cores");
+  kernels::set_num_threads(1);
+  // Medians of millisecond kernels see a core to themselves even on a busy host, but all cores only
+  // when nothing else runs: with other jobs running the all-core rate is not the threads' scaling,
+  // and the preset's value (measured on an idle host) is kept.
+  const topology::Cluster preset = *topology::cluster_preset("local-cpu");
+  const bool idle = background < 0.5;
+  const double scaling = !idle       ? preset.accelerator.thread_scaling
+                         : cores > 1 ? std::clamp((gemm_all / gemm1 - 1.0) / static_cast<double>(cores - 1), 0.05, 1.0)
+                                     : 1.0;
+
+  // Attention at the model's shape, one sequence per micro-batch row, causal.
+  kernels::AttentionDims ad;
+  ad.batch = o.micro_batch;
+  ad.tq = ad.tk = o.seq_len;
+  ad.q_heads = m.n_heads;
+  ad.kv_heads = m.n_kv_heads;
+  ad.head_dim = m.head_dim;
+  std::vector<std::int32_t> pos(static_cast<std::size_t>(rows));
+  for (std::int64_t i = 0; i < rows; ++i) pos[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % o.seq_len);
+  kernels::AttentionMask mask;
+  mask.pos_q = mask.pos_k = pos.data();
+  const std::int64_t qn = rows * m.n_heads * m.head_dim, kn = rows * m.n_kv_heads * m.head_dim;
+  std::vector<float> q = filled(qn, 0.1f), k = filled(kn, 0.05f), v = filled(kn, 0.2f), out = filled(qn, 0);
+  std::vector<float> lse = filled(o.micro_batch * m.n_heads * o.seq_len, 0), dq = filled(qn, 0), dk = filled(kn, 0);
+  std::vector<float> dv = filled(kn, 0);
+  const double af = time_best(o.repeats, [&] {
+    kernels::attention_forward<float>(ad, mask, q.data(), k.data(), v.data(), out.data(), lse.data());
+  });
+  const double ab = time_best(o.repeats, [&] {
+    kernels::attention_backward<float>(ad, mask, q.data(), k.data(), v.data(), out.data(), lse.data(), q.data(),
+                                       dq.data(), dk.data(), dv.data());
+  });
+  const double pairs = *model::attention_pairs(o.seq_len, model::AttentionMask::causal());
+  const double attn_flops = 4.0 * static_cast<double>(o.micro_batch * m.n_heads * m.head_dim) * pairs;
+  const double eff_f = std::clamp(attn_flops / (af * gemm1), 0.01, 1.0);
+  const double eff_b = std::clamp(2.5 * attn_flops / (ab * gemm1), 0.01, 1.0);
+  const std::string ashape = std::to_string(o.micro_batch) + "x" + std::to_string(o.seq_len) + "x" +
+                             std::to_string(m.n_heads) + "/" + std::to_string(m.n_kv_heads) + "x" +
+                             std::to_string(m.head_dim);
+  t.add({"attention fwd", ashape, format_fixed(1e3 * af, 3) + " ms", format_fixed(100 * eff_f, 1) + "% of gemm"});
+  t.add({"attention bwd", ashape, format_fixed(1e3 * ab, 3) + " ms", format_fixed(100 * eff_b, 1) + "% of gemm"});
+
+  // Elementwise: RMSNorm forward (read x, write y) and backward (read dy, x; write dx).
+  const std::int64_t h = m.hidden;
+  std::vector<float> x = filled(rows * h, 0.3f), y = filled(rows * h, 0), w = filled(h, 1.0f), rstd = filled(rows, 0);
+  std::vector<float> dw = filled(h, 0);
+  const double nf = time_best(o.repeats, [&] {
+    kernels::rmsnorm_forward<float>(x.data(), h, w.data(), rows, h, 1e-5, y.data(), h, rstd.data());
+  });
+  const double nbw = time_best(o.repeats, [&] {
+    kernels::rmsnorm_backward<float>(y.data(), h, x.data(), h, w.data(), rstd.data(), rows, h, q.data(), h,
+                                     kernels::Accumulate::kOverwrite, dw.data());
+  });
+  const double stream = 5.0 * 4.0 * static_cast<double>(rows * h) / (nf + nbw);
+  t.add({"rmsnorm fwd+bwd", std::to_string(rows) + "x" + std::to_string(h), format_fixed(1e3 * (nf + nbw), 3) + " ms",
+         format_fixed(stream / 1e9, 1) + " GB/s"});
+
+  // Per-op overhead: a 16^3 GEMM is all call and threading cost.
+  std::vector<float> sa = filled(256, 1.f), sb = filled(256, 1.f), sc = filled(256, 0.f);
+  const double tiny = time_best(o.repeats, [&] {
+    for (int i = 0; i < 1000; ++i) {
+      kernels::gemm<float>(kernels::Trans::kNo, kernels::Trans::kNo, 16, 16, 16, 1.f, sa.data(), 16, sb.data(), 16, 0.f,
+                           sc.data(), 16);
+    }
+  });
+  const double overhead_us = std::max(0.0, tiny / 1000 * 1e6 - 8192.0 / gemm1 * 1e6);
+  t.add({"op overhead", "gemm 16^3", format_fixed(overhead_us, 2) + " us", ""});
+
+  // Communicator: the 2-rank collectives give the planner's link. Bandwidth from the largest size
+  // (the MB-sized activations and FSDP units of training; smaller ones run from cache and copy
+  // faster), latency per step from the smallest once its copy time is taken off. Send/recv is one
+  // copy, not a collective: shown against the same link, not fitted.
+  const std::vector<std::int64_t> counts = {4096, 262144, 1048576};
+  std::vector<CommSample> samples = time_comm(2, counts, o.repeats * 2);
+  const std::vector<CommSample> four = time_comm(4, counts, o.repeats * 2);
+  double lat = 0, inv_bw = 0;
+  for (int iter = 0; iter < 3; ++iter) {
+    double vol = 0, secs = 0, lsum = 0;
+    int ln = 0;
+    for (const CommSample& s : samples) {
+      if (s.op == "send_recv") continue;
+      if (s.bytes >= 4.0 * static_cast<double>(counts.back()) * 2) {
+        vol += s.volume, secs += std::max(0.0, s.seconds - s.steps * lat);
+      } else if (s.bytes <= 4.0 * static_cast<double>(counts.front()) * 2) {
+        lsum += std::max(0.0, (s.seconds - s.volume * inv_bw) / s.steps), ++ln;
+      }
+    }
+    inv_bw = secs / vol;
+    lat = ln > 0 ? lsum / ln : 0;
+  }
+  samples.insert(samples.end(), four.begin(), four.end());
+
+  topology::Cluster c = preset;
+  c.name = "local-cpu";
+  topology::Accelerator& a = c.accelerator;
+  a.peak_tflops_fp32 = gemm1 / 1e12;
+  a.peak_tflops_bf16 = 2 * a.peak_tflops_fp32;
+  a.matmul_efficiency = 1.0;
+  a.attention_fwd_efficiency = eff_f;
+  a.attention_bwd_efficiency = eff_b;
+  a.memory_bw_gb_per_s = stream / 1e9;
+  a.memory_bw_efficiency = 1.0;
+  a.kernel_overhead_us = overhead_us;
+  a.host_cores = cores;
+  a.thread_scaling = scaling;
+  c.tiers[0].bw_gb_per_s = 1.0 / inv_bw / 1e9;
+  c.tiers[0].latency_us = lat * 1e6;
+  c.tiers[0].efficiency = 1.0;
+
+  Json raw = Json::array();
+  for (const CommSample& s : samples) {
+    topology::Cluster storage;
+    const topology::Cluster& sh = topology::host_share(c, s.ranks, &storage);
+    Result<topology::GroupLink> link = topology::link_for_group(sh, 1, s.ranks);
+    const double pred = link.ok() ? s.steps * link->latency_s + s.volume / link->bw_bytes_per_s : 0;
+    t.add({s.op + " x" + std::to_string(s.ranks), format_bytes(s.bytes), format_fixed(1e6 * s.seconds, 1) + " us",
+           "model " + format_fixed(1e6 * pred, 1) + " us"});
+    raw.push_back({{"op", s.op}, {"ranks", s.ranks}, {"bytes", s.bytes}, {"seconds", s.seconds}, {"model_s", pred}});
+  }
+  t.print(std::cout);
+  std::cout << "\nper core: GEMM " << format_fixed(gemm1 / 1e9, 1) << " GFLOP/s (all " << cores << " cores "
+            << format_fixed(gemm_all / 1e9, 1) << ", thread_scaling " << format_fixed(scaling, 2)
+            << (idle ? "" : " kept from the preset: " + format_fixed(background, 1) + " background jobs")
+            << "); attention " << format_fixed(100 * eff_f, 1) << "% / " << format_fixed(100 * eff_b, 1)
+            << "%; elementwise " << format_fixed(stream / 1e9, 1) << " GB/s; op overhead "
+            << format_fixed(overhead_us, 2) << " us; local comm " << format_fixed(c.tiers[0].bw_gb_per_s, 2)
+            << " GB/s, " << format_fixed(c.tiers[0].latency_us, 1) << " us per step\n";
+
+  Json j = topology::cluster_to_json(c);
+  j["calibration"] = {{"command", "herd calibrate --model " + o.model + " --micro-batch " +
+                                      std::to_string(o.micro_batch) + " --seq-len " + std::to_string(o.seq_len)},
+                      {"load_average", {load_before, load_average()}},
+                      {"background_jobs", background},
+                      {"gemm_flops_per_s_all_cores", gemm_all},
+                      {"comm", raw}};
+  std::ofstream f(o.out);
+  f << j.dump(2) << "\n";
+  if (!f) return report_error("calibrate", Error("--out: cannot write " + o.out));
+  std::cout << "wrote " << o.out << " (use it with HERD_CLUSTER_FILE=" << o.out << " herd train ..., or herd "
+            << "estimate --cluster " << o.out << "); load average " << format_fixed(load_before, 2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_calibrate_command(CLI::App& root) {
+  auto o = std::make_shared<CalibrateOptions>();
+  CLI::App* app = root.add_subcommand(
+      "calibrate", "Measure this machine's herd kernels and local communicator; write the local-cpu cluster JSON");
+  app->add_option("--model", o->model, "Model whose layer shapes are timed (a preset or config.json)")
+      ->capture_default_str();
+  app->add_option("--micro-batch", o->micro_batch, "Sequences per micro-batch of the timed shapes")
+      ->check(positive_integer())
+      ->capture_default_str();
+  app->add_option("--seq-len", o->seq_len, "Sequence length of the timed shapes")
+      ->check(positive_integer())
+      ->capture_default_str();
+  app->add_option("--repeats", o->repeats, "Timed repeats per measurement (the fastest counts)")
+      ->check(positive_integer())
+      ->capture_default_str();
+  app->add_option("--out", o->out, "Where to write the cluster JSON")->capture_default_str();
+  return {app, [o] { return run_calibrate(*o); }};
+}
+
+}  // namespace herd::cli

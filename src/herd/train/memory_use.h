@@ -1,0 +1,14 @@
+// What one rank holds, as the trainers report it for "planned vs measured" (train/projection.h):
+// the parameter, gradient and optimizer bytes of its allocations and the high-water mark of its
+// activation arena. A struct of its own so RankModel can report it without the planner's headers.
+#pragma once
+
+namespace herd::train {
+
+struct RankMemoryUse {
+  double state_bytes = 0;       // parameters, gradients, optimizer moments (allocated sizes)
+  double arena_peak_bytes = 0;  // the activation arena's high-water mark
+  double total() const { return state_bytes + arena_peak_bytes; }
+};
+
+}  // namespace herd::train

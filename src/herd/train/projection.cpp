@@ -1,0 +1,333 @@
+// The planner's prediction for a `herd train` run on local-cpu, and its comparison with the run.
+#include "herd/train/projection.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "herd/core/format.h"
+#include "herd/core/log.h"
+
+namespace herd::train {
+
+Result<RunLayout> run_layout(const TrainConfig& cfg) {
+  RunLayout l;
+  l.tp = cfg.parallel.tp;
+  l.dp = cfg.parallel.dp;
+  l.microbatches = cfg.train.grad_accum;
+  if (cfg.train.micro_batch % l.dp != 0) {
+    return make_error("parallel.dp (", l.dp, ") must divide train.micro_batch (", cfg.train.micro_batch, ")");
+  }
+  l.micro_batch = cfg.train.micro_batch / l.dp;
+  l.seq_len = cfg.data.seq_len;
+  HERD_ASSIGN_OR_RETURN(l.recompute, model::parse_recompute(cfg.train.recompute));
+  l.sequence_parallel = cfg.parallel.sequence_parallel;
+  return l;
+}
+
+Result<topology::Cluster> local_cpu_cluster() {
+  const char* file = std::getenv("HERD_CLUSTER_FILE");
+  if (file != nullptr && *file != '\0') {
+    Result<topology::Cluster> c = topology::load_cluster(file);
+    if (!c.ok()) return c.error().with_context("HERD_CLUSTER_FILE");
+    return c;
+  }
+  return topology::cluster_preset("local-cpu");
+}
+
+namespace {
+
+// Whether any thread of process `dir` (/proc/PID) is runnable, and its nice.
+bool runnable(const std::filesystem::path& dir, int* nice) {
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(dir / "task", ec)) {
+    std::ifstream f(task.path() / "stat");
+    std::string stat;
+    std::getline(f, stat);
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'R') continue;
+    std::istringstream in(stat.substr(close + 2));  // fields from the state (3) on; nice is 19
+    std::string field;
+    for (int k = 3; k <= 19 && in >> field; ++k) {
+      if (k == 19) *nice = std::atoi(field.c_str());
+    }
+    return true;
+  }
+  return false;
+}
+
+// The scheduling group of a process: its autogroup ("/autogroup-61 nice 0") when the kernel groups
+// sessions, else the process itself; and the group's nice.
+std::string group_of(const std::filesystem::path& dir, int* nice) {
+  std::ifstream f(dir / "autogroup");
+  std::string name, word;
+  if (f >> name >> word >> *nice) return name;
+  return dir.filename().string();
+}
+
+// Other scheduling groups with a runnable thread, each weighted by CFS's 1.25^-nice relative share.
+double background_weight() {
+  const std::string self = std::to_string(::getpid());
+  int own_nice = 0;
+  const std::string own = group_of("/proc/self", &own_nice);
+  std::map<std::string, double> groups;
+  std::error_code ec;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = proc.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])) || name == self) continue;
+    int thread_nice = 0, group_nice = 0;
+    if (!runnable(proc.path(), &thread_nice)) continue;
+    const std::string g = group_of(proc.path(), &group_nice);
+    if (g == own) continue;
+    // Without autogroups the process stands for its group, at its thread's nice.
+    const int nice = g == name ? thread_nice : group_nice;
+    groups[g] = std::pow(1.25, -static_cast<double>(nice));
+  }
+  double w = 0;
+  for (const auto& [g, weight] : groups) w += weight;
+  return w;
+}
+
+}  // namespace
+
+double measure_background_jobs() {
+  if (const char* e = std::getenv("HERD_BACKGROUND_JOBS"); e != nullptr && *e != '\0') {
+    return std::max(0.0, std::atof(e));
+  }
+  if (!std::filesystem::exists("/proc/self/task")) return 0;
+  double sum = 0;
+  const int samples = 20;
+  for (int i = 0; i < samples; ++i) {
+    sum += background_weight();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return sum / samples;
+}
+
+struct BackgroundSampler::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  double sum = 0;
+  int n = 0;
+  std::thread thread;
+};
+
+BackgroundSampler::BackgroundSampler(double first) : s_(std::make_unique<State>()) {
+  s_->sum = first;
+  s_->n = 1;
+  State* st = s_.get();
+  st->thread = std::thread([st] {
+    std::unique_lock<std::mutex> lock(st->mu);
+    while (!st->cv.wait_for(lock, std::chrono::milliseconds(250), [st] { return st->stop; })) {
+      lock.unlock();
+      const double w = background_weight();
+      lock.lock();
+      st->sum += w;
+      ++st->n;
+    }
+  });
+}
+
+BackgroundSampler::~BackgroundSampler() {
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->stop = true;
+  }
+  s_->cv.notify_all();
+  s_->thread.join();
+}
+
+double BackgroundSampler::mean() const {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  return s_->sum / s_->n;
+}
+
+Result<Projection> project(const model::LlamaConfig& m, const RunLayout& r, const topology::Cluster& cluster) {
+  planner::TrainingSpec spec;
+  spec.seq_len = r.seq_len;
+  spec.global_batch = r.micro_batch * r.dp * r.microbatches;
+  spec.precision = planner::Precision::kFP32;
+  planner::Layout l;
+  l.tp = r.tp;
+  l.cp = r.cp;
+  l.pp = r.pp;
+  l.dp = r.dp;
+  l.v = r.v;
+  l.microbatch = r.micro_batch;
+  l.n = r.n;
+  l.recompute = r.recompute;
+  l.sequence_parallel = r.sequence_parallel;
+  // One rank: plain fp32 AdamW on the whole model. More: every rank runs herd's FSDP flat units,
+  // which keep the gathered weights from forward to backward.
+  l.zero = r.ranks() > 1 ? 3 : 0;
+  l.reshard_after_forward = false;
+  Projection p;
+  p.layout = r;
+  p.cluster = cluster.name;
+  p.model = m;
+  p.host = cluster;
+  p.background_jobs = cluster.accelerator.background_jobs;
+  HERD_ASSIGN_OR_RETURN(p.estimate, planner::estimate(m, cluster, spec, l, r.ranks()));
+  p.step_s_idle = p.estimate.time.step_s;
+  if (cluster.accelerator.background_jobs > 0) {
+    topology::Cluster idle = cluster;
+    idle.accelerator.background_jobs = 0;
+    HERD_ASSIGN_OR_RETURN(const planner::Estimate e, planner::estimate(m, idle, spec, l, r.ranks()));
+    p.step_s_idle = e.time.step_s;
+  }
+  const planner::MemoryBreakdown& mb = p.estimate.memory;
+  p.state_bytes =
+      mb.part("parameters") + mb.part("gradients") + mb.part("optimizer_state") + mb.part("embedding_output");
+  // The runtime's arena holds the saved activations, the backward's temporaries and the collective
+  // buffers; it does not fragment, so the planner's caching-allocator allowance is left out.
+  p.activation_bytes =
+      mb.part("activations") + mb.part("transient") + mb.part("comm_buffers") + mb.part("fsdp_gathered");
+  return p;
+}
+
+double median_step_seconds(const std::vector<StepRecord>& history) {
+  std::vector<double> dt;
+  std::int64_t prev = -1;
+  for (const StepRecord& r : history) {
+    // The first record has no previous token count; later ones give the step's tokens exactly.
+    if (prev >= 0 && r.tokens_per_s > 0) dt.push_back(static_cast<double>(r.tokens - prev) / r.tokens_per_s);
+    prev = r.tokens;
+  }
+  if (dt.empty()) {
+    if (history.empty() || history[0].tokens_per_s <= 0) return 0;
+    return static_cast<double>(history[0].tokens) / history[0].tokens_per_s;  // one step: itself
+  }
+  std::sort(dt.begin(), dt.end());
+  const std::size_t n = dt.size();
+  return n % 2 == 1 ? dt[n / 2] : 0.5 * (dt[n / 2 - 1] + dt[n / 2]);
+}
+
+namespace {
+
+std::string mib(double bytes) { return format_fixed(bytes / (1024.0 * 1024.0), 1) + " MiB"; }
+std::string secs(double s) { return format_fixed(s, s < 0.1 ? 4 : 3); }
+std::string pct(double planned, double measured) {
+  if (measured <= 0) return "n/a";
+  const double e = 100.0 * (planned - measured) / measured;
+  std::string out = e >= 0 ? "+" : "";
+  out += format_fixed(e, 1);
+  out += "%";
+  return out;
+}
+
+}  // namespace
+
+std::string planned_line(const Projection& p) {
+  const planner::TimeBreakdown& t = p.estimate.time;
+  return "planned (" + p.cluster + ", " + std::to_string(p.layout.ranks()) + " rank" +
+         (p.layout.ranks() > 1 ? "s" : "") + ", " + format_fixed(p.background_jobs, 1) + " background jobs): step " +
+         secs(t.step_s) + " s (compute " + secs(t.compute_s) + ", comm " + secs(t.exposed_comm_s()) + ", bubble " +
+         secs(t.bubble_s) + ", optimizer " + secs(t.optimizer_s) + ") | memory/rank " + mib(p.memory_bytes()) +
+         " (state " + mib(p.state_bytes) + ", activations " + mib(p.activation_bytes) + ")";
+}
+
+std::string planned_vs_measured_line(const Projection& p, double measured_step_s, const RankMemoryUse& mem) {
+  return "planned vs measured (" + format_fixed(p.background_jobs, 1) + " background jobs over the run): step " +
+         secs(p.step_s()) + " s vs " + secs(measured_step_s) + " s (" + pct(p.step_s(), measured_step_s) +
+         ") | memory/rank " + mib(p.memory_bytes()) + " vs " + mib(mem.total()) + " (" +
+         pct(p.memory_bytes(), mem.total()) + "; state " + mib(p.state_bytes) + " vs " + mib(mem.state_bytes) +
+         ", activations " + mib(p.activation_bytes) + " vs " + mib(mem.arena_peak_bytes) + ")";
+}
+
+Json projection_json(const Projection& p, double measured_step_s, const RankMemoryUse& mem, std::int64_t steps) {
+  const RunLayout& l = p.layout;
+  const planner::TimeBreakdown& t = p.estimate.time;
+  return {{"cluster", p.cluster},
+          {"layout",
+           {{"tp", l.tp},
+            {"cp", l.cp},
+            {"pp", l.pp},
+            {"dp", l.dp},
+            {"v", l.v},
+            {"microbatches", l.microbatches},
+            {"n", p.estimate.n},
+            {"micro_batch", l.micro_batch},
+            {"seq_len", l.seq_len},
+            {"recompute", model::recompute_name(l.recompute)},
+            {"sequence_parallel", l.sequence_parallel && l.tp > 1},
+            {"ranks", l.ranks()}}},
+          {"background_jobs", p.background_jobs},
+          {"planned",
+           {{"step_s", t.step_s},
+            {"step_s_idle", p.step_s_idle},
+            {"compute_s", t.compute_s},
+            {"comm_s", t.exposed_comm_s()},
+            {"tp_s", t.tp_s},
+            {"cp_s", t.cp_s},
+            {"pp_s", t.pp_s},
+            {"dp_s", t.dp_s},
+            {"bubble_s", t.bubble_s},
+            {"optimizer_s", t.optimizer_s},
+            {"memory_bytes", p.memory_bytes()},
+            {"state_bytes", p.state_bytes},
+            {"activation_bytes", p.activation_bytes}}},
+          {"measured",
+           {{"step_s", measured_step_s},
+            {"steps", steps},
+            {"memory_bytes", mem.total()},
+            {"state_bytes", mem.state_bytes},
+            {"activation_bytes", mem.arena_peak_bytes}}}};
+}
+
+Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m, bool print) {
+  // Quiet trainers (tests, ranks other than 0) neither print nor write: no sampling thread for them.
+  if (!print) return make_error("no projection: this trainer does not report");
+  Result<Projection> p = [&]() -> Result<Projection> {
+    HERD_ASSIGN_OR_RETURN(const RunLayout l, run_layout(cfg));
+    HERD_ASSIGN_OR_RETURN(topology::Cluster c, local_cpu_cluster());
+    std::shared_ptr<BackgroundSampler> sampler;
+    if (c.accelerator.host_cores > 0) {
+      c.accelerator.background_jobs = measure_background_jobs();
+      const char* fixed = std::getenv("HERD_BACKGROUND_JOBS");
+      if (fixed == nullptr || *fixed == '\0')
+        sampler = std::make_shared<BackgroundSampler>(c.accelerator.background_jobs);
+    }
+    HERD_ASSIGN_OR_RETURN(Projection p, project(m, l, c));
+    p.sampler = std::move(sampler);
+    return p;
+  }();
+  if (print) log_info(p.ok() ? planned_line(*p) : "planned: no projection (" + p.error().message() + ")");
+  return p;
+}
+
+void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const std::vector<StepRecord>& history,
+                const RankMemoryUse& mem, bool print) {
+  if (!plan.ok() || history.empty()) return;
+  const double measured = median_step_seconds(history);
+  Projection at_run = *plan;
+  at_run.sampler.reset();
+  if (plan->sampler) {
+    topology::Cluster c = plan->host;
+    c.accelerator.background_jobs = plan->sampler->mean();
+    Result<Projection> redone = project(plan->model, plan->layout, c);
+    if (redone.ok()) at_run = *redone;
+  }
+  if (print) log_info(planned_vs_measured_line(at_run, measured, mem));
+  if (print && !cfg.train.projection_file.empty()) {
+    std::ofstream out(cfg.train.projection_file);
+    Json j = projection_json(at_run, measured, mem, static_cast<std::int64_t>(history.size()));
+    j["planned"]["step_s_at_start"] = plan->step_s();
+    j["background_jobs_at_start"] = plan->background_jobs;
+    out << j.dump(2) << "\n";
+    if (!out) log_warning("train.projection_file: cannot write ", cfg.train.projection_file);
+  }
+}
+
+}  // namespace herd::train

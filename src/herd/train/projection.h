@@ -1,0 +1,112 @@
+// The planner held against herd's own runs: what `herd train` is predicted to cost on this machine
+// (the `local-cpu` cluster: CPU ranks sharing the host's cores, fp32 throughout) and what it measured.
+//
+// project() maps a run's layout onto the planner's Layout and TrainingSpec and calls
+// planner::estimate, so the numbers printed at the start of `herd train` ("planned") are exactly the
+// planner's; at the end the same numbers stand next to the measured median step time and the rank's
+// memory ("planned vs measured"). Measured memory is the activation arena's peak plus the parameter,
+// gradient and optimizer bytes the rank holds (RankMemoryUse, reported by the trainers).
+// The harness bench/projection/ runs many layouts and reports the error; docs/projection.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "herd/core/error.h"
+#include "herd/core/json.h"
+#include "herd/model/config.h"
+#include "herd/model/flops.h"
+#include "herd/planner/estimate.h"
+#include "herd/topology/cluster.h"
+#include "herd/train/config.h"
+#include "herd/train/memory_use.h"
+#include "herd/train/trainer.h"
+
+namespace herd::train {
+
+// One run's layout in the planner's terms. micro_batch is per data-parallel rank (the config's
+// train.micro_batch is the global sequences per micro-batch).
+struct RunLayout {
+  std::int64_t tp = 1, cp = 1, pp = 1, dp = 1;
+  int v = 1;                      // virtual stages per pipeline rank
+  std::int64_t microbatches = 1;  // M: micro-batches per step (train.grad_accum)
+  int n = 0;                      // contiguous micro-batches per chunk; 0 = the schedule's default
+  std::int64_t micro_batch = 1;   // sequences per micro-batch on one DP rank
+  std::int64_t seq_len = 256;
+  model::Recompute recompute = model::Recompute::kNone;
+  bool sequence_parallel = true;
+  std::int64_t ranks() const { return tp * cp * pp * dp; }
+};
+
+// The layout `herd train` runs for this config (today TP x DP; CP and PP join when the runtime has them).
+Result<RunLayout> run_layout(const TrainConfig& cfg);
+
+// The cluster the projection uses: the file HERD_CLUSTER_FILE names (a `herd calibrate` output) when
+// set, else the committed `local-cpu` preset. A malformed file is an error naming its field.
+Result<topology::Cluster> local_cpu_cluster();
+
+// Other jobs competing for this host's cores right now: scheduling groups (autogroups, one per
+// session; processes when the kernel does not group) other than this process's with a runnable
+// thread, each weighted by CFS's 1.25^-nice, averaged over 20 scans of /proc 10 ms apart. 0 where
+// /proc is unreadable. HERD_BACKGROUND_JOBS, when set, is used instead (0: an idle host).
+double measure_background_jobs();
+
+// measure_background_jobs' scan every 250 ms on a thread of its own, from construction until
+// destruction: the load a run actually shared the host with.
+class BackgroundSampler {
+ public:
+  explicit BackgroundSampler(double first);  // `first`: a sample taken already
+  ~BackgroundSampler();
+  BackgroundSampler(const BackgroundSampler&) = delete;
+  BackgroundSampler& operator=(const BackgroundSampler&) = delete;
+  double mean() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+struct Projection {
+  RunLayout layout;
+  std::string cluster;
+  model::LlamaConfig model;
+  topology::Cluster host;                      // the cluster as given (background_jobs as measured at the start)
+  std::shared_ptr<BackgroundSampler> sampler;  // set by plan_run on a shared host
+  double background_jobs = 0;                  // what the prediction assumed (accelerator.background_jobs)
+  double step_s_idle = 0;                      // the same prediction on an idle host (background 0)
+  planner::Estimate estimate;
+  // Memory of the rank, the planner's parts regrouped as the runtime measures them.
+  double state_bytes = 0;       // parameters + gradients + optimizer state (embedding/head included)
+  double activation_bytes = 0;  // saved activations at the schedule's peak + transient + buffers
+  double memory_bytes() const { return state_bytes + activation_bytes; }
+  double step_s() const { return estimate.time.step_s; }
+};
+
+// The planner's prediction for this run on `cluster` (fp32, a single rank is ZeRO-0, more ranks are
+// herd's FSDP flat units: ZeRO-3 without reshard after forward).
+Result<Projection> project(const model::LlamaConfig& m, const RunLayout& layout, const topology::Cluster& cluster);
+
+// Median wall time of a step from a trainer's history (step time = the step's tokens / its tokens/s).
+// The first step (warm-up, and its token count is not a difference) is left out unless it is the only
+// one. 0 for an empty history.
+double median_step_seconds(const std::vector<StepRecord>& history);
+
+// "planned: step 1.23 s (compute 1.10, comm 0.08, bubble 0.00, optimizer 0.05) | memory 312.4 MiB ..."
+std::string planned_line(const Projection& p);
+// "planned vs measured: step 1.23 s vs 1.30 s (-5.4%) | memory 312.4 MiB vs 300.1 MiB (+4.1%)"
+std::string planned_vs_measured_line(const Projection& p, double measured_step_s, const RankMemoryUse& mem);
+Json projection_json(const Projection& p, double measured_step_s, const RankMemoryUse& mem, std::int64_t steps);
+
+// The two call sites of the trainers. plan_run logs the "planned" line and returns the projection, or
+// an error the caller may ignore (training never depends on it; !print: nothing is planned, as on
+// quiet trainers and ranks other than 0); on a shared
+// host it keeps sampling the background load. report_run logs "planned vs measured", the plan
+// redone for the background load averaged over the run (an input measured apart from the step
+// times), and writes train.projection_file when set.
+Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m, bool print);
+void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const std::vector<StepRecord>& history,
+                const RankMemoryUse& mem, bool print);
+
+}  // namespace herd::train

@@ -1,0 +1,80 @@
+// `herd train` prints the planner's prediction at the start ("planned ...") and the comparison at the
+// end ("planned vs measured ..."), on one rank and on a TP x DP job, and writes both to
+// train.projection_file; a malformed calibration file is one line naming the field, and training
+// goes on without a projection.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/cli_runner.h"
+#include "herd/data/shard.h"
+#include "train/dist_harness.h"
+
+namespace herd::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ProjectionCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("herd_projection_cli" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    ASSERT_TRUE(data::write_shard((dir_ / "train-00000.bin").string(), *testing::parity_docs(40, 1)).ok());
+    ASSERT_TRUE(data::write_shard((dir_ / "val-00000.bin").string(), *testing::parity_docs(10, 2)).ok());
+    std::ofstream((dir_ / "config.json").string()) << model::config_to_hf_json(testing::parity_model()).dump();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  herd::testing::CliResult train(const std::string& args) {
+    return herd::testing::run_herd("train --data.dir=" + dir_.string() +
+                                   " --model.name=" + (dir_ / "config.json").string() +
+                                   " --data.seq_len=16 --train.micro_batch=4 --train.grad_accum=2 --train.steps=3" +
+                                   " --eval.every=0 --eval.batches=1 --generate.samples=0 " + args);
+  }
+  fs::path dir_;
+};
+
+TEST_F(ProjectionCli, PlannedAndMeasuredLinesOnOneRankAndOnTpDp) {
+  for (const std::string layout : {"", "--tp 2 --dp 2"}) {
+    const std::string summary = (dir_ / "p.json").string();
+    auto r = train(layout + " --train.projection_file=" + summary);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string all = r.out + r.err;
+    EXPECT_NE(all.find("planned (local-cpu, " + std::string(layout.empty() ? "1 rank, " : "4 ranks, ")),
+              std::string::npos)
+        << all;
+    EXPECT_NE(all.find(" background jobs): step "), std::string::npos) << all;
+    EXPECT_NE(all.find(" background jobs over the run): step "), std::string::npos) << all;
+    const Json j = Json::parse(herd::testing::slurp(summary));
+    EXPECT_GT(j["planned"]["step_s"].get<double>(), 0.0);
+    EXPECT_GT(j["measured"]["step_s"].get<double>(), 0.0);
+    EXPECT_GT(j["measured"]["activation_bytes"].get<double>(), 0.0);
+    EXPECT_EQ(j["layout"]["ranks"], layout.empty() ? 1 : 4);
+    EXPECT_EQ(j["measured"]["steps"], 3);
+    // The state is exact arithmetic on both sides: 16 bytes per parameter of the rank's share.
+    const double planned = j["planned"]["state_bytes"].get<double>(), got = j["measured"]["state_bytes"].get<double>();
+    EXPECT_NEAR(planned, got, 0.02 * got) << layout;
+    fs::remove(summary);
+  }
+}
+
+TEST_F(ProjectionCli, MalformedCalibrationFileIsOneLineAndTrainingGoesOn) {
+  const std::string bad = (dir_ / "bad.json").string();
+  std::ofstream(bad) << R"({"name": "x", "accelerator": {"name": "cpu", "peak_tflops": {"bf16": "fast"}}})";
+  ::setenv("HERD_CLUSTER_FILE", bad.c_str(), 1);
+  auto r = train("");
+  ::unsetenv("HERD_CLUSTER_FILE");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string all = r.out + r.err;
+  const auto at = all.find("planned: no projection (HERD_CLUSTER_FILE: " + bad);
+  ASSERT_NE(at, std::string::npos) << all;
+  const std::string line = all.substr(at, all.find('\n', at) - at);
+  EXPECT_NE(line.find("accelerator.peak_tflops.bf16"), std::string::npos) << line;
+  EXPECT_EQ(all.find("planned vs measured ("), std::string::npos) << all;
+}
+
+}  // namespace
+}  // namespace herd::train
