@@ -55,6 +55,31 @@ TEST_F(DistCli, BadLayoutsAreRefusedWithTheNumbers) {
   EXPECT_EQ(r.status, 2) << r.err;
 }
 
+TEST_F(DistCli, BadCpLayoutsAreRefusedWithTheNumbers) {
+  auto r = train("--cp 3 --tp 2");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("data.seq_len (64) is not divisible by 2 x parallel.cp (6)"), std::string::npos) << r.err;
+  r = train("--cp 2 --tp 4 --data.seq_len=20");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("parallel.tp (4) must divide the CP-local sequence data.seq_len / parallel.cp (20 / 2 = 10)"),
+            std::string::npos)
+      << r.err;
+  r = train("--cp 0");
+  EXPECT_EQ(r.status, 2) << r.err;
+}
+
+TEST_F(DistCli, Tp2Cp2Dp2AsThreadsReproducesTheSingleRankLoss) {
+  const std::string one = (dir_ / "one.jsonl").string(), eight = (dir_ / "eight.jsonl").string();
+  auto r = herd::testing::run_herd(run_args(one));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = herd::testing::run_herd(run_args(eight) + " --tp 2 --cp 2 --dp 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto a = losses_of(one), b = losses_of(eight);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
+}
+
 TEST_F(DistCli, MpiBackendOutsideMpirunIsRefused) {
   auto r = train("--dp 2 --backend mpi");
   EXPECT_EQ(r.status, 1) << r.err;
@@ -104,10 +129,10 @@ TEST_F(DistCli, Tp2Dp2UnderMpirunReproducesTheSingleRankLoss) {
   auto r = herd::testing::run_herd(run_args(one));
   ASSERT_EQ(r.status, 0) << r.err;
   // OpenMPI's own allocations outlive MPI_Finalize; under LeakSanitizer they would fail the run.
-  const std::string cmd = "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
-                          "--bind-to none -np 4 " +
-                          std::string(HERD_BINARY) + " " + run_args(four) + " --tp 2 --dp 2 > " +
-                          (dir_ / "mpi.log").string() + " 2>&1";
+  const std::string cmd =
+      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
+      "--bind-to none -np 4 " +
+      std::string(HERD_BINARY) + " " + run_args(four) + " --tp 2 --dp 2 > " + (dir_ / "mpi.log").string() + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << herd::testing::slurp((dir_ / "mpi.log").string());
   const auto a = losses_of(one), b = losses_of(four);
   ASSERT_EQ(b.size(), 5u) << herd::testing::slurp((dir_ / "mpi.log").string());

@@ -65,6 +65,7 @@ const std::vector<Field>& registry() {
       bind_field("data.seq_len", &C::data, &DataSection::seq_len, "tokens per packed sequence"),
       bind_field("data.seed", &C::data, &DataSection::seed, "document order seed"),
       bind_field("parallel.tp", &C::parallel, &ParallelSection::tp, "tensor-parallel degree"),
+      bind_field("parallel.cp", &C::parallel, &ParallelSection::cp, "context-parallel degree"),
       bind_field("parallel.dp", &C::parallel, &ParallelSection::dp, "data-parallel (FSDP) degree"),
       bind_field("parallel.sequence_parallel", &C::parallel, &ParallelSection::sequence_parallel,
                  "sequence parallelism inside TP groups"),
@@ -215,6 +216,7 @@ Status validate(const TrainConfig& c) {
     return make_error("data.seq_len (", c.data.seq_len, ") must be even with schedule.ramp");
   }
   HERD_RETURN_IF_ERROR(positive(c.parallel.tp, "parallel.tp"));
+  HERD_RETURN_IF_ERROR(positive(c.parallel.cp, "parallel.cp"));
   HERD_RETURN_IF_ERROR(positive(c.parallel.dp, "parallel.dp"));
   if (c.parallel.backend != "auto" && c.parallel.backend != "local" && c.parallel.backend != "mpi") {
     return make_error("parallel.backend: '", c.parallel.backend, "' is unknown; use local, mpi or auto");

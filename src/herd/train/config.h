@@ -78,13 +78,17 @@ struct GenerateSection {
   std::string prompt = "The State of the Union";
 };
 
-// The layout of a multi-rank run (docs/distributed.md). tp x dp ranks; 1 x 1 is the single-rank trainer.
+// The layout of a multi-rank run (docs/distributed.md, docs/4d.md). tp x cp x dp ranks; all 1 is the
+// single-rank trainer.
 struct ParallelSection {
   std::int64_t tp = 1;            // tensor-parallel degree (divides heads, kv heads, vocab)
+  std::int64_t cp = 1;            // context-parallel degree (2 x cp divides data.seq_len)
   std::int64_t dp = 1;            // data-parallel (FSDP) degree (divides train.micro_batch)
   bool sequence_parallel = true;  // Megatron-LM sequence parallelism inside TP groups
   std::string backend = "auto";   // local (ranks as threads), mpi (started by mpirun), auto: mpi iff mpirun
   double comm_timeout_s = 300;    // a collective waiting longer names the missing ranks and stops the job
+
+  std::int64_t world() const { return tp * cp * dp; }
 };
 
 struct TrainConfig {

@@ -15,7 +15,7 @@
 namespace herd::train {
 
 Status check_layout(const TrainConfig& cfg, const model::LlamaConfig& m, std::int64_t world_size) {
-  const std::int64_t tp = cfg.parallel.tp, dp = cfg.parallel.dp;
+  const std::int64_t tp = cfg.parallel.tp, dp = cfg.parallel.dp, cp = cfg.parallel.cp;
   if (m.n_heads % tp != 0) {
     return make_error("parallel.tp (", tp, ") must divide the model's ", m.n_heads,
                       " attention heads; choose a divisor");
@@ -35,15 +35,26 @@ Status check_layout(const TrainConfig& cfg, const model::LlamaConfig& m, std::in
     return make_error("parallel.dp (", dp, ") must divide train.micro_batch (", cfg.train.micro_batch,
                       "), the global sequences per micro-batch; set train.micro_batch to a multiple of ", dp);
   }
-  if (cfg.parallel.sequence_parallel && tp > 1 && cfg.data.seq_len % tp != 0) {
+  if (cfg.data.seq_len % (2 * cp) != 0) {
+    return make_error("data.seq_len (", cfg.data.seq_len, ") is not divisible by 2 x parallel.cp (", 2 * cp,
+                      "): context parallelism cuts each sequence into 2 x cp chunks; use a multiple of ", 2 * cp);
+  }
+  if (cfg.parallel.sequence_parallel && tp > 1 && (cfg.data.seq_len / cp) % tp != 0) {
+    if (cp > 1) {
+      return make_error("parallel.tp (", tp, ") must divide the CP-local sequence data.seq_len / parallel.cp (",
+                        cfg.data.seq_len, " / ", cp, " = ", cfg.data.seq_len / cp,
+                        ") with sequence parallelism; use a data.seq_len that is a multiple of ", 2 * cp * tp,
+                        " or set parallel.sequence_parallel=false");
+    }
     return make_error("parallel.tp (", tp, ") must divide data.seq_len (", cfg.data.seq_len,
                       ") with sequence parallelism; change data.seq_len or set parallel.sequence_parallel=false");
   }
-  if (world_size > 0 && tp * dp != world_size) {
-    return make_error("parallel.tp (", tp, ") x parallel.dp (", dp, ") = ", tp * dp, " ranks, but the job has ",
-                      world_size, "; make the product ", world_size);
+  const std::int64_t world = cfg.parallel.world();
+  if (world_size > 0 && world != world_size) {
+    return make_error("parallel.tp (", tp, ") x parallel.cp (", cp, ") x parallel.dp (", dp, ") = ", world,
+                      " ranks, but the job has ", world_size, "; make the product ", world_size);
   }
-  if (cfg.schedule.ramp && tp * dp > 1) {
+  if (cfg.schedule.ramp && world > 1) {
     return make_error("schedule.ramp is not supported with more than one rank; set schedule.ramp=false");
   }
   return Status::Ok();
@@ -118,6 +129,7 @@ Result<std::unique_ptr<DistTrainer<T>>> DistTrainer<T>::make(const TrainConfig& 
 template <typename T>
 Json DistTrainer<T>::layout_json() const {
   return {{"tp", ctx_.dims.tp()},
+          {"cp", ctx_.dims.cp()},
           {"dp", ctx_.dims.dp()},
           {"world", ctx_.dims.world()},
           {"sequence_parallel", ctx_.sequence_parallel}};

@@ -1,9 +1,9 @@
-// One rank of a TP x DP parity run under mpirun: every rank trains parallel::DistributedLlama (or, with
+// One rank of a TP x CP x DP parity run under mpirun: every rank trains parallel::DistributedLlama (or, with
 // --impl replica, the test stand-in) with the MPI
 // backend (deterministic reductions) through the same run_rank as `herd train`, and rank 0 compares the
 // loss curve and the gathered weights with the single-rank reference (1e-10 relative, double).
 // Used by tests/train/mpi/CMakeLists.txt (one machine) and netns_two_hosts.sh (two network namespaces).
-//   dist_mpi_main --tp T --dp D [--steps N]     exit 0 and "PARITY OK" on rank 0 when it matches
+//   dist_mpi_main --tp T [--cp C] --dp D [--steps N]     exit 0 and "PARITY OK" on rank 0 when it matches
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     const std::int64_t v = std::atoll(argv[i + 1]);
     if (k == "--impl") impl = argv[i + 1];
     if (k == "--tp") cfg.parallel.tp = v;
+    if (k == "--cp") cfg.parallel.cp = v;
     if (k == "--dp") cfg.parallel.dp = v;
     if (k == "--steps") cfg.train.steps = v;
   }
@@ -58,9 +59,11 @@ int main(int argc, char** argv) {
   }
   const bool ok = worst_loss <= 1e-10 && worst_weight <= 1e-10;
   std::printf(
-      "%s: world %d (tp %lld x dp %lld), %zu steps, final loss %.6f, max rel loss diff %.3g, max rel weight diff "
+      "%s: world %d (tp %lld x cp %lld x dp %lld), %zu steps, final loss %.6f, max rel loss diff %.3g, max rel weight "
+      "diff "
       "%.3g\n",
       ok ? "PARITY OK" : "PARITY FAILED", (*world)->size(), static_cast<long long>(cfg.parallel.tp),
-      static_cast<long long>(cfg.parallel.dp), ref.losses.size(), ref.losses.back(), worst_loss, worst_weight);
+      static_cast<long long>(cfg.parallel.cp), static_cast<long long>(cfg.parallel.dp), ref.losses.size(),
+      ref.losses.back(), worst_loss, worst_weight);
   return ok ? 0 : 1;
 }
