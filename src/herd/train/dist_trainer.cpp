@@ -11,6 +11,7 @@
 #include "herd/core/timer.h"
 #include "herd/train/dist_checkpoint.h"
 #include "herd/train/micro_batch_data.h"
+#include "herd/train/pipeline_model.h"
 
 namespace herd::train {
 
@@ -51,9 +52,11 @@ Status check_layout(const TrainConfig& cfg, const model::LlamaConfig& m, std::in
   }
   const std::int64_t world = cfg.parallel.world();
   if (world_size > 0 && world != world_size) {
-    return make_error("parallel.tp (", tp, ") x parallel.cp (", cp, ") x parallel.dp (", dp, ") = ", world,
-                      " ranks, but the job has ", world_size, "; make the product ", world_size);
+    return make_error("parallel.tp (", tp, ") x parallel.cp (", cp, ") x parallel.pp (", cfg.parallel.pp,
+                      ") x parallel.dp (", dp, ") = ", world, " ranks, but the job has ", world_size,
+                      "; make the product ", world_size);
   }
+  HERD_RETURN_IF_ERROR(check_pipeline(cfg, m));
   if (cfg.schedule.ramp && world > 1) {
     return make_error("schedule.ramp is not supported with more than one rank; set schedule.ramp=false");
   }
@@ -128,11 +131,8 @@ Result<std::unique_ptr<DistTrainer<T>>> DistTrainer<T>::make(const TrainConfig& 
 
 template <typename T>
 Json DistTrainer<T>::layout_json() const {
-  return {{"tp", ctx_.dims.tp()},
-          {"cp", ctx_.dims.cp()},
-          {"dp", ctx_.dims.dp()},
-          {"world", ctx_.dims.world()},
-          {"sequence_parallel", ctx_.sequence_parallel}};
+  return {{"tp", ctx_.dims.tp()}, {"cp", ctx_.dims.cp()},       {"pp", ctx_.dims.pp()},
+          {"dp", ctx_.dims.dp()}, {"world", ctx_.dims.world()}, {"sequence_parallel", ctx_.sequence_parallel}};
 }
 
 template <typename T>
@@ -168,13 +168,10 @@ Status DistTrainer<T>::run(std::int64_t stop_after) {
     }
     model_->zero_grads();
     const T scale = real > 0 ? T(1) / static_cast<T>(real) : T(0);
-    double sums[2] = {0, 0};  // loss sum, real tokens of this rank's slices
-    for (std::size_t k = 0; k < slices.size(); ++k) {
-      HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss r,
-                            model_->forward_backward(slices[k].view(), scale, k + 1 == slices.size()));
-      sums[0] += r.loss_sum;
-      sums[1] += static_cast<double>(r.count);
-    }
+    std::vector<nn::MicroBatch> views;
+    for (const MicroBatchData& s : slices) views.push_back(s.view());
+    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss r, model_->forward_backward_step(views, scale));
+    double sums[2] = {r.loss_sum, static_cast<double>(r.count)};  // loss sum, real tokens of this rank's slices
     // Every DP (and CP) slice once; TP ranks of a slice agree, so the DP group alone sums the whole.
     HERD_RETURN_IF_ERROR(ctx_.dp->all_reduce(sums, 2, comm::ReduceOp::kSum));
     if (ctx_.cp != nullptr && ctx_.cp->size() > 1) {

@@ -22,8 +22,9 @@ Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const mode
                 std::int64_t stop_after, bool gather) {
   // Every group is split from the timed world, so the time spent waiting on any collective is counted.
   TimedCommunicator world(world_in);
-  HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims, topology::ParallelDims::make(cfg.parallel.tp, cfg.parallel.cp, 1,
-                                                                                  cfg.parallel.dp, world.size()));
+  HERD_ASSIGN_OR_RETURN(
+      topology::ParallelDims dims,
+      topology::ParallelDims::make(cfg.parallel.tp, cfg.parallel.cp, cfg.parallel.pp, cfg.parallel.dp, world.size()));
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelGroups> groups, parallel::ParallelGroups::make(world, dims));
   const parallel::ParallelContext ctx = groups->context(cfg.parallel.sequence_parallel, false);
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<RankModel<T>> model, factory(ctx, m, cfg));
