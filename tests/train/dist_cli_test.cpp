@@ -55,6 +55,59 @@ TEST_F(DistCli, BadLayoutsAreRefusedWithTheNumbers) {
   EXPECT_EQ(r.status, 2) << r.err;
 }
 
+TEST_F(DistCli, BadCpLayoutsAreRefusedWithTheNumbers) {
+  auto r = train("--cp 3 --tp 2");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("data.seq_len (64) is not divisible by 2 x parallel.cp (6)"), std::string::npos) << r.err;
+  r = train("--cp 2 --tp 4 --data.seq_len=20");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("parallel.tp (4) must divide the CP-local sequence data.seq_len / parallel.cp (20 / 2 = 10)"),
+            std::string::npos)
+      << r.err;
+  r = train("--cp 0");
+  EXPECT_EQ(r.status, 2) << r.err;
+}
+
+TEST_F(DistCli, BadPipelineLayoutsAreRefusedWithTheNumbers) {
+  auto refused = [&](const std::string& args, const std::string& want) {
+    const auto r = train(args);
+    EXPECT_EQ(r.status, 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.err.find("step 1"), std::string::npos) << args << ": no rank may start";
+  };
+  refused("--pp 2 --v 2 --microbatches 3 --n 4", "n (4) must not exceed microbatches (3)");
+  refused("--pp 2 --v 2 --microbatches 3 --schedule interleaved", "microbatches (3) must be a multiple of pp (2)");
+  refused("--pp 2 --v 2 --schedule 1f1b", "v (2) must be 1");
+  refused("--pp 4 --v 4 --microbatches 4", "layers (8) cannot fill pp*v = 4*4 = 16");
+  refused("--v 2", "parallel.v (2) needs parallel.pp > 1");
+  refused("--pp 2 --schedule zigzag", "parallel.pp_schedule");
+  refused("--pp 2 --cp 4 --tp 2 --data.seq_len=20", "data.seq_len (20) is not divisible by 2 x parallel.cp (8)");
+}
+
+TEST_F(DistCli, Tp2Cp2Pp2AsThreadsReproducesTheSingleRankLoss) {
+  const std::string one = (dir_ / "one.jsonl").string(), eight = (dir_ / "pp.jsonl").string();
+  auto r = herd::testing::run_herd(run_args(one));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = herd::testing::run_herd(run_args(eight) + " --tp 2 --cp 2 --pp 2 --microbatches 2 --n 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto a = losses_of(one), b = losses_of(eight);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
+}
+
+TEST_F(DistCli, Tp2Cp2Dp2AsThreadsReproducesTheSingleRankLoss) {
+  const std::string one = (dir_ / "one.jsonl").string(), eight = (dir_ / "eight.jsonl").string();
+  auto r = herd::testing::run_herd(run_args(one));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = herd::testing::run_herd(run_args(eight) + " --tp 2 --cp 2 --dp 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto a = losses_of(one), b = losses_of(eight);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
+}
+
 TEST_F(DistCli, MpiBackendOutsideMpirunIsRefused) {
   auto r = train("--dp 2 --backend mpi");
   EXPECT_EQ(r.status, 1) << r.err;
@@ -104,15 +157,29 @@ TEST_F(DistCli, Tp2Dp2UnderMpirunReproducesTheSingleRankLoss) {
   auto r = herd::testing::run_herd(run_args(one));
   ASSERT_EQ(r.status, 0) << r.err;
   // OpenMPI's own allocations outlive MPI_Finalize; under LeakSanitizer they would fail the run.
-  const std::string cmd = "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
-                          "--bind-to none -np 4 " +
-                          std::string(HERD_BINARY) + " " + run_args(four) + " --tp 2 --dp 2 > " +
-                          (dir_ / "mpi.log").string() + " 2>&1";
+  const std::string cmd =
+      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
+      "--bind-to none -np 4 " +
+      std::string(HERD_BINARY) + " " + run_args(four) + " --tp 2 --dp 2 > " + (dir_ / "mpi.log").string() + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << herd::testing::slurp((dir_ / "mpi.log").string());
   const auto a = losses_of(one), b = losses_of(four);
   ASSERT_EQ(b.size(), 5u) << herd::testing::slurp((dir_ / "mpi.log").string());
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
   EXPECT_NE(herd::testing::slurp((dir_ / "mpi.log").string()).find("tp2 x cp1 x pp1 x dp2"), std::string::npos);
+}
+
+TEST_F(DistCli, AWorldOfTheWrongSizeIsRefusedUnderMpirun) {
+  const std::string cmd =
+      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
+      "--bind-to none -np 2 " +
+      std::string(HERD_BINARY) + " " + run_args((dir_ / "w.jsonl").string()) + " --tp 2 --pp 2 > " +
+      (dir_ / "w.log").string() + " 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  const std::string log = herd::testing::slurp((dir_ / "w.log").string());
+  EXPECT_NE(
+      log.find("parallel.tp (2) x parallel.cp (1) x parallel.pp (2) x parallel.dp (1) = 4 ranks, but the job has 2"),
+      std::string::npos)
+      << log;
 }
 #endif
 

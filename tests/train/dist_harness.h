@@ -49,13 +49,14 @@ inline std::shared_ptr<const data::TokenDocuments> parity_docs(std::int64_t n_do
   return docs;
 }
 
-// 8 heads, 4 KV heads (GQA), vocab 64, FFN 64: divisible by TP 1, 2 and 4.
-inline model::LlamaConfig parity_model() {
+// 8 heads, 4 KV heads (GQA), vocab 64, FFN 64: divisible by TP 1, 2 and 4. Pipelines use more layers
+// (6 fill up to 8 virtual stages with Llama 3's lighter ends).
+inline model::LlamaConfig parity_model(std::int64_t layers = 2) {
   model::LlamaConfig c;
   c.name = "parity";
   c.hidden = 32;
   c.ffn_hidden = 64;
-  c.n_layers = 2;
+  c.n_layers = layers;
   c.n_heads = 8;
   c.n_kv_heads = 4;
   c.head_dim = 4;

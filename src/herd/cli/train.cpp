@@ -3,9 +3,10 @@
 // and samples at the end. Configuration: src/herd/train/config.h; the loop: src/herd/train/trainer.h;
 // docs/training.md.
 //
-// --tp T --dp D (the config keys parallel.tp and parallel.dp; --no-sp and --backend likewise) make it a
-// TP x DP job (train/job.h, docs/distributed.md): ranks as threads of this process, or, under
-// `mpirun -np N herd train ...`, this process as one rank (detected from the environment).
+// --tp T --cp C --pp P --dp D (the config keys parallel.tp, parallel.cp, parallel.pp and parallel.dp; --v,
+// --microbatches, --n, --schedule, --no-sp and --backend likewise) make it a TP x CP x PP x DP job (train/job.h,
+// docs/distributed.md): ranks as threads of this process, or, under `mpirun -np N herd train ...`, this process as one
+// rank (detected from the environment).
 #include <iostream>
 
 #include "herd/cli/app.h"
@@ -28,7 +29,9 @@ struct TrainOptions {
   std::string config;
   std::int64_t stop_after = 0;
   bool print_config = false;
-  std::int64_t tp = 0, dp = 0;  // 0: the config's parallel.tp / parallel.dp
+  std::int64_t tp = 0, cp = 0, pp = 0, dp = 0;  // 0: the config's parallel.tp / cp / pp / dp
+  std::int64_t v = 0, microbatches = 0, n = 0;  // 0: the config's parallel.v, train.grad_accum, parallel.pp_n
+  std::string schedule;
   bool no_sp = false;
   std::string backend;
 };
@@ -82,6 +85,12 @@ int run_parallel(const train::TrainConfig& cfg) {
 
 int run_train(const TrainOptions& o, std::vector<std::string> overrides) {
   if (o.tp > 0) overrides.push_back("parallel.tp=" + std::to_string(o.tp));
+  if (o.cp > 0) overrides.push_back("parallel.cp=" + std::to_string(o.cp));
+  if (o.pp > 0) overrides.push_back("parallel.pp=" + std::to_string(o.pp));
+  if (o.v > 0) overrides.push_back("parallel.v=" + std::to_string(o.v));
+  if (o.microbatches > 0) overrides.push_back("train.grad_accum=" + std::to_string(o.microbatches));
+  if (o.n > 0) overrides.push_back("parallel.pp_n=" + std::to_string(o.n));
+  if (!o.schedule.empty()) overrides.push_back("parallel.pp_schedule=" + o.schedule);
   if (o.dp > 0) overrides.push_back("parallel.dp=" + std::to_string(o.dp));
   if (o.no_sp) overrides.push_back("parallel.sequence_parallel=false");
   if (!o.backend.empty()) overrides.push_back("parallel.backend=" + o.backend);
@@ -93,7 +102,8 @@ int run_train(const TrainOptions& o, std::vector<std::string> overrides) {
   }
   Result<comm::Backend> backend = train::resolve_backend(*cfg);
   if (!backend.ok()) return report_error("train", backend.error());
-  if (cfg->parallel.tp * cfg->parallel.dp > 1 || *backend == comm::Backend::kMpi) return run_parallel(*cfg);
+  // Pipeline options on one rank go the distributed way too, whose layout check refuses them.
+  if (cfg->parallel.world() > 1 || cfg->parallel.v > 1 || *backend == comm::Backend::kMpi) return run_parallel(*cfg);
   Result<std::unique_ptr<train::Trainer>> t = train::make_trainer_from_shards(*cfg);
   if (!t.ok()) return report_error("train", t.error());
   print_resolved(*cfg, (*t)->model().config());
@@ -114,6 +124,15 @@ Subcommand add_train_command(CLI::App& root) {
   app->add_option("--stop-after", opts->stop_after, "Stop after this step with a checkpoint (as a preempted job)");
   app->add_flag("--print-config", opts->print_config, "Print the resolved configuration as JSON and exit");
   app->add_option("--tp", opts->tp, "Tensor-parallel degree (parallel.tp)")->check(positive_integer());
+  app->add_option("--cp", opts->cp, "Context-parallel degree (parallel.cp)")->check(positive_integer());
+  app->add_option("--pp", opts->pp, "Pipeline-parallel degree (parallel.pp)")->check(positive_integer());
+  app->add_option("--v", opts->v, "Virtual pipeline stages per rank (parallel.v)")->check(positive_integer());
+  app->add_option("--microbatches", opts->microbatches, "Micro-batches per step, the pipeline's M (train.grad_accum)")
+      ->check(positive_integer());
+  app->add_option("--n", opts->n, "Micro-batches per chunk before switching, N (parallel.pp_n; default pp)")
+      ->check(positive_integer());
+  app->add_option("--schedule", opts->schedule,
+                  "Pipeline schedule: flexible (Llama 3, default), interleaved, 1f1b, gpipe (parallel.pp_schedule)");
   app->add_option("--dp", opts->dp, "Data-parallel (FSDP) degree (parallel.dp)")->check(positive_integer());
   app->add_flag("--no-sp", opts->no_sp, "Sequence parallelism off (parallel.sequence_parallel=false)");
   app->add_option("--backend", opts->backend,

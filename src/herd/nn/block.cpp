@@ -154,7 +154,12 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
   linear<T>(attn_in, n, d, w_ + L.wv, kvd, T(0), st.v);
   kernels::rope_forward<T>(rope, mb.positions, n, sizes_.heads, st.q, qd);
   kernels::rope_forward<T>(rope, mb.positions, n, sizes_.kv_heads, st.k, kvd);
-  kernels::attention_forward<T>(attention_dims(mb, sizes_), attention_mask(mb), st.q, st.k, st.v, st.attn_out, st.lse);
+  if (attn_) {
+    attn_->forward(attention_dims(mb, sizes_), st.q, st.k, st.v, st.attn_out, st.lse);
+  } else {
+    kernels::attention_forward<T>(attention_dims(mb, sizes_), attention_mask(mb), st.q, st.k, st.v, st.attn_out,
+                                  st.lse);
+  }
 
   // h = input + attn_out Wo^T, built in mlp_input (the MLP norm's saved input is exactly h).
   row_parallel(st.attn_out, qd, w_ + L.wo, st.input, st.mlp_input);
@@ -225,8 +230,12 @@ void TransformerBlock<T>::backward(tensor::Arena& arena, const MicroBatch& mb, c
   T* dq = scratch(n * qd);
   T* dk = scratch(n * kvd);
   T* dv = scratch(n * kvd);
-  kernels::attention_backward<T>(attention_dims(mb, sizes_), attention_mask(mb), st.q, st.k, st.v, st.attn_out, st.lse,
-                                 d_ao, dq, dk, dv);
+  if (attn_) {
+    attn_->backward(attention_dims(mb, sizes_), st.q, st.k, st.v, st.attn_out, st.lse, d_ao, dq, dk, dv);
+  } else {
+    kernels::attention_backward<T>(attention_dims(mb, sizes_), attention_mask(mb), st.q, st.k, st.v, st.attn_out,
+                                   st.lse, d_ao, dq, dk, dv);
+  }
   kernels::rope_backward<T>(rope, mb.positions, n, sizes_.heads, dq, qd);
   kernels::rope_backward<T>(rope, mb.positions, n, sizes_.kv_heads, dk, kvd);
   const T* attn_in = gathered(st.attn_norm_out);

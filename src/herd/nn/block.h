@@ -17,12 +17,16 @@
 // shard and given TensorParallelHooks, the norms run on this rank's rows (all N, or N/tp with
 // sequence parallelism), the hooks gather them into the column-parallel q/k/v and gate/up linears and
 // reduce the row-parallel o and down outputs; without hooks the block is the single-rank layer.
+// Context parallelism (parallel/cp) plugs in the same way through AttentionHooks: the block then holds
+// the CP-local rows of each sequence (mb.seq_len is the local length) and the hook replaces the
+// attention kernel call by one that sees every key of the sequence; everything else is row-local.
 // Legend: N = B x T rows, n_loc = the rows of the norm regions, d hidden, q = heads x head_dim, kv = kv_heads x
 // head_dim, f = ffn.
 #pragma once
 
 #include <string>
 
+#include "herd/kernels/attention.h"
 #include "herd/kernels/rope.h"
 #include "herd/model/flops.h"
 #include "herd/nn/batch.h"
@@ -43,6 +47,21 @@ class TensorParallelHooks {
   virtual void gather(const T* local, T* full, std::int64_t n, std::int64_t cols) const = 0;
   // local (local_rows(n), cols) = sum over TP of partial (n, cols): SP reduce-scatter, else all-reduce.
   virtual void reduce(const T* partial, T* local, std::int64_t n, std::int64_t cols) const = 0;
+};
+
+// The attention core (after RoPE, before Wo) when it needs other ranks' keys: context parallelism. The
+// shapes are the kernel's (kernels/attention.h) on this rank's rows and heads: q (B, T_loc, Hq, D), k and
+// v (B, T_loc, Hkv, D), out like q, lse (B, Hq, T_loc). A failure is recorded by the implementation and
+// reported by its owner after the pass (the block has no error path of its own).
+template <typename T>
+class AttentionHooks {
+ public:
+  virtual ~AttentionHooks() = default;
+  virtual void forward(const kernels::AttentionDims& d, const T* q, const T* k, const T* v, T* out, T* lse) const = 0;
+  // Overwrites dq, dk, dv (like q, k, v): dk and dv are the gradients of this rank's keys summed over
+  // the queries of every rank that saw them.
+  virtual void backward(const kernels::AttentionDims& d, const T* q, const T* k, const T* v, const T* out, const T* lse,
+                        const T* dout, T* dq, T* dk, T* dv) const = 0;
 };
 
 template <typename T>
@@ -81,6 +100,8 @@ class TransformerBlock {
   }
   // Tensor-parallel collectives (nullptr: single rank). Not owned.
   void set_tensor_parallel(const TensorParallelHooks<T>* hooks) { tp_ = hooks; }
+  // Attention over keys held elsewhere (nullptr: the local kernel under mb's mask). Not owned.
+  void set_attention(const AttentionHooks<T>* hooks) { attn_ = hooks; }
 
   // x (n_loc, d): the residual stream, replaced by the block's output.
   BlockState<T> forward(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, T* x) const;
@@ -104,6 +125,7 @@ class TransformerBlock {
   T* w_ = nullptr;
   T* g_ = nullptr;
   const TensorParallelHooks<T>* tp_ = nullptr;
+  const AttentionHooks<T>* attn_ = nullptr;
 };
 
 }  // namespace herd::nn

@@ -15,6 +15,9 @@ Result<std::unique_ptr<ParallelGroups>> ParallelGroups::make(comm::Communicator&
   HERD_ASSIGN_OR_RETURN(g->cp_, world.new_group(dims, {topology::Dim::kCP}));
   HERD_ASSIGN_OR_RETURN(g->pp_, world.new_group(dims, {topology::Dim::kPP}));
   HERD_ASSIGN_OR_RETURN(g->dp_, world.new_group(dims, {topology::Dim::kDP}));
+  if (dims.cp() > 1) {
+    HERD_ASSIGN_OR_RETURN(g->dp_cp_, world.new_group(dims, {topology::Dim::kCP, topology::Dim::kDP}));
+  }
   return g;
 }
 
@@ -27,6 +30,7 @@ ParallelContext ParallelGroups::context(bool sequence_parallel, bool reshard_aft
   ctx.cp = cp_.get();
   ctx.pp = pp_.get();
   ctx.dp = dp_.get();
+  ctx.dp_cp = dp_cp_ ? dp_cp_.get() : dp_.get();
   ctx.sequence_parallel = sequence_parallel;
   ctx.reshard_after_forward = reshard_after_forward;
   return ctx;

@@ -30,6 +30,10 @@ struct ParallelContext {
   comm::Communicator* cp = nullptr;
   comm::Communicator* pp = nullptr;
   comm::Communicator* dp = nullptr;
+  // The FSDP group: ranks sharing tp and pp (CP and DP ranks hold different tokens of the same weights,
+  // so their gradients are summed and their optimizer state sharded over the combined group, as
+  // torchtitan does). Equal to dp when cp = 1; null falls back to dp.
+  comm::Communicator* dp_cp = nullptr;
   bool sequence_parallel = true;
   bool reshard_after_forward = false;
 
@@ -42,6 +46,7 @@ struct ParallelContext {
   int cp_size() const { return static_cast<int>(dims.cp()); }
   int pp_size() const { return static_cast<int>(dims.pp()); }
   int dp_size() const { return static_cast<int>(dims.dp()); }
+  comm::Communicator* fsdp() const { return dp_cp ? dp_cp : dp; }
 };
 
 // Owns the four axis communicators of one rank, split from its world communicator. Every rank of the
@@ -60,13 +65,14 @@ class ParallelGroups {
   comm::Communicator& cp() const { return *cp_; }
   comm::Communicator& pp() const { return *pp_; }
   comm::Communicator& dp() const { return *dp_; }
+  comm::Communicator& dp_cp() const { return dp_cp_ ? *dp_cp_ : *dp_; }
   const topology::ParallelDims& dims() const { return dims_; }
 
  private:
   ParallelGroups(comm::Communicator& world, topology::ParallelDims dims) : world_(&world), dims_(dims) {}
   comm::Communicator* world_;
   topology::ParallelDims dims_;
-  std::unique_ptr<comm::Communicator> tp_, cp_, pp_, dp_;
+  std::unique_ptr<comm::Communicator> tp_, cp_, pp_, dp_, dp_cp_;  // dp_cp_ only when cp > 1
 };
 
 }  // namespace herd::parallel

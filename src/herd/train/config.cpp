@@ -65,6 +65,13 @@ const std::vector<Field>& registry() {
       bind_field("data.seq_len", &C::data, &DataSection::seq_len, "tokens per packed sequence"),
       bind_field("data.seed", &C::data, &DataSection::seed, "document order seed"),
       bind_field("parallel.tp", &C::parallel, &ParallelSection::tp, "tensor-parallel degree"),
+      bind_field("parallel.cp", &C::parallel, &ParallelSection::cp, "context-parallel degree"),
+      bind_field("parallel.pp", &C::parallel, &ParallelSection::pp, "pipeline-parallel degree"),
+      bind_field("parallel.v", &C::parallel, &ParallelSection::v, "virtual pipeline stages per rank"),
+      bind_field("parallel.pp_n", &C::parallel, &ParallelSection::pp_n,
+                 "micro-batches per chunk before switching (N); 0 = pp"),
+      bind_field("parallel.pp_schedule", &C::parallel, &ParallelSection::pp_schedule,
+                 "flexible (Llama 3), interleaved, 1f1b or gpipe"),
       bind_field("parallel.dp", &C::parallel, &ParallelSection::dp, "data-parallel (FSDP) degree"),
       bind_field("parallel.sequence_parallel", &C::parallel, &ParallelSection::sequence_parallel,
                  "sequence parallelism inside TP groups"),
@@ -217,6 +224,10 @@ Status validate(const TrainConfig& c) {
     return make_error("data.seq_len (", c.data.seq_len, ") must be even with schedule.ramp");
   }
   HERD_RETURN_IF_ERROR(positive(c.parallel.tp, "parallel.tp"));
+  HERD_RETURN_IF_ERROR(positive(c.parallel.cp, "parallel.cp"));
+  HERD_RETURN_IF_ERROR(positive(c.parallel.pp, "parallel.pp"));
+  HERD_RETURN_IF_ERROR(positive(c.parallel.v, "parallel.v"));
+  if (c.parallel.pp_n < 0) return make_error("parallel.pp_n: must be >= 0 (0 = pp), got ", c.parallel.pp_n);
   HERD_RETURN_IF_ERROR(positive(c.parallel.dp, "parallel.dp"));
   if (c.parallel.backend != "auto" && c.parallel.backend != "local" && c.parallel.backend != "mpi") {
     return make_error("parallel.backend: '", c.parallel.backend, "' is unknown; use local, mpi or auto");

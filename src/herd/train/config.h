@@ -79,13 +79,21 @@ struct GenerateSection {
   std::string prompt = "The State of the Union";
 };
 
-// The layout of a multi-rank run (docs/distributed.md). tp x dp ranks; 1 x 1 is the single-rank trainer.
+// The layout of a multi-rank run (docs/distributed.md, docs/4d.md). tp x cp x pp x dp ranks; all 1 is
+// the single-rank trainer. With pp > 1 the step's train.grad_accum micro-batches are the pipeline's M.
 struct ParallelSection {
-  std::int64_t tp = 1;            // tensor-parallel degree (divides heads, kv heads, vocab)
-  std::int64_t dp = 1;            // data-parallel (FSDP) degree (divides train.micro_batch)
-  bool sequence_parallel = true;  // Megatron-LM sequence parallelism inside TP groups
-  std::string backend = "auto";   // local (ranks as threads), mpi (started by mpirun), auto: mpi iff mpirun
-  double comm_timeout_s = 300;    // a collective waiting longer names the missing ranks and stops the job
+  std::int64_t tp = 1;                   // tensor-parallel degree (divides heads, kv heads, vocab)
+  std::int64_t cp = 1;                   // context-parallel degree (2 x cp divides data.seq_len)
+  std::int64_t pp = 1;                   // pipeline-parallel degree
+  std::int64_t v = 1;                    // virtual stages (model chunks) per pipeline rank
+  std::int64_t pp_n = 0;                 // N: micro-batches run through a chunk before switching; 0 = pp
+  std::string pp_schedule = "flexible";  // flexible (Llama 3), interleaved, 1f1b or gpipe
+  std::int64_t dp = 1;                   // data-parallel (FSDP) degree (divides train.micro_batch)
+  bool sequence_parallel = true;         // Megatron-LM sequence parallelism inside TP groups
+  std::string backend = "auto";          // local (ranks as threads), mpi (started by mpirun), auto: mpi iff mpirun
+  double comm_timeout_s = 300;           // a collective waiting longer names the missing ranks and stops the job
+
+  std::int64_t world() const { return tp * cp * pp * dp; }
 };
 
 struct TrainConfig {

@@ -11,8 +11,45 @@
 #include <algorithm>
 
 #include "herd/parallel/model.h"
+#include "herd/train/pipeline_model.h"
 
 namespace herd::train {
+
+template <typename T>
+void append_stage_pieces(parallel::DistributedStage<T>& stage, const parallel::ParallelContext& ctx, bool for_load,
+                         std::vector<ShardPiece<T>>& out) {
+  const std::int64_t tp = ctx.tp_size(), t = ctx.tp_rank();
+  for (const parallel::ShardedParam& p : stage.params()) {
+    if (!for_load && p.split == parallel::TpSplit::kReplicated && t != 0) continue;
+    parallel::fsdp::FlatUnit<T>& unit = stage.unit(p.unit);
+    const std::int64_t s0 = unit.shard_begin(), s1 = std::min(s0 + unit.shard_size(), unit.count());
+    const std::int64_t a = std::max(s0, p.local_offset), b = std::min(s1, p.local_offset + p.local_count);
+    if (a >= b) continue;
+    ShardPiece<T> s;
+    s.name = p.full.name;
+    s.rows = p.full.rows;
+    s.cols = p.full.cols;
+    s.r0 = 0, s.r1 = s.rows, s.c0 = 0, s.c1 = s.cols;
+    if (p.split == parallel::TpSplit::kRows) {
+      s.r0 = t * (s.rows / tp);
+      s.r1 = s.r0 + s.rows / tp;
+    } else if (p.split == parallel::TpSplit::kCols) {
+      s.c0 = t * (s.cols / tp);
+      s.c1 = s.c0 + s.cols / tp;
+    }
+    s.e0 = a - p.local_offset;
+    s.e1 = b - p.local_offset;
+    s.param = unit.shard_params() + (a - s0);
+    s.m = stage.adam_m(p.unit) + (a - s0);
+    s.v = stage.adam_v(p.unit) + (a - s0);
+    out.push_back(s);
+  }
+}
+
+template void append_stage_pieces<float>(parallel::DistributedStage<float>&, const parallel::ParallelContext&, bool,
+                                         std::vector<ShardPiece<float>>&);
+template void append_stage_pieces<double>(parallel::DistributedStage<double>&, const parallel::ParallelContext&, bool,
+                                          std::vector<ShardPiece<double>>&);
 
 namespace {
 
@@ -60,33 +97,8 @@ class DistributedLlamaModel final : public RankModel<T> {
 
  private:
   std::vector<ShardPiece<T>> pieces(bool for_load) {
-    const std::int64_t tp = ctx_.tp_size(), t = ctx_.tp_rank();
     std::vector<ShardPiece<T>> out;
-    for (const parallel::ShardedParam& p : model_.params()) {
-      if (!for_load && p.split == parallel::TpSplit::kReplicated && t != 0) continue;
-      parallel::fsdp::FlatUnit<T>& unit = model_.unit(p.unit);
-      const std::int64_t s0 = unit.shard_begin(), s1 = std::min(s0 + unit.shard_size(), unit.count());
-      const std::int64_t a = std::max(s0, p.local_offset), b = std::min(s1, p.local_offset + p.local_count);
-      if (a >= b) continue;
-      ShardPiece<T> s;
-      s.name = p.full.name;
-      s.rows = p.full.rows;
-      s.cols = p.full.cols;
-      s.r0 = 0, s.r1 = s.rows, s.c0 = 0, s.c1 = s.cols;
-      if (p.split == parallel::TpSplit::kRows) {
-        s.r0 = t * (s.rows / tp);
-        s.r1 = s.r0 + s.rows / tp;
-      } else if (p.split == parallel::TpSplit::kCols) {
-        s.c0 = t * (s.cols / tp);
-        s.c1 = s.c0 + s.cols / tp;
-      }
-      s.e0 = a - p.local_offset;
-      s.e1 = b - p.local_offset;
-      s.param = unit.shard_params() + (a - s0);
-      s.m = model_.adam_m(p.unit) + (a - s0);
-      s.v = model_.adam_v(p.unit) + (a - s0);
-      out.push_back(s);
-    }
+    append_stage_pieces<T>(model_.stage(), ctx_, for_load, out);
     return out;
   }
 
@@ -100,6 +112,7 @@ template <typename T>
 RankModelFactory<T> distributed_llama_factory() {
   return [](const parallel::ParallelContext& ctx, const model::LlamaConfig& m,
             const TrainConfig& cfg) -> Result<std::unique_ptr<RankModel<T>>> {
+    if (ctx.pp_size() > 1) return make_pipeline_llama<T>(ctx, m, cfg);
     HERD_ASSIGN_OR_RETURN(model::Recompute r, model::parse_recompute(cfg.train.recompute));
     return std::unique_ptr<RankModel<T>>(
         new DistributedLlamaModel<T>(ctx, m, r, cfg.train.micro_batch / ctx.dp_size(), cfg.data.seq_len));

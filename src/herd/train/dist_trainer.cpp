@@ -11,12 +11,13 @@
 #include "herd/core/timer.h"
 #include "herd/train/dist_checkpoint.h"
 #include "herd/train/micro_batch_data.h"
+#include "herd/train/pipeline_model.h"
 #include "herd/train/projection.h"
 
 namespace herd::train {
 
 Status check_layout(const TrainConfig& cfg, const model::LlamaConfig& m, std::int64_t world_size) {
-  const std::int64_t tp = cfg.parallel.tp, dp = cfg.parallel.dp;
+  const std::int64_t tp = cfg.parallel.tp, dp = cfg.parallel.dp, cp = cfg.parallel.cp;
   if (m.n_heads % tp != 0) {
     return make_error("parallel.tp (", tp, ") must divide the model's ", m.n_heads,
                       " attention heads; choose a divisor");
@@ -36,15 +37,28 @@ Status check_layout(const TrainConfig& cfg, const model::LlamaConfig& m, std::in
     return make_error("parallel.dp (", dp, ") must divide train.micro_batch (", cfg.train.micro_batch,
                       "), the global sequences per micro-batch; set train.micro_batch to a multiple of ", dp);
   }
-  if (cfg.parallel.sequence_parallel && tp > 1 && cfg.data.seq_len % tp != 0) {
+  if (cfg.data.seq_len % (2 * cp) != 0) {
+    return make_error("data.seq_len (", cfg.data.seq_len, ") is not divisible by 2 x parallel.cp (", 2 * cp,
+                      "): context parallelism cuts each sequence into 2 x cp chunks; use a multiple of ", 2 * cp);
+  }
+  if (cfg.parallel.sequence_parallel && tp > 1 && (cfg.data.seq_len / cp) % tp != 0) {
+    if (cp > 1) {
+      return make_error("parallel.tp (", tp, ") must divide the CP-local sequence data.seq_len / parallel.cp (",
+                        cfg.data.seq_len, " / ", cp, " = ", cfg.data.seq_len / cp,
+                        ") with sequence parallelism; use a data.seq_len that is a multiple of ", 2 * cp * tp,
+                        " or set parallel.sequence_parallel=false");
+    }
     return make_error("parallel.tp (", tp, ") must divide data.seq_len (", cfg.data.seq_len,
                       ") with sequence parallelism; change data.seq_len or set parallel.sequence_parallel=false");
   }
-  if (world_size > 0 && tp * dp != world_size) {
-    return make_error("parallel.tp (", tp, ") x parallel.dp (", dp, ") = ", tp * dp, " ranks, but the job has ",
-                      world_size, "; make the product ", world_size);
+  const std::int64_t world = cfg.parallel.world();
+  if (world_size > 0 && world != world_size) {
+    return make_error("parallel.tp (", tp, ") x parallel.cp (", cp, ") x parallel.pp (", cfg.parallel.pp,
+                      ") x parallel.dp (", dp, ") = ", world, " ranks, but the job has ", world_size,
+                      "; make the product ", world_size);
   }
-  if (cfg.schedule.ramp && tp * dp > 1) {
+  HERD_RETURN_IF_ERROR(check_pipeline(cfg, m));
+  if (cfg.schedule.ramp && world > 1) {
     return make_error("schedule.ramp is not supported with more than one rank; set schedule.ramp=false");
   }
   return Status::Ok();
@@ -118,10 +132,8 @@ Result<std::unique_ptr<DistTrainer<T>>> DistTrainer<T>::make(const TrainConfig& 
 
 template <typename T>
 Json DistTrainer<T>::layout_json() const {
-  return {{"tp", ctx_.dims.tp()},
-          {"dp", ctx_.dims.dp()},
-          {"world", ctx_.dims.world()},
-          {"sequence_parallel", ctx_.sequence_parallel}};
+  return {{"tp", ctx_.dims.tp()}, {"cp", ctx_.dims.cp()},       {"pp", ctx_.dims.pp()},
+          {"dp", ctx_.dims.dp()}, {"world", ctx_.dims.world()}, {"sequence_parallel", ctx_.sequence_parallel}};
 }
 
 template <typename T>
@@ -158,13 +170,10 @@ Status DistTrainer<T>::run(std::int64_t stop_after) {
     }
     model_->zero_grads();
     const T scale = real > 0 ? T(1) / static_cast<T>(real) : T(0);
-    double sums[2] = {0, 0};  // loss sum, real tokens of this rank's slices
-    for (std::size_t k = 0; k < slices.size(); ++k) {
-      HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss r,
-                            model_->forward_backward(slices[k].view(), scale, k + 1 == slices.size()));
-      sums[0] += r.loss_sum;
-      sums[1] += static_cast<double>(r.count);
-    }
+    std::vector<nn::MicroBatch> views;
+    for (const MicroBatchData& s : slices) views.push_back(s.view());
+    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss r, model_->forward_backward_step(views, scale));
+    double sums[2] = {r.loss_sum, static_cast<double>(r.count)};  // loss sum, real tokens of this rank's slices
     // Every DP (and CP) slice once; TP ranks of a slice agree, so the DP group alone sums the whole.
     HERD_RETURN_IF_ERROR(ctx_.dp->all_reduce(sums, 2, comm::ReduceOp::kSum));
     if (ctx_.cp != nullptr && ctx_.cp->size() > 1) {

@@ -1,12 +1,13 @@
-// The training loop of one rank of a TP x DP job.
+// The training loop of one rank of a TP x CP x PP x DP job (docs/4d.md).
 //
 // Every rank runs the same loader over the same documents, so every rank sees the same global batch
 // whatever the layout; data::slice_batch cuts this rank's (dp, cp) rows from it (TP ranks of one DP
 // slice get the same rows). The step's real-token count is taken from the global batch itself, so
 // each rank scales its gradients by 1 / (real tokens of the global step) with no communication, and
-// the loss reported is sum(loss over every rank's slice) / that count, summed over the DP group: each
-// token counted exactly once. The summed count of the slices is checked against the global count on
-// every step, so a slicing bug that drops or doubles a token stops the run instead of training on.
+// the loss reported is sum(loss over every rank's slice) / that count, summed over the DP and CP groups
+// (every pipeline rank has its slice's loss, broadcast from the last stage): each token counted once.
+// The summed count of the slices is checked against the global count on every step, so a slicing bug
+// that drops or doubles a token stops the run instead of training on.
 //
 // Checkpoints are distributed (dist_checkpoint.h): written by every rank, readable by any layout.
 // Test-only fault injection (HERD_FAULT=stall:RANK:STEP:SECONDS or exit:RANK:STEP) makes one rank stall

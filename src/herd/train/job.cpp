@@ -24,7 +24,8 @@ Status run_parallel_job(const TrainConfig& cfg, const RankModelFactory<T>& facto
   HERD_ASSIGN_OR_RETURN(model::LlamaConfig m, resolve_model_config(cfg, train.vocab_size));
   auto docs = std::make_shared<const data::TokenDocuments>(std::move(train));
   if (backend == comm::Backend::kLocal) {
-    log_info("training ", cfg.parallel.tp, " (tp) x ", cfg.parallel.dp, " (dp) ranks as threads (local backend)");
+    log_info("training ", cfg.parallel.tp, " (tp) x ", cfg.parallel.cp, " (cp) x ", cfg.parallel.pp, " (pp) x ",
+             cfg.parallel.dp, " (dp) ranks as threads (local backend)");
     return run_local_job<T>(cfg, m, docs, factory, out, 0, /*gather=*/false);
   }
   HERD_ASSIGN_OR_RETURN(comm::CommOptions opts, comm::CommOptions::from_env());

@@ -22,8 +22,9 @@ Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const mode
                 std::int64_t stop_after, bool gather) {
   // Every group is split from the timed world, so the time spent waiting on any collective is counted.
   TimedCommunicator world(world_in);
-  HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims,
-                        topology::ParallelDims::make(cfg.parallel.tp, 1, 1, cfg.parallel.dp, world.size()));
+  HERD_ASSIGN_OR_RETURN(
+      topology::ParallelDims dims,
+      topology::ParallelDims::make(cfg.parallel.tp, cfg.parallel.cp, cfg.parallel.pp, cfg.parallel.dp, world.size()));
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelGroups> groups, parallel::ParallelGroups::make(world, dims));
   const parallel::ParallelContext ctx = groups->context(cfg.parallel.sequence_parallel, false);
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<RankModel<T>> model, factory(ctx, m, cfg));
@@ -48,7 +49,7 @@ template <typename T>
 Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m,
                      std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory,
                      JobResult<T>* out, std::int64_t stop_after, bool gather) {
-  const std::int64_t world_size = cfg.parallel.tp * cfg.parallel.dp;
+  const std::int64_t world_size = cfg.parallel.world();
   // Refused before any rank starts: the layout must fit the model and the batch.
   HERD_RETURN_IF_ERROR(check_layout(cfg, m, world_size));
   HERD_ASSIGN_OR_RETURN(comm::CommOptions opts, comm::CommOptions::from_env());

@@ -1,4 +1,4 @@
-// The rank launcher: starts the ranks of a TP x DP job and runs DistTrainer on each.
+// The rank launcher: starts the ranks of a TP x CP x PP x DP job and runs DistTrainer on each.
 //
 // Two backends (comm/world.h): `local` runs the ranks as threads of this process over shared memory
 // (the default on one machine, and what the tests use); `mpi` runs this process as one rank of a job

@@ -1,7 +1,10 @@
 // A loader batch with the int32 document ids the attention kernel takes.
 //
-// The kernel compares document ids for equality only, so each row's ids are rebased to its first
-// document (padding keeps -1); the loader's int64 ids (epoch x documents + index) would not fit int32.
+// The kernel compares document ids for equality only, so the loader's int64 ids (epoch x documents +
+// index) are taken modulo 2^31 (padding keeps -1): two documents of one row never differ by a multiple
+// of 2^31. The map depends on the id alone, not on the row's contents, so the CP ranks of a sequence
+// (which hold different chunks of its row, data::slice_batch) agree on every token's id; rebasing to
+// the slice's first document would not.
 // Shared by the single-rank and the distributed trainer.
 #pragma once
 
@@ -19,14 +22,9 @@ struct MicroBatchData {
 
   explicit MicroBatchData(data::Batch b) : batch(std::move(b)) {
     doc32.resize(batch.doc_ids.size());
-    for (std::int64_t r = 0; r < batch.rows; ++r) {
-      std::int64_t base = -1;
-      for (std::int64_t t = 0; t < batch.seq_len; ++t) {
-        const auto i = static_cast<std::size_t>(r * batch.seq_len + t);
-        const std::int64_t d = batch.doc_ids[i];
-        if (d >= 0 && base < 0) base = d;
-        doc32[i] = d < 0 ? -1 : static_cast<std::int32_t>(d - base);
-      }
+    for (std::size_t i = 0; i < doc32.size(); ++i) {
+      const std::int64_t d = batch.doc_ids[i];
+      doc32[i] = d < 0 ? -1 : static_cast<std::int32_t>(d % (std::int64_t{1} << 31));
     }
   }
   nn::MicroBatch view() const {

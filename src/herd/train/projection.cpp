@@ -24,7 +24,11 @@ namespace herd::train {
 Result<RunLayout> run_layout(const TrainConfig& cfg) {
   RunLayout l;
   l.tp = cfg.parallel.tp;
+  l.cp = cfg.parallel.cp;
+  l.pp = cfg.parallel.pp;
   l.dp = cfg.parallel.dp;
+  l.v = static_cast<int>(cfg.parallel.v);
+  l.n = static_cast<int>(cfg.parallel.pp_n);
   l.microbatches = cfg.train.grad_accum;
   if (cfg.train.micro_batch % l.dp != 0) {
     return make_error("parallel.dp (", l.dp, ") must divide train.micro_batch (", cfg.train.micro_batch, ")");

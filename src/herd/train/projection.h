@@ -40,7 +40,7 @@ struct RunLayout {
   std::int64_t ranks() const { return tp * cp * pp * dp; }
 };
 
-// The layout `herd train` runs for this config (today TP x DP; CP and PP join when the runtime has them).
+// The 4D layout `herd train` runs for this config.
 Result<RunLayout> run_layout(const TrainConfig& cfg);
 
 // The cluster the projection uses: the file HERD_CLUSTER_FILE names (a `herd calibrate` output) when

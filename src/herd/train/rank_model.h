@@ -51,6 +51,18 @@ class RankModel {
   // call (FSDP reduce-scatters each unit's gradient right after that backward).
   virtual Result<kernels::CrossEntropyLoss> forward_backward(const nn::MicroBatch& mb, T loss_scale,
                                                              bool last_micro_batch) = 0;
+  // Every micro-batch of the step at once, returning their summed loss and count (a pipeline
+  // interleaves them); by default forward_backward on each in order.
+  virtual Result<kernels::CrossEntropyLoss> forward_backward_step(const std::vector<nn::MicroBatch>& mbs,
+                                                                  T loss_scale) {
+    kernels::CrossEntropyLoss total;
+    for (std::size_t k = 0; k < mbs.size(); ++k) {
+      HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss r, forward_backward(mbs[k], loss_scale, k + 1 == mbs.size()));
+      total.loss_sum += r.loss_sum;
+      total.count += r.count;
+    }
+    return total;
+  }
   // Reduces the gradients across ranks, clips by the global norm (max_norm 0: no clipping) and applies
   // AdamW at rate lr to this rank's shard. Returns the global gradient norm before clipping.
   virtual Result<double> step(const kernels::AdamWConfig& cfg, double lr, double max_norm) = 0;

@@ -1,9 +1,11 @@
-// One rank of a TP x DP parity run under mpirun: every rank trains parallel::DistributedLlama (or, with
+// One rank of a TP x CP x PP x DP parity run under mpirun: every rank trains parallel::DistributedLlama (or, with
 // --impl replica, the test stand-in) with the MPI
 // backend (deterministic reductions) through the same run_rank as `herd train`, and rank 0 compares the
 // loss curve and the gathered weights with the single-rank reference (1e-10 relative, double).
 // Used by tests/train/mpi/CMakeLists.txt (one machine) and netns_two_hosts.sh (two network namespaces).
-//   dist_mpi_main --tp T --dp D [--steps N]     exit 0 and "PARITY OK" on rank 0 when it matches
+//   dist_mpi_main --tp T [--cp C] [--pp P --v V --m M --n N] --dp D [--steps S]
+// (pipelines train the 6-layer parity model, the others the 2-layer one)     exit 0 and "PARITY OK" on rank 0 when it
+// matches
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,9 +25,15 @@ int main(int argc, char** argv) {
     const std::int64_t v = std::atoll(argv[i + 1]);
     if (k == "--impl") impl = argv[i + 1];
     if (k == "--tp") cfg.parallel.tp = v;
+    if (k == "--cp") cfg.parallel.cp = v;
+    if (k == "--pp") cfg.parallel.pp = v;
+    if (k == "--v") cfg.parallel.v = v;
+    if (k == "--m") cfg.train.grad_accum = v;
+    if (k == "--n") cfg.parallel.pp_n = v;
     if (k == "--dp") cfg.parallel.dp = v;
     if (k == "--steps") cfg.train.steps = v;
   }
+  const model::LlamaConfig model_cfg = testing::parity_model(cfg.parallel.pp > 1 ? 6 : 2);
   comm::CommOptions opts;
   opts.timeout_s = 120;
   Result<std::unique_ptr<comm::Communicator>> world = comm::make_mpi_world(opts);
@@ -36,14 +44,14 @@ int main(int argc, char** argv) {
   JobResult<double> out;
   const auto docs = testing::parity_docs(80, 7);
   Status s = run_rank<double>(
-      **world, cfg, testing::parity_model(), docs,
+      **world, cfg, model_cfg, docs,
       impl == "replica" ? testing::replica_factory<double>() : distributed_llama_factory<double>(), &out);
   if (!s.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", (*world)->rank(), s.error().message().c_str());
     return 1;
   }
   if ((*world)->rank() != 0) return 0;
-  const auto ref = testing::reference_run<double>(cfg, testing::parity_model(), docs);
+  const auto ref = testing::reference_run<double>(cfg, model_cfg, docs);
   double worst_loss = 0, worst_weight = 0;
   if (out.history.size() != ref.losses.size() || out.weights.size() != ref.weights.size()) {
     std::fprintf(stderr, "rank 0: %zu steps and %zu tensors, expected %zu and %zu\n", out.history.size(),
@@ -58,9 +66,12 @@ int main(int argc, char** argv) {
   }
   const bool ok = worst_loss <= 1e-10 && worst_weight <= 1e-10;
   std::printf(
-      "%s: world %d (tp %lld x dp %lld), %zu steps, final loss %.6f, max rel loss diff %.3g, max rel weight diff "
+      "%s: world %d (tp %lld x cp %lld x pp %lld x dp %lld), %zu steps, final loss %.6f, max rel loss diff %.3g, max "
+      "rel weight "
+      "diff "
       "%.3g\n",
       ok ? "PARITY OK" : "PARITY FAILED", (*world)->size(), static_cast<long long>(cfg.parallel.tp),
+      static_cast<long long>(cfg.parallel.cp), static_cast<long long>(cfg.parallel.pp),
       static_cast<long long>(cfg.parallel.dp), ref.losses.size(), ref.losses.back(), worst_loss, worst_weight);
   return ok ? 0 : 1;
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "herd/comm/types.h"
 #include "herd/core/check.h"
@@ -29,11 +30,12 @@ std::shared_ptr<const kernels::RopeTable<T>> make_rope(const model::LlamaConfig&
 
 }  // namespace
 
-template <typename T>
-Result<std::unique_ptr<PipelineExecutor<T>>> PipelineExecutor<T>::make(const ParallelContext& ctx,
-                                                                       const model::LlamaConfig& cfg,
-                                                                       const schedule::ScheduleSpec& spec,
-                                                                       const ExecutorOptions& options) {
+template <typename T, typename Stage>
+Result<std::unique_ptr<PipelineExecutor<T, Stage>>> PipelineExecutor<T, Stage>::make(const ParallelContext& ctx,
+                                                                                     const model::LlamaConfig& cfg,
+                                                                                     const schedule::ScheduleSpec& spec,
+                                                                                     const ExecutorOptions& options,
+                                                                                     StageFactory factory) {
   HERD_ASSIGN_OR_RETURN(PipelinePlan plan, plan_pipeline(cfg, spec, options.lighter_ends));
   if (ctx.pp == nullptr || ctx.pp->size() != spec.pp) {
     return make_error("pp (", spec.pp, ") must equal the pipeline group's size (", ctx.pp ? ctx.pp->size() : 0, ")");
@@ -43,14 +45,25 @@ Result<std::unique_ptr<PipelineExecutor<T>>> PipelineExecutor<T>::make(const Par
                       ") must be positive with seq_len at most max_seq_len (", cfg.max_seq_len, ")");
   }
   if (options.recv_lookahead < 0) return make_error("recv_lookahead (", options.recv_lookahead, ") must be >= 0");
-  std::unique_ptr<PipelineExecutor> ex(new PipelineExecutor(ctx, cfg, std::move(plan), options));
+  if (!factory) {
+    if constexpr (std::is_same_v<Stage, StageModule<T>>) {
+      const auto rope = make_rope<T>(cfg);
+      factory = [cfg, options, rope](int, std::vector<int> layers, bool first, bool last) {
+        return StageModule<T>(cfg, options.recompute, std::move(layers), first, last, rope);
+      };
+    } else {
+      HERD_CHECK(false, "a distributed pipeline needs a stage factory");
+    }
+  }
+  std::unique_ptr<PipelineExecutor> ex(new PipelineExecutor(ctx, cfg, std::move(plan), options, factory));
   HERD_RETURN_IF_ERROR(ex->open_channels());
   return ex;
 }
 
-template <typename T>
-PipelineExecutor<T>::PipelineExecutor(const ParallelContext& ctx, const model::LlamaConfig& cfg, PipelinePlan plan,
-                                      const ExecutorOptions& options)
+template <typename T, typename Stage>
+PipelineExecutor<T, Stage>::PipelineExecutor(const ParallelContext& ctx, const model::LlamaConfig& cfg,
+                                             PipelinePlan plan, const ExecutorOptions& options,
+                                             const StageFactory& factory)
     : comm_(ctx.pp),
       cfg_(cfg),
       plan_(std::move(plan)),
@@ -58,14 +71,18 @@ PipelineExecutor<T>::PipelineExecutor(const ParallelContext& ctx, const model::L
       rank_(ctx.pp->rank()),
       pp_(plan_.schedule.spec.pp),
       v_(plan_.schedule.spec.v) {
-  const auto rope = make_rope<T>(cfg);
   const int n_st = pp_ * v_;
   std::int64_t slot_bytes = 0;
   for (int c = 0; c < v_; ++c) {
     const int s = rank_ + c * pp_;
-    chunks_.emplace_back(cfg, opt_.recompute, plan_.layers.layers[static_cast<std::size_t>(s)], s == 0, s == n_st - 1,
-                         rope);
+    chunks_.push_back(factory(s, plan_.layers.layers[static_cast<std::size_t>(s)], s == 0, s == n_st - 1));
     slot_bytes = std::max(slot_bytes, chunks_.back().slot_bytes(opt_.micro_batch, opt_.seq_len));
+  }
+  // The step's last backward of each chunk: where its FSDP units reduce-scatter.
+  last_backward_.assign(static_cast<std::size_t>(v_), 0);
+  const std::vector<Action>& acts = plan_.schedule.ranks[static_cast<std::size_t>(rank_)];
+  for (std::size_t i = 0; i < acts.size(); ++i) {
+    if (acts[i].type == ActionType::kBackward) last_backward_[static_cast<std::size_t>(acts[i].stage / pp_)] = i;
   }
   chunk_saved_.assign(static_cast<std::size_t>(v_), 0);
   // The checker's peak in-flight count is exactly how many slots this rank's list ever holds.
@@ -76,8 +93,8 @@ PipelineExecutor<T>::PipelineExecutor(const ParallelContext& ctx, const model::L
   }
 }
 
-template <typename T>
-Status PipelineExecutor<T>::open_channels() {
+template <typename T, typename Stage>
+Status PipelineExecutor<T, Stage>::open_channels() {
   // Ring neighbours (stage s on rank s % PP sends to s + 1 on the next rank, gradients go back).
   const int next = (rank_ + 1) % pp_, prev = (rank_ + pp_ - 1) % pp_;
   std::int32_t out[2] = {rank_, rank_}, in[2] = {-1, -1};
@@ -91,13 +108,13 @@ Status PipelineExecutor<T>::open_channels() {
   return Status::Ok();
 }
 
-template <typename T>
-void PipelineExecutor<T>::zero_grads() {
-  for (StageModule<T>& c : chunks_) c.zero_grads();
+template <typename T, typename Stage>
+void PipelineExecutor<T, Stage>::zero_grads() {
+  for (Stage& c : chunks_) c.zero_grads();
 }
 
-template <typename T>
-T* PipelineExecutor<T>::acquire_buffer() {
+template <typename T, typename Stage>
+T* PipelineExecutor<T, Stage>::acquire_buffer() {
   if (free_buffers_.empty()) {
     buffers_.push_back(aligned_array<T>(static_cast<std::size_t>(opt_.micro_batch * opt_.seq_len * cfg_.hidden)));
     return buffers_.back().get();
@@ -107,14 +124,15 @@ T* PipelineExecutor<T>::acquire_buffer() {
   return b;
 }
 
-template <typename T>
-void PipelineExecutor<T>::release_buffer(T* b) {
+template <typename T, typename Stage>
+void PipelineExecutor<T, Stage>::release_buffer(T* b) {
   HERD_CHECK(b != nullptr, "releasing a null boundary buffer");
   free_buffers_.push_back(b);
 }
 
-template <typename T>
-Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& mbs) {
+template <typename T, typename Stage>
+Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBatch>& mbs,
+                                                   std::optional<T> external_scale) {
   const schedule::ScheduleSpec& spec = plan_.schedule.spec;
   const int n_st = pp_ * v_;
   if (static_cast<int>(mbs.size()) != spec.microbatches) {
@@ -133,12 +151,13 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
       stats.tokens += std::count_if(mb.targets, mb.targets + mb.rows(), [](std::int32_t t) { return t >= 0; });
     }
   }
-  const T loss_scale = stats.tokens > 0 ? T(1) / static_cast<T>(stats.tokens) : T(0);
+  const T loss_scale = external_scale ? *external_scale : stats.tokens > 0 ? T(1) / static_cast<T>(stats.tokens) : T(0);
+  HERD_RETURN_IF_ERROR(chunks_.front().prepare_micro_batches(mbs));  // CP masks, shared by the chunks
 
   // Per (micro-batch, chunk): its slot, saved state, and the boundary buffers in use.
   struct Flight {
     int slot = -1;
-    StageState<T> state;
+    typename Stage::State state;
     T* x = nullptr;   // input, then (in place) output activation
     T* dy = nullptr;  // output gradient, then (in place) input gradient
   };
@@ -147,8 +166,11 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
     return fl[static_cast<std::size_t>(a.microbatch * v_ + a.stage / pp_)];
   };
   auto tag = [&](int m, int stage, bool backward) { return comm::p2p_tag(m, stage, backward, n_st).value(); };
-  // Elements crossing a boundary for micro-batch m: its (B*T, d) rows (buffers are sized for the largest).
-  auto count = [&](int m) { return static_cast<std::size_t>(mbs[static_cast<std::size_t>(m)].rows() * cfg_.hidden); };
+  // Elements crossing a boundary for micro-batch m: its local (n_loc, d) rows (buffers are sized for the largest).
+  auto count = [&](int m) {
+    return static_cast<std::size_t>(chunks_.front().boundary_rows(mbs[static_cast<std::size_t>(m)].rows()) *
+                                    cfg_.hidden);
+  };
   const comm::ElemType et = comm::elem_type_of<T>();
 
   const std::vector<Action>& acts = plan_.schedule.ranks[static_cast<std::size_t>(rank_)];
@@ -204,7 +226,8 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
     const Action& a = acts[i];
     Flight& f = flight(a);
     const nn::MicroBatch& mb = mbs[static_cast<std::size_t>(a.microbatch)];
-    StageModule<T>& chunk = chunks_[static_cast<std::size_t>(a.stage / pp_)];
+    Stage& chunk = chunks_[static_cast<std::size_t>(a.stage / pp_)];
+    if (is_compute(a.type)) chunk.select_micro_batch(a.microbatch);
     switch (a.type) {
       case ActionType::kRecvActivation:
       case ActionType::kRecvGrad:
@@ -219,7 +242,11 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
         f.slot = free_slots_.back();
         free_slots_.pop_back();
         tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
-        f.state = chunk.forward(slot, mb, f.x);
+        if constexpr (std::is_same_v<Stage, StageModule<T>>) {
+          f.state = chunk.forward(slot, mb, f.x);
+        } else {
+          HERD_ASSIGN_OR_RETURN(f.state, chunk.forward(slot, mb, f.x));
+        }
         const std::int64_t saved = static_cast<std::int64_t>(slot.used());
         chunk_saved_[static_cast<std::size_t>(a.stage / pp_)] = saved;
         held += saved;
@@ -244,7 +271,12 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
                    " without its forward or output gradient");
         tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
         held -= static_cast<std::int64_t>(slot.used());
-        chunk.backward(slot, mb, f.state, loss_scale, f.dy);
+        if constexpr (std::is_same_v<Stage, StageModule<T>>) {
+          chunk.backward(slot, mb, f.state, loss_scale, f.dy);
+        } else {
+          const bool last_of_step = i == last_backward_[static_cast<std::size_t>(a.stage / pp_)];
+          HERD_RETURN_IF_ERROR(chunk.backward(slot, mb, f.state, loss_scale, f.dy, last_of_step));
+        }
         free_slots_.push_back(f.slot);
         f.slot = -1;
         if (chunk.first()) {
@@ -264,6 +296,7 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
     HERD_RETURN_IF_ERROR(reap(false));
   }
   HERD_RETURN_IF_ERROR(reap(true));
+  for (Stage& c : chunks_) HERD_RETURN_IF_ERROR(c.wait_grads());
   HERD_CHECK(free_slots_.size() == slots_.size() && free_buffers_.size() == buffers_.size() && held == 0,
              "pipeline step ended with state in flight");
 
@@ -277,5 +310,7 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
 
 template class PipelineExecutor<float>;
 template class PipelineExecutor<double>;
+template class PipelineExecutor<float, DistributedStage<float>>;
+template class PipelineExecutor<double, DistributedStage<double>>;
 
 }  // namespace herd::parallel::pp

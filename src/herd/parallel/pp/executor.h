@@ -1,6 +1,13 @@
 // PipelineExecutor: runs one pipeline rank's action list from schedule/ verbatim.
 //
-// Each rank holds V model chunks (virtual stages r, r + PP, ...) as StageModules and walks its list:
+// Each rank holds V model chunks (virtual stages r, r + PP, ...) and walks its list. A chunk is a
+// Stage: StageModule (TP = 1, full weights, the reference the pp tests compare with) or
+// DistributedStage (parallel/dist_stage.h: TP-local, FSDP-sharded over CP x DP, with the TP and CP
+// hooks), which is how the 4D runtime composes PP with the other axes. For a DistributedStage the
+// executor also builds the step's CP masks once (prepare_micro_batches) and selects the micro-batch's
+// before each compute, tells each chunk which backward is its last of the step (FSDP reduce-scatters
+// its units there) and waits for those reduce-scatters at the end of the step. Boundary tensors are the
+// chunk's local rows (n_loc, d): the CP-local rows, further cut over TP with sequence parallelism.
 //   kRecv*     waits for a receive that was posted ahead: before each action the executor posts every
 //              receive up to the compute action `recv_lookahead` computes later, so the data of the
 //              next compute is usually in flight while the current one runs;
@@ -21,7 +28,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "herd/core/aligned.h"
@@ -30,6 +39,7 @@
 #include "herd/model/flops.h"
 #include "herd/nn/batch.h"
 #include "herd/parallel/context.h"
+#include "herd/parallel/dist_stage.h"
 #include "herd/parallel/pp/plan.h"
 #include "herd/parallel/pp/stage.h"
 #include "herd/tensor/arena.h"
@@ -53,31 +63,36 @@ struct StepStats {
   int peak_boundary_buffers = 0;           // most (N, d) boundary buffers alive at once
 };
 
-template <typename T>
+template <typename T, typename Stage = StageModule<T>>
 class PipelineExecutor {
  public:
+  // Builds the chunk of virtual stage `stage` holding `layers` (first / last: embedding / head).
+  using StageFactory = std::function<Stage(int stage, std::vector<int> layers, bool first, bool last)>;
+
   // Plans (refusing bad layouts with one line), builds this rank's chunks and opens the channels.
   // ctx.pp must have spec.pp members; every pipeline rank calls make() with the same arguments.
+  // factory: required for a DistributedStage; empty builds StageModules.
   static Result<std::unique_ptr<PipelineExecutor>> make(const ParallelContext& ctx, const model::LlamaConfig& cfg,
                                                         const schedule::ScheduleSpec& spec,
-                                                        const ExecutorOptions& options);
+                                                        const ExecutorOptions& options, StageFactory factory = {});
 
   // One training step over spec.microbatches micro-batches (all ranks pass the same list; stage 0
   // reads tokens, the last stage targets). Gradients accumulate into the chunks' buffers: the caller
-  // zeroes them first (zero_grads()).
-  Result<StepStats> step(const std::vector<nn::MicroBatch>& micro_batches);
+  // zeroes them first (zero_grads()). loss_scale: dLoss/d(token loss), by default 1 / the real tokens of
+  // these micro-batches (a data-parallel caller passes 1 / the global step's).
+  Result<StepStats> step(const std::vector<nn::MicroBatch>& micro_batches, std::optional<T> loss_scale = {});
 
   void zero_grads();
   int pp_rank() const { return rank_; }
   const PipelinePlan& plan() const { return plan_; }
   // This rank's chunks, chunk c = virtual stage rank + c * PP.
-  std::vector<StageModule<T>>& chunks() { return chunks_; }
+  std::vector<Stage>& chunks() { return chunks_; }
   // Bytes each chunk's slot held after its last forward (its saved activations, measured).
   const std::vector<std::int64_t>& chunk_saved_bytes() const { return chunk_saved_; }
 
  private:
   PipelineExecutor(const ParallelContext& ctx, const model::LlamaConfig& cfg, PipelinePlan plan,
-                   const ExecutorOptions& options);
+                   const ExecutorOptions& options, const StageFactory& factory);
   Status open_channels();
   T* acquire_buffer();
   void release_buffer(T* b);
@@ -87,7 +102,8 @@ class PipelineExecutor {
   PipelinePlan plan_;
   ExecutorOptions opt_;
   int rank_, pp_, v_;
-  std::vector<StageModule<T>> chunks_;
+  std::vector<Stage> chunks_;
+  std::vector<std::size_t> last_backward_;  // per chunk: index of its last backward in the action list
   std::vector<std::int64_t> chunk_saved_;
   std::vector<std::unique_ptr<tensor::Arena>> slots_;
   std::vector<int> free_slots_;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "herd/core/aligned.h"
+#include "herd/core/error.h"
 #include "herd/kernels/cross_entropy.h"
 #include "herd/kernels/rope.h"
 #include "herd/model/config.h"
@@ -55,6 +56,8 @@ struct StageState {
 template <typename T>
 class StageModule {
  public:
+  using State = StageState<T>;
+
   // layers: global layer indices of this virtual stage (consecutive); first/last: whether it holds the
   // embedding / the head. The rope table is shared by the chunks of a rank.
   StageModule(const model::LlamaConfig& cfg, model::Recompute recompute, std::vector<int> layers, bool first, bool last,
@@ -82,6 +85,12 @@ class StageModule {
   // loss_scale = 1 / real tokens of the step); on exit dLoss/d(input) (stage 0: consumed by the
   // embedding). Accumulates the weight gradients and frees everything `st` holds in `slot`.
   void backward(tensor::Arena& slot, const nn::MicroBatch& mb, StageState<T>& st, T loss_scale, T* dx) const;
+
+  // The executor's hooks for distributed stages; nothing to do on one rank of TP = CP = DP = 1.
+  std::int64_t boundary_rows(std::int64_t n) const { return n; }
+  Status prepare_micro_batches(const std::vector<nn::MicroBatch>&) { return Status::Ok(); }
+  void select_micro_batch(int) {}
+  Status wait_grads() { return Status::Ok(); }
 
   // Arena bytes one slot needs for this stage: the saved tensors plus one layer's backward scratch.
   std::int64_t slot_bytes(std::int64_t micro_batch, std::int64_t seq_len) const;

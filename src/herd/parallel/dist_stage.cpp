@@ -1,0 +1,405 @@
+// DistributedStage (dist_stage.h): the TP-local units of a model slice, full <-> sharded weights, the
+// forward and backward of one micro-batch with FSDP gathers and TP/CP collectives, and the optimizer
+// step of the shards.
+#include "herd/parallel/dist_stage.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "herd/kernels/rmsnorm.h"
+
+namespace herd::parallel {
+
+namespace {
+
+std::size_t bytes_of(std::int64_t n, std::size_t elem) { return static_cast<std::size_t>(n) * elem; }
+
+// Copies this TP rank's slice of a full (rows, cols) weight to `local`.
+template <typename T>
+void tp_slice(const ShardedParam& p, int tp, int r, const T* full, T* local) {
+  const std::int64_t R = p.full.rows, C = p.full.cols;
+  switch (p.split) {
+    case TpSplit::kReplicated: std::memcpy(local, full, bytes_of(R * C, sizeof(T))); break;
+    case TpSplit::kRows: std::memcpy(local, full + r * (R / tp) * C, bytes_of((R / tp) * C, sizeof(T))); break;
+    case TpSplit::kCols:
+      for (std::int64_t i = 0; i < R; ++i) {
+        std::memcpy(local + i * (C / tp), full + i * C + r * (C / tp), bytes_of(C / tp, sizeof(T)));
+      }
+      break;
+  }
+}
+
+// Inverse over all ranks: `gathered` holds the tp local slices back to back.
+template <typename T>
+void tp_unslice(const ShardedParam& p, int tp, const T* gathered, T* full) {
+  const std::int64_t R = p.full.rows, C = p.full.cols;
+  if (p.split == TpSplit::kReplicated) {
+    std::memcpy(full, gathered, bytes_of(R * C, sizeof(T)));  // rank 0's copy
+    return;
+  }
+  for (int r = 0; r < tp; ++r) {
+    const T* src = gathered + r * p.local_count;
+    if (p.split == TpSplit::kRows) {
+      std::memcpy(full + r * (R / tp) * C, src, bytes_of(p.local_count, sizeof(T)));
+    } else {
+      for (std::int64_t i = 0; i < R; ++i) {
+        std::memcpy(full + i * C + r * (C / tp), src + i * (C / tp), bytes_of(C / tp, sizeof(T)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const ParallelContext& ctx,
+                                      model::Recompute recompute, std::vector<int> layers, bool first, bool last,
+                                      tp::TpCollectives<T>* tpc, cp::CpAttentionHooks<T>* cph,
+                                      std::shared_ptr<const kernels::RopeTable<T>> rope, bool release_after_backward)
+    : cfg_(cfg),
+      ctx_(ctx),
+      recompute_(recompute),
+      layers_(std::move(layers)),
+      first_(first),
+      last_(last),
+      release_after_backward_(release_after_backward),
+      tpc_(tpc),
+      cph_(cph),
+      rope_(std::move(rope)) {
+  HERD_CHECK(tpc_ != nullptr && ctx.fsdp() != nullptr, "a distributed stage needs its TP and FSDP groups");
+  HERD_CHECK(ctx.cp_size() == 1 || cph_ != nullptr, "cp > 1 needs the CP attention hooks");
+  const int tp = ctx.tp_size();
+  Result<nn::LayerSizes> local = nn::layer_sizes(cfg, tp);
+  Result<nn::LayerSizes> full = nn::layer_sizes(cfg, 1);
+  HERD_CHECK(local.ok(), local.error().message());
+  local_ = *local;
+  vocab_ = tp::vocab_shard(cfg.vocab, tp, ctx.tp_rank());
+  const std::int64_t d = cfg.hidden, V = cfg.vocab;
+
+  // Offsets follow nn::LlamaModel's full layout for every weight; only this stage's get a unit.
+  std::int64_t off = 0;
+  auto add = [&](bool mine, const std::string& name, std::int64_t rows, std::int64_t cols, std::int64_t local_off,
+                 TpSplit split) {
+    const std::int64_t local_count = split == TpSplit::kReplicated ? rows * cols : rows * cols / tp;
+    if (mine)
+      params_.push_back({{name, off, rows, cols}, static_cast<int>(units_.size()), local_off, split, local_count});
+    off += rows * cols;
+  };
+  auto add_unit = [&](const std::string& name, std::int64_t count) {
+    units_.push_back(std::make_unique<fsdp::FlatUnit<T>>(name, count, *ctx.fsdp()));
+    norm_ranges_.emplace_back();
+  };
+  add(first_, "tok_embedding", V, d, 0, TpSplit::kRows);
+  if (first_) {
+    emb_ = 0;
+    add_unit("embedding", vocab_.rows * d);
+  }
+  layer0_ = static_cast<int>(units_.size());
+  const nn::LayerLayout L(local_);
+  for (std::int64_t l = 0; l < cfg.n_layers; ++l) {
+    const bool mine = std::find(layers_.begin(), layers_.end(), static_cast<int>(l)) != layers_.end();
+    const std::string p = "layers." + std::to_string(l) + ".";
+    const nn::LayerSizes& s = *full;
+    add(mine, p + "attn_norm", d, 1, L.attn_norm, TpSplit::kReplicated);
+    add(mine, p + "wq", s.q_dim(), d, L.wq, TpSplit::kRows);
+    add(mine, p + "wk", s.kv_dim(), d, L.wk, TpSplit::kRows);
+    add(mine, p + "wv", s.kv_dim(), d, L.wv, TpSplit::kRows);
+    add(mine, p + "wo", d, s.q_dim(), L.wo, TpSplit::kCols);
+    add(mine, p + "mlp_norm", d, 1, L.mlp_norm, TpSplit::kReplicated);
+    add(mine, p + "w_gate", s.ffn, d, L.w_gate, TpSplit::kRows);
+    add(mine, p + "w_up", s.ffn, d, L.w_up, TpSplit::kRows);
+    add(mine, p + "w_down", d, s.ffn, L.w_down, TpSplit::kCols);
+    if (!mine) continue;
+    HERD_CHECK(static_cast<int>(units_.size()) - layer0_ == static_cast<int>(blocks_.size()),
+               "stage layers must be consecutive and increasing");
+    add_unit("layers." + std::to_string(l), L.total);
+    norm_ranges_.back() = {{L.attn_norm, L.attn_norm + d}, {L.mlp_norm, L.mlp_norm + d}};
+    blocks_.emplace_back(local_, recompute, p);
+  }
+  HERD_CHECK(blocks_.size() == layers_.size(), "stage layers out of range or not increasing");
+  add(last_, "final_norm", d, 1, 0, TpSplit::kReplicated);
+  add(last_, "output", V, d, d, TpSplit::kRows);
+  if (last_) {
+    head_ = static_cast<int>(units_.size());
+    add_unit("head", d + vocab_.rows * d);
+    norm_ranges_.back() = {{0, d}};
+  }
+  for (nn::TransformerBlock<T>& b : blocks_) {
+    b.set_tensor_parallel(tpc_);
+    b.set_attention(cph_);
+  }
+  for (auto& u : units_) {
+    m_.push_back(aligned_array<T>(static_cast<std::size_t>(u->shard_size())));
+    v_.push_back(aligned_array<T>(static_cast<std::size_t>(u->shard_size())));
+    std::memset(m_.back().get(), 0, bytes_of(u->shard_size(), sizeof(T)));
+    std::memset(v_.back().get(), 0, bytes_of(u->shard_size(), sizeof(T)));
+  }
+}
+
+template <typename T>
+DistributedStage<T>::~DistributedStage() = default;
+
+template <typename T>
+void DistributedStage<T>::load_full(const T* full) {
+  const int tp = ctx_.tp_size(), r = ctx_.tp_rank();
+  std::vector<std::vector<T>> local(units_.size());
+  for (std::size_t u = 0; u < units_.size(); ++u) local[u].assign(static_cast<std::size_t>(units_[u]->count()), T(0));
+  for (const ShardedParam& p : params_) {
+    tp_slice<T>(p, tp, r, full + p.full.offset, local[static_cast<std::size_t>(p.unit)].data() + p.local_offset);
+  }
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    fsdp::FlatUnit<T>& unit = *units_[u];
+    T* shard = unit.shard_params();
+    for (std::int64_t i = 0; i < unit.shard_size(); ++i) {
+      const std::int64_t j = unit.shard_begin() + i;
+      shard[i] = j < unit.count() ? local[u][static_cast<std::size_t>(j)] : T(0);  // padding stays zero
+    }
+  }
+}
+
+template <typename T>
+Status DistributedStage<T>::gather_full(bool grads, T* full) {
+  const int tp = ctx_.tp_size();
+  const comm::ElemType et = comm::elem_type_of<T>();
+  std::vector<std::vector<T>> local(units_.size());
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    fsdp::FlatUnit<T>& unit = *units_[u];
+    local[u].resize(static_cast<std::size_t>(unit.padded()));
+    const T* src = grads ? unit.shard_grads() : unit.shard_params();
+    HERD_RETURN_IF_ERROR(
+        ctx_.fsdp()->all_gather(src, local[u].data(), static_cast<std::size_t>(unit.shard_size()), et));
+  }
+  std::vector<T> all;
+  for (const ShardedParam& p : params_) {
+    all.resize(static_cast<std::size_t>(p.local_count * tp));
+    const T* mine = local[static_cast<std::size_t>(p.unit)].data() + p.local_offset;
+    HERD_RETURN_IF_ERROR(ctx_.tp->all_gather(mine, all.data(), static_cast<std::size_t>(p.local_count), et));
+    tp_unslice<T>(p, tp, all.data(), full + p.full.offset);
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+void DistributedStage<T>::zero_grads() {
+  for (auto& u : units_) u->zero_grads();
+}
+
+template <typename T>
+Status DistributedStage<T>::prepare_micro_batches(const std::vector<nn::MicroBatch>& mbs) {
+  return cph_ ? cph_->set_micro_batches(mbs) : Status::Ok();
+}
+
+template <typename T>
+void DistributedStage<T>::select_micro_batch(int m) {
+  if (cph_) cph_->select(static_cast<std::size_t>(m));
+}
+
+template <typename T>
+Status DistributedStage<T>::finish_unit(std::size_t u) {
+  fsdp::FlatUnit<T>& unit = *units_[u];
+  if (ctx_.sequence_parallel && ctx_.tp_size() > 1) {
+    // Each TP rank saw only its rows in the norms: their weight gradients are partial sums over TP.
+    for (const auto& [b, e] : norm_ranges_[u]) tpc_->all_reduce(unit.full_grads() + b, e - b);
+    HERD_RETURN_IF_ERROR(tpc_->status());
+  }
+  unit.begin_reduce_scatter_grads();
+  return Status::Ok();
+}
+
+template <typename T>
+Status DistributedStage<T>::after_backward(std::size_t u, bool last_of_step) {
+  if (last_of_step) HERD_RETURN_IF_ERROR(finish_unit(u));
+  if (release_after_backward_ || last_of_step) units_[u]->release();
+  return Status::Ok();
+}
+
+template <typename T>
+Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const nn::MicroBatch& mb, T* x, T loss_scale,
+                                                       bool fuse_head) {
+  const std::int64_t n = mb.rows(), d = cfg_.hidden;
+  const std::int64_t nl = tpc_->local_rows(n);
+  HERD_CHECK(nl * tpc_->size() == n || !ctx_.sequence_parallel, "rows ", n, " not divisible by tp");
+  const bool reshard = ctx_.reshard_after_forward;
+  const std::size_t n_units = units_.size();
+  auto prefetch = [&](std::size_t u) {
+    if (u < n_units) units_[u]->begin_gather();
+  };
+  State st;
+  st.start = a.mark();
+  std::size_t u = 0;
+  if (first_) {
+    st.ids = a.allocate_array<std::int32_t>(n, "embedding.ids");
+    std::memcpy(st.ids, mb.tokens, bytes_of(n, sizeof(std::int32_t)));
+    HERD_RETURN_IF_ERROR(units_[0]->wait_gather());
+    prefetch(1);
+    const tensor::Arena::Mark m = a.mark();
+    T* full = a.allocate_array<T>(n * d, "scratch");
+    tp::vocab_embedding_forward<T>(*tpc_, mb.tokens, n, units_[0]->full_params(), vocab_, d, full, x);
+    a.reset(m);
+    if (reshard) units_[0]->release();
+    u = 1;
+  }
+  st.blocks.reserve(blocks_.size());
+  for (std::size_t l = 0; l < blocks_.size(); ++l, ++u) {
+    fsdp::FlatUnit<T>& unit = *units_[u];
+    HERD_RETURN_IF_ERROR(unit.wait_gather());
+    prefetch(u + 1);
+    blocks_[l].bind(unit.full_params(), unit.full_grads());
+    st.blocks.push_back(blocks_[l].forward(a, mb, *rope_, x));
+    if (reshard) unit.release();
+  }
+  HERD_RETURN_IF_ERROR(tpc_->status());
+  if (cph_) HERD_RETURN_IF_ERROR(cph_->status());
+  if (!last_) return st;
+
+  // Head: final norm on this rank's rows, vocab-parallel loss over all rows.
+  fsdp::FlatUnit<T>& hu = *units_[static_cast<std::size_t>(head_)];
+  HERD_RETURN_IF_ERROR(hu.wait_gather());
+  if (reshard && fuse_head && head_ > 0) units_[static_cast<std::size_t>(head_ - 1)]->begin_gather();
+  st.head_mark = a.mark();
+  st.fin_in = a.allocate_array<T>(nl * d, "final_norm.input");
+  st.fin_rstd = a.allocate_array<T>(nl, "final_norm.rstd");
+  st.fin_out = a.allocate_array<T>(nl * d, "final_norm.output");
+  st.lse = a.allocate_array<T>(n, "loss.lse");
+  st.targets = a.allocate_array<std::int32_t>(n, "loss.targets");
+  std::memcpy(st.fin_in, x, bytes_of(nl * d, sizeof(T)));
+  std::memcpy(st.targets, mb.targets, bytes_of(n, sizeof(std::int32_t)));
+  kernels::rmsnorm_forward<T>(st.fin_in, d, hu.full_params(), nl, d, cfg_.norm_eps, st.fin_out, d, st.fin_rstd);
+  if (fuse_head) {
+    HERD_RETURN_IF_ERROR(head_backward(a, n, st, loss_scale, x));  // x becomes dLoss/dx
+    st.head_done = true;
+    return st;
+  }
+  // The loss now (every pipeline rank reports it after the step); the gradients in backward(). Scale 0
+  // adds exact zeros to the weight gradient.
+  const tensor::Arena::Mark m = a.mark();
+  T* h = a.allocate_array<T>(n * d, "scratch");  // (N, d) all rows
+  tpc_->gather(st.fin_out, h, n, d);
+  T* dh = a.allocate_array<T>(n * d, "scratch");
+  std::memset(dh, 0, bytes_of(n * d, sizeof(T)));
+  T* stats = a.allocate_array<T>(3 * n * (2 * tpc_->size() + 1), "scratch");
+  st.loss = tp::vocab_cross_entropy<T>(*tpc_, h, n, d, hu.full_params() + d, vocab_, st.targets, T(0), st.lse, dh,
+                                       hu.full_grads() + d, stats);
+  a.reset(m);
+  HERD_RETURN_IF_ERROR(tpc_->status());
+  return st;
+}
+
+template <typename T>
+Status DistributedStage<T>::head_backward(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx) {
+  const std::int64_t d = cfg_.hidden, nl = tpc_->local_rows(n);
+  fsdp::FlatUnit<T>& hu = *units_[static_cast<std::size_t>(head_)];
+  const T* w_fn = hu.full_params();
+  T* g_fn = hu.full_grads();
+  const tensor::Arena::Mark m = a.mark();
+  T* h = a.allocate_array<T>(n * d, "scratch");  // (N, d) all rows
+  tpc_->gather(st.fin_out, h, n, d);
+  T* dh = a.allocate_array<T>(n * d, "scratch");  // (N, d) partial over TP
+  std::memset(dh, 0, bytes_of(n * d, sizeof(T)));
+  T* stats = a.allocate_array<T>(3 * n * (2 * tpc_->size() + 1), "scratch");
+  st.loss =
+      tp::vocab_cross_entropy<T>(*tpc_, h, n, d, w_fn + d, vocab_, st.targets, loss_scale, st.lse, dh, g_fn + d, stats);
+  T* dh_local = a.allocate_array<T>(nl * d, "scratch");
+  tpc_->reduce(dh, dh_local, n, d);
+  kernels::rmsnorm_backward<T>(dh_local, d, st.fin_in, d, w_fn, st.fin_rstd, nl, d, dx, d,
+                               kernels::Accumulate::kOverwrite, g_fn);
+  a.reset(m);
+  return tpc_->status();
+}
+
+template <typename T>
+Status DistributedStage<T>::backward(tensor::Arena& a, const nn::MicroBatch& mb, State& st, T loss_scale, T* dx,
+                                     bool last_of_step) {
+  const std::int64_t n = mb.rows(), d = cfg_.hidden;
+  const bool reshard = ctx_.reshard_after_forward;
+  if (last_) {
+    if (!st.head_done) {
+      const kernels::CrossEntropyLoss keep = st.loss;
+      HERD_RETURN_IF_ERROR(head_backward(a, n, st, loss_scale, dx));
+      st.loss = keep;
+    }
+    a.reset(st.head_mark);
+    HERD_RETURN_IF_ERROR(after_backward(static_cast<std::size_t>(head_), last_of_step));
+  }
+  // Backward: unit u gathered again when resharded (prefetching u - 1).
+  for (std::size_t l = blocks_.size(); l-- > 0;) {
+    const std::size_t u = static_cast<std::size_t>(layer0_) + l;
+    fsdp::FlatUnit<T>& unit = *units_[u];
+    HERD_RETURN_IF_ERROR(unit.wait_gather());
+    if (reshard && u > 0) units_[u - 1]->begin_gather();
+    blocks_[l].bind(unit.full_params(), unit.full_grads());
+    blocks_[l].backward(a, mb, *rope_, st.blocks[l], dx);
+    HERD_RETURN_IF_ERROR(tpc_->status());
+    if (cph_) HERD_RETURN_IF_ERROR(cph_->status());
+    HERD_RETURN_IF_ERROR(after_backward(u, last_of_step));
+  }
+  if (first_) {
+    HERD_RETURN_IF_ERROR(units_[0]->wait_gather());
+    const tensor::Arena::Mark m = a.mark();
+    T* full = a.allocate_array<T>(n * d, "scratch");
+    tp::vocab_embedding_backward<T>(*tpc_, st.ids, n, dx, vocab_, d, full, units_[0]->full_grads());
+    a.reset(m);
+    HERD_RETURN_IF_ERROR(tpc_->status());
+    HERD_RETURN_IF_ERROR(after_backward(0, last_of_step));
+  }
+  a.reset(st.start);
+  st = State{};
+  return Status::Ok();
+}
+
+template <typename T>
+Status DistributedStage<T>::wait_grads() {
+  for (auto& u : units_) HERD_RETURN_IF_ERROR(u->wait_grads());
+  return Status::Ok();
+}
+
+template <typename T>
+double DistributedStage<T>::counted_sum_squares() const {
+  double s = 0;
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const fsdp::FlatUnit<T>& unit = *units_[u];
+    const T* g = unit.shard_grads();
+    const std::int64_t b = unit.shard_begin(), e = b + unit.shard_size();
+    if (ctx_.tp_rank() == 0) {
+      s += kernels::sum_squares<T>(g, unit.shard_size());
+      continue;
+    }
+    // Replicated norm weights are counted on TP rank 0 only.
+    std::int64_t pos = b;
+    for (const auto& [nb, ne] : norm_ranges_[u]) {
+      const std::int64_t cut_b = std::clamp(nb, b, e), cut_e = std::clamp(ne, b, e);
+      if (cut_b > pos) s += kernels::sum_squares<T>(g + (pos - b), cut_b - pos);
+      pos = std::max(pos, cut_e);
+    }
+    if (e > pos) s += kernels::sum_squares<T>(g + (pos - b), e - pos);
+  }
+  return s;
+}
+
+template <typename T>
+void DistributedStage<T>::adamw(const kernels::AdamWConfig& cfg, double clip, std::int64_t step) {
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    fsdp::FlatUnit<T>& unit = *units_[u];
+    if (clip < 1.0) kernels::scale_buffer<T>(unit.shard_grads(), unit.shard_size(), static_cast<T>(clip));
+    kernels::adamw_step<T>(unit.shard_params(), unit.shard_grads(), m_[u].get(), v_[u].get(), unit.shard_size(), cfg,
+                           step);
+  }
+}
+
+template <typename T>
+std::int64_t DistributedStage<T>::slot_bytes(std::int64_t micro_batch, std::int64_t local_seq) const {
+  // The single-rank sizing of a model of this stage's depth bounds every local saved set and one
+  // layer's scratch; the TP collectives add full-row (N, d) gather/partial buffers and the
+  // vocab-parallel loss statistics.
+  model::LlamaConfig c = cfg_;
+  c.n_layers = static_cast<std::int64_t>(layers_.size());
+  const std::int64_t n = micro_batch * local_seq, d = cfg_.hidden, tp = ctx_.tp_size();
+  const std::int64_t extra = 6 * n * d + 3 * n * (2 * tp + 1) + n * (2 * cfg_.ffn_hidden);
+  return nn::model_arena_bytes(c, micro_batch, local_seq, recompute_, sizeof(T)) +
+         extra * static_cast<std::int64_t>(sizeof(T)) + 64 * 64;
+}
+
+template class DistributedStage<float>;
+template class DistributedStage<double>;
+
+}  // namespace herd::parallel

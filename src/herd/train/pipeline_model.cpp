@@ -1,0 +1,166 @@
+// PipelineLlamaModel: the pipeline executor over distributed stages as a RankModel (pipeline_model.h).
+#include "herd/train/pipeline_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "herd/nn/model.h"
+#include "herd/parallel/pp/executor.h"
+#include "herd/train/dist_model.h"
+
+namespace herd::train {
+
+Result<schedule::ScheduleSpec> pipeline_spec(const TrainConfig& cfg) {
+  schedule::ScheduleSpec s;
+  s.pp = static_cast<int>(cfg.parallel.pp);
+  s.v = static_cast<int>(cfg.parallel.v);
+  s.microbatches = static_cast<int>(cfg.train.grad_accum);
+  s.n = static_cast<int>(cfg.parallel.pp_n > 0 ? cfg.parallel.pp_n : cfg.parallel.pp);
+  Result<schedule::ScheduleKind> k = schedule::parse_schedule_kind(cfg.parallel.pp_schedule);
+  if (!k.ok()) return k.error().with_context("parallel.pp_schedule");
+  s.kind = *k;
+  return s;
+}
+
+Status check_pipeline(const TrainConfig& cfg, const model::LlamaConfig& m) {
+  if (cfg.parallel.pp == 1) {
+    if (cfg.parallel.v != 1) return make_error("parallel.v (", cfg.parallel.v, ") needs parallel.pp > 1; set v = 1");
+    return Status::Ok();
+  }
+  HERD_ASSIGN_OR_RETURN(schedule::ScheduleSpec spec, pipeline_spec(cfg));
+  Result<parallel::pp::PipelinePlan> plan = parallel::pp::plan_pipeline(m, spec);
+  if (!plan.ok()) {
+    return plan.error().with_context("pipeline pp=" + std::to_string(spec.pp) + " v=" + std::to_string(spec.v) +
+                                     " microbatches (train.grad_accum)=" + std::to_string(spec.microbatches) +
+                                     " n=" + std::to_string(spec.n));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+template <typename T>
+class PipelineLlamaModel final : public RankModel<T> {
+ public:
+  using Stage = parallel::DistributedStage<T>;
+  using Executor = parallel::pp::PipelineExecutor<T, Stage>;
+
+  PipelineLlamaModel(const parallel::ParallelContext& ctx, const model::LlamaConfig& m, model::Recompute r)
+      : ctx_(ctx), cfg_(m), recompute_(r), layout_(m, model::Recompute::kFull, 1, 1) {
+    tpc_ = std::make_unique<parallel::tp::TpCollectives<T>>(*ctx.tp, ctx.sequence_parallel);
+    if (ctx.cp_size() > 1) cph_ = std::make_unique<parallel::cp::CpAttentionHooks<T>>(*ctx.cp);
+    rope_ = std::make_shared<const kernels::RopeTable<T>>(nn::rope_config(m), m.max_seq_len);
+  }
+
+  Status build(const schedule::ScheduleSpec& spec, std::int64_t micro_batch, std::int64_t seq_len) {
+    parallel::pp::ExecutorOptions opt;
+    opt.micro_batch = micro_batch;
+    opt.seq_len = seq_len / ctx_.cp_size();
+    opt.recompute = recompute_;
+    typename Executor::StageFactory factory = [this](int, std::vector<int> layers, bool first, bool last) {
+      return Stage(cfg_, ctx_, recompute_, std::move(layers), first, last, tpc_.get(), cph_.get(), rope_,
+                   /*release_after_backward=*/false);
+    };
+    HERD_ASSIGN_OR_RETURN(ex_, Executor::make(ctx_, cfg_, spec, opt, factory));
+    return Status::Ok();
+  }
+
+  void init_weights(std::uint64_t seed) override {
+    layout_.init_weights(seed);
+    for (Stage& c : ex_->chunks()) c.load_full(layout_.params());
+  }
+  void zero_grads() override { ex_->zero_grads(); }
+  Result<kernels::CrossEntropyLoss> forward_backward(const nn::MicroBatch&, T, bool) override {
+    return make_error("a pipeline runs the micro-batches of a step together (forward_backward_step)");
+  }
+  Result<kernels::CrossEntropyLoss> forward_backward_step(const std::vector<nn::MicroBatch>& mbs,
+                                                          T loss_scale) override {
+    HERD_ASSIGN_OR_RETURN(parallel::pp::StepStats st, ex_->step(mbs, loss_scale));
+    peak_activation_bytes_ = std::max(peak_activation_bytes_, st.peak_activation_bytes);
+    return kernels::CrossEntropyLoss{st.loss_sum, st.tokens};
+  }
+  Result<double> step(const kernels::AdamWConfig& base, double lr, double max_norm) override {
+    double sq = 0;
+    for (const Stage& c : ex_->chunks()) sq += c.counted_sum_squares();
+    HERD_RETURN_IF_ERROR(ctx_.tp->all_reduce<double>(&sq, 1, comm::ReduceOp::kSum));
+    HERD_RETURN_IF_ERROR(ctx_.fsdp()->all_reduce<double>(&sq, 1, comm::ReduceOp::kSum));
+    HERD_RETURN_IF_ERROR(ctx_.pp->all_reduce<double>(&sq, 1, comm::ReduceOp::kSum));  // different units
+    const double norm = std::sqrt(sq);
+    kernels::AdamWConfig cfg = base;
+    cfg.lr = lr;
+    ++steps_;
+    const double clip = max_norm > 0 ? kernels::clip_coefficient(norm, max_norm) : 1.0;
+    for (Stage& c : ex_->chunks()) c.adamw(cfg, clip, steps_);
+    return norm;
+  }
+  std::int64_t optimizer_steps() const override { return steps_; }
+  void set_optimizer_steps(std::int64_t s) override { steps_ = s; }
+
+  // As DistributedLlamaModel's, over this rank's chunks; the activations are the executor's measured
+  // peak of saved tensors held by in-flight (micro-batch, chunk) slots.
+  RankMemoryUse memory_use() override {
+    double elems = 0;
+    for (Stage& c : ex_->chunks()) {
+      for (std::int64_t u = 0; u < c.unit_count(); ++u) {
+        const parallel::fsdp::FlatUnit<T>& unit = c.unit(u);
+        elems += 2.0 * static_cast<double>(unit.padded()) + 4.0 * static_cast<double>(unit.shard_size());
+      }
+    }
+    return {elems * sizeof(T), static_cast<double>(peak_activation_bytes_)};
+  }
+  std::vector<ShardPiece<T>> shard_pieces() override { return pieces(false); }
+  std::vector<ShardPiece<T>> load_pieces() override { return pieces(true); }
+
+  // Each pipeline rank writes its chunks' weights into a zeroed full buffer; the sum over the pipeline
+  // group is exact because every weight lives on exactly one pipeline rank.
+  Result<std::vector<std::pair<std::string, std::vector<T>>>> gather_full_weights() override {
+    std::vector<T> full(static_cast<std::size_t>(layout_.param_count()), T(0));
+    for (Stage& c : ex_->chunks()) HERD_RETURN_IF_ERROR(c.gather_full(false, full.data()));
+    HERD_RETURN_IF_ERROR(ctx_.pp->all_reduce(full.data(), full.size(), comm::ReduceOp::kSum));
+    std::vector<std::pair<std::string, std::vector<T>>> out;
+    for (const nn::NamedParam& p : layout_.named_params()) {
+      const T* b = full.data() + p.offset;
+      out.emplace_back(p.name, std::vector<T>(b, b + p.count()));
+    }
+    return out;
+  }
+
+ private:
+  std::vector<ShardPiece<T>> pieces(bool for_load) {
+    std::vector<ShardPiece<T>> out;
+    for (Stage& c : ex_->chunks()) append_stage_pieces<T>(c, ctx_, for_load, out);
+    return out;
+  }
+
+  parallel::ParallelContext ctx_;
+  model::LlamaConfig cfg_;
+  model::Recompute recompute_;
+  nn::LlamaModel<T> layout_;  // the full layout (names, offsets) and the initial weights
+  std::unique_ptr<parallel::tp::TpCollectives<T>> tpc_;
+  std::unique_ptr<parallel::cp::CpAttentionHooks<T>> cph_;
+  std::shared_ptr<const kernels::RopeTable<T>> rope_;
+  std::unique_ptr<Executor> ex_;
+  std::int64_t steps_ = 0;
+  std::int64_t peak_activation_bytes_ = 0;
+};
+
+}  // namespace
+
+template <typename T>
+Result<std::unique_ptr<RankModel<T>>> make_pipeline_llama(const parallel::ParallelContext& ctx,
+                                                          const model::LlamaConfig& m, const TrainConfig& cfg) {
+  HERD_ASSIGN_OR_RETURN(model::Recompute r, model::parse_recompute(cfg.train.recompute));
+  HERD_ASSIGN_OR_RETURN(schedule::ScheduleSpec spec, pipeline_spec(cfg));
+  auto model = std::make_unique<PipelineLlamaModel<T>>(ctx, m, r);
+  HERD_RETURN_IF_ERROR(model->build(spec, cfg.train.micro_batch / ctx.dp_size(), cfg.data.seq_len));
+  return std::unique_ptr<RankModel<T>>(std::move(model));
+}
+
+template Result<std::unique_ptr<RankModel<float>>> make_pipeline_llama<float>(const parallel::ParallelContext&,
+                                                                              const model::LlamaConfig&,
+                                                                              const TrainConfig&);
+template Result<std::unique_ptr<RankModel<double>>> make_pipeline_llama<double>(const parallel::ParallelContext&,
+                                                                                const model::LlamaConfig&,
+                                                                                const TrainConfig&);
+
+}  // namespace herd::train
