@@ -5,7 +5,10 @@
 #      batches of 8K sequences), with the reasons the rejected families fail;
 #   3. real training on the bundled State of the Union corpus: the single-rank demo (tokenizer,
 #      shards, 250 steps of the tiny preset, held-out loss, samples, runs/demo/loss.svg), then the same
-#      run as a TP2 x DP2 job of 4 local ranks, whose loss is printed beside the single-rank one.
+#      run as a 4D job, TP2 x CP2 x PP2 on 8 local ranks (Llama 3's flexible interleaved schedule, V=2,
+#      4 micro-batches), which prints the planner's predicted step time and memory for its own layout
+#      on this machine at the start and the measured values beside them at the end; its loss is printed
+#      beside the single-rank one.
 # About 10 minutes on 2 idle cores. Extra arguments go to the single-rank `herd train` as overrides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,14 +24,16 @@ echo
 echo "== 3a. herd train: the tiny preset on one rank =="
 scripts/train_demo.sh "$@"
 echo
-echo "== 3b. herd train: the same run as TP2 x DP2 (4 ranks as threads), first 50 steps =="
-# Same learning-rate curve as the 250-step single-rank run (25 warm-up + 225 cosine steps), 50 steps.
-build/herd train configs/demo_tp2_dp2.json --train.steps=50 --schedule.decay_steps=225
+echo "== 3b. herd train: the same run as TP2 x CP2 x PP2 (8 ranks as threads), first 50 steps =="
+# Same global batch (8 sequences, here 4 micro-batches of 2) and the same learning-rate curve as the
+# 250-step single-rank run (25 warm-up + 225 cosine steps). A fresh run: no resume from an earlier demo.
+rm -rf runs/demo/checkpoints_4d runs/demo/metrics_4d.jsonl
+build/herd train configs/demo_4d.json --train.steps=50 --schedule.decay_steps=225
 echo
-echo "step  loss (1 rank)  loss (TP2 x DP2)"
+echo "step  loss (1 rank)  loss (TP2 x CP2 x PP2)"
 loss_column() {
   awk 'match($0, /"step":[0-9]+/) { s = substr($0, RSTART + 7, RLENGTH - 7)
        if (match($0, /"loss":[-0-9.e+]+/)) print s, substr($0, RSTART + 7, RLENGTH - 7) }' "$1"
 }
-join <(loss_column runs/demo/metrics.jsonl | sort -k1,1) <(loss_column runs/demo/metrics_tp2_dp2.jsonl | sort -k1,1) |
-  sort -n | awk '$1 % 10 == 0 { printf "%4d  %13.6f  %16.6f\n", $1, $2, $3 }'
+join <(loss_column runs/demo/metrics.jsonl | sort -k1,1) <(loss_column runs/demo/metrics_4d.jsonl | sort -k1,1) |
+  sort -n | awk '$1 % 10 == 0 { printf "%4d  %13.6f  %22.6f\n", $1, $2, $3 }'

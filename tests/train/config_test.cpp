@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "herd/train/dist_trainer.h"
 #include "herd/train/lr_schedule.h"
+#include "herd/train/pipeline_model.h"
 #include "herd/train/trainer.h"
 
 namespace herd::train {
@@ -103,6 +105,33 @@ TEST(BatchRamp, FollowsThePapersStages) {
   EXPECT_EQ(r.at(5000).micro_batch, 8);
   const BatchRamp off{false, 8, 256, 1000, 5000};
   EXPECT_EQ(off.at(0).micro_batch, 8);
+}
+
+}  // namespace
+}  // namespace herd::train
+
+namespace herd::train {
+namespace {
+
+// Every bundled config (the README's and the demo's) loads, validates, and its layout is one the
+// runtime accepts before any rank starts: a config that drifted from the code fails here, not in the demo.
+TEST(Config, EveryBundledConfigIsAValidJob) {
+  int seen = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(HERD_SOURCE_DIR) / "configs")) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    ++seen;
+    Result<TrainConfig> c = load_config(e.path().string(), {});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    ASSERT_TRUE(validate(*c).ok()) << validate(*c).error().message();
+    Result<model::LlamaConfig> m = resolve_model_config(*c, 8192);  // the demo tokenizer's vocabulary
+    ASSERT_TRUE(m.ok()) << m.error().message();
+    const Status layout = check_layout(*c, *m, c->parallel.world());
+    EXPECT_TRUE(layout.ok()) << layout.error().message();
+    const Status pipeline = check_pipeline(*c, *m);
+    EXPECT_TRUE(pipeline.ok()) << pipeline.error().message();
+  }
+  EXPECT_GE(seen, 3);
 }
 
 }  // namespace

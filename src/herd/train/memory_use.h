@@ -8,6 +8,9 @@ namespace herd::train {
 struct RankMemoryUse {
   double state_bytes = 0;       // parameters, gradients, optimizer moments (allocated sizes)
   double arena_peak_bytes = 0;  // the activation arena's high-water mark
+  // The saved activations alone at their peak, where the model measures them apart from the arena's
+  // temporaries (the pipeline executor's slots); -1 where it does not.
+  double saved_activation_bytes = -1;
   double total() const { return state_bytes + arena_peak_bytes; }
 };
 

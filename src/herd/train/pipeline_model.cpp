@@ -57,6 +57,7 @@ class PipelineLlamaModel final : public RankModel<T> {
     opt.micro_batch = micro_batch;
     opt.seq_len = seq_len / ctx_.cp_size();
     opt.recompute = recompute_;
+    boundary_bytes_ = static_cast<std::int64_t>(micro_batch * opt.seq_len * cfg_.hidden * sizeof(T));
     typename Executor::StageFactory factory = [this](int, std::vector<int> layers, bool first, bool last) {
       return Stage(cfg_, ctx_, recompute_, std::move(layers), first, last, tpc_.get(), cph_.get(), rope_,
                    /*release_after_backward=*/false);
@@ -77,6 +78,7 @@ class PipelineLlamaModel final : public RankModel<T> {
                                                           T loss_scale) override {
     HERD_ASSIGN_OR_RETURN(parallel::pp::StepStats st, ex_->step(mbs, loss_scale));
     peak_activation_bytes_ = std::max(peak_activation_bytes_, st.peak_activation_bytes);
+    peak_boundary_bytes_ = std::max(peak_boundary_bytes_, st.peak_boundary_buffers * boundary_bytes_);
     return kernels::CrossEntropyLoss{st.loss_sum, st.tokens};
   }
   Result<double> step(const kernels::AdamWConfig& base, double lr, double max_norm) override {
@@ -96,8 +98,10 @@ class PipelineLlamaModel final : public RankModel<T> {
   std::int64_t optimizer_steps() const override { return steps_; }
   void set_optimizer_steps(std::int64_t s) override { steps_ = s; }
 
-  // As DistributedLlamaModel's, over this rank's chunks; the activations are the executor's measured
-  // peak of saved tensors held by in-flight (micro-batch, chunk) slots.
+  // As DistributedLlamaModel's, over this rank's chunks. The activations are the executor's measured
+  // peak of saved tensors held by in-flight (micro-batch, chunk) slots plus its boundary buffers; the
+  // backward's temporaries inside a slot are not measured apart, so the saved peak is also reported
+  // on its own (it is what the planner's "activations" part predicts).
   RankMemoryUse memory_use() override {
     double elems = 0;
     for (Stage& c : ex_->chunks()) {
@@ -106,7 +110,8 @@ class PipelineLlamaModel final : public RankModel<T> {
         elems += 2.0 * static_cast<double>(unit.padded()) + 4.0 * static_cast<double>(unit.shard_size());
       }
     }
-    return {elems * sizeof(T), static_cast<double>(peak_activation_bytes_)};
+    const double saved = static_cast<double>(peak_activation_bytes_);
+    return {elems * sizeof(T), saved + static_cast<double>(peak_boundary_bytes_), saved};
   }
   std::vector<ShardPiece<T>> shard_pieces() override { return pieces(false); }
   std::vector<ShardPiece<T>> load_pieces() override { return pieces(true); }
@@ -141,7 +146,8 @@ class PipelineLlamaModel final : public RankModel<T> {
   std::shared_ptr<const kernels::RopeTable<T>> rope_;
   std::unique_ptr<Executor> ex_;
   std::int64_t steps_ = 0;
-  std::int64_t peak_activation_bytes_ = 0;
+  std::int64_t peak_activation_bytes_ = 0, peak_boundary_bytes_ = 0;
+  std::int64_t boundary_bytes_ = 0;  // one (rows, d) boundary buffer
 };
 
 }  // namespace

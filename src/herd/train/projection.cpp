@@ -196,6 +196,7 @@ Result<Projection> project(const model::LlamaConfig& m, const RunLayout& r, cons
       mb.part("parameters") + mb.part("gradients") + mb.part("optimizer_state") + mb.part("embedding_output");
   // The runtime's arena holds the saved activations, the backward's temporaries and the collective
   // buffers; it does not fragment, so the planner's caching-allocator allowance is left out.
+  p.saved_activation_bytes = mb.part("activations");
   p.activation_bytes =
       mb.part("activations") + mb.part("transient") + mb.part("comm_buffers") + mb.part("fsdp_gathered");
   return p;
@@ -247,7 +248,11 @@ std::string planned_vs_measured_line(const Projection& p, double measured_step_s
          secs(p.step_s()) + " s vs " + secs(measured_step_s) + " s (" + pct(p.step_s(), measured_step_s) +
          ") | memory/rank " + mib(p.memory_bytes()) + " vs " + mib(mem.total()) + " (" +
          pct(p.memory_bytes(), mem.total()) + "; state " + mib(p.state_bytes) + " vs " + mib(mem.state_bytes) +
-         ", activations " + mib(p.activation_bytes) + " vs " + mib(mem.arena_peak_bytes) + ")";
+         ", activations " + mib(p.activation_bytes) + " vs " + mib(mem.arena_peak_bytes) + ")" +
+         (mem.saved_activation_bytes < 0
+              ? std::string()
+              : " | saved activations " + mib(p.saved_activation_bytes) + " vs " + mib(mem.saved_activation_bytes) +
+                    " (" + pct(p.saved_activation_bytes, mem.saved_activation_bytes) + ")");
 }
 
 Json projection_json(const Projection& p, double measured_step_s, const RankMemoryUse& mem, std::int64_t steps) {
@@ -281,13 +286,15 @@ Json projection_json(const Projection& p, double measured_step_s, const RankMemo
             {"optimizer_s", t.optimizer_s},
             {"memory_bytes", p.memory_bytes()},
             {"state_bytes", p.state_bytes},
-            {"activation_bytes", p.activation_bytes}}},
+            {"activation_bytes", p.activation_bytes},
+            {"saved_activation_bytes", p.saved_activation_bytes}}},
           {"measured",
            {{"step_s", measured_step_s},
             {"steps", steps},
             {"memory_bytes", mem.total()},
             {"state_bytes", mem.state_bytes},
-            {"activation_bytes", mem.arena_peak_bytes}}}};
+            {"activation_bytes", mem.arena_peak_bytes},
+            {"saved_activation_bytes", mem.saved_activation_bytes}}}};
 }
 
 Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m, bool print) {

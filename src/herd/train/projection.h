@@ -78,8 +78,9 @@ struct Projection {
   double step_s_idle = 0;                      // the same prediction on an idle host (background 0)
   planner::Estimate estimate;
   // Memory of the rank, the planner's parts regrouped as the runtime measures them.
-  double state_bytes = 0;       // parameters + gradients + optimizer state (embedding/head included)
-  double activation_bytes = 0;  // saved activations at the schedule's peak + transient + buffers
+  double state_bytes = 0;             // parameters + gradients + optimizer state (embedding/head included)
+  double activation_bytes = 0;        // saved activations at the schedule's peak + transient + buffers
+  double saved_activation_bytes = 0;  // the first of those alone (model/activations.h x in-flight)
   double memory_bytes() const { return state_bytes + activation_bytes; }
   double step_s() const { return estimate.time.step_s; }
 };
