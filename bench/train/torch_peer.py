@@ -165,9 +165,11 @@ def main():
         loss = step(opt)
         wall.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
+    step_s, step_cpu_s = list(wall), list(cpu)
     wall.sort()
     cpu.sort()
-    med_wall, med_cpu = wall[len(wall) // 2], cpu[len(cpu) // 2]
+    med = lambda v: v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+    med_wall, med_cpu = med(wall), med(cpu)
     # The same model FLOPs per token as herd (model/flops.h, kSixN, causal): 6 x all parameters +
     # 12 x layers x hidden x (T + 1) / 2.
     fpt = 6 * n_params + 12 * p["layers"] * p["hidden"] * (T + 1) / 2
@@ -176,7 +178,9 @@ def main():
     r = {"impl": "pytorch", "torch_version": torch.__version__, "torch_blas": blas.group(1) if blas else "?",
          "attention": ATTENTION + ("+gqa" if SDPA_GQA else ""), "adamw": adamw, "model": args.model, "params": n_params,
          "threads": args.threads, "micro_batch": B, "seq_len": T, "steps_timed": args.steps, "precision": "fp32",
-         "step_s_median": med_wall, "tokens_per_s": n / med_wall, "tokens_per_cpu_s": n / med_cpu * args.threads,
+         "fp32_matmul_precision": getattr(torch, "get_float32_matmul_precision", lambda: "highest")(),
+         "step_s": step_s, "step_cpu_s": step_cpu_s, "step_s_median": med_wall, "step_cpu_s_median": med_cpu,
+         "tokens_per_s": n / med_wall, "tokens_per_cpu_s": n / med_cpu * args.threads,
          "model_flops_per_token": fpt, "achieved_gflops": fpt * n / med_wall / 1e9, "final_loss": loss,
          "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
     print(json.dumps(r))
