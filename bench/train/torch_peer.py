@@ -9,11 +9,18 @@ AdamW) on random tokens, and prints one JSON result with the same fields herd's 
 Thread control: torch.set_num_threads(n) does not limit the OpenBLAS inside Debian's torch, so
 OPENBLAS_NUM_THREADS must be set in the environment too (run.sh does; ENVIRONMENT.md).
 Run with Debian's torch: /usr/bin/python3 bench/train/torch_peer.py --model small --threads 1
+or with a PyPI torch in a venv (bench/train/setup_torch_venv.sh): build/torch-venv/bin/python ...
+
+Each PyTorch gets its best eager path: where F.scaled_dot_product_attention exists (torch >= 2.0) the
+attention is its fused causal kernel (flash attention on the CPU) with GQA handled inside where the
+version allows (enable_gqa, torch >= 2.5), and AdamW is the fused (or foreach) implementation; the
+older path is the explicit softmax(QK^T + mask) V of torch 1.13. --attention manual forces the latter.
 """
 import argparse
 import json
 import math
 import os
+import re
 import resource
 import sys
 import time
@@ -26,6 +33,8 @@ PRESETS = {  # src/herd/model/config.cpp: small_model(name, hidden, ffn, layers,
     "small": dict(hidden=512, ffn=1536, layers=8, heads=8, kv_heads=2),
 }
 VOCAB = 8192
+ATTENTION = "manual"  # set in main(): "sdpa" or "manual"
+SDPA_GQA = False  # scaled_dot_product_attention takes enable_gqa (torch >= 2.5)
 
 
 class Block(torch.nn.Module):
@@ -53,10 +62,17 @@ class Block(torch.nn.Module):
         k = self.wk(h).view(B, T, self.kv, self.hd).transpose(1, 2)
         v = self.wv(h).view(B, T, self.kv, self.hd).transpose(1, 2)
         q, k = rope(q, cos, sin), rope(k, cos, sin)
-        k = k.repeat_interleave(self.h // self.kv, dim=1)
-        v = v.repeat_interleave(self.h // self.kv, dim=1)
-        s = (q @ k.transpose(-1, -2)) / math.sqrt(self.hd) + mask
-        a = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, -1)
+        if ATTENTION == "sdpa" and SDPA_GQA:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:
+            k = k.repeat_interleave(self.h // self.kv, dim=1)
+            v = v.repeat_interleave(self.h // self.kv, dim=1)
+            if ATTENTION == "sdpa":
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                s = (q @ k.transpose(-1, -2)) / math.sqrt(self.hd) + mask
+                a = torch.softmax(s, dim=-1) @ v
+        a = a.transpose(1, 2).reshape(B, T, -1)
         x = x + self.wo(a)
         h = self.norm(x, self.w_mlp_norm)
         return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
@@ -98,7 +114,18 @@ def main():
     ap.add_argument("--micro-batch", type=int, default=8)
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--attention", default="auto", choices=("auto", "sdpa", "manual"))
     args = ap.parse_args()
+    global ATTENTION, SDPA_GQA
+    have_sdpa = hasattr(F, "scaled_dot_product_attention")
+    ATTENTION = "sdpa" if args.attention == "sdpa" or (args.attention == "auto" and have_sdpa) else "manual"
+    if ATTENTION == "sdpa":
+        try:
+            z = torch.zeros(1, 2, 4, 8)
+            F.scaled_dot_product_attention(z, z[:, :1], z[:, :1], is_causal=True, enable_gqa=True)
+            SDPA_GQA = True
+        except TypeError:
+            SDPA_GQA = False
     if os.environ.get("OPENBLAS_NUM_THREADS") != str(args.threads):
         print("warning: set OPENBLAS_NUM_THREADS to --threads (Debian's torch ignores set_num_threads for BLAS)",
               file=sys.stderr)
@@ -107,12 +134,11 @@ def main():
     p = PRESETS[args.model]
     m = Llama(p)
     n_params = sum(x.numel() for x in m.parameters())
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
     B, T = args.micro_batch, args.seq_len
     tokens = torch.randint(0, VOCAB, (B, T))
     targets = torch.randint(0, VOCAB, (B, T))
 
-    def step():
+    def step(opt):
         opt.zero_grad(set_to_none=True)
         loss = m(tokens, targets)
         loss.backward()
@@ -120,23 +146,41 @@ def main():
         opt.step()
         return loss.item()
 
-    step()
+    # The fastest AdamW this version runs on the CPU; the warm-up step doubles as the check (some
+    # versions accept fused=True at construction and refuse it at the first step).
+    opt, adamw = None, "single-tensor"
+    for kind in ("fused", "foreach", None):
+        try:
+            extra = {kind: True} if kind else {}
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, **extra)
+            step(opt)
+            adamw = kind or adamw
+            break
+        except (TypeError, RuntimeError, ValueError):
+            opt = None
+    assert opt is not None
     wall, cpu = [], []
     for _ in range(args.steps):
         t0, c0 = time.perf_counter(), time.process_time()
-        loss = step()
+        loss = step(opt)
         wall.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
+    step_s, step_cpu_s = list(wall), list(cpu)
     wall.sort()
     cpu.sort()
-    med_wall, med_cpu = wall[len(wall) // 2], cpu[len(cpu) // 2]
+    med = lambda v: v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+    med_wall, med_cpu = med(wall), med(cpu)
     # The same model FLOPs per token as herd (model/flops.h, kSixN, causal): 6 x all parameters +
     # 12 x layers x hidden x (T + 1) / 2.
     fpt = 6 * n_params + 12 * p["layers"] * p["hidden"] * (T + 1) / 2
     n = B * T
-    r = {"impl": "pytorch", "torch_version": torch.__version__, "model": args.model, "params": n_params,
+    blas = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+    r = {"impl": "pytorch", "torch_version": torch.__version__, "torch_blas": blas.group(1) if blas else "?",
+         "attention": ATTENTION + ("+gqa" if SDPA_GQA else ""), "adamw": adamw, "model": args.model, "params": n_params,
          "threads": args.threads, "micro_batch": B, "seq_len": T, "steps_timed": args.steps, "precision": "fp32",
-         "step_s_median": med_wall, "tokens_per_s": n / med_wall, "tokens_per_cpu_s": n / med_cpu * args.threads,
+         "fp32_matmul_precision": getattr(torch, "get_float32_matmul_precision", lambda: "highest")(),
+         "step_s": step_s, "step_cpu_s": step_cpu_s, "step_s_median": med_wall, "step_cpu_s_median": med_cpu,
+         "tokens_per_s": n / med_wall, "tokens_per_cpu_s": n / med_cpu * args.threads,
          "model_flops_per_token": fpt, "achieved_gflops": fpt * n / med_wall / 1e9, "final_loss": loss,
          "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
     print(json.dumps(r))

@@ -1,5 +1,5 @@
 // gemm (cblas) against the naive reference: every transpose pair, alpha/beta, odd sizes, padded
-// leading dimensions; float to 1e-5 and double to 1e-12.
+// leading dimensions, GEMMs split across threads; float to 1e-5 and double to 1e-12.
 #include "herd/kernels/gemm.h"
 
 #include <gtest/gtest.h>
@@ -48,6 +48,26 @@ TEST(Gemm, AllTransposesMatchReference) {
     }
   }
   set_gemm_policy(before);
+}
+
+// Large enough for gemm to split C into blocks across 2 threads (along m when m >= n, else along n,
+// with a ragged last block), every transpose pair and policy, padded strides and beta = 1.
+TEST(Gemm, SplitAcrossThreadsMatchesReference) {
+  const GemmPolicy before = gemm_policy();
+  const int threads = num_threads();
+  set_num_threads(2);
+  for (GemmPolicy policy : policies()) {
+    set_gemm_policy(policy);
+    for (Trans ta : {Trans::kNo, Trans::kYes}) {
+      for (Trans tb : {Trans::kNo, Trans::kYes}) {
+        EXPECT_LT(gemm_error<float>(ta, tb, 301, 130, 70, 1.0f, 0.0f, 0), 1e-5);  // rows split
+        EXPECT_LT(gemm_error<float>(ta, tb, 40, 333, 160, 0.5f, 1.0f, 5), 1e-5);  // columns split
+        EXPECT_LT(gemm_error<double>(ta, tb, 140, 261, 64, -2.0, 0.25, 3), 1e-12);
+      }
+    }
+  }
+  set_gemm_policy(before);
+  set_num_threads(threads);
 }
 
 TEST(Gemm, BetaZeroIgnoresGarbageInC) {
