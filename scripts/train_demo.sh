@@ -9,12 +9,7 @@
 # Extra arguments are passed to herd train as overrides, e.g. --train.steps=100.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x build/herd ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build; }
-mkdir -p runs/demo
-[ -f runs/demo/tokenizer.model ] ||
-  build/herd data train-tokenizer --input corpus/sotu.jsonl.xz --output runs/demo/tokenizer.model --vocab-size 8192
-[ -f runs/demo/data/meta.json ] ||
-  build/herd data --input corpus/sotu.jsonl.xz --tokenizer runs/demo/tokenizer.model --output runs/demo/data
+scripts/demo_data.sh
 build/herd train configs/demo.json "$@"
 build/herd plot runs/demo/metrics.jsonl --svg runs/demo/loss.svg --title "herd: tiny (10.5M) on State of the Union"
 echo "loss curve: runs/demo/loss.svg; more text: build/herd generate --checkpoint runs/demo/checkpoints --prompt 'My fellow citizens'"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Trains the `small` preset (32.5M parameters) on the bundled State of the Union corpus for a few
 # minutes of 2 cores, evaluating the held-out loss every 50 steps, then plots the curve and samples
-# text. The tokenizer and shards are made exactly as scripts/train_demo.sh makes them, so the held-out
+# text. The tokenizer and shards are the demo's (scripts/demo_data.sh), so the held-out
 # unigram entropy (the reference line) is the same 6.635 nats/token.
 #   runs/small/metrics.jsonl     one JSON object per step (val_loss on evaluation steps)
 #   runs/small/loss.svg          the loss curve (training, held-out, unigram entropy)
@@ -10,12 +10,8 @@
 # Extra arguments are passed to herd train as overrides, e.g. --train.steps=600.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x build/herd ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build; }
+scripts/demo_data.sh
 mkdir -p runs/small
-[ -f runs/small/tokenizer.model ] ||
-  build/herd data train-tokenizer --input corpus/sotu.jsonl.xz --output runs/small/tokenizer.model --vocab-size 8192
-[ -f runs/small/data/meta.json ] ||
-  build/herd data --input corpus/sotu.jsonl.xz --tokenizer runs/small/tokenizer.model --output runs/small/data
 # A fresh run each time: the curve in docs/ is of one uninterrupted run.
 rm -rf runs/small/checkpoints runs/small/metrics.jsonl
 start=$(date +%s)
