@@ -10,7 +10,6 @@ average before and after every run is recorded next to it.
 
   python3 bench/projection/run.py [--herd build/herd] [--data DIR] [--steps 6] [--out-dir bench/projection]
 
-CP and PP layouts are listed too; they run only when `herd train --help` offers --cp / --pp.
 Method and results: docs/projection.md.
 """
 import argparse
@@ -39,11 +38,12 @@ LAYOUTS = [
     ("tp2 dp2 no-sp mb4 M2", "tiny", "--tp 2 --dp 2 --no-sp --train.micro_batch=4 --train.grad_accum=2"),
     ("small 1 rank mb4", "small", "--train.micro_batch=4"),
     ("small tp2 sp mb4", "small", "--tp 2 --train.micro_batch=4"),
-    # Need the CP/PP runtime (herd train --cp/--pp); skipped until it is there.
     ("cp2 mb4", "tiny", "--cp 2 --train.micro_batch=4"),
+    ("cp2 dp2 mb4", "tiny", "--cp 2 --dp 2 --train.micro_batch=4"),
     ("pp2 M4", "tiny", "--pp 2 --train.micro_batch=2 --train.grad_accum=4"),
     ("pp2 v2 M4", "tiny", "--pp 2 --v 2 --train.micro_batch=2 --train.grad_accum=4"),
     ("tp2 pp2 M4", "tiny", "--tp 2 --pp 2 --train.micro_batch=4 --train.grad_accum=4"),
+    ("tp2 cp2 pp2 v2 M4", "tiny", "--tp 2 --cp 2 --pp 2 --v 2 --train.micro_batch=2 --train.grad_accum=4"),
 ]
 
 
@@ -96,15 +96,10 @@ def main():
     a = ap.parse_args()
 
     make_data(a.herd, a.data)
-    help_text = subprocess.run([a.herd, "train", "--help"], capture_output=True, text=True).stdout
-    has_cp, has_pp = "--cp" in help_text, "--pp" in help_text
     os.makedirs(a.out_dir, exist_ok=True)
     results = []
     for name, model, args in LAYOUTS:
         if a.only and a.only not in name:
-            continue
-        if ("--cp " in args and not has_cp) or ("--pp " in args and not has_pp):
-            print(f"skip {name}: herd train has no --cp/--pp yet", file=sys.stderr)
             continue
         with tempfile.TemporaryDirectory() as tmp:
             summary = os.path.join(tmp, "projection.json")
