@@ -10,24 +10,22 @@
 #include <random>
 #include <vector>
 
+#include "common/test_model.h"
 #include "herd/model/activations.h"
 
 namespace herd::nn {
 namespace {
 
 model::LlamaConfig small_config() {
-  model::LlamaConfig c;
-  c.name = "block-test";
-  c.hidden = 16;
-  c.ffn_hidden = 32;
-  c.n_layers = 1;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.head_dim = 4;
-  c.vocab = 32;
-  c.max_seq_len = 16;
-  c.rope_theta = 100.0;  // fast rotation, so RoPE's backward matters at these positions
-  return c;
+  // Fast rotation (theta 100), so RoPE's backward matters at these positions.
+  return herd::testing::test_llama({.name = "block-test",
+                                    .hidden = 16,
+                                    .ffn = 32,
+                                    .layers = 1,
+                                    .head_dim = 4,
+                                    .vocab = 32,
+                                    .max_seq = 16,
+                                    .rope_theta = 100.0});
 }
 
 // Two rows of 8 tokens: row 0 packs documents of 3 and 5 tokens, row 1 is one document.

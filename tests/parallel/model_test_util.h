@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/comm_test_util.h"
+#include "common/test_model.h"
 #include "herd/kernels/cross_entropy.h"
 #include "herd/kernels/optim.h"
 #include "herd/nn/model.h"
@@ -22,18 +23,14 @@ namespace herd::parallel::testing {
 
 // 8 query heads over 4 KV heads (GQA), so tp = 4 still leaves a group of 2 query heads per KV head.
 inline model::LlamaConfig small_gqa_model() {
-  model::LlamaConfig c;
-  c.name = "parity";
-  c.hidden = 16;
-  c.ffn_hidden = 32;
-  c.n_layers = 2;
-  c.n_heads = 8;
-  c.n_kv_heads = 4;
-  c.head_dim = 4;
-  c.vocab = 32;
-  c.max_seq_len = 16;
-  c.rope_theta = 10000;
-  return c;
+  return herd::testing::test_llama({.name = "parity",
+                                    .hidden = 16,
+                                    .ffn = 32,
+                                    .heads = 8,
+                                    .kv_heads = 4,
+                                    .head_dim = 4,
+                                    .vocab = 32,
+                                    .max_seq = 16});
 }
 
 // A global batch of `seqs` rows of length t: two documents per row (positions restart, doc ids

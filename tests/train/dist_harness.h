@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/test_model.h"
 #include "herd/comm/communicator.h"
 #include "herd/data/loader.h"
 #include "herd/nn/model.h"
@@ -52,18 +53,8 @@ inline std::shared_ptr<const data::TokenDocuments> parity_docs(std::int64_t n_do
 // 8 heads, 4 KV heads (GQA), vocab 64, FFN 64: divisible by TP 1, 2 and 4. Pipelines use more layers
 // (6 fill up to 8 virtual stages with Llama 3's lighter ends).
 inline model::LlamaConfig parity_model(std::int64_t layers = 2) {
-  model::LlamaConfig c;
-  c.name = "parity";
-  c.hidden = 32;
-  c.ffn_hidden = 64;
-  c.n_layers = layers;
-  c.n_heads = 8;
-  c.n_kv_heads = 4;
-  c.head_dim = 4;
-  c.vocab = 64;
-  c.max_seq_len = 32;
-  c.rope_theta = 10000;
-  return c;
+  return herd::testing::test_llama(
+      {.name = "parity", .layers = layers, .heads = 8, .kv_heads = 4, .head_dim = 4, .max_seq = 32});
 }
 
 inline TrainConfig parity_config(std::int64_t steps = 20) {

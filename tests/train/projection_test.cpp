@@ -12,24 +12,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/test_model.h"
 #include "herd/model/params.h"
 
 namespace herd::train {
 namespace {
 
-model::LlamaConfig small_cfg() {
-  model::LlamaConfig m;
-  m.name = "hand";
-  m.hidden = 32;
-  m.ffn_hidden = 64;
-  m.n_layers = 2;
-  m.n_heads = 4;
-  m.n_kv_heads = 2;
-  m.head_dim = 8;
-  m.vocab = 128;
-  m.max_seq_len = 64;
-  return m;
-}
+model::LlamaConfig small_cfg() { return herd::testing::test_llama({.name = "hand", .vocab = 128}); }
 
 // 1 GFLOP/s fp32, no latency, 1 GB/s between ranks, memory bandwidth 1e6 GB/s (free).
 topology::Cluster hand_cluster() {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "common/test_model.h"
 #include "herd/train/checkpoint.h"
 
 namespace herd::train {
@@ -34,20 +35,7 @@ std::shared_ptr<const data::TokenDocuments> synthetic_docs(std::int64_t n_docs, 
   return docs;
 }
 
-model::LlamaConfig test_model() {
-  model::LlamaConfig c;
-  c.name = "test";
-  c.hidden = 32;
-  c.ffn_hidden = 64;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.head_dim = 8;
-  c.vocab = 64;
-  c.max_seq_len = 64;
-  c.rope_theta = 10000;
-  return c;
-}
+model::LlamaConfig test_model() { return herd::testing::test_llama({}); }
 
 TrainConfig test_config(const std::string& ckpt_dir) {
   TrainConfig c;
