@@ -6,7 +6,7 @@
 
 #include "herd/model/config.h"
 
-namespace herd::testing {
+namespace herd::test_models {
 
 struct TestShape {
   const char* name = "test";
@@ -36,4 +36,4 @@ inline model::LlamaConfig test_llama(const TestShape& s) {
   return c;
 }
 
-}  // namespace herd::testing
+}  // namespace herd::test_models

@@ -18,14 +18,14 @@ namespace {
 
 model::LlamaConfig small_config() {
   // Fast rotation (theta 100), so RoPE's backward matters at these positions.
-  return herd::testing::test_llama({.name = "block-test",
-                                    .hidden = 16,
-                                    .ffn = 32,
-                                    .layers = 1,
-                                    .head_dim = 4,
-                                    .vocab = 32,
-                                    .max_seq = 16,
-                                    .rope_theta = 100.0});
+  return herd::test_models::test_llama({.name = "block-test",
+                                        .hidden = 16,
+                                        .ffn = 32,
+                                        .layers = 1,
+                                        .head_dim = 4,
+                                        .vocab = 32,
+                                        .max_seq = 16,
+                                        .rope_theta = 100.0});
 }
 
 // Two rows of 8 tokens: row 0 packs documents of 3 and 5 tokens, row 1 is one document.

@@ -23,14 +23,14 @@ namespace herd::parallel::testing {
 
 // 8 query heads over 4 KV heads (GQA), so tp = 4 still leaves a group of 2 query heads per KV head.
 inline model::LlamaConfig small_gqa_model() {
-  return herd::testing::test_llama({.name = "parity",
-                                    .hidden = 16,
-                                    .ffn = 32,
-                                    .heads = 8,
-                                    .kv_heads = 4,
-                                    .head_dim = 4,
-                                    .vocab = 32,
-                                    .max_seq = 16});
+  return herd::test_models::test_llama({.name = "parity",
+                                        .hidden = 16,
+                                        .ffn = 32,
+                                        .heads = 8,
+                                        .kv_heads = 4,
+                                        .head_dim = 4,
+                                        .vocab = 32,
+                                        .max_seq = 16});
 }
 
 // A global batch of `seqs` rows of length t: two documents per row (positions restart, doc ids

@@ -53,7 +53,7 @@ inline std::shared_ptr<const data::TokenDocuments> parity_docs(std::int64_t n_do
 // 8 heads, 4 KV heads (GQA), vocab 64, FFN 64: divisible by TP 1, 2 and 4. Pipelines use more layers
 // (6 fill up to 8 virtual stages with Llama 3's lighter ends).
 inline model::LlamaConfig parity_model(std::int64_t layers = 2) {
-  return herd::testing::test_llama(
+  return herd::test_models::test_llama(
       {.name = "parity", .layers = layers, .heads = 8, .kv_heads = 4, .head_dim = 4, .max_seq = 32});
 }
 

@@ -18,7 +18,7 @@
 namespace herd::train {
 namespace {
 
-model::LlamaConfig small_cfg() { return herd::testing::test_llama({.name = "hand", .vocab = 128}); }
+model::LlamaConfig small_cfg() { return herd::test_models::test_llama({.name = "hand", .vocab = 128}); }
 
 // 1 GFLOP/s fp32, no latency, 1 GB/s between ranks, memory bandwidth 1e6 GB/s (free).
 topology::Cluster hand_cluster() {

@@ -35,7 +35,7 @@ std::shared_ptr<const data::TokenDocuments> synthetic_docs(std::int64_t n_docs, 
   return docs;
 }
 
-model::LlamaConfig test_model() { return herd::testing::test_llama({}); }
+model::LlamaConfig test_model() { return herd::test_models::test_llama({}); }
 
 TrainConfig test_config(const std::string& ckpt_dir) {
   TrainConfig c;
