@@ -245,7 +245,9 @@ Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBa
         if constexpr (std::is_same_v<Stage, StageModule<T>>) {
           f.state = chunk.forward(slot, mb, f.x);
         } else {
-          HERD_ASSIGN_OR_RETURN(f.state, chunk.forward(slot, mb, f.x));
+          // The last chunk runs its head's backward in the forward (the loss scale is known): the
+          // logits are computed once, and x comes back as dLoss/dx for the chunk's backward.
+          HERD_ASSIGN_OR_RETURN(f.state, chunk.forward(slot, mb, f.x, loss_scale, /*fuse_head=*/true));
         }
         const std::int64_t saved = static_cast<std::int64_t>(slot.used());
         chunk_saved_[static_cast<std::size_t>(a.stage / pp_)] = saved;
@@ -254,7 +256,11 @@ Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBa
         stats.peak_slots = std::max(stats.peak_slots, static_cast<int>(slots_.size() - free_slots_.size()));
         if (chunk.last()) {
           loss_sum += f.state.loss.loss_sum;
-          release_buffer(f.x);  // the head keeps its own copy of the final residual
+          if constexpr (std::is_same_v<Stage, StageModule<T>>) {
+            release_buffer(f.x);  // the head keeps its own copy of the final residual
+          } else {
+            f.dy = f.x;  // dLoss/dx, the backward's input
+          }
           f.x = nullptr;
         }
         break;
@@ -266,7 +272,7 @@ Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBa
         f.x = nullptr;
         break;
       case ActionType::kBackward: {
-        if (chunk.last()) f.dy = acquire_buffer();
+        if (chunk.last() && f.dy == nullptr) f.dy = acquire_buffer();
         HERD_CHECK(f.dy != nullptr && f.slot >= 0, "backward of micro-batch ", a.microbatch, " stage ", a.stage,
                    " without its forward or output gradient");
         tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
