@@ -11,6 +11,7 @@
 
 #include "cli/cli_runner.h"
 #include "herd/data/shard.h"
+#include "herd/topology/cluster.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {
@@ -54,6 +55,13 @@ TEST_F(ProjectionCli, PlannedAndMeasuredLinesOnOneRankAndOnTpDp) {
     EXPECT_GT(j["measured"]["activation_bytes"].get<double>(), 0.0);
     EXPECT_EQ(j["layout"]["ranks"], layout.empty() ? 1 : 4);
     EXPECT_EQ(j["measured"]["steps"], 3);
+    // Rank 0's time inside the communicator: measured on a TP x DP job, absent (-1) on one rank.
+    if (layout.empty()) {
+      EXPECT_EQ(j["measured"]["comm_s"].get<double>(), -1.0);
+    } else {
+      EXPECT_GT(j["measured"]["comm_s"].get<double>(), 0.0);
+      EXPECT_NE(all.find(" | exposed comm "), std::string::npos) << all;
+    }
     // The state is exact arithmetic on both sides: 16 bytes per parameter of the rank's share.
     const double planned = j["planned"]["state_bytes"].get<double>(), got = j["measured"]["state_bytes"].get<double>();
     EXPECT_NEAR(planned, got, 0.02 * got) << layout;
@@ -74,6 +82,25 @@ TEST_F(ProjectionCli, MalformedCalibrationFileIsOneLineAndTrainingGoesOn) {
   const std::string line = all.substr(at, all.find('\n', at) - at);
   EXPECT_NE(line.find("accelerator.peak_tflops.bf16"), std::string::npos) << line;
   EXPECT_EQ(all.find("planned vs measured ("), std::string::npos) << all;
+}
+
+// `herd calibrate` at a toy size: a cluster file the planner loads, whose runtime efficiency comes
+// from a real training step of the model it was given.
+TEST_F(ProjectionCli, CalibrateWritesALoadableClusterWithARuntimeEfficiency) {
+  const std::string out = (dir_ / "cal.json").string();
+  auto r = herd::testing::run_herd("calibrate --model " + (dir_ / "config.json").string() +
+                                   " --micro-batch 2 --seq-len 16 --repeats 1 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("runtime efficiency"), std::string::npos) << r.out;
+  Result<topology::Cluster> c = topology::load_cluster(out);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->name, "local-cpu");
+  EXPECT_GT(c->accelerator.matmul_efficiency, 0.0);
+  EXPECT_LE(c->accelerator.matmul_efficiency, 1.0);
+  EXPECT_EQ(c->accelerator.memory_bw_efficiency, c->accelerator.matmul_efficiency);
+  const Json j = Json::parse(herd::testing::slurp(out));
+  EXPECT_GT(j["calibration"]["reference_step_s"].get<double>(), 0.0);
+  EXPECT_GT(j["calibration"]["reference_step_kernels_only_s"].get<double>(), 0.0);
 }
 
 }  // namespace

@@ -112,10 +112,17 @@ TEST(Projection, RanksShareTheHostCores) {
   EXPECT_DOUBLE_EQ(topology::host_core_share(a, 1), 1.8);  // two threads at 80%
   EXPECT_DOUBLE_EQ(topology::host_core_share(a, 2), 1.0);
   EXPECT_DOUBLE_EQ(topology::host_core_share(a, 4), 0.5);  // four threads time-slice two cores
+  a.threads_per_rank = 1;                                  // train.threads = 1: one core, not 1.8
+  EXPECT_DOUBLE_EQ(topology::host_core_share(a, 1), 1.0);
+  a.threads_per_rank = 0;
   a.background_jobs = 1;                                   // another job: the two share the cores, one each
-  EXPECT_DOUBLE_EQ(topology::host_core_share(a, 1), 0.5);  // two threads on one core: worth one at half
+  EXPECT_DOUBLE_EQ(topology::host_core_share(a, 1), 0.9);  // two threads at half a core each, 80% scaling
   EXPECT_DOUBLE_EQ(topology::host_core_share(a, 2), 0.5);
   EXPECT_DOUBLE_EQ(topology::host_core_share(a, 4), 0.25);
+  // Continuous in the load: a trace of background moves the share by a trace (no cliff at slice 1).
+  a.background_jobs = 0.01;
+  EXPECT_NEAR(topology::host_core_share(a, 1), 1.8 / 1.01, 1e-12);
+  EXPECT_NEAR(topology::host_core_share(a, 2), 1.0 / 1.01, 1e-12);
   a.host_cores = 0;
   EXPECT_DOUBLE_EQ(topology::host_core_share(a, 4), 1.0);  // a dedicated accelerator
 
@@ -133,6 +140,34 @@ TEST(Projection, RanksShareTheHostCores) {
   EXPECT_NEAR(four, 2 * two, 1e-6 * two);
 }
 
+// Four pipeline ranks on two cores: while one waits in the bubble the others get its core, so the
+// step is the work on the cores (no bubble), not every part of the four-core step slowed down twice.
+TEST(Projection, TimeSlicedRanksAbsorbThePipelineBubble) {
+  topology::Cluster c = hand_cluster();
+  c.accelerator.thread_scaling = 1.0;
+  RunLayout l;
+  l.tp = 2;
+  l.pp = 2;
+  l.microbatches = 4;
+  l.micro_batch = 1;
+  l.seq_len = 16;
+  c.accelerator.host_cores = 4;  // a core per rank: the bubble stays
+  const Result<Projection> own = project(small_cfg(), l, c);
+  ASSERT_TRUE(own.ok()) << own.error().message();
+  const planner::TimeBreakdown& t4 = own->estimate.time;
+  ASSERT_GT(t4.bubble_s, 0.0);
+  c.accelerator.host_cores = 2;  // two ranks per core
+  const Result<Projection> shared = project(small_cfg(), l, c);
+  ASSERT_TRUE(shared.ok()) << shared.error().message();
+  const planner::TimeBreakdown& t2 = shared->estimate.time;
+  EXPECT_NEAR(t2.compute_s, 2 * t4.compute_s, 1e-9 * t4.compute_s);
+  // The critical path at a core per rank (the four-core step's busy + bubble) is shorter than the
+  // work on two cores, so nothing of the bubble is left.
+  const double busy2 = t2.compute_s + t2.tp_s + t2.cp_s, busy4 = t4.compute_s + t4.tp_s + t4.cp_s;
+  ASSERT_LT(busy4 + t4.bubble_s, busy2);
+  EXPECT_EQ(t2.bubble_s, 0.0);
+}
+
 TEST(Projection, MedianStepLeavesOutTheFirstStep) {
   std::vector<StepRecord> h(5);
   const double secs[] = {9.0, 1.0, 3.0, 2.0, 100.0};
@@ -146,6 +181,42 @@ TEST(Projection, MedianStepLeavesOutTheFirstStep) {
   h.resize(1);
   EXPECT_NEAR(median_step_seconds(h), 9.0, 1e-12);
   EXPECT_EQ(median_step_seconds({}), 0.0);
+}
+
+TEST(Projection, MeasuredRunTakesTheMedianCommWaitOfTheSameSteps) {
+  std::vector<StepRecord> h(4);
+  const double wait[] = {5.0, 0.3, 0.1, 0.2};  // the first step (warm-up) is left out, as for the step
+  for (int i = 0; i < 4; ++i) {
+    h[i].tokens = 1000 * (i + 1);
+    h[i].tokens_per_s = 1000;
+    h[i].comm_wait_s = wait[i];
+  }
+  const MeasuredRun r = measured_run(h, {});
+  EXPECT_NEAR(r.step_s, 1.0, 1e-12);
+  EXPECT_NEAR(r.comm_s, 0.2, 1e-12);
+  EXPECT_EQ(r.steps, 4);
+  for (StepRecord& s : h) s.comm_wait_s = -1;  // a single-rank trainer has no communicator
+  EXPECT_EQ(measured_run(h, {}).comm_s, -1.0);
+}
+
+TEST(Projection, BackgroundJobsAreTheCpuOtherJobsTook) {
+  HostCpuTimes a, b;
+  a.ok = b.ok = true;
+  a.wall_s = 10, b.wall_s = 12;  // 2 s on 2 cores: 4 core-seconds
+  a.busy_s = 100, b.busy_s = 103.5;
+  a.job_s = 50, b.job_s = 52.5;  // we used 2.5 of the 3.5 busy: the others 1.0 = 0.5 cores
+  // The others left us 1.5 cores; the fair-share rule 2 / (1 + B) = 1.5 gives B = 1/3.
+  EXPECT_NEAR(background_jobs_between(a, b, 2), 0.5 / 1.5, 1e-12);
+  b.busy_s = 102.5;  // nothing but us
+  EXPECT_NEAR(background_jobs_between(a, b, 2), 0.0, 1e-12);
+  b.ok = false;
+  EXPECT_EQ(background_jobs_between(a, b, 2), -1.0);
+  // The real readings: the job's own CPU is counted, and two readings a moment apart give a load.
+  const HostCpuTimes now = host_cpu_times();
+  if (now.ok) {
+    EXPECT_GT(now.busy_s, 0.0);
+    EXPECT_GE(now.busy_s, now.job_s);
+  }
 }
 
 TEST(Projection, CalibrationFileOverridesThePresetAndErrorsNameTheField) {

@@ -137,6 +137,14 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
     }
   }
 
+  // Ranks time-slicing a CPU host's cores (more threads than cores, herd's own runs): while a rank
+  // waits in the bubble, the scheduler gives its share of a core to the ranks that can run. The step
+  // is then the longer of the critical path at a core per rank, (busy + bubble) / k, and the work
+  // on the cores the job has, busy; what the bubble adds is the difference.
+  if (const double k = topology::host_oversubscription(host.accelerator, gpus); k > 1.0 && l.pp > 1) {
+    T.bubble_s = std::max(0.0, (busy + T.bubble_s) / k - busy);
+  }
+
   // Memory of every pipeline rank; the worst one is reported.
   const model::LayerParams lp = model::layer_params_tp_shard(cfg, l.tp);
   const model::ModelParams mp = model::model_params_tp_shard(cfg, l.tp);

@@ -33,6 +33,9 @@ Status validate(const Cluster& c) {
   if (!(a.thread_scaling > 0 && a.thread_scaling <= 1)) {
     return make_error("accelerator.thread_scaling: must be in (0, 1], got ", a.thread_scaling);
   }
+  if (!(a.multi_rank_efficiency > 0 && a.multi_rank_efficiency <= 1)) {
+    return make_error("accelerator.multi_rank_efficiency: must be in (0, 1], got ", a.multi_rank_efficiency);
+  }
   if (!(a.background_jobs >= 0) || !std::isfinite(a.background_jobs)) {
     return make_error("accelerator.background_jobs: must not be negative, got ", a.background_jobs);
   }
@@ -134,6 +137,8 @@ Result<Cluster> cluster_from_json(const Json& j) {
   HERD_ASSIGN_OR_RETURN(acc.speed_variation, json_number_or(a, "accelerator", "speed_variation", acc.speed_variation));
   HERD_ASSIGN_OR_RETURN(acc.host_cores, json_int_or(a, "accelerator", "host_cores", 0));
   HERD_ASSIGN_OR_RETURN(acc.thread_scaling, json_number_or(a, "accelerator", "thread_scaling", acc.thread_scaling));
+  HERD_ASSIGN_OR_RETURN(acc.multi_rank_efficiency,
+                        json_number_or(a, "accelerator", "multi_rank_efficiency", acc.multi_rank_efficiency));
   HERD_ASSIGN_OR_RETURN(acc.background_jobs, json_number_or(a, "accelerator", "background_jobs", 0.0));
   if (!j.contains("tiers") || !j["tiers"].is_array()) {
     return make_error(
@@ -173,6 +178,7 @@ Json cluster_to_json(const Cluster& c) {
   if (a.host_cores > 0) {
     j["accelerator"]["host_cores"] = a.host_cores;
     j["accelerator"]["thread_scaling"] = a.thread_scaling;
+    j["accelerator"]["multi_rank_efficiency"] = a.multi_rank_efficiency;
     j["accelerator"]["background_jobs"] = a.background_jobs;
   }
   j["tiers"] = Json::array();
@@ -199,7 +205,7 @@ struct HostSplit {
 HostSplit host_split(const Accelerator& a, std::int64_t ranks) {
   HostSplit h;
   const double cores = static_cast<double>(a.host_cores), n = static_cast<double>(ranks);
-  h.threads = std::max(1.0, std::floor(cores / n));
+  h.threads = a.threads_per_rank > 0 ? static_cast<double>(a.threads_per_rank) : std::max(1.0, std::floor(cores / n));
   const double job = n * h.threads;
   h.slice = std::min(job, cores / (1.0 + a.background_jobs)) / job;
   return h;
@@ -210,13 +216,21 @@ HostSplit host_split(const Accelerator& a, std::int64_t ranks) {
 double host_core_share(const Accelerator& a, std::int64_t ranks) {
   if (a.host_cores <= 0 || ranks <= 0) return 1.0;
   const HostSplit h = host_split(a, ranks);
-  const double threads = h.slice >= 1.0 ? 1.0 + (h.threads - 1.0) * a.thread_scaling : 1.0;
-  return threads * h.slice;
+  const double runtime = ranks > 1 ? a.multi_rank_efficiency : 1.0;
+  return h.slice * (1.0 + (h.threads - 1.0) * a.thread_scaling) * runtime;
+}
+
+double host_oversubscription(const Accelerator& a, std::int64_t ranks) {
+  if (a.host_cores <= 0 || ranks <= 0) return 1.0;
+  return 1.0 / host_split(a, ranks).slice;
 }
 
 const Cluster& host_share(const Cluster& c, std::int64_t ranks, Cluster* storage) {
   if (c.accelerator.host_cores <= 0) return c;
   const double s = host_core_share(c.accelerator, ranks);
+  Accelerator plain = c.accelerator;  // the communicator's copies: the cores, without the runtime's derate
+  plain.multi_rank_efficiency = 1.0;
+  const double cores = host_core_share(plain, ranks);
   *storage = c;
   Accelerator& a = storage->accelerator;
   a.peak_tflops_bf16 *= s;
@@ -228,7 +242,7 @@ const Cluster& host_share(const Cluster& c, std::int64_t ranks, Cluster* storage
   a.kernel_overhead_us *= over;
   a.host_cores = 0;  // applied once
   for (Tier& t : storage->tiers) {
-    t.bw_gb_per_s *= std::min(1.0, s);
+    t.bw_gb_per_s *= std::min(1.0, cores);
     t.latency_us *= over;  // a rendezvous waits for every rank to be scheduled
   }
   return *storage;

@@ -44,6 +44,12 @@ struct Accelerator {
   std::int64_t host_cores = 0;
   // A rank that runs t > 1 threads (ranks < host_cores) gets 1 + (t - 1) x thread_scaling cores' worth.
   double thread_scaling = 1.0;
+  // A rank of a multi-rank job computes at this fraction of a single-rank job's rates: the distributed
+  // runtime around the same kernels (FSDP flat buffers, TP and CP layout copies), measured by
+  // `herd calibrate` on the distributed path at degree 1 with its communication taken out.
+  double multi_rank_efficiency = 1.0;
+  // Threads per rank (herd train's train.threads); 0 = the launcher's rule, max(1, host_cores / ranks).
+  std::int64_t threads_per_rank = 0;
   // Other jobs competing for the host's cores right now (measured when a run starts): Linux shares
   // the cores fairly among scheduling groups (one per session with autogroup), not among threads.
   double background_jobs = 0;
@@ -77,13 +83,17 @@ Result<Cluster> load_cluster(const std::string& path);
 Json cluster_to_json(const Cluster& c);
 
 // What one of `ranks` ranks gets of a CPU host's cores, in units of one core. Each rank runs
-// t = max(1, floor(host_cores / ranks)) threads (as the launcher sets). The job's n = ranks x t
-// threads get C = min(n, host_cores / (1 + background_jobs)) cores (a fair share among the
-// scheduling groups), each thread C / n of a core. A rank's t threads are worth
-// 1 + (t - 1) x thread_scaling cores only when each has a core of its own: under time-slicing a
-// barrier-synchronised kernel runs at the pace of its descheduled thread, so they are worth one.
-// 1 when host_cores is 0 (a dedicated accelerator).
+// t = threads_per_rank threads, or max(1, floor(host_cores / ranks)) (as the launcher sets). The
+// job's n = ranks x t threads get C = min(n, host_cores / (1 + background_jobs)) cores (a fair share
+// among the scheduling groups), each thread s = C / n of a core, and a rank's t threads are worth
+// s x (1 + (t - 1) x thread_scaling) cores: continuous in the background load, so a trace of it moves
+// the share by a trace. With more than one rank, x multi_rank_efficiency. 1 when host_cores is 0 (a
+// dedicated accelerator).
 double host_core_share(const Accelerator& a, std::int64_t ranks);
+// How many of the job's threads share each core it gets, n / C in host_core_share's terms (1 when
+// every thread has a core of its own, or host_cores is 0). Above 1 the cores are time-sliced, and a
+// rank that waits gives its share to the ranks that can run.
+double host_oversubscription(const Accelerator& a, std::int64_t ranks);
 // The cluster as one rank of an n-rank job on a shared host sees it: peaks and memory bandwidth x
 // host_core_share, tier bandwidth likewise (shared-memory copies need the same cores). `c` itself when
 // host_cores is 0; otherwise the copy lives in *storage.

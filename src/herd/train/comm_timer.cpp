@@ -19,7 +19,12 @@ comm::Communicator::Identity identity_of(const comm::Communicator& c) {
 class TimedWork final : public comm::Work {
  public:
   TimedWork(comm::Handle h, std::shared_ptr<double> seconds) : h_(std::move(h)), seconds_(std::move(seconds)) {}
-  bool test() override { return h_.test(); }
+  bool test() override {
+    Timer t;
+    const bool done = h_.test();
+    *seconds_ += t.seconds();
+    return done;
+  }
   Status wait() override {
     Timer t;
     Status s = h_.wait();
@@ -54,6 +59,9 @@ Result<std::unique_ptr<comm::Communicator>> TimedCommunicator::new_group(const s
 }
 
 std::shared_ptr<comm::Work> TimedCommunicator::post(const comm::OpDesc& op) {
+  // Posting counts too: a backend may move data there (the local one advances pending ops whenever
+  // a rank is inside the communicator).
+  Timer t;
   comm::Handle h;
   switch (op.kind) {
     case comm::OpKind::kAllReduce: h = inner_->iall_reduce(op.send, op.recv, op.count, op.elem, op.reduce); break;
@@ -66,6 +74,7 @@ std::shared_ptr<comm::Work> TimedCommunicator::post(const comm::OpDesc& op) {
     case comm::OpKind::kRecv: h = inner_->irecv(op.recv, op.count, op.elem, op.peer, op.tag); break;
     case comm::OpKind::kBarrier: h = inner_->ibarrier(); break;
   }
+  *seconds_ += t.seconds();
   return std::make_shared<TimedWork>(std::move(h), seconds_);
 }
 

@@ -1,5 +1,6 @@
 // TimedCommunicator: a Communicator that forwards every op to another one and adds up the wall time
-// this rank spends blocked in wait() — the "communication" share of a step in the scaling benchmark.
+// this rank spends inside the communicator (posting, testing, blocked in wait()) — the "communication" share of a step
+// in the scaling benchmark.
 //
 // It wraps the world communicator before the axis groups are split from it, and every group it makes
 // is wrapped the same way with the same counter, so one number covers TP, DP and every other group.

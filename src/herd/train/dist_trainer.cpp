@@ -158,6 +158,7 @@ Status DistTrainer<T>::run(std::int64_t stop_after) {
       std::this_thread::sleep_for(std::chrono::duration<double>(fault_.seconds));
     }
     Timer step_timer;
+    const double wait_at_start = comm_wait_clock ? comm_wait_clock() : 0.0;
     std::vector<MicroBatchData> slices;
     std::int64_t real = 0, step_tokens = 0;
     for (std::int64_t m = 0; m < cfg_.train.grad_accum; ++m) {
@@ -195,6 +196,7 @@ Status DistTrainer<T>::run(std::int64_t stop_after) {
     rec.lr = lr;
     rec.tokens = tokens_;
     rec.tokens_per_s = static_cast<double>(step_tokens) / dt;
+    if (comm_wait_clock) rec.comm_wait_s = comm_wait_clock() - wait_at_start;
     history_.push_back(rec);
     if (metrics_.enabled()) {
       metrics_.write({{"step", rec.step},

@@ -64,6 +64,9 @@ class DistTrainer {
   std::function<void(const StepRecord&)> on_step;
   bool quiet = false;
   double step_seconds_total = 0;  // wall time of the steps run so far (benchmarks)
+  // Seconds this rank has spent blocked in collectives so far (the launcher's TimedCommunicator);
+  // when set, every StepRecord carries its step's share (the measured exposed communication).
+  std::function<double()> comm_wait_clock;
 
  private:
   DistTrainer() = default;

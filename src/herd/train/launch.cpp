@@ -30,7 +30,8 @@ Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const mode
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<RankModel<T>> model, factory(ctx, m, cfg));
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<DistTrainer<T>> trainer,
                         DistTrainer<T>::make(cfg, m, ctx, std::move(model), std::move(docs)));
-  trainer->quiet = out != nullptr && world.rank() != 0;
+  trainer->quiet = out != nullptr && (world.rank() != 0 || out->quiet);
+  trainer->comm_wait_clock = [&world] { return world.wait_seconds(); };
   HERD_RETURN_IF_ERROR(trainer->run(stop_after));
   std::vector<std::pair<std::string, std::vector<T>>> weights;
   if (gather) {

@@ -37,6 +37,7 @@ struct JobResult {
   double step_seconds = 0;                                      // rank 0's total step time
   double comm_seconds = 0;                                      // rank 0's time inside collectives
   std::vector<std::string> dump_paths;                          // flight-recorder dumps after a failure
+  bool quiet = false;  // set by the caller: rank 0 prints no progress or projection lines either
 };
 
 // BLAS threads for each of `ranks` ranks on this machine's cores.

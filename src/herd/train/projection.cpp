@@ -7,12 +7,10 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -37,6 +35,7 @@ Result<RunLayout> run_layout(const TrainConfig& cfg) {
   l.seq_len = cfg.data.seq_len;
   HERD_ASSIGN_OR_RETURN(l.recompute, model::parse_recompute(cfg.train.recompute));
   l.sequence_parallel = cfg.parallel.sequence_parallel;
+  l.threads = static_cast<int>(cfg.train.threads);
   return l;
 }
 
@@ -119,46 +118,81 @@ double measure_background_jobs() {
   return sum / samples;
 }
 
-struct BackgroundSampler::State {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stop = false;
-  double sum = 0;
-  int n = 0;
-  std::thread thread;
-};
+namespace {
 
-BackgroundSampler::BackgroundSampler(double first) : s_(std::make_unique<State>()) {
-  s_->sum = first;
-  s_->n = 1;
-  State* st = s_.get();
-  st->thread = std::thread([st] {
-    std::unique_lock<std::mutex> lock(st->mu);
-    while (!st->cv.wait_for(lock, std::chrono::milliseconds(250), [st] { return st->stop; })) {
-      lock.unlock();
-      const double w = background_weight();
-      lock.lock();
-      st->sum += w;
-      ++st->n;
-    }
-  });
-}
-
-BackgroundSampler::~BackgroundSampler() {
-  {
-    std::lock_guard<std::mutex> lock(s_->mu);
-    s_->stop = true;
+// utime + stime of process `dir` (/proc/PID), in clock ticks; fields 14 and 15 of its stat.
+double process_ticks(const std::filesystem::path& dir) {
+  std::ifstream f(dir / "stat");
+  std::string stat;
+  std::getline(f, stat);
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream in(stat.substr(close + 2));  // from the state (field 3) on
+  std::string field;
+  double ticks = 0;
+  for (int k = 3; k <= 15 && in >> field; ++k) {
+    if (k >= 14) ticks += std::atof(field.c_str());
   }
-  s_->cv.notify_all();
-  s_->thread.join();
+  return ticks;
 }
 
-double BackgroundSampler::mean() const {
-  std::lock_guard<std::mutex> lock(s_->mu);
-  return s_->sum / s_->n;
+// The parent PID of process `dir`: field 4 of its stat.
+std::string parent_of(const std::filesystem::path& dir) {
+  std::ifstream f(dir / "stat");
+  std::string stat;
+  std::getline(f, stat);
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return "";
+  std::istringstream in(stat.substr(close + 2));
+  std::string state, ppid;
+  in >> state >> ppid;
+  return ppid;
+}
+
+}  // namespace
+
+HostCpuTimes host_cpu_times() {
+  HostCpuTimes t;
+  const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  // cpu  user nice system idle iowait irq softirq steal guest guest_nice (guest is inside user)
+  double v[8] = {};
+  if (!(f >> cpu) || cpu != "cpu" || hz <= 0) return t;
+  for (double& x : v) {
+    if (!(f >> x)) return t;
+  }
+  t.busy_s = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz;
+  const std::filesystem::path self = std::filesystem::path("/proc") / std::to_string(::getpid());
+  double job = process_ticks(self);
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink(self / "exe", ec);
+  const std::string parent = parent_of(self);
+  for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = proc.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])) || proc.path() == self) continue;
+    if (parent_of(proc.path()) != parent) continue;
+    std::error_code e2;
+    if (exe.empty() || std::filesystem::read_symlink(proc.path() / "exe", e2) != exe) continue;
+    job += process_ticks(proc.path());
+  }
+  t.job_s = job / hz;
+  t.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  t.ok = true;
+  return t;
+}
+
+double background_jobs_between(const HostCpuTimes& a, const HostCpuTimes& b, std::int64_t cores) {
+  const double wall = b.wall_s - a.wall_s;
+  if (!a.ok || !b.ok || wall <= 0 || cores <= 0) return -1;
+  const double c = static_cast<double>(cores);
+  const double others = std::clamp(((b.busy_s - a.busy_s) - (b.job_s - a.job_s)) / wall, 0.0, 0.95 * c);
+  return others / (c - others);
 }
 
 Result<Projection> project(const model::LlamaConfig& m, const RunLayout& r, const topology::Cluster& cluster) {
+  topology::Cluster host = cluster;
+  if (r.threads > 0 && host.accelerator.host_cores > 0) host.accelerator.threads_per_rank = r.threads;
   planner::TrainingSpec spec;
   spec.seq_len = r.seq_len;
   spec.global_batch = r.micro_batch * r.dp * r.microbatches;
@@ -183,10 +217,10 @@ Result<Projection> project(const model::LlamaConfig& m, const RunLayout& r, cons
   p.model = m;
   p.host = cluster;
   p.background_jobs = cluster.accelerator.background_jobs;
-  HERD_ASSIGN_OR_RETURN(p.estimate, planner::estimate(m, cluster, spec, l, r.ranks()));
+  HERD_ASSIGN_OR_RETURN(p.estimate, planner::estimate(m, host, spec, l, r.ranks()));
   p.step_s_idle = p.estimate.time.step_s;
-  if (cluster.accelerator.background_jobs > 0) {
-    topology::Cluster idle = cluster;
+  if (host.accelerator.background_jobs > 0) {
+    topology::Cluster idle = host;
     idle.accelerator.background_jobs = 0;
     HERD_ASSIGN_OR_RETURN(const planner::Estimate e, planner::estimate(m, idle, spec, l, r.ranks()));
     p.step_s_idle = e.time.step_s;
@@ -202,6 +236,18 @@ Result<Projection> project(const model::LlamaConfig& m, const RunLayout& r, cons
   return p;
 }
 
+namespace {
+
+// The median of `xs` (sorted in place); 0 for none.
+double median(std::vector<double>* xs) {
+  if (xs->empty()) return 0;
+  std::sort(xs->begin(), xs->end());
+  const std::size_t n = xs->size();
+  return n % 2 == 1 ? (*xs)[n / 2] : 0.5 * ((*xs)[n / 2 - 1] + (*xs)[n / 2]);
+}
+
+}  // namespace
+
 double median_step_seconds(const std::vector<StepRecord>& history) {
   std::vector<double> dt;
   std::int64_t prev = -1;
@@ -214,9 +260,21 @@ double median_step_seconds(const std::vector<StepRecord>& history) {
     if (history.empty() || history[0].tokens_per_s <= 0) return 0;
     return static_cast<double>(history[0].tokens) / history[0].tokens_per_s;  // one step: itself
   }
-  std::sort(dt.begin(), dt.end());
-  const std::size_t n = dt.size();
-  return n % 2 == 1 ? dt[n / 2] : 0.5 * (dt[n / 2 - 1] + dt[n / 2]);
+  return median(&dt);
+}
+
+MeasuredRun measured_run(const std::vector<StepRecord>& history, const RankMemoryUse& memory) {
+  MeasuredRun r;
+  r.step_s = median_step_seconds(history);
+  r.steps = static_cast<std::int64_t>(history.size());
+  r.memory = memory;
+  // The same steps as the step median: the first left out unless it is the only one.
+  std::vector<double> wait;
+  for (std::size_t i = history.size() > 1 ? 1 : 0; i < history.size(); ++i) {
+    if (history[i].comm_wait_s >= 0) wait.push_back(history[i].comm_wait_s);
+  }
+  if (!wait.empty()) r.comm_s = median(&wait);
+  return r;
 }
 
 namespace {
@@ -243,10 +301,14 @@ std::string planned_line(const Projection& p) {
          " (state " + mib(p.state_bytes) + ", activations " + mib(p.activation_bytes) + ")";
 }
 
-std::string planned_vs_measured_line(const Projection& p, double measured_step_s, const RankMemoryUse& mem) {
+std::string planned_vs_measured_line(const Projection& p, const MeasuredRun& run) {
+  const RankMemoryUse& mem = run.memory;
+  const double comm = p.estimate.time.exposed_comm_s();
   return "planned vs measured (" + format_fixed(p.background_jobs, 1) + " background jobs over the run): step " +
-         secs(p.step_s()) + " s vs " + secs(measured_step_s) + " s (" + pct(p.step_s(), measured_step_s) +
-         ") | memory/rank " + mib(p.memory_bytes()) + " vs " + mib(mem.total()) + " (" +
+         secs(p.step_s()) + " s vs " + secs(run.step_s) + " s (" + pct(p.step_s(), run.step_s) + ")" +
+         (run.comm_s < 0 ? std::string()
+                         : " | exposed comm " + secs(comm) + " s vs " + secs(run.comm_s) + " s (rank 0 blocked)") +
+         " | memory/rank " + mib(p.memory_bytes()) + " vs " + mib(mem.total()) + " (" +
          pct(p.memory_bytes(), mem.total()) + "; state " + mib(p.state_bytes) + " vs " + mib(mem.state_bytes) +
          ", activations " + mib(p.activation_bytes) + " vs " + mib(mem.arena_peak_bytes) + ")" +
          (mem.saved_activation_bytes < 0
@@ -255,8 +317,9 @@ std::string planned_vs_measured_line(const Projection& p, double measured_step_s
                     " (" + pct(p.saved_activation_bytes, mem.saved_activation_bytes) + ")");
 }
 
-Json projection_json(const Projection& p, double measured_step_s, const RankMemoryUse& mem, std::int64_t steps) {
+Json projection_json(const Projection& p, const MeasuredRun& run) {
   const RunLayout& l = p.layout;
+  const RankMemoryUse& mem = run.memory;
   const planner::TimeBreakdown& t = p.estimate.time;
   return {{"cluster", p.cluster},
           {"layout",
@@ -289,8 +352,9 @@ Json projection_json(const Projection& p, double measured_step_s, const RankMemo
             {"activation_bytes", p.activation_bytes},
             {"saved_activation_bytes", p.saved_activation_bytes}}},
           {"measured",
-           {{"step_s", measured_step_s},
-            {"steps", steps},
+           {{"step_s", run.step_s},
+            {"comm_s", run.comm_s},
+            {"steps", run.steps},
             {"memory_bytes", mem.total()},
             {"state_bytes", mem.state_bytes},
             {"activation_bytes", mem.arena_peak_bytes},
@@ -303,15 +367,14 @@ Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m,
   Result<Projection> p = [&]() -> Result<Projection> {
     HERD_ASSIGN_OR_RETURN(const RunLayout l, run_layout(cfg));
     HERD_ASSIGN_OR_RETURN(topology::Cluster c, local_cpu_cluster());
-    std::shared_ptr<BackgroundSampler> sampler;
+    HostCpuTimes at_start;
     if (c.accelerator.host_cores > 0) {
       c.accelerator.background_jobs = measure_background_jobs();
       const char* fixed = std::getenv("HERD_BACKGROUND_JOBS");
-      if (fixed == nullptr || *fixed == '\0')
-        sampler = std::make_shared<BackgroundSampler>(c.accelerator.background_jobs);
+      if (fixed == nullptr || *fixed == '\0') at_start = host_cpu_times();
     }
     HERD_ASSIGN_OR_RETURN(Projection p, project(m, l, c));
-    p.sampler = std::move(sampler);
+    p.cpu_at_start = at_start;
     return p;
   }();
   if (print) log_info(p.ok() ? planned_line(*p) : "planned: no projection (" + p.error().message() + ")");
@@ -321,19 +384,20 @@ Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m,
 void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const std::vector<StepRecord>& history,
                 const RankMemoryUse& mem, bool print) {
   if (!plan.ok() || history.empty()) return;
-  const double measured = median_step_seconds(history);
+  const MeasuredRun measured = measured_run(history, mem);
   Projection at_run = *plan;
-  at_run.sampler.reset();
-  if (plan->sampler) {
+  const double background =
+      background_jobs_between(plan->cpu_at_start, host_cpu_times(), plan->host.accelerator.host_cores);
+  if (background >= 0) {
     topology::Cluster c = plan->host;
-    c.accelerator.background_jobs = plan->sampler->mean();
+    c.accelerator.background_jobs = background;
     Result<Projection> redone = project(plan->model, plan->layout, c);
     if (redone.ok()) at_run = *redone;
   }
-  if (print) log_info(planned_vs_measured_line(at_run, measured, mem));
+  if (print) log_info(planned_vs_measured_line(at_run, measured));
   if (print && !cfg.train.projection_file.empty()) {
     std::ofstream out(cfg.train.projection_file);
-    Json j = projection_json(at_run, measured, mem, static_cast<std::int64_t>(history.size()));
+    Json j = projection_json(at_run, measured);
     j["planned"]["step_s_at_start"] = plan->step_s();
     j["background_jobs_at_start"] = plan->background_jobs;
     out << j.dump(2) << "\n";

@@ -37,6 +37,7 @@ struct RunLayout {
   std::int64_t seq_len = 256;
   model::Recompute recompute = model::Recompute::kNone;
   bool sequence_parallel = true;
+  int threads = 0;  // kernel threads per rank (train.threads); 0 = the launcher's rule
   std::int64_t ranks() const { return tp * cp * pp * dp; }
 };
 
@@ -47,35 +48,38 @@ Result<RunLayout> run_layout(const TrainConfig& cfg);
 // set, else the committed `local-cpu` preset. A malformed file is an error naming its field.
 Result<topology::Cluster> local_cpu_cluster();
 
-// Other jobs competing for this host's cores right now: scheduling groups (autogroups, one per
-// session; processes when the kernel does not group) other than this process's with a runnable
-// thread, each weighted by CFS's 1.25^-nice, averaged over 20 scans of /proc 10 ms apart. 0 where
-// /proc is unreadable. HERD_BACKGROUND_JOBS, when set, is used instead (0: an idle host).
+// Other jobs competing for this host's cores right now, before a run starts (the "planned" line):
+// scheduling groups (autogroups, one per session; processes when the kernel does not group) other
+// than this process's with a runnable thread, each weighted by CFS's 1.25^-nice, averaged over 20
+// scans of /proc 10 ms apart. 0 where /proc is unreadable. HERD_BACKGROUND_JOBS, when set, is used
+// instead (0: an idle host), here and for the run (below).
 double measure_background_jobs();
 
-// measure_background_jobs' scan every 250 ms on a thread of its own, from construction until
-// destruction: the load a run actually shared the host with.
-class BackgroundSampler {
- public:
-  explicit BackgroundSampler(double first);  // `first`: a sample taken already
-  ~BackgroundSampler();
-  BackgroundSampler(const BackgroundSampler&) = delete;
-  BackgroundSampler& operator=(const BackgroundSampler&) = delete;
-  double mean() const;
-
- private:
-  struct State;
-  std::unique_ptr<State> s_;
+// CPU time on this host: every core's busy time since boot (steal included: a hypervisor's other
+// guests take the cores too) and this job's own, at one wall-clock instant. The job is this process
+// and its sibling ranks (processes of the same parent running the same executable: mpirun's).
+struct HostCpuTimes {
+  double wall_s = 0;
+  double busy_s = 0;
+  double job_s = 0;
+  bool ok = false;  // false where /proc is unreadable
 };
+HostCpuTimes host_cpu_times();
+
+// The background load between two readings, as host_share's background_jobs: the other jobs took
+// X = (busy - job) / wall cores' worth, leaving the job cores - X, which host_share's fair-share rule
+// cores / (1 + B) gives for B = X / (cores - X). Measured, not inferred from runnable threads, so a
+// short-lived process counts only for the CPU it used. -1 when either reading failed or no time passed.
+double background_jobs_between(const HostCpuTimes& a, const HostCpuTimes& b, std::int64_t cores);
 
 struct Projection {
   RunLayout layout;
   std::string cluster;
   model::LlamaConfig model;
-  topology::Cluster host;                      // the cluster as given (background_jobs as measured at the start)
-  std::shared_ptr<BackgroundSampler> sampler;  // set by plan_run on a shared host
-  double background_jobs = 0;                  // what the prediction assumed (accelerator.background_jobs)
-  double step_s_idle = 0;                      // the same prediction on an idle host (background 0)
+  topology::Cluster host;      // the cluster as given (background_jobs as measured at the start)
+  HostCpuTimes cpu_at_start;   // set by plan_run on a shared host (ok = false otherwise)
+  double background_jobs = 0;  // what the prediction assumed (accelerator.background_jobs)
+  double step_s_idle = 0;      // the same prediction on an idle host (background 0)
   planner::Estimate estimate;
   // Memory of the rank, the planner's parts regrouped as the runtime measures them.
   double state_bytes = 0;             // parameters + gradients + optimizer state (embedding/head included)
@@ -94,11 +98,22 @@ Result<Projection> project(const model::LlamaConfig& m, const RunLayout& layout,
 // one. 0 for an empty history.
 double median_step_seconds(const std::vector<StepRecord>& history);
 
+// What a run measured, to set beside the plan: the median step, the median time rank 0 spent blocked
+// in collectives per step (the exposed communication; -1 where the trainer has no communicator), the
+// step count and the rank's memory.
+struct MeasuredRun {
+  double step_s = 0;
+  double comm_s = -1;
+  std::int64_t steps = 0;
+  RankMemoryUse memory;
+};
+MeasuredRun measured_run(const std::vector<StepRecord>& history, const RankMemoryUse& memory);
+
 // "planned: step 1.23 s (compute 1.10, comm 0.08, bubble 0.00, optimizer 0.05) | memory 312.4 MiB ..."
 std::string planned_line(const Projection& p);
-// "planned vs measured: step 1.23 s vs 1.30 s (-5.4%) | memory 312.4 MiB vs 300.1 MiB (+4.1%)"
-std::string planned_vs_measured_line(const Projection& p, double measured_step_s, const RankMemoryUse& mem);
-Json projection_json(const Projection& p, double measured_step_s, const RankMemoryUse& mem, std::int64_t steps);
+// "planned vs measured: step 1.23 s vs 1.30 s (-5.4%) | exposed comm 0.08 s vs 0.10 s | memory ..."
+std::string planned_vs_measured_line(const Projection& p, const MeasuredRun& run);
+Json projection_json(const Projection& p, const MeasuredRun& run);
 
 // The two call sites of the trainers. plan_run logs the "planned" line and returns the projection, or
 // an error the caller may ignore (training never depends on it; !print: nothing is planned, as on

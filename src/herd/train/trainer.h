@@ -33,6 +33,7 @@ struct StepRecord {
   std::int64_t tokens = 0;  // cumulative tokens processed
   double tokens_per_s = 0;
   double mfu = 0;
+  double comm_wait_s = -1;  // this rank's time blocked in collectives during the step; -1: not measured
   std::optional<double> val_loss;
 };
 
