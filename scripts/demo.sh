@@ -7,7 +7,8 @@
 #      shards, 250 steps of the tiny preset, held-out loss, samples, runs/demo/loss.svg), then the same
 #      run as a 4D job, TP2 x CP2 x PP2 on 8 local ranks (Llama 3's flexible interleaved schedule, V=2,
 #      4 micro-batches), which prints the planner's predicted step time and memory for its own layout
-#      on this machine at the start and the measured values beside them at the end; its loss is printed
+#      on this machine (calibrated just before by `herd calibrate`) at the start and the measured values
+#      beside them at the end; its loss is printed
 #      beside the single-rank one.
 # About 10 minutes on 2 idle cores. Extra arguments go to the single-rank `herd train` as overrides.
 set -euo pipefail
@@ -27,8 +28,12 @@ echo
 echo "== 3b. herd train: the same run as TP2 x CP2 x PP2 (8 ranks as threads), first 50 steps =="
 # Same global batch (8 sequences, here 4 micro-batches of 2) and the same learning-rate curve as the
 # 250-step single-rank run (25 warm-up + 225 cosine steps). A fresh run: no resume from an earlier demo.
+# The planner's numbers for this machine come from `herd calibrate` run just before (about 10 s): the
+# speed of this kind of shared virtual machine moves between hours (docs/projection.md).
 rm -rf runs/demo/checkpoints_4d runs/demo/metrics_4d.jsonl
-build/herd train configs/demo_4d.json --train.steps=50 --schedule.decay_steps=225
+build/herd calibrate --out runs/demo/local-cpu.json | tail -2
+HERD_CLUSTER_FILE=runs/demo/local-cpu.json build/herd train configs/demo_4d.json --train.steps=50 \
+  --schedule.decay_steps=225
 echo
 echo "step  loss (1 rank)  loss (TP2 x CP2 x PP2)"
 loss_column() {

@@ -2,13 +2,16 @@
 """The planner held against herd's own runs: `herd train` on many layouts, planned vs measured.
 
 Every layout runs a few steps of the tiny (or small) model with --train.projection_file, which holds
-the planner's prediction for the run on the local-cpu cluster (the committed preset, or the file
-HERD_CLUSTER_FILE names) and the measured median step time and rank memory. This script collects
+the planner's prediction for the run on the local-cpu cluster and the measured median step time and
+rank memory. The cluster is calibrated first (`herd calibrate`, about 10 s, written next to the
+results), because this shared virtual machine's speed moves by up to 1.8x between hours; with
+--no-calibrate the committed preset (or the file HERD_CLUSTER_FILE names) is used instead. This script collects
 them, writes one JSON document (figure, machine, commit, load averages, per-layout results, MAPE)
 and a markdown table. The machine is shared: each step time is a median over steps, and the load
 average before and after every run is recorded next to it.
 
   python3 bench/projection/run.py [--herd build/herd] [--data DIR] [--steps 6] [--out-dir bench/projection]
+                                  [--no-calibrate] [--only NAME]
 
 Method and results: docs/projection.md.
 """
@@ -93,10 +96,19 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--out-dir", default="bench/projection")
     ap.add_argument("--only", default="", help="run only layouts whose name contains this")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="plan with the preset or HERD_CLUSTER_FILE instead of a fresh `herd calibrate`")
     a = ap.parse_args()
 
     make_data(a.herd, a.data)
     os.makedirs(a.out_dir, exist_ok=True)
+    calibration = None
+    if not a.no_calibrate:
+        cal = os.path.join(a.out_dir, "local-cpu.json")
+        subprocess.run([a.herd, "calibrate", "--out", cal], check=True, stdout=subprocess.DEVNULL)
+        os.environ["HERD_CLUSTER_FILE"] = os.path.abspath(cal)
+        with open(cal) as f:
+            calibration = json.load(f)
     results = []
     for name, model, args in LAYOUTS:
         if a.only and a.only not in name:
@@ -128,28 +140,39 @@ def main():
               f"load {before:.2f}/{after:.2f}", file=sys.stderr)
     if not results:
         sys.exit("no layout ran")
+    cluster_label = os.environ.get("HERD_CLUSTER_FILE", "(preset local-cpu)")
+    if calibration is not None:
+        cluster_label = os.path.relpath(cluster_label) + " (herd calibrate just before)"
     mape = 100 * sum(abs(r["step_error"]) for r in results) / len(results)
+    multi = [r for r in results if r["layout"]["ranks"] > 1]
+    multi_mape = 100 * sum(abs(r["step_error"]) for r in multi) / len(multi) if multi else 0.0
+    multi_bias = 100 * sum(r["step_error"] for r in multi) / len(multi) if multi else 0.0
     mem_mape = 100 * sum(abs(r["memory_error"]) for r in results) / len(results)
     idle_mape = 100 * sum(abs(r["step_error_idle"]) for r in results) / len(results)
     doc = {"figure": "planner projection vs herd train on this machine (local-cpu)", "machine": machine(),
            "commit": commit(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "cluster_file": os.environ.get("HERD_CLUSTER_FILE", "(preset local-cpu)"), "steps": a.steps,
-           "step_time_mape_percent": mape, "step_time_mape_percent_idle_host": idle_mape,
+           "cluster_file": cluster_label, "calibration": calibration,
+           "steps": a.steps,
+           "step_time_mape_percent": mape, "step_time_mape_percent_multi_rank": multi_mape,
+           "step_time_mean_error_percent_multi_rank": multi_bias, "step_time_mape_percent_idle_host": idle_mape,
            "memory_mape_percent": mem_mape, "results": results}
     with open(os.path.join(a.out_dir, "results.json"), "w") as f:
         json.dump(doc, f, indent=2)
     lines = ["| layout | ranks | background jobs | planned step (s) | measured step (s) | error | "
-             "idle-host plan (s) | planned MiB/rank | measured MiB/rank | error | load avg |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "idle-host plan (s) | planned comm (s) | measured comm (s) | planned MiB/rank | measured MiB/rank | "
+             "error | load avg |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         pl, me = r["planned"], r["measured"]
-        lines.append(f"| {r['name']} | {r['layout']['ranks']} | {r['background_jobs']:.1f} | "
+        comm = f"{me['comm_s']:.3f}" if me.get("comm_s", -1) >= 0 else "-"
+        lines.append(f"| {r['name']} | {r['layout']['ranks']} | {r['background_jobs']:.2f} | "
                      f"{pl['step_s']:.3f} | {me['step_s']:.3f} | {100 * r['step_error']:+.1f}% | "
-                     f"{pl['step_s_idle']:.3f} | {pl['memory_bytes'] / 2**20:.1f} | "
+                     f"{pl['step_s_idle']:.3f} | {pl['comm_s']:.3f} | {comm} | {pl['memory_bytes'] / 2**20:.1f} | "
                      f"{me['memory_bytes'] / 2**20:.1f} | {100 * r['memory_error']:+.1f}% | "
                      f"{r['load_average'][0]:.2f}/{r['load_average'][1]:.2f} |")
     lines.append(f"\nStep-time MAPE {mape:.1f}% over {len(results)} layouts (planned for the measured background "
-                 f"load; {idle_mape:.1f}% if the host is assumed idle); memory MAPE {mem_mape:.1f}%. "
+                 f"load; {idle_mape:.1f}% if the host is assumed idle); over the {len(multi)} multi-rank layouts "
+                 f"{multi_mape:.1f}% (mean error {multi_bias:+.1f}%); memory MAPE {mem_mape:.1f}%. "
                  f"Commit {doc['commit']}, {doc['date']}, {doc['cluster_file']}.")
     with open(os.path.join(a.out_dir, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
