@@ -416,6 +416,11 @@ int run_calibrate(const CalibrateOptions& o) {
   std::ofstream f(o.out);
   f << j.dump(2) << "\n";
   if (!f) return report_error("calibrate", Error("--out: cannot write " + o.out));
+  if (!idle) {
+    std::cout << "warning: " << format_fixed(background, 1)
+              << " other jobs were running: the reference training steps ran beside them, so the runtime "
+                 "efficiencies are low; calibrate on a quiet host\n";
+  }
   std::cout << "wrote " << o.out << " (use it with HERD_CLUSTER_FILE=" << o.out << " herd train ..., or herd "
             << "estimate --cluster " << o.out << "); load average " << format_fixed(load_before, 2) << "\n";
   return 0;
