@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -16,6 +17,9 @@
 
 #ifndef HERD_GIT_COMMIT
 #define HERD_GIT_COMMIT "unknown"
+#endif
+#ifndef HERD_SOURCE_DIR
+#define HERD_SOURCE_DIR "."
 #endif
 
 namespace herd::bench {
@@ -40,11 +44,31 @@ inline Json machine_description() {
   return m;
 }
 
+// The checkout's commit now (with "-dirty" when tracked files differ from it), or the one the build
+// was configured at when git cannot be run.
+inline std::string current_commit() {
+  const std::string git = std::string("git -C '") + HERD_SOURCE_DIR + "' ";
+  auto run = [](const std::string& cmd) {
+    std::string out;
+    if (FILE* p = ::popen(cmd.c_str(), "r")) {
+      char buf[128];
+      while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+      if (::pclose(p) != 0) return std::string();
+    }
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return out;
+  };
+  std::string commit = run(git + "rev-parse --short HEAD 2>/dev/null");
+  if (commit.empty()) return HERD_GIT_COMMIT;
+  if (!run(git + "status --porcelain --untracked-files=no 2>/dev/null").empty()) commit += "-dirty";
+  return commit;
+}
+
 inline Json envelope(const std::string& figure) {
   Json j;
   j["figure"] = figure;
   j["machine"] = machine_description();
-  j["commit"] = HERD_GIT_COMMIT;
+  j["commit"] = current_commit();
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
