@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -211,12 +212,17 @@ TEST(Projection, BackgroundJobsAreTheCpuOtherJobsTook) {
   EXPECT_NEAR(background_jobs_between(a, b, 2), 0.0, 1e-12);
   b.ok = false;
   EXPECT_EQ(background_jobs_between(a, b, 2), -1.0);
-  // The real readings: the job's own CPU is counted, and two readings a moment apart give a load.
-  const HostCpuTimes now = host_cpu_times();
-  if (now.ok) {
-    EXPECT_GT(now.busy_s, 0.0);
-    EXPECT_GE(now.busy_s, now.job_s);
-  }
+  // The real readings count this process's own CPU as the job's: 0.2 s of work here moves job_s
+  // by about that much (ticks are 10 ms), so it is not taken for another job's.
+  const HostCpuTimes before = host_cpu_times();
+  ASSERT_TRUE(before.ok);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  volatile double sink = 0;
+  while (std::chrono::steady_clock::now() < until) sink = sink + 1.0;
+  const HostCpuTimes after = host_cpu_times();
+  ASSERT_TRUE(after.ok);
+  EXPECT_GT(after.job_s - before.job_s, 0.1);
+  EXPECT_GE(after.busy_s - before.busy_s, after.job_s - before.job_s - 0.02);
 }
 
 TEST(Projection, CalibrationFileOverridesThePresetAndErrorsNameTheField) {

@@ -216,8 +216,7 @@ HostSplit host_split(const Accelerator& a, std::int64_t ranks) {
 double host_core_share(const Accelerator& a, std::int64_t ranks) {
   if (a.host_cores <= 0 || ranks <= 0) return 1.0;
   const HostSplit h = host_split(a, ranks);
-  const double runtime = ranks > 1 ? a.multi_rank_efficiency : 1.0;
-  return h.slice * (1.0 + (h.threads - 1.0) * a.thread_scaling) * runtime;
+  return h.slice * (1.0 + (h.threads - 1.0) * a.thread_scaling);
 }
 
 double host_oversubscription(const Accelerator& a, std::int64_t ranks) {
@@ -227,23 +226,22 @@ double host_oversubscription(const Accelerator& a, std::int64_t ranks) {
 
 const Cluster& host_share(const Cluster& c, std::int64_t ranks, Cluster* storage) {
   if (c.accelerator.host_cores <= 0) return c;
-  const double s = host_core_share(c.accelerator, ranks);
-  Accelerator plain = c.accelerator;  // the communicator's copies: the cores, without the runtime's derate
-  plain.multi_rank_efficiency = 1.0;
-  const double cores = host_core_share(plain, ranks);
+  // Compute runs on the rank's cores at the runtime's multi-rank efficiency; the communicator's
+  // copies get the cores alone. Per-op overheads and rendezvous stretch when ranks time-slice them.
+  const double cores = host_core_share(c.accelerator, ranks);
+  const double s = cores * (ranks > 1 ? c.accelerator.multi_rank_efficiency : 1.0);
+  const double over = host_oversubscription(c.accelerator, ranks);
   *storage = c;
   Accelerator& a = storage->accelerator;
   a.peak_tflops_bf16 *= s;
   a.peak_tflops_fp8 *= s;
   a.peak_tflops_fp32 *= s;
   a.memory_bw_gb_per_s *= s;
-  // Per-op overheads stretch when ranks time-slice the cores.
-  const double over = 1.0 / host_split(a, std::max<std::int64_t>(1, ranks)).slice;
   a.kernel_overhead_us *= over;
   a.host_cores = 0;  // applied once
   for (Tier& t : storage->tiers) {
     t.bw_gb_per_s *= std::min(1.0, cores);
-    t.latency_us *= over;  // a rendezvous waits for every rank to be scheduled
+    t.latency_us *= over;
   }
   return *storage;
 }

@@ -87,16 +87,16 @@ Json cluster_to_json(const Cluster& c);
 // job's n = ranks x t threads get C = min(n, host_cores / (1 + background_jobs)) cores (a fair share
 // among the scheduling groups), each thread s = C / n of a core, and a rank's t threads are worth
 // s x (1 + (t - 1) x thread_scaling) cores: continuous in the background load, so a trace of it moves
-// the share by a trace. With more than one rank, x multi_rank_efficiency. 1 when host_cores is 0 (a
-// dedicated accelerator).
+// the share by a trace. 1 when host_cores is 0 (a dedicated accelerator).
 double host_core_share(const Accelerator& a, std::int64_t ranks);
 // How many of the job's threads share each core it gets, n / C in host_core_share's terms (1 when
 // every thread has a core of its own, or host_cores is 0). Above 1 the cores are time-sliced, and a
 // rank that waits gives its share to the ranks that can run.
 double host_oversubscription(const Accelerator& a, std::int64_t ranks);
 // The cluster as one rank of an n-rank job on a shared host sees it: peaks and memory bandwidth x
-// host_core_share, tier bandwidth likewise (shared-memory copies need the same cores). `c` itself when
-// host_cores is 0; otherwise the copy lives in *storage.
+// host_core_share (x multi_rank_efficiency when ranks > 1), tier bandwidth x the core share alone
+// (shared-memory copies need the same cores), per-op overheads and tier latencies x
+// host_oversubscription. `c` itself when host_cores is 0; otherwise the copy lives in *storage.
 const Cluster& host_share(const Cluster& c, std::int64_t ranks, Cluster* storage);
 
 // Presets: llama3-h100, dgx-h100, dgx-a100, h200, tpu-v5p, local-cpu (this machine running herd's ranks;

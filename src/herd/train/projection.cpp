@@ -51,20 +51,42 @@ Result<topology::Cluster> local_cpu_cluster() {
 
 namespace {
 
-// Whether any thread of process `dir` (/proc/PID) is runnable, and its nice.
-bool runnable(const std::filesystem::path& dir, int* nice) {
+namespace fs = std::filesystem;
+
+// The fields of a /proc stat file after the command name (which may hold spaces and parentheses):
+// [0] is field 3 (the state), [1] field 4 (the parent), [11] and [12] fields 14 and 15 (utime and
+// stime), [16] field 19 (nice). Empty when the file is gone (the process exited).
+std::vector<std::string> stat_fields(const fs::path& file) {
+  std::ifstream f(file);
+  std::string stat;
+  std::getline(f, stat);
+  const auto close = stat.rfind(')');
+  std::vector<std::string> fields;
+  if (close == std::string::npos || close + 2 > stat.size()) return fields;
+  std::istringstream in(stat.substr(close + 2));
+  for (std::string x; in >> x;) fields.push_back(std::move(x));
+  return fields;
+}
+
+// Every /proc/PID directory except this process's.
+std::vector<fs::path> other_processes() {
+  const std::string self = std::to_string(::getpid());
+  std::vector<fs::path> out;
   std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator(dir / "task", ec)) {
-    std::ifstream f(task.path() / "stat");
-    std::string stat;
-    std::getline(f, stat);
-    const auto close = stat.rfind(')');
-    if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'R') continue;
-    std::istringstream in(stat.substr(close + 2));  // fields from the state (3) on; nice is 19
-    std::string field;
-    for (int k = 3; k <= 19 && in >> field; ++k) {
-      if (k == 19) *nice = std::atoi(field.c_str());
-    }
+  for (const auto& proc : fs::directory_iterator("/proc", ec)) {
+    const std::string name = proc.path().filename().string();
+    if (!name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) && name != self) out.push_back(proc.path());
+  }
+  return out;
+}
+
+// Whether any thread of process `dir` is runnable, and that thread's nice.
+bool runnable(const fs::path& dir, int* nice) {
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator(dir / "task", ec)) {
+    const std::vector<std::string> f = stat_fields(task.path() / "stat");
+    if (f.size() < 17 || f[0] != "R") continue;
+    *nice = std::atoi(f[16].c_str());
     return true;
   }
   return false;
@@ -72,7 +94,7 @@ bool runnable(const std::filesystem::path& dir, int* nice) {
 
 // The scheduling group of a process: its autogroup ("/autogroup-61 nice 0") when the kernel groups
 // sessions, else the process itself; and the group's nice.
-std::string group_of(const std::filesystem::path& dir, int* nice) {
+std::string group_of(const fs::path& dir, int* nice) {
   std::ifstream f(dir / "autogroup");
   std::string name, word;
   if (f >> name >> word >> *nice) return name;
@@ -81,25 +103,26 @@ std::string group_of(const std::filesystem::path& dir, int* nice) {
 
 // Other scheduling groups with a runnable thread, each weighted by CFS's 1.25^-nice relative share.
 double background_weight() {
-  const std::string self = std::to_string(::getpid());
   int own_nice = 0;
   const std::string own = group_of("/proc/self", &own_nice);
   std::map<std::string, double> groups;
-  std::error_code ec;
-  for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = proc.path().filename().string();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])) || name == self) continue;
+  for (const fs::path& proc : other_processes()) {
     int thread_nice = 0, group_nice = 0;
-    if (!runnable(proc.path(), &thread_nice)) continue;
-    const std::string g = group_of(proc.path(), &group_nice);
+    if (!runnable(proc, &thread_nice)) continue;
+    const std::string g = group_of(proc, &group_nice);
     if (g == own) continue;
     // Without autogroups the process stands for its group, at its thread's nice.
-    const int nice = g == name ? thread_nice : group_nice;
+    const int nice = g == proc.filename().string() ? thread_nice : group_nice;
     groups[g] = std::pow(1.25, -static_cast<double>(nice));
   }
   double w = 0;
   for (const auto& [g, weight] : groups) w += weight;
   return w;
+}
+
+// utime + stime of a process, in clock ticks, from its stat fields.
+double cpu_ticks(const std::vector<std::string>& f) {
+  return f.size() < 13 ? 0.0 : std::atof(f[11].c_str()) + std::atof(f[12].c_str());
 }
 
 }  // namespace
@@ -118,39 +141,6 @@ double measure_background_jobs() {
   return sum / samples;
 }
 
-namespace {
-
-// utime + stime of process `dir` (/proc/PID), in clock ticks; fields 14 and 15 of its stat.
-double process_ticks(const std::filesystem::path& dir) {
-  std::ifstream f(dir / "stat");
-  std::string stat;
-  std::getline(f, stat);
-  const auto close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream in(stat.substr(close + 2));  // from the state (field 3) on
-  std::string field;
-  double ticks = 0;
-  for (int k = 3; k <= 15 && in >> field; ++k) {
-    if (k >= 14) ticks += std::atof(field.c_str());
-  }
-  return ticks;
-}
-
-// The parent PID of process `dir`: field 4 of its stat.
-std::string parent_of(const std::filesystem::path& dir) {
-  std::ifstream f(dir / "stat");
-  std::string stat;
-  std::getline(f, stat);
-  const auto close = stat.rfind(')');
-  if (close == std::string::npos) return "";
-  std::istringstream in(stat.substr(close + 2));
-  std::string state, ppid;
-  in >> state >> ppid;
-  return ppid;
-}
-
-}  // namespace
-
 HostCpuTimes host_cpu_times() {
   HostCpuTimes t;
   const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
@@ -162,22 +152,22 @@ HostCpuTimes host_cpu_times() {
   for (double& x : v) {
     if (!(f >> x)) return t;
   }
+  t.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   t.busy_s = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz;
-  const std::filesystem::path self = std::filesystem::path("/proc") / std::to_string(::getpid());
-  double job = process_ticks(self);
+  const fs::path self = fs::path("/proc") / std::to_string(::getpid());
+  const std::vector<std::string> own = stat_fields(self / "stat");
+  if (own.size() < 13) return t;
+  double job = cpu_ticks(own);
   std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink(self / "exe", ec);
-  const std::string parent = parent_of(self);
-  for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = proc.path().filename().string();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])) || proc.path() == self) continue;
-    if (parent_of(proc.path()) != parent) continue;
+  const fs::path exe = fs::read_symlink(self / "exe", ec);
+  for (const fs::path& proc : other_processes()) {
+    const std::vector<std::string> st = stat_fields(proc / "stat");
+    if (st.size() < 13 || st[1] != own[1]) continue;  // not a sibling
     std::error_code e2;
-    if (exe.empty() || std::filesystem::read_symlink(proc.path() / "exe", e2) != exe) continue;
-    job += process_ticks(proc.path());
+    if (exe.empty() || fs::read_symlink(proc / "exe", e2) != exe) continue;
+    job += cpu_ticks(st);
   }
   t.job_s = job / hz;
-  t.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   t.ok = true;
   return t;
 }
