@@ -27,6 +27,7 @@
 #include "herd/cli/table.h"
 #include "herd/comm/local/local_world.h"
 #include "herd/core/format.h"
+#include "herd/core/stats.h"
 #include "herd/core/timer.h"
 #include "herd/kernels/attention.h"
 #include "herd/kernels/gemm.h"
@@ -75,8 +76,7 @@ double time_median(int repeats, F&& f) {
     f();
     t.push_back(one ? thread_cpu_seconds() - c0 : timer.seconds());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 std::vector<float> filled(std::int64_t n, float x) { return std::vector<float>(static_cast<std::size_t>(n), x); }
@@ -136,8 +136,7 @@ std::vector<CommSample> time_comm(int ranks, const std::vector<std::int64_t>& co
           HERD_RETURN_IF_ERROR(fn());
           if (i > 0) t.push_back(timer.seconds());
         }
-        std::sort(t.begin(), t.end());
-        if (c.rank() == 0) out.push_back({op, ranks, bytes, t[t.size() / 2], steps, volume});
+        if (c.rank() == 0) out.push_back({op, ranks, bytes, median(t), steps, volume});
         return Status::Ok();
       };
       const double b = 4.0 * static_cast<double>(n) * nb;  // the whole tensor of the collective
@@ -350,8 +349,8 @@ int run_calibrate(const CalibrateOptions& o) {
   // The runtime around the kernels: a real single-rank training step on one thread against the
   // planner's projection of it from the kernel rates above. What the kernel benchmarks do not see
   // (the model's copies and layout changes, cold caches between layers, the loss and optimizer
-  // passes as herd runs them) becomes one efficiency on every compute rate. Only this one layout
-  // is fitted; every other layout of bench/projection is a prediction.
+  // passes as herd runs them) becomes one efficiency on every compute rate. Neither this reference
+  // nor the two-rank one below is a layout of bench/projection: every row there is a prediction.
   Result<ReferenceStep> ref = reference_step(m, o.micro_batch, o.seq_len, 5, 1);
   Result<ReferenceStep> dist = ref.ok() ? reference_step(m, o.micro_batch, o.seq_len, 5, 2) : ref;
   kernels::set_num_threads(1);

@@ -16,6 +16,7 @@
 
 #include "herd/core/format.h"
 #include "herd/core/log.h"
+#include "herd/core/stats.h"
 
 namespace herd::train {
 
@@ -226,18 +227,6 @@ Result<Projection> project(const model::LlamaConfig& m, const RunLayout& r, cons
   return p;
 }
 
-namespace {
-
-// The median of `xs` (sorted in place); 0 for none.
-double median(std::vector<double>* xs) {
-  if (xs->empty()) return 0;
-  std::sort(xs->begin(), xs->end());
-  const std::size_t n = xs->size();
-  return n % 2 == 1 ? (*xs)[n / 2] : 0.5 * ((*xs)[n / 2 - 1] + (*xs)[n / 2]);
-}
-
-}  // namespace
-
 double median_step_seconds(const std::vector<StepRecord>& history) {
   std::vector<double> dt;
   std::int64_t prev = -1;
@@ -250,7 +239,7 @@ double median_step_seconds(const std::vector<StepRecord>& history) {
     if (history.empty() || history[0].tokens_per_s <= 0) return 0;
     return static_cast<double>(history[0].tokens) / history[0].tokens_per_s;  // one step: itself
   }
-  return median(&dt);
+  return median(std::move(dt));
 }
 
 MeasuredRun measured_run(const std::vector<StepRecord>& history, const RankMemoryUse& memory) {
@@ -263,7 +252,7 @@ MeasuredRun measured_run(const std::vector<StepRecord>& history, const RankMemor
   for (std::size_t i = history.size() > 1 ? 1 : 0; i < history.size(); ++i) {
     if (history[i].comm_wait_s >= 0) wait.push_back(history[i].comm_wait_s);
   }
-  if (!wait.empty()) r.comm_s = median(&wait);
+  if (!wait.empty()) r.comm_s = median(std::move(wait));
   return r;
 }
 
