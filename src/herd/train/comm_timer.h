@@ -1,12 +1,14 @@
 // TimedCommunicator: a Communicator that forwards every op to another one and adds up the wall time
-// this rank spends inside the communicator (posting, testing, blocked in wait()) — the "communication" share of a step
-// in the scaling benchmark.
+// this rank spends inside the communicator (posting, testing, waiting): the "communication" share
+// of a step in the scaling benchmark and the measured "exposed comm" of `herd train`.
 //
 // It wraps the world communicator before the axis groups are split from it, and every group it makes
 // is wrapped the same way with the same counter, so one number covers TP, DP and every other group.
-// Time spent in a wait is the exposed (not overlapped) communication, the quantity that matters for a
-// step's length. The wrapped communicator still does the flight recording and timeouts; this layer
-// keeps only a small recorder of its own because the base class requires one.
+// Posting counts because a backend may move data there (the local one advances pending ops whenever
+// a rank is inside it). The total is the exposed (not overlapped) communication, waiting for slower
+// peers included: the quantity that matters for a step's length. The wrapped communicator still does
+// the flight recording and timeouts; this layer keeps only a small recorder of its own because the
+// base class requires one.
 #pragma once
 
 #include <memory>
