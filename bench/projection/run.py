@@ -24,29 +24,29 @@ import subprocess
 import sys
 import tempfile
 
-# name, model, args. micro_batch is the global sequences per micro-batch (split over DP); grad_accum
-# is the micro-batch count M.
+# name, model, args. --global-batch is the sequences per step, --microbatch-size per data-parallel rank
+# (so M = global batch / (dp x micro-batch size)), the flags herd plan prints.
 LAYOUTS = [
-    ("1 rank mb8", "tiny", "--train.micro_batch=8"),
-    ("1 rank mb4 M2", "tiny", "--train.micro_batch=4 --train.grad_accum=2"),
-    ("1 rank mb2 M4", "tiny", "--train.micro_batch=2 --train.grad_accum=4"),
-    ("1 rank mb8 full recompute", "tiny", "--train.micro_batch=8 --train.recompute=full"),
-    ("tp2 sp mb8", "tiny", "--tp 2 --train.micro_batch=8"),
-    ("tp2 no-sp mb8", "tiny", "--tp 2 --no-sp --train.micro_batch=8"),
-    ("tp4 sp mb8", "tiny", "--tp 4 --train.micro_batch=8"),
-    ("dp2 mb8", "tiny", "--dp 2 --train.micro_batch=8"),
-    ("dp2 mb4 M2", "tiny", "--dp 2 --train.micro_batch=4 --train.grad_accum=2"),
-    ("dp4 mb8", "tiny", "--dp 4 --train.micro_batch=8"),
-    ("tp2 dp2 sp mb8", "tiny", "--tp 2 --dp 2 --train.micro_batch=8"),
-    ("tp2 dp2 no-sp mb4 M2", "tiny", "--tp 2 --dp 2 --no-sp --train.micro_batch=4 --train.grad_accum=2"),
-    ("small 1 rank mb4", "small", "--train.micro_batch=4"),
-    ("small tp2 sp mb4", "small", "--tp 2 --train.micro_batch=4"),
-    ("cp2 mb4", "tiny", "--cp 2 --train.micro_batch=4"),
-    ("cp2 dp2 mb4", "tiny", "--cp 2 --dp 2 --train.micro_batch=4"),
-    ("pp2 M4", "tiny", "--pp 2 --train.micro_batch=2 --train.grad_accum=4"),
-    ("pp2 v2 M4", "tiny", "--pp 2 --v 2 --train.micro_batch=2 --train.grad_accum=4"),
-    ("tp2 pp2 M4", "tiny", "--tp 2 --pp 2 --train.micro_batch=4 --train.grad_accum=4"),
-    ("tp2 cp2 pp2 v2 M4", "tiny", "--tp 2 --cp 2 --pp 2 --v 2 --train.micro_batch=2 --train.grad_accum=4"),
+    ("1 rank mb8", "tiny", "--global-batch 8 --microbatch-size 8"),
+    ("1 rank mb4 M2", "tiny", "--global-batch 8 --microbatch-size 4"),
+    ("1 rank mb2 M4", "tiny", "--global-batch 8 --microbatch-size 2"),
+    ("1 rank mb8 full recompute", "tiny", "--recompute full --global-batch 8 --microbatch-size 8"),
+    ("tp2 sp mb8", "tiny", "--tp 2 --global-batch 8 --microbatch-size 8"),
+    ("tp2 no-sp mb8", "tiny", "--tp 2 --sequence-parallel false --global-batch 8 --microbatch-size 8"),
+    ("tp4 sp mb8", "tiny", "--tp 4 --global-batch 8 --microbatch-size 8"),
+    ("dp2 mb8", "tiny", "--dp 2 --global-batch 8 --microbatch-size 4"),
+    ("dp2 mb4 M2", "tiny", "--dp 2 --global-batch 8 --microbatch-size 2"),
+    ("dp4 mb8", "tiny", "--dp 4 --global-batch 8 --microbatch-size 2"),
+    ("tp2 dp2 sp mb8", "tiny", "--tp 2 --dp 2 --global-batch 8 --microbatch-size 4"),
+    ("tp2 dp2 no-sp mb4 M2", "tiny", "--tp 2 --dp 2 --sequence-parallel false --global-batch 8 --microbatch-size 2"),
+    ("small 1 rank mb4", "small", "--global-batch 4 --microbatch-size 4"),
+    ("small tp2 sp mb4", "small", "--tp 2 --global-batch 4 --microbatch-size 4"),
+    ("cp2 mb4", "tiny", "--cp 2 --global-batch 4 --microbatch-size 4"),
+    ("cp2 dp2 mb4", "tiny", "--cp 2 --dp 2 --global-batch 4 --microbatch-size 2"),
+    ("pp2 M4", "tiny", "--pp 2 --global-batch 8 --microbatch-size 2"),
+    ("pp2 v2 M4", "tiny", "--pp 2 --v 2 --global-batch 8 --microbatch-size 2"),
+    ("tp2 pp2 M4", "tiny", "--tp 2 --pp 2 --global-batch 16 --microbatch-size 4"),
+    ("tp2 cp2 pp2 v2 M4", "tiny", "--tp 2 --cp 2 --pp 2 --v 2 --global-batch 8 --microbatch-size 2"),
 ]
 
 

@@ -50,8 +50,7 @@ int main(int argc, char** argv) {
   }
   TrainConfig cfg;
   cfg.data.seq_len = 256;
-  cfg.train.micro_batch = 8;
-  cfg.train.grad_accum = 1;
+  cfg.train.global_batch = 8;   // one micro-batch per data-parallel rank (M = 1)
   cfg.train.steps = steps + 1;  // the first step warms up caches and the arena; it is not counted
   cfg.schedule.warmup_steps = 1;
   cfg.eval.every = 0;
@@ -67,7 +66,7 @@ int main(int argc, char** argv) {
     doc["load_average_1min_at_start"] = l1;  // the machine is shared: read the figures with this in mind
   }
   doc["note"] = "2 cores shared by every rank: read comm_share, not tokens/s ratios, as the scaling result";
-  doc["global_batch_tokens"] = cfg.train.micro_batch * cfg.data.seq_len;
+  doc["global_batch_tokens"] = cfg.train.global_batch * cfg.data.seq_len;
   const RankModelFactory<float> factory =
       impl == "replica" ? testing::replica_factory<float>() : distributed_llama_factory<float>();
   const std::pair<int, int> layouts[] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {1, 4}, {2, 4}, {1, 8}};
@@ -76,14 +75,14 @@ int main(int argc, char** argv) {
     cfg.parallel.tp = tp;
     cfg.parallel.dp = dp;
     JobResult<float> r;
-    Status s = run_local_job<float>(cfg, *m, corpus, factory, &r, 0, /*gather=*/false);
+    Status s = run_local_job<float>(cfg, *m, {corpus, nullptr}, factory, &r, 0, /*gather=*/false);
     if (!s.ok()) {
       std::cerr << "tp" << tp << " dp" << dp << ": " << s.error().message() << "\n";
       return 1;
     }
     std::vector<double> per_step;
     for (std::size_t i = 1; i < r.history.size(); ++i) {
-      const double dt = static_cast<double>(cfg.train.micro_batch * cfg.data.seq_len) / r.history[i].tokens_per_s;
+      const double dt = static_cast<double>(cfg.train.global_batch * cfg.data.seq_len) / r.history[i].tokens_per_s;
       per_step.push_back(dt);
     }
     std::sort(per_step.begin(), per_step.end());
@@ -93,7 +92,7 @@ int main(int argc, char** argv) {
                 {"tp", tp},
                 {"dp", dp},
                 {"median_step_s", median},
-                {"tokens_per_s", static_cast<double>(cfg.train.micro_batch * cfg.data.seq_len) / median},
+                {"tokens_per_s", static_cast<double>(cfg.train.global_batch * cfg.data.seq_len) / median},
                 {"comm_share", comm_share},
                 {"final_loss", r.history.back().loss}};
     std::cerr << row.dump() << "\n";

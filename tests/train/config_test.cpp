@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "herd/train/dist_trainer.h"
 #include "herd/train/lr_schedule.h"
 #include "herd/train/pipeline_model.h"
 #include "herd/train/trainer.h"
@@ -18,12 +17,13 @@ namespace {
 TEST(Config, FileThenOverridesInOrder) {
   const std::string path = std::filesystem::temp_directory_path() / "herd_cfg_test.json";
   std::ofstream(path) << R"({"optim": {"lr": 0.01}, "train": {"steps": 7, "metrics_file": "m.jsonl"}})";
-  Result<TrainConfig> c = load_config(path, {"--optim.lr=2e-3", "train.recompute=selective", "--schedule.ramp=true"});
+  Result<TrainConfig> c =
+      load_config(path, {"--optim.lr=2e-3", "parallel.recompute=selective", "--schedule.ramp=true"});
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_DOUBLE_EQ(c->optim.lr, 2e-3);
   EXPECT_EQ(c->train.steps, 7);
   EXPECT_EQ(c->train.metrics_file, "m.jsonl");
-  EXPECT_EQ(c->train.recompute, "selective");
+  EXPECT_EQ(c->parallel.recompute, model::Recompute::kSelective);
   EXPECT_TRUE(c->schedule.ramp);
   // The resolved config round-trips through its JSON form, and every registered field has a doc line.
   TrainConfig back;
@@ -61,7 +61,10 @@ TEST(Config, UnknownKeysAndBadValuesAreOneLineErrorsNamingTheKey) {
                                          {"--train.stepz=3", "unknown key 'train.stepz'"},
                                          {"--optim.lr", "expected --section.field=value"},
                                          {"--optim.lr=-1", "optim.lr: must be positive, got -1"},
-                                         {"--train.recompute=some", "train.recompute"},
+                                         {"--parallel.recompute=some", "parallel.recompute"},
+                                         {"--train.micro_batch=4", "train.micro_batch was the global sequences"},
+                                         {"--parallel.pp_n=2", "parallel.pp_n is now parallel.n"},
+                                         {"--fault.kill_rank=1", "fault.kill_rank (1) is not a rank of the 1-rank job"},
                                          {"--checkpoint.keep=0", "checkpoint.keep: must be positive"}}) {
     Result<TrainConfig> r = load_config("", {k.arg});
     ASSERT_FALSE(r.ok()) << k.arg;
@@ -83,6 +86,40 @@ TEST(Config, SequenceLongerThanTheModelAllowsNamesTheField) {
   m = resolve_model_config(*small_vocab, 8192);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().message().find("model.vocab (100)"), std::string::npos);
+}
+
+// The layout resolves as the planner's does: M = global_batch / (dp x microbatch), N = min(pp, M), and
+// the micro-batch size by default M = pp (1 without a pipeline).
+TEST(Config, LayoutResolvesWithThePlannersDefaults) {
+  Result<TrainConfig> c = load_config("", {"--train.global_batch=16", "--parallel.dp=2"});
+  ASSERT_TRUE(c.ok());
+  Result<ResolvedLayout> r = resolve_layout(*c);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->layout.microbatch, 8);
+  EXPECT_EQ(r->microbatches, 1);
+  c = load_config("", {"--train.global_batch=16", "--parallel.pp=4", "--parallel.dp=2"});
+  r = resolve_layout(*c);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->layout.microbatch, 2);
+  EXPECT_EQ(r->microbatches, 4);
+  EXPECT_EQ(r->layout.n, 4);
+  c = load_config("", {"--train.global_batch=16", "--parallel.pp=4", "--parallel.microbatch_size=4"});
+  r = resolve_layout(*c);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->microbatches, 4);
+  c = load_config("", {"--train.global_batch=16", "--parallel.pp=4", "--parallel.microbatch_size=8"});
+  r = resolve_layout(*c);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->microbatches, 2);
+  EXPECT_EQ(r->layout.n, 2);  // min(pp, M), as herd estimate's default
+  c = load_config("", {"--train.global_batch=16", "--parallel.microbatch_size=3"});
+  r = resolve_layout(*c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("parallel.microbatch_size (3)"), std::string::npos) << r.error().message();
+  c = load_config("", {"--train.global_batch=16", "--parallel.microbatch_size=4", "--parallel.n=5"});
+  r = resolve_layout(*c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("parallel.n (5) must be at most M = 4"), std::string::npos) << r.error().message();
 }
 
 TEST(LrSchedule, WarmupThenCosineToTheFloor) {

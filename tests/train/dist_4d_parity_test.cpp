@@ -1,4 +1,4 @@
-// Parity of the composed runtime (TP x CP x DP behind DistTrainer, local backend, deterministic comm)
+// Parity of the composed runtime (TP x CP x PP x DP behind the Trainer, local backend, deterministic comm)
 // with the single-rank run: 20 steps on packed documents that cross the CP chunk boundaries reproduce
 // the single-rank loss curve and final weights within 1e-10 relative in double and 1e-5 in fp32.
 //
@@ -15,7 +15,7 @@
 #include <ostream>
 #include <string>
 
-#include "herd/train/dist_checkpoint.h"
+#include "herd/train/checkpoint.h"
 #include "herd/train/dist_model.h"
 #include "herd/train/pipeline_model.h"
 #include "train/dist_harness.h"
@@ -31,7 +31,7 @@ using testing::parity_model;
 struct Layout {
   int tp = 1, cp = 1, dp = 1;
   bool sp = true;
-  int pp = 1, v = 1, m = 2, n = 0;  // m: micro-batches per step (train.grad_accum); n = 0: pp
+  int pp = 1, v = 1, m = 2, n = 0;  // m: micro-batches per step (M); n = 0: min(pp, M)
   int model_layers = 0;             // 0: 6 with pp > 1, else 2
   std::string name() const {
     std::string s = "tp" + std::to_string(tp) + "_cp" + std::to_string(cp) + "_pp" + std::to_string(pp) + "_dp" +
@@ -53,13 +53,10 @@ bool full_matrix() {
 
 TrainConfig config_for(const Layout& l, std::int64_t steps) {
   TrainConfig c = parity_config(steps);
-  c.train.grad_accum = l.m;
-  c.parallel.tp = l.tp;
-  c.parallel.cp = l.cp;
-  c.parallel.pp = l.pp;
+  c.train.global_batch = 4 * l.m;  // M global micro-batches of 4 sequences
+  testing::set_layout(c, l.tp, l.cp, l.pp, l.dp);
   c.parallel.v = l.v;
-  c.parallel.pp_n = l.n;
-  c.parallel.dp = l.dp;
+  c.parallel.n = l.n;
   c.parallel.sequence_parallel = l.sp;
   return c;
 }
@@ -70,8 +67,8 @@ JobResult<T> run(TrainConfig c, const Layout& l, std::int64_t stop_after = 0) {
   c = config_for(l, c.train.steps);
   c.checkpoint = base.checkpoint;
   JobResult<T> out;
-  Status s = run_local_job<T>(c, parity_model(l.layers()), parity_docs(80, 7), distributed_llama_factory<T>(), &out,
-                              stop_after);
+  Status s = run_local_job<T>(c, parity_model(l.layers()), {parity_docs(80, 7), nullptr},
+                              distributed_llama_factory<T>(), &out, stop_after);
   EXPECT_TRUE(s.ok()) << l.name() << ": " << s.error().message();
   return out;
 }
@@ -221,24 +218,25 @@ TEST(Parity4dFull, EveryEightAndSomeSixteenRankLayouts) {
 // A checkpoint written by one layout resumes at others (other FSDP groups, shard boundaries, pipeline
 // splits) onto the uninterrupted single-rank curve: TP2 x CP2 x DP2 -> TP1 x CP4 x DP2 and TP4;
 // TP2 x CP2 x PP2 (V 2) -> TP1 x CP1 x PP4 x DP2 (V 1) and the unpipelined TP2 x CP2 x DP2.
-void expect_resumes(const Layout& from, const std::vector<Layout>& to) {
+template <typename T = double>
+void expect_resumes(const Layout& from, const std::vector<Layout>& to, double tol = 1e-10) {
   TrainConfig c = config_for(from, 10);
-  const auto ref = testing::reference_run<double>(c, parity_model(from.layers()), parity_docs(80, 7));
+  const auto ref = testing::reference_run<T>(c, parity_model(from.layers()), parity_docs(80, 7));
   for (const Layout& t : to) {
     ASSERT_EQ(t.m, from.m);
     const fs::path dir = fs::temp_directory_path() / ("herd_4d_ckpt" + std::to_string(::getpid()));
     fs::remove_all(dir);
     c.checkpoint.dir = dir.string();
-    run<double>(c, from, 5);
-    Result<DistCheckpoint> ck = open_dist_checkpoint(latest_dist_checkpoint(c.checkpoint.dir));
+    run<T>(c, from, 5);
+    Result<DistCheckpoint> ck = open_checkpoint(c.checkpoint.dir);
     ASSERT_TRUE(ck.ok()) << ck.error().message();
     EXPECT_EQ(ck->step, 5);
     EXPECT_EQ(ck->manifest["layout"]["cp"].get<int>(), from.cp);
     EXPECT_EQ(ck->manifest["layout"]["pp"].get<int>(), from.pp);
     ASSERT_EQ(t.layers(), from.layers());  // the same model on both sides
-    const auto [loss, weight] = worst_errors(ref, run<double>(c, t), 5);
-    EXPECT_LE(loss, 1e-10) << from.name() << " resumed at " << t.name();
-    EXPECT_LE(weight, 1e-10) << from.name() << " resumed at " << t.name();
+    const auto [loss, weight] = worst_errors(ref, run<T>(c, t), 5);
+    EXPECT_LE(loss, tol) << from.name() << " resumed at " << t.name();
+    EXPECT_LE(weight, tol) << from.name() << " resumed at " << t.name();
     fs::remove_all(dir);
   }
 }
@@ -251,6 +249,19 @@ TEST(Checkpoint4d, PipelineCheckpointResumesAtOtherPipelineLayouts) {
   Layout flat{2, 2, 2, true, 1, 1, 4};
   flat.model_layers = 6;
   expect_resumes(Layout{2, 2, 1, true, 2, 2, 4, 2}, {Layout{1, 1, 2, true, 4, 1, 4, 4}, flat});
+}
+
+// One checkpoint format for every layout: a single-rank run's checkpoint resumes at TP2 x DP2 and at
+// TP2 x CP2 x PP2, and theirs at one rank, each continuing the uninterrupted single-rank run within the
+// fp32 parity bound (and 1e-10 in double). The same 6-layer model on every side.
+TEST(Parity4dCheckpoint, OneRankResumesAtTp2Dp2AndTp2Cp2Pp2AndBack) {
+  const Layout one{1, 1, 1, true, 1, 1, 2, 0, 6};
+  const Layout tp2dp2{2, 1, 2, true, 1, 1, 2, 0, 6};
+  const Layout fourd{2, 2, 1, true, 2, 1, 2, 2, 6};
+  expect_resumes<float>(one, {tp2dp2, fourd}, 1e-5);
+  expect_resumes<float>(tp2dp2, {one}, 1e-5);
+  expect_resumes<float>(fourd, {one}, 1e-5);
+  expect_resumes<double>(one, {fourd});
 }
 
 }  // namespace

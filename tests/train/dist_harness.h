@@ -1,7 +1,7 @@
 // The multi-rank parity harness: a single-rank reference run and helpers to compare a layout with it.
 //
 // reference_run<T> trains nn::LlamaModel<T> with AdamW<T> on the loader's global batches, written
-// independently of DistTrainer (no slicing, no collectives): the loss of a step is the sum over every
+// independently of the Trainer (no slicing, no collectives): the loss of a step is the sum over every
 // micro-batch / the real tokens of the step. A distributed run must reproduce its loss curve and its
 // final weights by name (1e-10 relative in double, 1e-5 in fp32).
 //
@@ -57,17 +57,29 @@ inline model::LlamaConfig parity_model(std::int64_t layers = 2) {
       {.name = "parity", .layers = layers, .heads = 8, .kv_heads = 4, .head_dim = 4, .max_seq = 32});
 }
 
+// Two global micro-batches of 4 sequences per step (set_layout keeps that shape for any dp).
 inline TrainConfig parity_config(std::int64_t steps = 20) {
   TrainConfig c;
   c.data.seq_len = 16;
   c.train.steps = steps;
-  c.train.micro_batch = 4;
-  c.train.grad_accum = 2;
+  c.train.global_batch = 8;
+  c.parallel.microbatch = 4;
   c.optim.lr = 1e-2;
   c.schedule.warmup_steps = 3;
   c.eval.every = 0;
   c.checkpoint.every = 1000;
   return c;
+}
+
+// The layout of a parity run, keeping global micro-batches of `rows` sequences (microbatch = rows / dp)
+// so that every layout reads the same micro-batches as the reference.
+inline void set_layout(TrainConfig& c, std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp,
+                       std::int64_t rows = 4) {
+  c.parallel.tp = tp;
+  c.parallel.cp = cp;
+  c.parallel.pp = pp;
+  c.parallel.dp = dp;
+  c.parallel.microbatch = rows / dp;
 }
 
 template <typename T>
@@ -79,7 +91,9 @@ struct RunResult {
 template <typename T>
 RunResult<T> reference_run(const TrainConfig& cfg, const model::LlamaConfig& m,
                            std::shared_ptr<const data::TokenDocuments> docs) {
-  nn::LlamaModel<T> model(m, model::Recompute::kNone, cfg.train.micro_batch, cfg.data.seq_len);
+  const ResolvedLayout layout = resolve_layout(cfg).value();
+  const std::int64_t rows = layout.layout.dp * layout.layout.microbatch;  // one global micro-batch
+  nn::LlamaModel<T> model(m, model::Recompute::kNone, rows, cfg.data.seq_len);
   model.init_weights(static_cast<std::uint64_t>(cfg.train.seed));
   AdamW<T> opt(model.param_count());
   LrSchedule lr;
@@ -94,14 +108,14 @@ RunResult<T> reference_run(const TrainConfig& cfg, const model::LlamaConfig& m,
   ac.weight_decay = cfg.optim.weight_decay;
   data::LoaderConfig lc;
   lc.seq_len = cfg.data.seq_len;
-  lc.batch_size = cfg.train.micro_batch;
+  lc.batch_size = rows;
   lc.seed = static_cast<std::uint64_t>(cfg.data.seed);
   data::Loader loader = data::Loader::make(docs, lc).value();
   RunResult<T> out;
   for (std::int64_t s = 0; s < cfg.train.steps; ++s) {
     std::vector<data::Batch> batches;
     std::int64_t real = 0;
-    for (std::int64_t k = 0; k < cfg.train.grad_accum; ++k) {
+    for (std::int64_t k = 0; k < layout.microbatches; ++k) {
       batches.push_back(*loader.next());
       real += batches.back().n_targets();
     }
@@ -139,7 +153,7 @@ class ReplicaModel final : public RankModel<T> {
  public:
   ReplicaModel(const parallel::ParallelContext& ctx, const model::LlamaConfig& m, const TrainConfig& cfg)
       : ctx_(ctx),
-        model_(m, model::Recompute::kNone, cfg.train.micro_batch / ctx.dp_size(), cfg.data.seq_len),
+        model_(m, model::Recompute::kNone, resolve_layout(cfg).value().layout.microbatch, cfg.data.seq_len),
         opt_(model_.param_count()) {}
 
   void init_weights(std::uint64_t seed) override { model_.init_weights(seed); }

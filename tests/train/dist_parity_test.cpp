@@ -1,4 +1,4 @@
-// Parity of `herd train --tp T --dp D` (parallel::DistributedLlama behind DistTrainer, local backend,
+// Parity of `herd train --tp T --dp D` (parallel::DistributedLlama behind the Trainer, local backend,
 // deterministic comm) with the single-rank run: for TP in {1, 2, 4} x DP in {1, 2, 4} x sequence
 // parallelism on and off, 20 steps reproduce the single-rank loss curve and final weights within 1e-10
 // relative in double; one layout in fp32 within 1e-5. A TP2 x DP2 checkpoint resumes at TP1 x DP4 and
@@ -8,7 +8,7 @@
 
 #include <filesystem>
 
-#include "herd/train/dist_checkpoint.h"
+#include "herd/train/checkpoint.h"
 #include "herd/train/dist_model.h"
 #include "train/dist_harness.h"
 
@@ -22,11 +22,11 @@ using testing::parity_model;
 
 template <typename T>
 JobResult<T> run(TrainConfig c, std::int64_t tp, std::int64_t dp, bool sp, std::int64_t stop_after = 0) {
-  c.parallel.tp = tp;
-  c.parallel.dp = dp;
+  testing::set_layout(c, tp, 1, 1, dp);
   c.parallel.sequence_parallel = sp;
   JobResult<T> out;
-  Status s = run_local_job<T>(c, parity_model(), parity_docs(80, 7), distributed_llama_factory<T>(), &out, stop_after);
+  Status s = run_local_job<T>(c, parity_model(), {parity_docs(80, 7), nullptr}, distributed_llama_factory<T>(), &out,
+                              stop_after);
   EXPECT_TRUE(s.ok()) << s.error().message();
   return out;
 }
@@ -76,7 +76,7 @@ TEST(DistCheckpoint, Tp2Dp2ResumesAtTp1Dp4AndTp4Dp1) {
     fs::remove_all(dir);
     c.checkpoint.dir = dir.string();
     run<double>(c, 2, 2, true, 5);
-    Result<DistCheckpoint> ck = open_dist_checkpoint(latest_dist_checkpoint(c.checkpoint.dir));
+    Result<DistCheckpoint> ck = open_checkpoint(c.checkpoint.dir);
     ASSERT_TRUE(ck.ok()) << ck.error().message();
     EXPECT_EQ(ck->step, 5);
     SCOPED_TRACE("resumed at tp" + std::to_string(tp) + " dp" + std::to_string(dp));

@@ -1,16 +1,15 @@
-// The distributed trainer's plumbing on the local backend, with the replica stand-in model: every
+// The trainer's plumbing on the local backend, with the replica stand-in model: every
 // TP x DP layout reproduces the single-rank reference (loss curve and final weights), a checkpoint
 // written at TP2 x DP2 resumes at TP1 x DP4 and TP4 x DP1 onto the uninterrupted curve, bad layouts are
 // refused before any rank starts, and a stalled or dead rank stops the job with an error naming it.
-#include "herd/train/dist_trainer.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "herd/train/dist_checkpoint.h"
+#include "herd/train/checkpoint.h"
+#include "herd/train/trainer.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {
@@ -37,10 +36,10 @@ void expect_matches(const testing::RunResult<T>& ref, const JobResult<T>& got, d
 
 template <typename T>
 JobResult<T> run_layout(TrainConfig c, std::int64_t tp, std::int64_t dp, std::int64_t stop_after = 0) {
-  c.parallel.tp = tp;
-  c.parallel.dp = dp;
+  testing::set_layout(c, tp, 1, 1, dp);
   JobResult<T> out;
-  Status s = run_local_job<T>(c, parity_model(), parity_docs(80, 7), testing::replica_factory<T>(), &out, stop_after);
+  Status s = run_local_job<T>(c, parity_model(), {parity_docs(80, 7), nullptr}, testing::replica_factory<T>(), &out,
+                              stop_after);
   EXPECT_TRUE(s.ok()) << s.error().message();
   return out;
 }
@@ -75,9 +74,7 @@ TEST(DistTrainer, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
     TempDir dir("herd_dist_ckpt");
     c.checkpoint.dir = dir.path.string();
     run_layout<double>(c, 2, 2, 5);
-    const std::string latest = latest_dist_checkpoint(c.checkpoint.dir);
-    ASSERT_FALSE(latest.empty());
-    Result<DistCheckpoint> ck = open_dist_checkpoint(latest);
+    Result<DistCheckpoint> ck = open_checkpoint(c.checkpoint.dir);
     ASSERT_TRUE(ck.ok()) << ck.error().message();
     EXPECT_EQ(ck->step, 5);
     EXPECT_EQ(ck->manifest["files"].size(), 4u);
@@ -98,7 +95,9 @@ TEST(DistTrainer, CorruptShardIsRefusedNamingTheFile) {
   TrainConfig c = parity_config(2);
   c.checkpoint.dir = dir.path.string();
   run_layout<double>(c, 1, 2);
-  const std::string latest = latest_dist_checkpoint(c.checkpoint.dir);
+  const std::vector<std::string> all = list_checkpoints(c.checkpoint.dir);
+  ASSERT_FALSE(all.empty());
+  const std::string latest = all.front();
   {
     std::fstream f(fs::path(latest) / "rank_00001.bin", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(100);
@@ -115,36 +114,40 @@ TEST(DistTrainer, BadLayoutsAreRefusedWithTheNumbers) {
     TrainConfig c = parity_config();
     c.parallel.tp = tp;
     c.parallel.dp = dp;
+    c.parallel.microbatch = 0;
     Status s = check_layout(c, m, world);
     return s.ok() ? std::string() : s.error().message();
   };
-  EXPECT_NE(err(3, 1, 3).find("parallel.tp (3) must divide the model's 8 attention heads"), std::string::npos);
-  EXPECT_NE(err(8, 1, 8).find("parallel.tp (8) must divide the model's 4 KV heads"), std::string::npos);
-  EXPECT_NE(err(1, 3, 3).find("parallel.dp (3) must divide train.micro_batch (4)"), std::string::npos);
-  EXPECT_NE(err(2, 2, 8).find("= 4 ranks, but the job has 8"), std::string::npos);
+  EXPECT_NE(err(3, 1, 3).find("num_attention_heads (8) is not divisible by tp (3)"), std::string::npos) << err(3, 1, 3);
+  EXPECT_NE(err(8, 1, 8).find("num_key_value_heads (4) is not divisible by tp (8)"), std::string::npos) << err(8, 1, 8);
+  EXPECT_NE(err(1, 3, 3).find("train.global_batch (8) is not divisible by parallel.dp (3)"), std::string::npos)
+      << err(1, 3, 3);
+  EXPECT_NE(err(2, 2, 8).find("= 4 ranks, but the job has 8"), std::string::npos) << err(2, 2, 8);
   model::LlamaConfig odd_vocab = m;
   odd_vocab.vocab = 66;
   TrainConfig c = parity_config();
   c.parallel.tp = 4;
-  EXPECT_NE(check_layout(c, odd_vocab, 4).error().message().find("must divide the vocabulary (66)"), std::string::npos);
+  EXPECT_NE(check_layout(c, odd_vocab, 4).error().message().find("vocab_size (66) is not divisible by tp (4)"),
+            std::string::npos);
   EXPECT_TRUE(check_layout(c, m, 4).ok());
   // The launcher refuses before starting threads (no rank runs, so no flight recorder is dumped).
   c.parallel.tp = 3;
   JobResult<double> out;
-  Status s = run_local_job<double>(c, m, parity_docs(10, 1), testing::replica_factory<double>(), &out);
+  Status s = run_local_job<double>(c, m, {parity_docs(10, 1), nullptr}, testing::replica_factory<double>(), &out);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(out.dump_paths.empty());
 }
 
 TEST(DistTrainer, AStalledRankStopsTheJobNamingIt) {
   TrainConfig c = parity_config(4);
-  c.parallel.tp = 2;
-  c.parallel.dp = 2;
+  testing::set_layout(c, 2, 1, 1, 2);
   c.parallel.comm_timeout_s = 2;  // headroom for a loaded (or sanitized) machine
-  ::setenv("HERD_FAULT", "stall:3:2:6", 1);
+  c.fault.hang_rank = 3;
+  c.fault.hang_step = 2;
+  c.fault.hang_seconds = 6;
   JobResult<double> out;
-  Status s = run_local_job<double>(c, parity_model(), parity_docs(40, 3), testing::replica_factory<double>(), &out);
-  ::unsetenv("HERD_FAULT");
+  Status s =
+      run_local_job<double>(c, parity_model(), {parity_docs(40, 3), nullptr}, testing::replica_factory<double>(), &out);
   ASSERT_FALSE(s.ok());
   const std::string msg = s.error().message();
   EXPECT_NE(msg.find("timeout"), std::string::npos) << msg;
@@ -156,12 +159,13 @@ TEST(DistTrainer, AStalledRankStopsTheJobNamingIt) {
 
 TEST(DistTrainer, ADeadRankStopsTheJob) {
   TrainConfig c = parity_config(4);
-  c.parallel.dp = 2;
+  testing::set_layout(c, 1, 1, 1, 2);
   c.parallel.comm_timeout_s = 5;
-  ::setenv("HERD_FAULT", "exit:1:3", 1);
+  c.fault.kill_rank = 1;
+  c.fault.kill_step = 3;
   JobResult<double> out;
-  Status s = run_local_job<double>(c, parity_model(), parity_docs(40, 3), testing::replica_factory<double>(), &out);
-  ::unsetenv("HERD_FAULT");
+  Status s =
+      run_local_job<double>(c, parity_model(), {parity_docs(40, 3), nullptr}, testing::replica_factory<double>(), &out);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message().find("global ranks 1 exited"), std::string::npos) << s.error().message();
   for (const std::string& p : out.dump_paths) fs::remove(p);

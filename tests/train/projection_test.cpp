@@ -39,12 +39,26 @@ topology::Cluster hand_cluster() {
   return c;
 }
 
+// A run's layout as the trainer resolves it: micro_batch sequences per DP rank, M micro-batches.
+ResolvedLayout run_layout(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp, std::int64_t micro_batch,
+                          std::int64_t seq_len, std::int64_t microbatches = 1) {
+  ResolvedLayout r;
+  r.layout.tp = tp;
+  r.layout.cp = cp;
+  r.layout.pp = pp;
+  r.layout.dp = dp;
+  r.layout.microbatch = micro_batch;
+  r.microbatches = microbatches;
+  r.spec.seq_len = seq_len;
+  r.spec.global_batch = dp * micro_batch * microbatches;
+  r.spec.precision = planner::Precision::kFP32;
+  r.layout.n = r.layout.n_resolved(r.spec);
+  return r;
+}
+
 TEST(Projection, SingleRankStepAndStateMatchTheHandCount) {
   const model::LlamaConfig m = small_cfg();
-  RunLayout l;
-  l.micro_batch = 2;
-  l.seq_len = 16;
-  Result<Projection> p = project(m, l, hand_cluster());
+  Result<Projection> p = project(m, run_layout(1, 1, 1, 1, 2, 16), 0, hand_cluster());
   ASSERT_TRUE(p.ok()) << p.error().message();
   const double rows = 2 * 16, h = 32, ffn = 64, q = 4 * 8, kv = 2 * 8;
   const double sum_nk = (q + 2 * kv) * h + h * q + 2 * ffn * h + h * ffn;
@@ -71,11 +85,7 @@ TEST(Projection, SingleRankStepAndStateMatchTheHandCount) {
 
 TEST(Projection, TensorParallelCommunicationMatchesTheHandCount) {
   const model::LlamaConfig m = small_cfg();
-  RunLayout l;
-  l.tp = 2;
-  l.micro_batch = 2;
-  l.seq_len = 16;
-  Result<Projection> p = project(m, l, hand_cluster());
+  Result<Projection> p = project(m, run_layout(2, 1, 1, 1, 2, 16), 0, hand_cluster());
   ASSERT_TRUE(p.ok()) << p.error().message();
   // Sequence parallel, ring of 2 at 1 GB/s: each all-gather or reduce-scatter of the (B T h) fp32
   // activation A moves A / 2; per layer (2 AG + 2 RS) forward and (4 AG + 2 RS) backward = 5 A; the
@@ -95,11 +105,7 @@ TEST(Projection, DataParallelStateIsTheFsdpUnitsBytes) {
   // herd's flat units: gathered weights and full gradients (2 p) plus the shard's weights, gradients
   // and moments (4 p / dp) elements; the planner's ZeRO-3 without reshard says the same in bytes.
   const model::LlamaConfig m = small_cfg();
-  RunLayout l;
-  l.dp = 2;
-  l.micro_batch = 2;
-  l.seq_len = 16;
-  Result<Projection> p = project(m, l, hand_cluster());
+  Result<Projection> p = project(m, run_layout(1, 1, 1, 2, 2, 16), 0, hand_cluster());
   ASSERT_TRUE(p.ok()) << p.error().message();
   const double params = static_cast<double>(model::model_params(m).total());
   EXPECT_DOUBLE_EQ(p->state_bytes, 4.0 * (2 * params + 4 * params / 2));
@@ -131,13 +137,9 @@ TEST(Projection, RanksShareTheHostCores) {
   topology::Cluster c = hand_cluster();
   c.accelerator.host_cores = 2;
   c.accelerator.thread_scaling = 1.0;
-  RunLayout l;
-  l.tp = 2;
-  l.micro_batch = 2;
-  l.seq_len = 16;
-  const double two = project(small_cfg(), l, c)->estimate.time.compute_s;
-  l.dp = 2;  // micro_batch is per DP rank: the same rows per rank
-  const double four = project(small_cfg(), l, c)->estimate.time.compute_s;
+  const double two = project(small_cfg(), run_layout(2, 1, 1, 1, 2, 16), 0, c)->estimate.time.compute_s;
+  // micro_batch is per DP rank: the same rows per rank
+  const double four = project(small_cfg(), run_layout(2, 1, 1, 2, 2, 16), 0, c)->estimate.time.compute_s;
   EXPECT_NEAR(four, 2 * two, 1e-6 * two);
 }
 
@@ -146,19 +148,14 @@ TEST(Projection, RanksShareTheHostCores) {
 TEST(Projection, TimeSlicedRanksAbsorbThePipelineBubble) {
   topology::Cluster c = hand_cluster();
   c.accelerator.thread_scaling = 1.0;
-  RunLayout l;
-  l.tp = 2;
-  l.pp = 2;
-  l.microbatches = 4;
-  l.micro_batch = 1;
-  l.seq_len = 16;
+  const ResolvedLayout l = run_layout(2, 1, 2, 1, 1, 16, 4);
   c.accelerator.host_cores = 4;  // a core per rank: the bubble stays
-  const Result<Projection> own = project(small_cfg(), l, c);
+  const Result<Projection> own = project(small_cfg(), l, 0, c);
   ASSERT_TRUE(own.ok()) << own.error().message();
   const planner::TimeBreakdown& t4 = own->estimate.time;
   ASSERT_GT(t4.bubble_s, 0.0);
   c.accelerator.host_cores = 2;  // two ranks per core
-  const Result<Projection> shared = project(small_cfg(), l, c);
+  const Result<Projection> shared = project(small_cfg(), l, 0, c);
   ASSERT_TRUE(shared.ok()) << shared.error().message();
   const planner::TimeBreakdown& t2 = shared->estimate.time;
   EXPECT_NEAR(t2.compute_s, 2 * t4.compute_s, 1e-9 * t4.compute_s);

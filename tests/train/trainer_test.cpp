@@ -1,16 +1,22 @@
-// The training loop end to end on a synthetic corpus: the loss falls, a run stopped at a random step and
-// resumed from its checkpoint reproduces the uninterrupted run bit for bit (losses, evaluation losses,
-// final weights), and corrupt or truncated checkpoints are refused with one line naming the file.
+// The training loop end to end on a synthetic corpus, at one rank and at TP2 x DP2 (the same trainer):
+// the loss falls and the held-out loss is reported, a run stopped at a random step and resumed from its
+// checkpoint reproduces the uninterrupted run bit for bit (losses, evaluation losses, final weights,
+// across the batch ramp's loader switch), corrupt or truncated checkpoints are refused with one line
+// naming the file unless checkpoint.fallback, and a leftover temporary directory is never a checkpoint.
 #include "herd/train/trainer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
 #include "common/test_model.h"
 #include "herd/train/checkpoint.h"
+#include "herd/train/dist_model.h"
+#include "herd/train/launch.h"
 
 namespace herd::train {
 namespace {
@@ -41,13 +47,13 @@ TrainConfig test_config(const std::string& ckpt_dir) {
   TrainConfig c;
   c.data.seq_len = 32;
   c.train.steps = 10;
-  c.train.micro_batch = 2;
-  c.train.grad_accum = 2;
+  c.train.global_batch = 8;
+  c.parallel.microbatch = 2;  // M = 4 at dp 1
   c.optim.lr = 1e-2;
   c.schedule.warmup_steps = 2;
   c.schedule.ramp = true;  // exercise the loader switch across a resume
-  c.schedule.ramp_tokens = 200;
-  c.schedule.ramp_tokens2 = 400;
+  c.schedule.ramp_tokens = 400;
+  c.schedule.ramp_tokens2 = 800;
   c.eval.every = 3;
   c.eval.batches = 2;
   c.checkpoint.dir = ckpt_dir;
@@ -64,59 +70,87 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
-std::unique_ptr<Trainer> make(const TrainConfig& c) {
-  Result<std::unique_ptr<Trainer>> t = Trainer::make(c, test_model(), synthetic_docs(60, 1), synthetic_docs(10, 2));
-  HERD_CHECK(t.ok(), t.error().message());
-  (*t)->quiet = true;
-  return std::move(*t);
+// (tp, dp): one rank, and TP2 x DP2 as threads.
+using Layout = std::pair<int, int>;
+const Layout kLayouts[] = {{1, 1}, {2, 2}};
+
+std::string name(Layout l) { return "tp" + std::to_string(l.first) + " dp" + std::to_string(l.second); }
+
+Result<JobResult<float>> run(TrainConfig c, Layout l, std::int64_t stop_after = 0) {
+  c.parallel.tp = l.first;
+  c.parallel.dp = l.second;
+  c.parallel.microbatch = 2 * 2 / l.second;  // global micro-batches of 4 sequences at any dp: M = 2
+  c.train.global_batch = 8;
+  JobResult<float> out;
+  out.quiet = true;
+  HERD_RETURN_IF_ERROR(run_local_job<float>(c, test_model(), {synthetic_docs(60, 1), synthetic_docs(10, 2)},
+                                            distributed_llama_factory<float>(), &out, stop_after, /*gather=*/true));
+  return out;
 }
 
-TEST(Trainer, LossFalls) {
+TEST(Trainer, LossFallsAndTheHeldOutLossIsReportedInEveryLayout) {
+  for (Layout l : kLayouts) {
+    SCOPED_TRACE(name(l));
+    TrainConfig c = test_config("");
+    c.train.steps = 30;
+    c.schedule.ramp = false;
+    Result<JobResult<float>> r = run(c, l);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    const auto& h = r->history;
+    ASSERT_EQ(h.size(), 30u);
+    EXPECT_LT(h.back().loss, h.front().loss - 1.0);
+    ASSERT_TRUE(h.back().val_loss.has_value());
+    EXPECT_LT(*h.back().val_loss, std::log(64.0) - 1.0);
+    EXPECT_TRUE(h[2].val_loss.has_value());  // eval.every = 3
+    EXPECT_FALSE(h[3].val_loss.has_value());
+    EXPECT_GT(h.back().mfu, 0.0);
+  }
+}
+
+TEST(Trainer, TheHeldOutLossIsTheSameInEveryLayout) {
   TrainConfig c = test_config("");
-  c.train.steps = 30;
+  c.train.steps = 3;
   c.schedule.ramp = false;
-  auto t = make(c);
-  ASSERT_TRUE(t->run().ok());
-  const auto& h = t->history();
-  ASSERT_EQ(h.size(), 30u);
-  EXPECT_LT(h.back().loss, h.front().loss - 1.0);
-  ASSERT_TRUE(h.back().val_loss.has_value());
-  EXPECT_LT(*h.back().val_loss, std::log(64.0) - 1.0);
+  Result<JobResult<float>> one = run(c, {1, 1}), four = run(c, {2, 2});
+  ASSERT_TRUE(one.ok() && four.ok());
+  ASSERT_TRUE(one->history.back().val_loss && four->history.back().val_loss);
+  EXPECT_NEAR(*one->history.back().val_loss, *four->history.back().val_loss, 1e-5 * *one->history.back().val_loss);
 }
 
 TEST(Trainer, ResumeAtARandomStepIsBitIdentical) {
-  TempDir a("herd_resume_a"), b("herd_resume_b");
-  auto full = make(test_config(a.path.string()));
-  ASSERT_TRUE(full->run().ok());
-
   std::random_device rd;
-  const std::int64_t stop = 1 + static_cast<std::int64_t>(rd() % 9);  // 1..9 of 10
-  SCOPED_TRACE("stopped after step " + std::to_string(stop));
-  {
-    auto first = make(test_config(b.path.string()));
-    ASSERT_TRUE(first->run(stop).ok());
-    EXPECT_EQ(first->step(), stop);
-  }
-  auto second = make(test_config(b.path.string()));
-  EXPECT_EQ(second->resumed_from(), stop);
-  ASSERT_TRUE(second->run().ok());
+  for (Layout l : kLayouts) {
+    TempDir a("herd_resume_a"), b("herd_resume_b");
+    Result<JobResult<float>> full = run(test_config(a.path.string()), l);
+    ASSERT_TRUE(full.ok()) << full.error().message();
+    const std::int64_t stop = 1 + static_cast<std::int64_t>(rd() % 9);  // 1..9 of 10
+    SCOPED_TRACE(name(l) + ", stopped after step " + std::to_string(stop));
+    Result<JobResult<float>> first = run(test_config(b.path.string()), l, stop);
+    ASSERT_TRUE(first.ok()) << first.error().message();
+    EXPECT_EQ(static_cast<std::int64_t>(first->history.size()), stop);
+    Result<JobResult<float>> second = run(test_config(b.path.string()), l);
+    ASSERT_TRUE(second.ok()) << second.error().message();
+    EXPECT_EQ(second->resumed_from, stop);
 
-  const auto& want = full->history();
-  const auto& got = second->history();
-  ASSERT_EQ(got.size(), static_cast<std::size_t>(10 - stop));
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const StepRecord& w = want[static_cast<std::size_t>(stop) + i];
-    EXPECT_EQ(got[i].step, w.step);
-    EXPECT_EQ(got[i].loss, w.loss) << "step " << w.step;  // bit-identical, not approximately equal
-    EXPECT_EQ(got[i].grad_norm, w.grad_norm) << "step " << w.step;
-    EXPECT_EQ(got[i].tokens, w.tokens);
-    EXPECT_EQ(got[i].val_loss.has_value(), w.val_loss.has_value());
-    if (got[i].val_loss && w.val_loss) {
-      EXPECT_EQ(*got[i].val_loss, *w.val_loss);
+    const auto& want = full->history;
+    const auto& got = second->history;
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(10 - stop));
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const StepRecord& w = want[static_cast<std::size_t>(stop) + i];
+      EXPECT_EQ(got[i].step, w.step);
+      EXPECT_EQ(got[i].loss, w.loss) << "step " << w.step;  // bit-identical, not approximately equal
+      EXPECT_EQ(got[i].grad_norm, w.grad_norm) << "step " << w.step;
+      EXPECT_EQ(got[i].tokens, w.tokens);
+      EXPECT_EQ(got[i].val_loss.has_value(), w.val_loss.has_value());
+      if (got[i].val_loss && w.val_loss) {
+        EXPECT_EQ(*got[i].val_loss, *w.val_loss);
+      }
+    }
+    ASSERT_EQ(full->weights.size(), second->weights.size());
+    for (std::size_t i = 0; i < full->weights.size(); ++i) {
+      EXPECT_EQ(full->weights[i].second, second->weights[i].second) << full->weights[i].first;
     }
   }
-  const std::int64_t n = full->model().param_count();
-  EXPECT_EQ(0, std::memcmp(full->model().params(), second->model().params(), sizeof(float) * n));
 }
 
 void corrupt(const fs::path& file, bool truncate) {
@@ -134,54 +168,84 @@ void corrupt(const fs::path& file, bool truncate) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedNamingTheFile) {
-  for (bool truncate : {false, true}) {
-    SCOPED_TRACE(truncate ? "truncated" : "bit flip");
-    TempDir d(truncate ? "herd_truncated" : "herd_corrupt");
-    TrainConfig c = test_config(d.path.string());
-    c.train.steps = 8;  // checkpoints at 4 and 8
-    ASSERT_TRUE(make(c)->run().ok());
-    const fs::path newest = d.path / step_dir_name(8);
-    const fs::path victim = newest / (truncate ? "adam_v.bin" : "params.bin");
-    ASSERT_TRUE(fs::exists(victim));
-    corrupt(victim, truncate);
-    Result<std::unique_ptr<Trainer>> t = Trainer::make(c, test_model(), synthetic_docs(60, 1), synthetic_docs(10, 2));
-    ASSERT_FALSE(t.ok());
-    const std::string msg = t.error().message();
-    EXPECT_NE(msg.find(victim.string()), std::string::npos) << msg;
-    EXPECT_NE(msg.find(truncate ? "truncated" : "checksum mismatch"), std::string::npos) << msg;
-    EXPECT_EQ(msg.find('\n'), std::string::npos);
-    EXPECT_NE(msg.find("checkpoint.fallback"), std::string::npos) << msg;
+TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedNamingTheFileUnlessFallback) {
+  for (Layout l : kLayouts) {
+    for (bool truncate : {false, true}) {
+      SCOPED_TRACE(name(l) + (truncate ? ", truncated" : ", bit flip"));
+      TempDir d(truncate ? "herd_truncated" : "herd_corrupt");
+      TrainConfig c = test_config(d.path.string());
+      c.train.steps = 8;  // checkpoints at 4 and 8
+      ASSERT_TRUE(run(c, l).ok());
+      const fs::path newest = d.path / step_dir_name(8);
+      // One rank's shard of the newest checkpoint.
+      const fs::path victim = newest / (l.first * l.second > 1 ? "rank_00002.bin" : "rank_00000.bin");
+      ASSERT_TRUE(fs::exists(victim));
+      corrupt(victim, truncate);
+      c.train.steps = 10;
+      Result<JobResult<float>> t = run(c, l);
+      ASSERT_FALSE(t.ok());
+      const std::string msg = t.error().message();
+      EXPECT_NE(msg.find(victim.string()), std::string::npos) << msg;
+      EXPECT_NE(msg.find(truncate ? "truncated" : "checksum mismatch"), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos);
+      EXPECT_NE(msg.find("checkpoint.fallback"), std::string::npos) << msg;
 
-    // Asked to, the trainer resumes from the previous good checkpoint; the corrupt one stays for inspection.
-    c.checkpoint.fallback = true;
-    auto resumed = make(c);
-    EXPECT_EQ(resumed->resumed_from(), 4);
-    EXPECT_TRUE(fs::exists(newest));
+      // Asked to, the trainer resumes from the previous good checkpoint; the corrupt one stays for inspection.
+      c.checkpoint.fallback = true;
+      Result<JobResult<float>> resumed = run(c, l);
+      ASSERT_TRUE(resumed.ok()) << resumed.error().message();
+      EXPECT_EQ(resumed->resumed_from, 4);
+    }
   }
 }
 
 TEST(Checkpoint, LeftoverTemporaryDirectoryIsNeverTakenForACheckpoint) {
   TempDir d("herd_partial");
-  const std::vector<float> w = {1, 2, 3};
-  ASSERT_TRUE(save_checkpoint(d.path.string(), 5, Json::object(), {{"params", w.data(), 12}}, 2).ok());
-  // A writer killed mid-save leaves its temporary directory, never a step_* one.
-  fs::create_directories(d.path / ".tmp-step_00000006-999");
-  std::ofstream(d.path / ".tmp-step_00000006-999" / "params.bin") << "par";
-  Result<LoadedCheckpoint> ck = load_latest(d.path.string(), false);
-  ASSERT_TRUE(ck.ok()) << ck.error().message();
-  EXPECT_EQ(ck->step, 5);
-  // keep = 2: the third save removes the oldest.
-  ASSERT_TRUE(save_checkpoint(d.path.string(), 6, Json::object(), {{"params", w.data(), 12}}, 2).ok());
-  ASSERT_TRUE(save_checkpoint(d.path.string(), 7, Json::object(), {{"params", w.data(), 12}}, 2).ok());
+  TrainConfig c = test_config(d.path.string());
+  c.train.steps = 6;
+  c.checkpoint.every = 2;
+  c.checkpoint.keep = 2;  // steps 2, 4, 6 written; 2 pruned
+  ASSERT_TRUE(run(c, {1, 1}).ok());
   EXPECT_EQ(list_checkpoints(d.path.string()).size(), 2u);
-  EXPECT_FALSE(fs::exists(d.path / step_dir_name(5)));
-  // Re-saving an existing step replaces it whole.
-  const std::vector<float> w2 = {4, 5, 6};
-  ASSERT_TRUE(save_checkpoint(d.path.string(), 7, Json::object(), {{"params", w2.data(), 12}}, 2).ok());
-  Result<LoadedCheckpoint> again = load_latest(d.path.string(), false);
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(0, std::memcmp((*again->get("params", 12))->data(), w2.data(), 12));
+  EXPECT_FALSE(fs::exists(d.path / step_dir_name(2)));
+  // A writer killed mid-save leaves its temporary directory, never a step_* one.
+  fs::create_directories(d.path / ".tmp-step_00000008");
+  std::ofstream(d.path / ".tmp-step_00000008" / "rank_00000.bin") << "par";
+  Result<std::optional<DistCheckpoint>> ck = open_latest_checkpoint(d.path.string(), false);
+  ASSERT_TRUE(ck.ok()) << ck.error().message();
+  ASSERT_TRUE(ck->has_value());
+  EXPECT_EQ((*ck)->step, 6);
+}
+
+TEST(Checkpoint, ManifestFieldsOfTheWrongTypeAreOneLineErrors) {
+  TempDir d("herd_manifest");
+  TrainConfig c = test_config(d.path.string());
+  c.train.steps = 2;
+  c.checkpoint.every = 2;
+  ASSERT_TRUE(run(c, {1, 1}).ok());
+  const fs::path manifest = d.path / step_dir_name(2) / "manifest.json";
+  Result<Json> m = read_json_file(manifest.string());
+  ASSERT_TRUE(m.ok());
+  struct Case {
+    std::function<void(Json&)> edit;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {[](Json& j) { j["step"] = "two"; }, "step"},
+      {[](Json& j) { j["files"] = 3; }, "files: expected an array"},
+      {[](Json& j) { j["files"][0]["pieces"][0]["r1"] = 1e9; }, "does not fit"},
+      {[](Json& j) { j["files"][0]["file"] = "../x.bin"; }, "not a file name inside the step directory"},
+      {[](Json& j) { j["step"] = 3; }, "does not match its directory"},
+  };
+  for (const Case& k : cases) {
+    Json edited = *m;
+    k.edit(edited);
+    std::ofstream(manifest) << edited.dump();
+    Result<DistCheckpoint> ck = open_dist_checkpoint((d.path / step_dir_name(2)).string());
+    ASSERT_FALSE(ck.ok()) << k.want;
+    EXPECT_NE(ck.error().message().find(k.want), std::string::npos) << ck.error().message();
+    EXPECT_EQ(ck.error().message().find('\n'), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -183,36 +183,26 @@ struct ReferenceStep {
 };
 
 // `steps` + 1 training steps of `m` on random documents (the first is warm-up), one thread per rank,
-// `micro_batch` sequences per rank. ranks = 1: the Trainer of a single-rank `herd train`; 2: the
-// distributed runtime (DistTrainer, DistributedLlama's FSDP units) as DP = 2 on the local
-// communicator, two thread ranks each doing the single rank's work.
+// `micro_batch` sequences per rank, through the trainer of `herd train`: ranks = 1 is a one-rank job;
+// 2 is DP = 2 on the local communicator, two thread ranks each doing the single rank's work.
 Result<ReferenceStep> reference_step(const model::LlamaConfig& m, std::int64_t micro_batch, std::int64_t seq_len,
                                      int steps, int ranks) {
   const auto docs = random_documents(m.vocab, 4 * (steps + 1) * ranks * micro_batch * seq_len);
   train::TrainConfig cfg;
   cfg.data.seq_len = seq_len;
-  cfg.train.micro_batch = ranks * micro_batch;
+  cfg.train.global_batch = ranks * micro_batch;
   cfg.parallel.dp = ranks;
-  cfg.train.grad_accum = 1;
+  cfg.parallel.microbatch = micro_batch;
   cfg.train.steps = steps + 1;
   cfg.train.threads = 1;
   cfg.schedule.warmup_steps = 1;
   cfg.eval.every = 0;
   cfg.eval.batches = 1;
-  std::vector<train::StepRecord> history;
-  if (ranks > 1) {
-    train::JobResult<float> r;
-    r.quiet = true;
-    HERD_RETURN_IF_ERROR(
-        train::run_local_job<float>(cfg, m, docs, train::distributed_llama_factory<float>(), &r, 0, false));
-    history = r.history;
-  } else {
-    HERD_ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> t, train::Trainer::make(cfg, m, docs, docs));
-    t->quiet = true;
-    HERD_RETURN_IF_ERROR(t->run());
-    history = t->history();
-  }
-  const train::MeasuredRun run = train::measured_run(history, {});
+  train::JobResult<float> r;
+  r.quiet = true;
+  HERD_RETURN_IF_ERROR(
+      train::run_local_job<float>(cfg, m, {docs, nullptr}, train::distributed_llama_factory<float>(), &r, 0, false));
+  const train::MeasuredRun run = train::measured_run(r.history, {});
   return ReferenceStep{run.step_s, std::max(0.0, run.comm_s)};
 }
 
@@ -355,11 +345,12 @@ int run_calibrate(const CalibrateOptions& o) {
   Result<ReferenceStep> dist = ref.ok() ? reference_step(m, o.micro_batch, o.seq_len, 5, 2) : ref;
   kernels::set_num_threads(1);
   if (!dist.ok()) return report_error("calibrate", dist.error().with_context("reference training step"));
-  train::RunLayout one;
-  one.micro_batch = o.micro_batch;
-  one.seq_len = o.seq_len;
-  one.threads = 1;
-  Result<train::Projection> kernel_plan = train::project(m, one, c);
+  train::ResolvedLayout one;
+  one.layout.microbatch = o.micro_batch;
+  one.spec.seq_len = o.seq_len;
+  one.spec.global_batch = o.micro_batch;
+  one.spec.precision = planner::Precision::kFP32;
+  Result<train::Projection> kernel_plan = train::project(m, one, /*threads=*/1, c);
   if (!kernel_plan.ok()) return report_error("calibrate", kernel_plan.error().with_context("reference projection"));
   const double runtime_eff = std::clamp(kernel_plan->step_s() / ref->step_s, 0.05, 1.0);
   a.matmul_efficiency = runtime_eff;

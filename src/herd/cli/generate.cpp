@@ -1,9 +1,14 @@
 // herd generate --checkpoint DIR --prompt TEXT: continues a prompt with a trained model, greedily or
-// by temperature / nucleus (top-p) sampling. The tokenizer is the one the run was trained with (from the
-// checkpoint's configuration) unless --tokenizer names another file.
+// by temperature / nucleus (top-p) sampling. The checkpoint may come from any layout (train/checkpoint.h
+// assembles whole tensors). The tokenizer is the one the run was trained with (from the checkpoint's
+// configuration) unless --tokenizer names another file; --prompt-ids gives token ids instead of text
+// (no tokenizer needed), and --json prints {"ids": [...]} per sample (the generated ids, prompt excluded).
 #include "herd/train/generate.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include "herd/cli/app.h"
 #include "herd/data/tokenizer.h"
@@ -15,6 +20,9 @@ namespace {
 struct GenerateOptions {
   std::string checkpoint;
   std::string prompt;
+  std::string prompt_ids;
+  bool greedy = false;
+  bool json = false;
   std::string tokenizer;
   std::int64_t max_tokens = 100;
   double temperature = 0.0;
@@ -23,39 +31,84 @@ struct GenerateOptions {
   std::int64_t samples = 1;
 };
 
-int run_generate(const GenerateOptions& o) {
+Result<std::vector<std::int32_t>> parse_ids(const std::string& text, std::int64_t vocab) {
+  std::vector<std::int32_t> ids;
+  std::size_t i = 0;
+  while (i <= text.size()) {
+    const std::size_t j = std::min(text.find(',', i), text.size());
+    const std::string item = text.substr(i, j - i);
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || end == nullptr || *end != '\0' || v < 0 || v >= vocab) {
+      return make_error("--prompt-ids: '", item, "' is not a token id in [0, ", vocab, "); give ids like 1,2,3");
+    }
+    ids.push_back(static_cast<std::int32_t>(v));
+    i = j + 1;
+  }
+  return ids;
+}
+
+int run_generate(GenerateOptions o) {
+  if (o.prompt.empty() == o.prompt_ids.empty()) {
+    return report_error("generate", make_error("--prompt or --prompt-ids: give exactly one of them"));
+  }
+  if (o.greedy) o.temperature = 0.0;
   Result<train::LoadedModel> lm = train::load_model(o.checkpoint);
   if (!lm.ok()) return report_error("generate", lm.error());
-  std::string tok_path = o.tokenizer;
-  if (tok_path.empty()) {
-    const Json& c = lm->meta["config"];
-    if (c.contains("data") && c["data"].contains("tokenizer")) tok_path = c["data"]["tokenizer"].get<std::string>();
+  const std::int64_t vocab = lm->model->config().vocab;
+  std::optional<data::Tokenizer> tok;
+  std::vector<std::int32_t> prompt;
+  std::int32_t stop = -1;
+  if (!o.prompt_ids.empty()) {
+    Result<std::vector<std::int32_t>> ids = parse_ids(o.prompt_ids, vocab);
+    if (!ids.ok()) return report_error("generate", ids.error());
+    prompt = *ids;
+  } else {
+    std::string tok_path = o.tokenizer;
+    if (tok_path.empty()) {
+      const Json& c = lm->meta["config"];
+      if (c.is_object() && c.contains("data") && c["data"].is_object() && c["data"].contains("tokenizer") &&
+          c["data"]["tokenizer"].is_string()) {
+        tok_path = c["data"]["tokenizer"].get<std::string>();
+      }
+    }
+    if (tok_path.empty()) {
+      return report_error("generate", make_error("--tokenizer: the checkpoint names no tokenizer; pass the file the "
+                                                 "training shards were made with, or give --prompt-ids"));
+    }
+    Result<data::Tokenizer> t = data::Tokenizer::load(tok_path);
+    if (!t.ok()) return report_error("generate", t.error());
+    if (t->vocab_size() > vocab) {
+      return report_error("generate", make_error("--tokenizer '", tok_path, "' has ", t->vocab_size(),
+                                                 " ids but the model only ", vocab));
+    }
+    Result<std::vector<std::int32_t>> ids = t->encode(o.prompt);
+    if (!ids.ok()) return report_error("generate", ids.error().with_context("--prompt"));
+    prompt = {t->bos_id()};
+    prompt.insert(prompt.end(), ids->begin(), ids->end());
+    stop = t->eos_id();
+    tok = std::move(*t);
   }
-  if (tok_path.empty()) {
-    return report_error("generate", make_error("--tokenizer: the checkpoint names no tokenizer; pass the file the "
-                                               "training shards were made with"));
-  }
-  Result<data::Tokenizer> tok = data::Tokenizer::load(tok_path);
-  if (!tok.ok()) return report_error("generate", tok.error());
-  if (tok->vocab_size() > lm->model->config().vocab) {
-    return report_error("generate", make_error("--tokenizer '", tok_path, "' has ", tok->vocab_size(),
-                                               " ids but the model only ", lm->model->config().vocab));
-  }
-  Result<std::vector<std::int32_t>> ids = tok->encode(o.prompt);
-  if (!ids.ok()) return report_error("generate", ids.error().with_context("--prompt"));
-  std::vector<std::int32_t> prompt = {tok->bos_id()};
-  prompt.insert(prompt.end(), ids->begin(), ids->end());
   for (std::int64_t s = 0; s < o.samples; ++s) {
     train::SampleOptions so;
     so.max_tokens = o.max_tokens;
     so.temperature = o.temperature;
     so.top_p = o.top_p;
     so.seed = o.seed + static_cast<std::uint64_t>(s);
-    so.stop_token = tok->eos_id();
-    std::vector<std::int32_t> out = train::generate(*lm->model, prompt, so);
-    std::vector<std::int32_t> text(out.begin() + 1, out.end());
-    if (!text.empty() && text.back() == tok->eos_id()) text.pop_back();
-    Result<std::string> dec = tok->decode(text);
+    so.stop_token = stop;
+    const std::vector<std::int32_t> out = train::generate(*lm->model, prompt, so);
+    std::vector<std::int32_t> gen(out.begin() + static_cast<std::ptrdiff_t>(prompt.size()), out.end());
+    if (o.json) {
+      std::cout << Json{{"ids", gen}, {"checkpoint", lm->path}}.dump() << "\n";
+      continue;
+    }
+    if (!tok) {
+      for (std::size_t i = 0; i < gen.size(); ++i) std::cout << (i ? "," : "") << gen[i];
+      std::cout << "\n";
+      continue;
+    }
+    if (!gen.empty() && gen.back() == stop) gen.pop_back();
+    Result<std::string> dec = tok->decode(gen);
     if (!dec.ok()) return report_error("generate", dec.error());
     if (o.samples > 1) std::cout << "--- sample " << s + 1 << "\n";
     std::cout << *dec << "\n";
@@ -68,9 +121,13 @@ int run_generate(const GenerateOptions& o) {
 Subcommand add_generate_command(CLI::App& root) {
   auto opts = std::make_shared<GenerateOptions>();
   CLI::App* app = root.add_subcommand("generate", "Continue a prompt with a model trained by herd train");
-  app->add_option("--checkpoint", opts->checkpoint, "A checkpoint directory (its newest step) or one step_* directory")
+  app->add_option("--checkpoint", opts->checkpoint,
+                  "A checkpoint directory of any layout (its newest step) or one step_* directory")
       ->required();
-  app->add_option("--prompt", opts->prompt, "Text to continue")->required();
+  app->add_option("--prompt", opts->prompt, "Text to continue");
+  app->add_option("--prompt-ids", opts->prompt_ids, "Token ids to continue, e.g. 1,2,3 (instead of --prompt)");
+  app->add_flag("--greedy", opts->greedy, "Greedy decoding (the same as --temperature 0)");
+  app->add_flag("--json", opts->json, "Print {\"ids\": [...]} per sample: the generated ids, prompt excluded");
   app->add_option("--tokenizer", opts->tokenizer, "Tokenizer file; default: the one named in the checkpoint");
   app->add_option("--max-tokens", opts->max_tokens, "Tokens to generate")
       ->capture_default_str()

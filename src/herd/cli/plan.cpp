@@ -27,10 +27,10 @@ int run_plan(const PlanOptions& o) {
   Result<PlannerInputs> in = resolve_planner_inputs(o.p);
   if (!in.ok()) return report_error("plan", in.error());
   planner::SearchSpace space;
-  space.v = o.p.v;
-  space.microbatch = o.p.microbatch;
-  space.n = o.p.n;
-  if (o.p.recompute) space.recompute = in->base.recompute;
+  space.v = o.p.knobs.v;
+  space.microbatch = o.p.knobs.microbatch;
+  space.n = o.p.knobs.n;
+  if (o.p.knobs.recompute) space.recompute = in->base.recompute;
   space.sequence_parallel = in->base.sequence_parallel;
   space.zero = in->base.zero;
   space.reshard_after_forward = in->base.reshard_after_forward;
@@ -84,6 +84,9 @@ int run_plan(const PlanOptions& o) {
            format_fixed(100 * e.time.exposed_comm_s() / e.time.step_s, 1) + "%"});
   }
   t.print(std::cout);
+  // The winner as flags: `herd estimate` and `herd train` take this line as it is.
+  std::cout << "\nlayout #1: " << r->ranked.front().layout.to_flags() << " --seq-len " << in->train.seq_len
+            << " --global-batch " << in->train.global_batch << "\n";
   if (!r->rejected.empty()) {
     std::cout << "\nRejected families (" << r->rejected.size() << ")\n";
     Table rej({"tp", "cp", "pp", "dp", "reason"});

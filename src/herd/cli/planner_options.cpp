@@ -4,6 +4,38 @@
 
 namespace herd::cli {
 
+void add_layout_knob_options(CLI::App* app, LayoutKnobs& k) {
+  app->add_option("--v", k.v, "Virtual pipeline stages per rank (default 1)")->check(CLI::PositiveNumber);
+  app->add_option("--microbatch-size", k.microbatch, "Sequences per micro-batch on one data-parallel rank")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--n", k.n, "Contiguous micro-batches per chunk, the Llama 3 N (default min(PP, M))")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--recompute", k.recompute, "Activation recompute: none, selective or full (default none)");
+  app->add_option("--sequence-parallel", k.sequence_parallel,
+                  "Sequence parallelism with TP: true or false (default true)");
+  app->add_option("--reshard-after-forward", k.reshard_after_forward,
+                  "FSDP: reshard parameters after forward: true or false (default false)");
+}
+
+Status apply_layout_knobs(const LayoutKnobs& k, planner::Layout& l) {
+  if (k.v) l.v = *k.v;
+  if (k.microbatch) l.microbatch = *k.microbatch;
+  if (k.n) l.n = *k.n;
+  if (k.recompute) {
+    Result<model::Recompute> r = model::parse_recompute(*k.recompute);
+    if (!r.ok()) return r.error().with_context("--recompute");
+    l.recompute = *r;
+  }
+  if (k.sequence_parallel) {
+    HERD_ASSIGN_OR_RETURN(l.sequence_parallel, parse_bool_option("--sequence-parallel", *k.sequence_parallel));
+  }
+  if (k.reshard_after_forward) {
+    HERD_ASSIGN_OR_RETURN(l.reshard_after_forward,
+                          parse_bool_option("--reshard-after-forward", *k.reshard_after_forward));
+  }
+  return Status::Ok();
+}
+
 void add_planner_options(CLI::App* app, PlannerOptions& o) {
   app->add_option("--model", o.model, "A model preset (llama3-8b, llama3-70b, llama3-405b, ...) or a config.json")
       ->required();
@@ -17,20 +49,10 @@ void add_planner_options(CLI::App* app, PlannerOptions& o) {
                   "Tokens per optimizer step (a multiple of --seq-len), instead of --global-batch")
       ->check(CLI::PositiveNumber);
   app->add_option("--precision", o.precision, "Matmul precision: bf16, fp16 or fp8")->capture_default_str();
-  app->add_option("--v", o.v, "Virtual pipeline stages per rank (searched by plan when absent; default 1)")
-      ->check(CLI::PositiveNumber);
-  app->add_option("--microbatch-size", o.microbatch, "Sequences per micro-batch (default 1)")
-      ->check(CLI::PositiveNumber);
-  app->add_option("--n", o.n, "Contiguous micro-batches per chunk, the Llama 3 N (default min(PP, M))")
-      ->check(CLI::PositiveNumber);
-  app->add_option("--recompute", o.recompute, "Activation recompute: none, selective or full (default none)");
-  app->add_option("--sequence-parallel", o.sequence_parallel, "Sequence parallelism with TP: true or false")
-      ->capture_default_str();
+  add_layout_knob_options(app, o.knobs);
   app->add_option("--zero", o.zero, "0 plain DP (all-reduce), 1, 2, or 3 (FSDP, the paper's choice)")
       ->capture_default_str()
       ->check(CLI::Range(0, 3));
-  app->add_option("--reshard-after-forward", o.reshard_after_forward, "FSDP: reshard parameters after forward")
-      ->capture_default_str();
   app->add_flag("--json", o.json, "Print JSON instead of tables");
   app->add_option("--svg", o.svg, "Write an SVG report (memory and time bars, pipeline timeline) to this file");
   app->add_option("--html", o.html, "Write an HTML report to this file");
@@ -62,15 +84,7 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
     return make_error("--global-batch: missing; give sequences per step (or --global-batch-tokens)");
   }
   HERD_ASSIGN_OR_RETURN(in.train.precision, planner::parse_precision(o.precision));
-  if (o.v) in.base.v = *o.v;
-  if (o.microbatch) in.base.microbatch = *o.microbatch;
-  if (o.n) in.base.n = *o.n;
-  if (o.recompute) {
-    HERD_ASSIGN_OR_RETURN(in.base.recompute, model::parse_recompute(*o.recompute));
-  }
-  HERD_ASSIGN_OR_RETURN(in.base.sequence_parallel, parse_bool_option("--sequence-parallel", o.sequence_parallel));
-  HERD_ASSIGN_OR_RETURN(in.base.reshard_after_forward,
-                        parse_bool_option("--reshard-after-forward", o.reshard_after_forward));
+  HERD_RETURN_IF_ERROR(apply_layout_knobs(o.knobs, in.base));
   in.base.zero = o.zero;
   if (in.base.reshard_after_forward && in.base.zero != 3) {
     return make_error("--reshard-after-forward true needs --zero 3 (only FSDP shards parameters), got --zero ", o.zero);

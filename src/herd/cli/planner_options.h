@@ -15,6 +15,20 @@
 
 namespace herd::cli {
 
+// The layout knobs beside the four degrees, with the same flag names and meanings wherever a layout is
+// given: `herd estimate`, `herd plan` and `herd train` (Layout::to_flags prints them back).
+struct LayoutKnobs {
+  std::optional<int> v;
+  std::optional<std::int64_t> microbatch;  // sequences per micro-batch on one data-parallel rank
+  std::optional<int> n;
+  std::optional<std::string> recompute;
+  std::optional<std::string> sequence_parallel;
+  std::optional<std::string> reshard_after_forward;
+};
+void add_layout_knob_options(CLI::App* app, LayoutKnobs& k);
+// Sets the knobs that were given on `l`; errors name the option.
+Status apply_layout_knobs(const LayoutKnobs& k, planner::Layout& l);
+
 struct PlannerOptions {
   std::string model;
   std::string cluster;
@@ -23,13 +37,8 @@ struct PlannerOptions {
   std::int64_t global_batch = 0;         // sequences
   std::int64_t global_batch_tokens = 0;  // alternative to global_batch
   std::string precision = "bf16";
-  std::optional<int> v;
-  std::optional<std::int64_t> microbatch;
-  std::optional<int> n;
-  std::optional<std::string> recompute;
-  std::string sequence_parallel = "true";
+  LayoutKnobs knobs;
   int zero = 3;
-  std::string reshard_after_forward = "false";
   bool json = false;
   std::string svg, html;
 };

@@ -1,21 +1,25 @@
-// herd train [CONFIG.json] [--section.field=value ...]: trains a Llama 3 model on one CPU rank from the
-// token shards `herd data` writes, prints the resolved configuration, a progress line, held-out losses,
-// and samples at the end. Configuration: src/herd/train/config.h; the loop: src/herd/train/trainer.h;
-// docs/training.md.
+// herd train [CONFIG.json] [--section.field=value ...] [layout flags]: trains a Llama 3 model from the
+// token shards `herd data` writes, on one rank or as a TP x CP x PP x FSDP job, through one trainer
+// (train/trainer.h): ranks as threads of this process, or, under `mpirun -np N herd train ...`, this
+// process as one rank (detected from the environment). Prints the resolved configuration, the planner's
+// projection, a progress line, held-out losses, planned vs measured, and samples at the end.
 //
-// --tp T --cp C --pp P --dp D (the config keys parallel.tp, parallel.cp, parallel.pp and parallel.dp; --v,
-// --microbatches, --n, --schedule, --no-sp and --backend likewise) make it a TP x CP x PP x DP job (train/job.h,
-// docs/distributed.md): ranks as threads of this process, or, under `mpirun -np N herd train ...`, this process as one
-// rank (detected from the environment).
+// The layout flags are the planner's (--tp --cp --pp --dp --v --microbatch-size --n --recompute
+// --sequence-parallel --reshard-after-forward, plus --seq-len and --global-batch), with the same
+// meanings, so the line `herd plan` prints trains as it is. They set the config's fields directly,
+// after the file and the --section.field=value overrides. docs/training.md, docs/distributed.md.
 #include <iostream>
+#include <optional>
 
 #include "herd/cli/app.h"
+#include "herd/cli/planner_options.h"
 #include "herd/cli/table.h"
 #include "herd/core/format.h"
 #include "herd/core/log.h"
 #include "herd/data/tokenizer.h"
 #include "herd/kernels/gemm.h"
 #include "herd/model/params.h"
+#include "herd/nn/model.h"
 #include "herd/train/dist_model.h"
 #include "herd/train/generate.h"
 #include "herd/train/job.h"
@@ -29,12 +33,23 @@ struct TrainOptions {
   std::string config;
   std::int64_t stop_after = 0;
   bool print_config = false;
-  std::int64_t tp = 0, cp = 0, pp = 0, dp = 0;  // 0: the config's parallel.tp / cp / pp / dp
-  std::int64_t v = 0, microbatches = 0, n = 0;  // 0: the config's parallel.v, train.grad_accum, parallel.pp_n
-  std::string schedule;
-  bool no_sp = false;
-  std::string backend;
+  std::optional<std::int64_t> tp, cp, pp, dp, seq_len, global_batch;
+  LayoutKnobs knobs;
+  std::optional<std::string> schedule, backend;
 };
+
+// The flags on top of the file and the overrides, set on the fields they name.
+Status apply_flags(const TrainOptions& o, train::TrainConfig& cfg) {
+  if (o.tp) cfg.parallel.tp = *o.tp;
+  if (o.cp) cfg.parallel.cp = *o.cp;
+  if (o.pp) cfg.parallel.pp = *o.pp;
+  if (o.dp) cfg.parallel.dp = *o.dp;
+  if (o.seq_len) cfg.data.seq_len = *o.seq_len;
+  if (o.global_batch) cfg.train.global_batch = *o.global_batch;
+  if (o.schedule) cfg.parallel.schedule = *o.schedule;
+  if (o.backend) cfg.parallel.backend = *o.backend;
+  return apply_layout_knobs(o.knobs, cfg.parallel);
+}
 
 void print_resolved(const train::TrainConfig& cfg, const model::LlamaConfig& m) {
   Table t({"key", "value", "meaning"});
@@ -49,8 +64,10 @@ void print_resolved(const train::TrainConfig& cfg, const model::LlamaConfig& m) 
   std::cout.flush();
 }
 
-void print_samples(const train::TrainConfig& cfg, train::Trainer& t) {
-  if (cfg.data.tokenizer.empty() || cfg.generate.samples == 0) return;
+// The final weights, gathered on rank 0, continue the prompt in the plain reference model.
+void print_samples(const train::TrainConfig& cfg, const model::LlamaConfig& m,
+                   const std::vector<std::pair<std::string, std::vector<float>>>& weights) {
+  if (cfg.data.tokenizer.empty() || cfg.generate.samples == 0 || weights.empty()) return;
   Result<data::Tokenizer> tok = data::Tokenizer::load(cfg.data.tokenizer);
   if (!tok.ok()) {
     log_warning("no samples: ", tok.error().message());
@@ -58,6 +75,12 @@ void print_samples(const train::TrainConfig& cfg, train::Trainer& t) {
   }
   Result<std::vector<std::int32_t>> ids = tok->encode(cfg.generate.prompt);
   if (!ids.ok()) return;
+  nn::LlamaModel<float> model(m, model::Recompute::kNone, 1, m.max_seq_len);
+  for (const auto& [name, w] : weights) {
+    const nn::NamedParam& p = model.param(name);
+    HERD_CHECK(static_cast<std::int64_t>(w.size()) == p.count(), name);
+    std::copy(w.begin(), w.end(), model.params() + p.offset);
+  }
   std::vector<std::int32_t> prompt = {tok->bos_id()};
   prompt.insert(prompt.end(), ids->begin(), ids->end());
   std::cout << "\nSamples (prompt \"" << cfg.generate.prompt << "\"; greedy, then temperature 0.8 top-p 0.95)\n";
@@ -68,7 +91,7 @@ void print_samples(const train::TrainConfig& cfg, train::Trainer& t) {
     o.top_p = 0.95;
     o.seed = static_cast<std::uint64_t>(s);
     o.stop_token = tok->eos_id();
-    const std::vector<std::int32_t> out = train::generate(t.model(), prompt, o);
+    const std::vector<std::int32_t> out = train::generate(model, prompt, o);
     std::vector<std::int32_t> text(out.begin() + 1, out.end());
     if (!text.empty() && text.back() == tok->eos_id()) text.pop_back();
     Result<std::string> dec = tok->decode(text);
@@ -76,41 +99,36 @@ void print_samples(const train::TrainConfig& cfg, train::Trainer& t) {
   }
 }
 
-int run_parallel(const train::TrainConfig& cfg) {
-  train::JobResult<float> out;
-  Status s = train::run_parallel_job<float>(cfg, train::distributed_llama_factory<float>(), &out);
-  if (!s.ok()) return report_error("train", s.error());
-  return 0;
-}
-
-int run_train(const TrainOptions& o, std::vector<std::string> overrides) {
-  if (o.tp > 0) overrides.push_back("parallel.tp=" + std::to_string(o.tp));
-  if (o.cp > 0) overrides.push_back("parallel.cp=" + std::to_string(o.cp));
-  if (o.pp > 0) overrides.push_back("parallel.pp=" + std::to_string(o.pp));
-  if (o.v > 0) overrides.push_back("parallel.v=" + std::to_string(o.v));
-  if (o.microbatches > 0) overrides.push_back("train.grad_accum=" + std::to_string(o.microbatches));
-  if (o.n > 0) overrides.push_back("parallel.pp_n=" + std::to_string(o.n));
-  if (!o.schedule.empty()) overrides.push_back("parallel.pp_schedule=" + o.schedule);
-  if (o.dp > 0) overrides.push_back("parallel.dp=" + std::to_string(o.dp));
-  if (o.no_sp) overrides.push_back("parallel.sequence_parallel=false");
-  if (!o.backend.empty()) overrides.push_back("parallel.backend=" + o.backend);
-  Result<train::TrainConfig> cfg = train::load_config(o.config, overrides);
+int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) {
+  Result<train::TrainConfig> cfg = train::read_config(o.config, overrides);
   if (!cfg.ok()) return report_error("train", cfg.error());
+  if (Status s = apply_flags(o, *cfg); !s.ok()) return report_error("train", s.error());
+  if (Status s = train::validate(*cfg); !s.ok()) return report_error("train", s.error());
   if (o.print_config) {
     std::cout << train::to_json(*cfg).dump(2) << "\n";
     return 0;
   }
   Result<comm::Backend> backend = train::resolve_backend(*cfg);
   if (!backend.ok()) return report_error("train", backend.error());
-  // Pipeline options on one rank go the distributed way too, whose layout check refuses them.
-  if (cfg->parallel.world() > 1 || cfg->parallel.v > 1 || *backend == comm::Backend::kMpi) return run_parallel(*cfg);
-  Result<std::unique_ptr<train::Trainer>> t = train::make_trainer_from_shards(*cfg);
-  if (!t.ok()) return report_error("train", t.error());
-  print_resolved(*cfg, (*t)->model().config());
-  log_info("unigram entropy of the held-out tokens: ", format_fixed((*t)->val_unigram_entropy(), 3), " nats/token");
-  Status s = (*t)->run(o.stop_after);
+  Result<train::JobInputs> in = train::load_job_inputs(*cfg);
+  if (!in.ok()) return report_error("train", in.error());
+  if (Status s = train::check_layout(*cfg, in->model, *backend == comm::Backend::kMpi ? 0 : cfg->parallel.world());
+      !s.ok()) {
+    return report_error("train", s.error());
+  }
+  const bool lead = *backend != comm::Backend::kMpi || comm::launcher_rank() == 0;
+  if (lead) {
+    print_resolved(*cfg, in->model);
+    if (in->data.val) {
+      log_info("unigram entropy of the held-out tokens: ", format_fixed(train::unigram_entropy(*in->data.val), 3),
+               " nats/token");
+    }
+  }
+  const bool samples = !cfg->data.tokenizer.empty() && cfg->generate.samples > 0;
+  train::JobResult<float> out;
+  Status s = train::run_job<float>(*cfg, *in, train::distributed_llama_factory<float>(), &out, o.stop_after, samples);
   if (!s.ok()) return report_error("train", s.error());
-  print_samples(*cfg, **t);
+  if (lead && samples) print_samples(*cfg, in->model, out.weights);
   return 0;
 }
 
@@ -119,29 +137,28 @@ int run_train(const TrainOptions& o, std::vector<std::string> overrides) {
 Subcommand add_train_command(CLI::App& root) {
   auto opts = std::make_shared<TrainOptions>();
   CLI::App* app = root.add_subcommand(
-      "train", "Train a Llama 3 model on one CPU rank from `herd data` shards (config file + --section.field=value)");
+      "train", "Train a Llama 3 model from `herd data` shards, on one rank or any TP x CP x PP x DP layout");
   app->add_option("config", opts->config, "JSON config file ({\"optim\": {\"lr\": 3e-3}, ...}); optional");
   app->add_option("--stop-after", opts->stop_after, "Stop after this step with a checkpoint (as a preempted job)");
   app->add_flag("--print-config", opts->print_config, "Print the resolved configuration as JSON and exit");
   app->add_option("--tp", opts->tp, "Tensor-parallel degree (parallel.tp)")->check(positive_integer());
   app->add_option("--cp", opts->cp, "Context-parallel degree (parallel.cp)")->check(positive_integer());
   app->add_option("--pp", opts->pp, "Pipeline-parallel degree (parallel.pp)")->check(positive_integer());
-  app->add_option("--v", opts->v, "Virtual pipeline stages per rank (parallel.v)")->check(positive_integer());
-  app->add_option("--microbatches", opts->microbatches, "Micro-batches per step, the pipeline's M (train.grad_accum)")
-      ->check(positive_integer());
-  app->add_option("--n", opts->n, "Micro-batches per chunk before switching, N (parallel.pp_n; default pp)")
+  app->add_option("--dp", opts->dp, "Data-parallel (FSDP) degree (parallel.dp)")->check(positive_integer());
+  add_layout_knob_options(app, opts->knobs);
+  app->add_option("--seq-len", opts->seq_len, "Tokens per sequence (data.seq_len)")->check(positive_integer());
+  app->add_option("--global-batch", opts->global_batch, "Sequences per optimizer step (train.global_batch)")
       ->check(positive_integer());
   app->add_option("--schedule", opts->schedule,
-                  "Pipeline schedule: flexible (Llama 3, default), interleaved, 1f1b, gpipe (parallel.pp_schedule)");
-  app->add_option("--dp", opts->dp, "Data-parallel (FSDP) degree (parallel.dp)")->check(positive_integer());
-  app->add_flag("--no-sp", opts->no_sp, "Sequence parallelism off (parallel.sequence_parallel=false)");
+                  "Pipeline schedule: flexible (Llama 3, default), interleaved, 1f1b, gpipe (parallel.schedule)");
   app->add_option("--backend", opts->backend,
                   "local (ranks as threads), mpi (under mpirun) or auto (parallel.backend)");
   app->allow_extras();
   app->footer(
       "Every field of the configuration can be overridden as --section.field=value, e.g. --optim.lr=1e-3 "
       "--train.steps=500; --print-config lists them. Sections: model, data, optim, schedule, train, eval, "
-      "checkpoint, generate, parallel. See docs/training.md and docs/distributed.md.");
+      "checkpoint, generate, parallel, fault. The layout flags are those of herd estimate and herd plan, so the "
+      "layout line herd plan prints runs as it is. See docs/training.md and docs/distributed.md.");
   return {app, [opts, app] { return run_train(*opts, app->remaining()); }};
 }
 

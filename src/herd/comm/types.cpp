@@ -111,6 +111,13 @@ bool launched_by_mpirun() {
   return false;
 }
 
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    if (const char* v = std::getenv(var); v != nullptr) return std::atoi(v);
+  }
+  return 0;
+}
+
 Result<int> p2p_tag(int micro_batch, int virtual_stage, bool backward, int n_virtual_stages) {
   if (micro_batch < 0 || virtual_stage < 0 || virtual_stage >= n_virtual_stages) {
     return make_error("p2p_tag: micro_batch (", micro_batch, ") and virtual_stage (", virtual_stage,

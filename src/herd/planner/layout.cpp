@@ -44,6 +44,18 @@ std::string Layout::to_string() const {
   return s;
 }
 
+std::string Layout::to_flags() const {
+  std::string s = "--tp " + std::to_string(tp) + " --cp " + std::to_string(cp) + " --pp " + std::to_string(pp) +
+                  " --dp " + std::to_string(dp) + " --v " + std::to_string(v) + " --microbatch-size " +
+                  std::to_string(microbatch);
+  if (n > 0) s += " --n " + std::to_string(n);
+  s += std::string(" --recompute ") + model::recompute_name(recompute);
+  s += std::string(" --sequence-parallel ") + (sequence_parallel ? "true" : "false");
+  if (reshard_after_forward) s += " --reshard-after-forward true";
+  if (zero != 3) s += " --zero " + std::to_string(zero);
+  return s;
+}
+
 Status validate_layout(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
                        const Layout& l, std::int64_t gpus) {
   const std::pair<const char*, std::int64_t> degrees[] = {{"tp", l.tp}, {"cp", l.cp}, {"pp", l.pp}, {"dp", l.dp}};

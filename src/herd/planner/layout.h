@@ -44,6 +44,10 @@ struct Layout {
   int n_resolved(const TrainingSpec& t) const;
   bool sp() const { return sequence_parallel && tp > 1; }
   std::string to_string() const;  // "tp8 cp1 pp16 dp64 v8 mb1 N16 none"
+  // The same layout as the flags `herd estimate` and `herd train` take, every knob explicit:
+  // "--tp 8 --cp 1 --pp 16 --dp 64 --v 8 --microbatch-size 1 --n 16 --recompute none --sequence-parallel true"
+  // (n 0 is left out: its default, min(PP, M), is the same everywhere; --zero only when not 3).
+  std::string to_flags() const;
 };
 
 // Everything a layout must satisfy before it is costed: degrees multiply to the GPU count that fits

@@ -68,7 +68,9 @@ Json estimate_to_json(const Estimate& e) {
                  {"recompute", model::recompute_name(l.recompute)},
                  {"sequence_parallel", l.sp()},
                  {"zero", l.zero},
-                 {"reshard_after_forward", l.reshard_after_forward}};
+                 {"reshard_after_forward", l.reshard_after_forward},
+                 {"flags", l.to_flags() + " --seq-len " + std::to_string(e.train.seq_len) + " --global-batch " +
+                               std::to_string(e.train.global_batch)}};
   j["training"] = {{"seq_len", e.train.seq_len},
                    {"global_batch_sequences", e.train.global_batch},
                    {"global_batch_tokens", e.train.tokens()},

@@ -1,15 +1,17 @@
-// Checkpoint directories: atomic write (temporary name, fsync, rename), verified read, pruning.
+// Checkpoints: per-rank shard files, a merged manifest, and resharding on load (checkpoint.h).
 #include "herd/train/checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "herd/core/log.h"
 
@@ -40,130 +42,22 @@ std::string step_dir_name(std::int64_t step) {
 
 namespace {
 
-std::string hex64(std::uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
-
-Status write_file_synced(const std::string& path, const void* data, std::size_t bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return make_error(path, ": cannot create (", std::strerror(errno), "); check the directory");
-  const char* p = static_cast<const char*>(data);
-  std::size_t left = bytes;
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return make_error(path, ": write failed (", std::strerror(err), "); check free disk space");
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) return make_error(path, ": fsync failed (", std::strerror(errno), ")");
-  return Status::Ok();
-}
-
-void fsync_dir(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
 bool is_step_dir(const fs::path& p) {
   const std::string n = p.filename().string();
   return n.size() == 13 && n.rfind("step_", 0) == 0 &&
          std::all_of(n.begin() + 5, n.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// Makes a rename inside dir durable.
+void fsync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
 }  // namespace
-
-Status save_checkpoint(const std::string& dir, std::int64_t step, const Json& meta, const std::vector<Blob>& blobs,
-                       std::int64_t keep) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return make_error("checkpoint.dir '", dir, "': cannot create (", ec.message(), ")");
-  const std::string name = step_dir_name(step);
-  const fs::path final_path = fs::path(dir) / name;
-  const fs::path tmp = fs::path(dir) / (".tmp-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(tmp, ec);
-  fs::create_directory(tmp, ec);
-  if (ec) return make_error(tmp.string(), ": cannot create (", ec.message(), ")");
-
-  Json files = Json::array();
-  for (const Blob& b : blobs) {
-    const std::string file = b.name + ".bin";
-    HERD_RETURN_IF_ERROR(write_file_synced((tmp / file).string(), b.data, b.bytes));
-    files.push_back(
-        {{"name", b.name}, {"file", file}, {"bytes", b.bytes}, {"checksum", hex64(checksum64(b.data, b.bytes))}});
-  }
-  Json manifest = {{"format", "herd checkpoint v1"}, {"step", step}, {"meta", meta}, {"files", files}};
-  const std::string text = manifest.dump(1) + "\n";
-  HERD_RETURN_IF_ERROR(write_file_synced((tmp / "manifest.json").string(), text.data(), text.size()));
-  fsync_dir(tmp.string());
-
-  // Replacing the same step (a re-run after resume) moves the old one aside first, so at every moment
-  // a complete checkpoint of this step exists under some name.
-  const fs::path old = fs::path(dir) / (".old-" + name + "-" + std::to_string(::getpid()));
-  const bool had = fs::exists(final_path);
-  if (had) fs::rename(final_path, old, ec);
-  if (ec) return make_error(final_path.string(), ": cannot move aside (", ec.message(), ")");
-  fs::rename(tmp, final_path, ec);
-  if (ec) return make_error(final_path.string(), ": rename failed (", ec.message(), ")");
-  fsync_dir(dir);
-  if (had) fs::remove_all(old, ec);
-
-  const std::vector<std::string> all = list_checkpoints(dir);
-  for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 1)); i < all.size(); ++i) {
-    fs::remove_all(all[i], ec);
-  }
-  return Status::Ok();
-}
-
-Result<const std::vector<char>*> LoadedCheckpoint::get(const std::string& name, std::size_t expected_bytes) const {
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] != name) continue;
-    if (data[i].size() != expected_bytes) {
-      return make_error(path, "/", name, ".bin: holds ", data[i].size(), " bytes but this model needs ", expected_bytes,
-                        "; the checkpoint is of another model or configuration");
-    }
-    return &data[i];
-  }
-  return make_error(path, "/manifest.json: no blob '", name, "'; the checkpoint is of another format");
-}
-
-Result<LoadedCheckpoint> load_checkpoint(const std::string& step_path) {
-  const std::string mpath = (fs::path(step_path) / "manifest.json").string();
-  HERD_ASSIGN_OR_RETURN(Json m, read_json_file(mpath));
-  if (!m.is_object() || m.value("format", "") != "herd checkpoint v1" || !m.contains("files") ||
-      !m["files"].is_array() || !m.contains("step")) {
-    return make_error(mpath, ": not a herd checkpoint v1 manifest");
-  }
-  LoadedCheckpoint ck;
-  ck.path = step_path;
-  ck.step = m["step"].get<std::int64_t>();
-  ck.meta = m.value("meta", Json::object());
-  for (const Json& f : m["files"]) {
-    const std::string file = f.value("file", "");
-    const std::string fpath = (fs::path(step_path) / file).string();
-    std::ifstream in(fpath, std::ios::binary);
-    if (!in) return make_error(fpath, ": missing; the checkpoint is incomplete");
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::size_t expected = f.value("bytes", std::size_t{0});
-    if (bytes.size() != expected) {
-      return make_error(fpath, ": truncated (", bytes.size(), " of ", expected, " bytes); the checkpoint is corrupt");
-    }
-    if (hex64(checksum64(bytes.data(), bytes.size())) != f.value("checksum", "")) {
-      return make_error(fpath, ": checksum mismatch; the checkpoint is corrupt");
-    }
-    ck.names.push_back(f.value("name", ""));
-    ck.data.push_back(std::move(bytes));
-  }
-  return ck;
-}
 
 std::vector<std::string> list_checkpoints(const std::string& dir) {
   std::vector<std::string> out;
@@ -176,20 +70,330 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return out;
 }
 
-Result<LoadedCheckpoint> load_latest(const std::string& dir, bool fallback) {
+namespace {
+
+constexpr const char* kFormat = "herd-dist-1";
+
+template <typename T>
+const char* elem_tag() {
+  return sizeof(T) == 8 ? "fp64" : "fp32";
+}
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+std::string rank_file(int rank, const char* ext) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "rank_%05d.%s", rank, ext);
+  return buf;
+}
+
+Status write_synced(const std::string& path, const void* data, std::size_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return make_error(path, ": cannot create (", std::strerror(errno), "); check the directory");
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, p, bytes);
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return make_error(path, ": write failed (", std::strerror(err), "); check free disk space");
+    }
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) return make_error(path, ": fsync failed (", std::strerror(errno), ")");
+  return Status::Ok();
+}
+
+Result<std::vector<char>> read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(path, ": cannot open; the checkpoint is incomplete");
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A barrier whose failure still lets every rank return (the status carries the comm error).
+Status barrier(comm::Communicator& world, const char* what) {
+  Status s = world.barrier();
+  if (!s.ok()) return s.error().with_context(std::string("checkpoint ") + what);
+  return s;
+}
+
+}  // namespace
+
+template <typename T>
+Status save_dist_checkpoint(const std::string& dir, std::int64_t step, const Json& meta, const Json& layout,
+                            comm::Communicator& world, const std::vector<ShardPiece<T>>& pieces, std::int64_t keep) {
+  const std::string name = step_dir_name(step);
+  const fs::path tmp = fs::path(dir) / (".tmp-" + name);
+  Status made = Status::Ok();
+  if (world.rank() == 0) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    fs::create_directories(tmp, ec);
+    if (ec) made = make_error(tmp.string(), ": cannot create (", ec.message(), "); check checkpoint.dir");
+  }
+  // Rank 0's failure to create the directory must stop every rank, not only rank 0.
+  int ok = made.ok() ? 1 : 0;
+  HERD_RETURN_IF_ERROR(world.broadcast(&ok, 1, comm::ElemType::kI32, 0));
+  if (!ok) return made.ok() ? make_error(tmp.string(), ": rank 0 could not create the checkpoint directory") : made;
+
+  std::vector<T> buf;
+  Json index = Json::array();
+  for (const ShardPiece<T>& p : pieces) {
+    index.push_back({{"name", p.name},
+                     {"rows", p.rows},
+                     {"cols", p.cols},
+                     {"r0", p.r0},
+                     {"r1", p.r1},
+                     {"c0", p.c0},
+                     {"c1", p.c1},
+                     {"e0", p.e0},
+                     {"e1", p.e1},
+                     {"offset", static_cast<std::int64_t>(buf.size())}});
+    buf.insert(buf.end(), p.param, p.param + p.count());
+    buf.insert(buf.end(), p.m, p.m + p.count());
+    buf.insert(buf.end(), p.v, p.v + p.count());
+  }
+  const std::size_t bytes = buf.size() * sizeof(T);
+  const std::string bin = rank_file(world.rank(), "bin");
+  Status w = write_synced((tmp / bin).string(), buf.data(), bytes);
+  if (w.ok()) {
+    const Json entry = {{"rank", world.rank()},
+                        {"file", bin},
+                        {"bytes", static_cast<std::int64_t>(bytes)},
+                        {"checksum", hex64(checksum64(buf.data(), bytes))},
+                        {"pieces", index}};
+    const std::string text = entry.dump();
+    w = write_synced((tmp / rank_file(world.rank(), "json")).string(), text.data(), text.size());
+  }
+  int all_ok = w.ok() ? 1 : 0;
+  HERD_RETURN_IF_ERROR(world.all_reduce(&all_ok, 1, comm::ElemType::kI32, comm::ReduceOp::kMin));
+  if (!all_ok) return w.ok() ? make_error(tmp.string(), ": another rank failed to write its shard") : w;
+
+  Status merged = Status::Ok();
+  if (world.rank() == 0) {
+    Json files = Json::array();
+    for (int r = 0; r < world.size() && merged.ok(); ++r) {
+      Result<Json> e = read_json_file((tmp / rank_file(r, "json")).string());
+      if (!e.ok()) {
+        merged = e.error();
+        break;
+      }
+      files.push_back(*e);
+      fs::remove(tmp / rank_file(r, "json"));
+    }
+    if (merged.ok()) {
+      const Json manifest = {{"format", kFormat}, {"step", step}, {"elem", elem_tag<T>()},
+                             {"layout", layout},  {"meta", meta}, {"files", files}};
+      const std::string text = manifest.dump(1);
+      merged = write_synced((tmp / "manifest.json").string(), text.data(), text.size());
+    }
+    if (merged.ok()) {
+      const fs::path final_path = fs::path(dir) / name;
+      std::error_code ec;
+      fs::remove_all(final_path, ec);
+      fs::rename(tmp, final_path, ec);
+      if (ec) merged = make_error(final_path.string(), ": rename failed (", ec.message(), ")");
+      fsync_dir(dir);
+      std::vector<std::string> all = list_checkpoints(dir);  // newest first
+      for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 1)); i < all.size(); ++i) {
+        fs::remove_all(all[i], ec);
+      }
+    }
+  }
+  int done = merged.ok() ? 1 : 0;
+  HERD_RETURN_IF_ERROR(world.broadcast(&done, 1, comm::ElemType::kI32, 0));
+  HERD_RETURN_IF_ERROR(barrier(world, "commit"));
+  if (!done) return merged.ok() ? make_error(dir, ": rank 0 failed to commit the checkpoint") : merged;
+  return Status::Ok();
+}
+
+namespace {
+
+// The manifest's shape, checked before anything is read through it: a wrong type or a piece outside its
+// tensor is one line naming the field, never an exception or an out-of-bounds access later.
+Status check_manifest(const Json& m, const std::string& mpath) {
+  HERD_ASSIGN_OR_RETURN(std::int64_t step, json_int(m, mpath, "step"));
+  if (step < 0) return make_error(mpath, ": step (", step, ") must be >= 0");
+  HERD_ASSIGN_OR_RETURN(std::string elem, json_string(m, mpath, "elem"));
+  if (elem != "fp32" && elem != "fp64") return make_error(mpath, ": elem '", elem, "' is not fp32 or fp64");
+  if (!m.contains("layout") || !m["layout"].is_object()) return make_error(mpath, ": layout: expected an object");
+  if (!m.contains("meta") || !m["meta"].is_object()) return make_error(mpath, ": meta: expected an object");
+  if (!m.contains("files") || !m["files"].is_array()) return make_error(mpath, ": files: expected an array");
+  for (std::size_t i = 0; i < m["files"].size(); ++i) {
+    const Json& f = m["files"][i];
+    const std::string where = mpath + ": files[" + std::to_string(i) + "]";
+    if (!f.is_object()) return make_error(where, ": expected an object");
+    HERD_ASSIGN_OR_RETURN(std::string file, json_string(f, where, "file"));
+    if (file.empty() || file.find('/') != std::string::npos || file.find("..") != std::string::npos) {
+      return make_error(where, ".file: '", file, "' is not a file name inside the step directory");
+    }
+    HERD_ASSIGN_OR_RETURN(std::int64_t bytes, json_int(f, where, "bytes"));
+    HERD_ASSIGN_OR_RETURN(const std::string checksum, json_string(f, where, "checksum"));
+    (void)checksum;
+    if (!f.contains("pieces") || !f["pieces"].is_array()) return make_error(where, ".pieces: expected an array");
+    const std::int64_t elems = bytes / (elem == "fp64" ? 8 : 4);
+    for (std::size_t k = 0; k < f["pieces"].size(); ++k) {
+      const Json& p = f["pieces"][k];
+      const std::string pw = where + ".pieces[" + std::to_string(k) + "]";
+      if (!p.is_object()) return make_error(pw, ": expected an object");
+      HERD_ASSIGN_OR_RETURN(const std::string name, json_string(p, pw, "name"));
+      (void)name;
+      std::int64_t v[9];
+      const char* keys[9] = {"rows", "cols", "r0", "r1", "c0", "c1", "e0", "e1", "offset"};
+      for (int j = 0; j < 9; ++j) {
+        HERD_ASSIGN_OR_RETURN(v[j], json_int(p, pw, keys[j]));
+      }
+      const std::int64_t rows = v[0], cols = v[1], r0 = v[2], r1 = v[3], c0 = v[4], c1 = v[5], e0 = v[6], e1 = v[7],
+                         off = v[8];
+      const bool ok = rows > 0 && cols > 0 && rows < (std::int64_t{1} << 40) && cols < (std::int64_t{1} << 40) &&
+                      0 <= r0 && r0 < r1 && r1 <= rows && 0 <= c0 && c0 < c1 && c1 <= cols && 0 <= e0 && e0 <= e1 &&
+                      e1 <= (r1 - r0) * (c1 - c0) && off >= 0 && off + 3 * (e1 - e0) <= elems;
+      if (!ok) {
+        return make_error(pw, ": block [", r0, ", ", r1, ") x [", c0, ", ", c1, "), range [", e0, ", ", e1,
+                          ") at offset ", off, " does not fit a ", rows, " x ", cols, " tensor and a file of ", elems,
+                          " elements; the manifest is corrupt");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<DistCheckpoint> open_dist_checkpoint(const std::string& step_path) {
+  const std::string mpath = (fs::path(step_path) / "manifest.json").string();
+  HERD_ASSIGN_OR_RETURN(Json m, read_json_file(mpath));
+  if (!m.is_object() || !m.contains("format") || m["format"] != kFormat) {
+    return make_error(mpath, ": not a herd checkpoint (format is not ", kFormat, ")");
+  }
+  HERD_RETURN_IF_ERROR(check_manifest(m, mpath));
+  for (const Json& f : m["files"]) {
+    const std::string path = (fs::path(step_path) / f["file"].get<std::string>()).string();
+    HERD_ASSIGN_OR_RETURN(std::vector<char> bytes, read_all(path));
+    if (static_cast<std::int64_t>(bytes.size()) != f["bytes"].get<std::int64_t>()) {
+      return make_error(path, ": ", bytes.size(), " bytes, the manifest says ", f["bytes"].get<std::int64_t>(),
+                        "; the checkpoint is truncated");
+    }
+    if (hex64(checksum64(bytes.data(), bytes.size())) != f["checksum"].get<std::string>()) {
+      return make_error(path, ": checksum mismatch; the shard is corrupt");
+    }
+  }
+  DistCheckpoint ck;
+  ck.path = step_path;
+  ck.step = m["step"].get<std::int64_t>();
+  ck.manifest = std::move(m);
+  const std::string name = fs::path(step_path).filename().string();
+  if (is_step_dir(fs::path(step_path)) && name != step_dir_name(ck.step)) {
+    return make_error(mpath, ": step ", ck.step, " does not match its directory ", name,
+                      "; the checkpoint was moved or edited");
+  }
+  return ck;
+}
+
+Result<std::optional<DistCheckpoint>> open_latest_checkpoint(const std::string& dir, bool fallback) {
   const std::vector<std::string> all = list_checkpoints(dir);
-  if (all.empty()) return make_error(dir, ": no checkpoints (no step_* directories)");
-  Error first = make_error("");
   for (std::size_t i = 0; i < all.size(); ++i) {
-    Result<LoadedCheckpoint> ck = load_checkpoint(all[i]);
-    if (ck.ok()) return ck;
+    Result<DistCheckpoint> ck = open_dist_checkpoint(all[i]);
+    if (ck.ok()) {
+      if (i > 0) log_warning("checkpoint.fallback: resuming from ", all[i], " instead of the newest, ", all[0]);
+      return std::optional<DistCheckpoint>(std::move(*ck));
+    }
     if (!fallback) {
       return make_error(ck.error().message(), "; set checkpoint.fallback=true to resume from the previous good one");
     }
-    log_warning("skipping corrupt checkpoint: ", ck.error().message());
-    if (i == 0) first = ck.error();
+    log_warning("checkpoint.fallback: ", ck.error().message());
   }
-  return make_error(first.message(), "; and no older checkpoint in ", dir, " verifies");
+  if (!all.empty()) return make_error(dir, ": none of the ", all.size(), " checkpoints verifies");
+  return std::optional<DistCheckpoint>();
 }
+
+Result<DistCheckpoint> open_checkpoint(const std::string& dir) {
+  if (fs::exists(fs::path(dir) / "manifest.json")) return open_dist_checkpoint(dir);
+  HERD_ASSIGN_OR_RETURN(std::optional<DistCheckpoint> ck, open_latest_checkpoint(dir, /*fallback=*/true));
+  if (!ck) return make_error(dir, ": no checkpoint here (no manifest.json and no step_* directories)");
+  return std::move(*ck);
+}
+
+template <typename T>
+Status DistCheckpoint::load_into(std::vector<ShardPiece<T>>& pieces) const {
+  if (manifest["elem"] != elem_tag<T>()) {
+    return make_error(path, ": holds ", manifest["elem"].get<std::string>(), " tensors but this run trains in ",
+                      elem_tag<T>(), "; train with the checkpoint's precision");
+  }
+  for (const ShardPiece<T>& dst : pieces) {
+    const bool inside = (0 <= dst.r0) && (dst.r1 <= dst.rows) && (0 <= dst.c0) && (dst.c1 <= dst.cols) &&
+                        (0 <= dst.e0) && (dst.e1 <= (dst.r1 - dst.r0) * (dst.c1 - dst.c0));
+    if (!inside) {
+      return make_error("checkpoint load: piece of '", dst.name,
+                        "' is outside its tensor (a bug in the model's pieces)");
+    }
+  }
+  // Where each named tensor's pieces are: (file index, piece json).
+  std::map<std::string, std::vector<std::pair<std::size_t, const Json*>>> sources;
+  const Json& files = manifest["files"];
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    for (const Json& p : files[f]["pieces"]) sources[p["name"].get<std::string>()].push_back({f, &p});
+  }
+  std::map<std::size_t, std::vector<char>> cache;  // file index -> bytes
+  auto file_data = [&](std::size_t f) -> Result<const T*> {
+    auto it = cache.find(f);
+    if (it == cache.end()) {
+      HERD_ASSIGN_OR_RETURN(std::vector<char> b,
+                            read_all((fs::path(path) / files[f]["file"].get<std::string>()).string()));
+      it = cache.emplace(f, std::move(b)).first;
+    }
+    return reinterpret_cast<const T*>(it->second.data());
+  };
+  for (ShardPiece<T>& dst : pieces) {
+    auto src_it = sources.find(dst.name);
+    if (src_it == sources.end())
+      return make_error(path, ": has no tensor '", dst.name, "'; it was saved by another model");
+    const std::int64_t n = dst.rows * dst.cols;
+    std::vector<T> full[3] = {std::vector<T>(static_cast<std::size_t>(n)), std::vector<T>(static_cast<std::size_t>(n)),
+                              std::vector<T>(static_cast<std::size_t>(n))};
+    std::vector<int> covered(static_cast<std::size_t>(n), 0);
+    for (const auto& [f, pj] : src_it->second) {
+      const Json& p = *pj;
+      if (p["rows"].get<std::int64_t>() != dst.rows || p["cols"].get<std::int64_t>() != dst.cols) {
+        return make_error(path, ": tensor '", dst.name, "' is ", p["rows"].get<std::int64_t>(), " x ",
+                          p["cols"].get<std::int64_t>(), " but the model has ", dst.rows, " x ", dst.cols);
+      }
+      HERD_ASSIGN_OR_RETURN(const T* data, file_data(f));
+      const std::int64_t r0 = p["r0"], c0 = p["c0"], c1 = p["c1"], e0 = p["e0"], e1 = p["e1"];
+      const std::int64_t off = p["offset"], cnt = e1 - e0, bw = c1 - c0;
+      for (std::int64_t e = e0; e < e1; ++e) {
+        const std::int64_t full_i = (r0 + e / bw) * dst.cols + (c0 + e % bw);
+        const std::int64_t k = off + (e - e0);
+        for (int w = 0; w < 3; ++w) full[w][static_cast<std::size_t>(full_i)] = data[k + w * cnt];
+        ++covered[static_cast<std::size_t>(full_i)];
+      }
+    }
+    const std::int64_t bw = dst.c1 - dst.c0;
+    for (std::int64_t e = dst.e0; e < dst.e1; ++e) {
+      const std::int64_t full_i = (dst.r0 + e / bw) * dst.cols + (dst.c0 + e % bw);
+      if (covered[static_cast<std::size_t>(full_i)] != 1) {
+        return make_error(path, ": element ", full_i, " of '", dst.name, "' is stored ",
+                          covered[static_cast<std::size_t>(full_i)], " times (expected once); the manifest is corrupt");
+      }
+      const std::int64_t k = e - dst.e0;
+      dst.param[k] = full[0][static_cast<std::size_t>(full_i)];
+      dst.m[k] = full[1][static_cast<std::size_t>(full_i)];
+      dst.v[k] = full[2][static_cast<std::size_t>(full_i)];
+    }
+  }
+  return Status::Ok();
+}
+
+template Status save_dist_checkpoint<float>(const std::string&, std::int64_t, const Json&, const Json&,
+                                            comm::Communicator&, const std::vector<ShardPiece<float>>&, std::int64_t);
+template Status save_dist_checkpoint<double>(const std::string&, std::int64_t, const Json&, const Json&,
+                                             comm::Communicator&, const std::vector<ShardPiece<double>>&, std::int64_t);
+template Status DistCheckpoint::load_into<float>(std::vector<ShardPiece<float>>&) const;
+template Status DistCheckpoint::load_into<double>(std::vector<ShardPiece<double>>&) const;
 
 }  // namespace herd::train

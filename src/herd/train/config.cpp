@@ -24,11 +24,14 @@ Result<T> convert(const Json& v, const std::string& key) {
   if constexpr (std::is_same_v<T, bool>) {
     if (v.is_boolean()) return v.get<bool>();
     return make_error(key, ": expected true or false, got ", json_preview(v));
-  } else if constexpr (std::is_same_v<T, std::int64_t>) {
-    if (v.is_number_integer()) return v.get<std::int64_t>();
-    if (v.is_number_float()) {
+  } else if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, int>) {
+    const double limit = std::is_same_v<T, int> ? 2e9 : 9e15;
+    if (v.is_number_integer()) {
+      const std::int64_t i = v.get<std::int64_t>();
+      if (std::fabs(static_cast<double>(i)) < limit) return static_cast<T>(i);
+    } else if (v.is_number_float()) {
       const double d = v.get<double>();
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<std::int64_t>(d);
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < limit) return static_cast<T>(d);
     }
     return make_error(key, ": expected an integer, got ", json_preview(v));
   } else if constexpr (std::is_same_v<T, double>) {
@@ -55,6 +58,37 @@ Field bind_field(const std::string& key, S TrainConfig::*section, T S::*member, 
   return f;
 }
 
+// A knob of the run's layout (planner::Layout, the base of ParallelSection).
+template <typename T>
+Field bind_layout(const std::string& key, T planner::Layout::*member, const std::string& doc) {
+  Field f;
+  f.key = key;
+  f.doc = doc;
+  f.set = [member](TrainConfig& c, const Json& v, const std::string& full_key) -> Status {
+    HERD_ASSIGN_OR_RETURN(T value, convert<T>(v, full_key));
+    static_cast<planner::Layout&>(c.parallel).*member = value;
+    return Status::Ok();
+  };
+  f.get = [member](const TrainConfig& c) { return Json(static_cast<const planner::Layout&>(c.parallel).*member); };
+  return f;
+}
+
+Field recompute_field() {
+  Field f;
+  f.key = "parallel.recompute";
+  f.doc = "activation recompute: none, selective, full";
+  f.is_string = true;
+  f.set = [](TrainConfig& c, const Json& v, const std::string& full_key) -> Status {
+    HERD_ASSIGN_OR_RETURN(std::string s, convert<std::string>(v, full_key));
+    Result<model::Recompute> r = model::parse_recompute(s);
+    if (!r.ok()) return r.error().with_context(full_key);
+    c.parallel.recompute = *r;
+    return Status::Ok();
+  };
+  f.get = [](const TrainConfig& c) { return Json(model::recompute_name(c.parallel.recompute)); };
+  return f;
+}
+
 const std::vector<Field>& registry() {
   using C = TrainConfig;
   static const std::vector<Field> fields = {
@@ -64,17 +98,21 @@ const std::vector<Field>& registry() {
       bind_field("data.tokenizer", &C::data, &DataSection::tokenizer, "tokenizer of the shards (for samples)"),
       bind_field("data.seq_len", &C::data, &DataSection::seq_len, "tokens per packed sequence"),
       bind_field("data.seed", &C::data, &DataSection::seed, "document order seed"),
-      bind_field("parallel.tp", &C::parallel, &ParallelSection::tp, "tensor-parallel degree"),
-      bind_field("parallel.cp", &C::parallel, &ParallelSection::cp, "context-parallel degree"),
-      bind_field("parallel.pp", &C::parallel, &ParallelSection::pp, "pipeline-parallel degree"),
-      bind_field("parallel.v", &C::parallel, &ParallelSection::v, "virtual pipeline stages per rank"),
-      bind_field("parallel.pp_n", &C::parallel, &ParallelSection::pp_n,
-                 "micro-batches per chunk before switching (N); 0 = pp"),
-      bind_field("parallel.pp_schedule", &C::parallel, &ParallelSection::pp_schedule,
-                 "flexible (Llama 3), interleaved, 1f1b or gpipe"),
-      bind_field("parallel.dp", &C::parallel, &ParallelSection::dp, "data-parallel (FSDP) degree"),
-      bind_field("parallel.sequence_parallel", &C::parallel, &ParallelSection::sequence_parallel,
-                 "sequence parallelism inside TP groups"),
+      bind_layout("parallel.tp", &planner::Layout::tp, "tensor-parallel degree"),
+      bind_layout("parallel.cp", &planner::Layout::cp, "context-parallel degree"),
+      bind_layout("parallel.pp", &planner::Layout::pp, "pipeline-parallel degree"),
+      bind_layout("parallel.dp", &planner::Layout::dp, "data-parallel (FSDP) degree"),
+      bind_layout("parallel.v", &planner::Layout::v, "virtual pipeline stages per rank"),
+      bind_layout("parallel.microbatch_size", &planner::Layout::microbatch,
+                  "sequences per micro-batch on one data-parallel rank; 0: M = pp (1 without a pipeline)"),
+      bind_layout("parallel.n", &planner::Layout::n, "micro-batches per chunk before switching (N); 0: min(pp, M)"),
+      recompute_field(),
+      bind_layout("parallel.sequence_parallel", &planner::Layout::sequence_parallel,
+                  "sequence parallelism inside TP groups"),
+      bind_layout("parallel.reshard_after_forward", &planner::Layout::reshard_after_forward,
+                  "FSDP: free gathered weights after forward, gather again for backward"),
+      bind_field("parallel.schedule", &C::parallel, &ParallelSection::schedule,
+                 "pipeline schedule: flexible (Llama 3), interleaved, 1f1b or gpipe"),
       bind_field("parallel.backend", &C::parallel, &ParallelSection::backend, "local, mpi or auto (mpi iff mpirun)"),
       bind_field("parallel.comm_timeout_s", &C::parallel, &ParallelSection::comm_timeout_s,
                  "seconds a collective may wait before the job stops"),
@@ -93,10 +131,9 @@ const std::vector<Field>& registry() {
                  "tokens at 1/4 batch, 1/2 length"),
       bind_field("schedule.ramp_tokens2", &C::schedule, &ScheduleSection::ramp_tokens2, "tokens until the full batch"),
       bind_field("train.steps", &C::train, &TrainSection::steps, "optimizer steps"),
-      bind_field("train.micro_batch", &C::train, &TrainSection::micro_batch, "sequences per micro-batch"),
-      bind_field("train.grad_accum", &C::train, &TrainSection::grad_accum, "micro-batches per step"),
-      bind_field("train.recompute", &C::train, &TrainSection::recompute, "activation recompute: none, selective, full"),
-      bind_field("train.threads", &C::train, &TrainSection::threads, "BLAS threads; 0 keeps the default"),
+      bind_field("train.global_batch", &C::train, &TrainSection::global_batch,
+                 "sequences per optimizer step (any layout)"),
+      bind_field("train.threads", &C::train, &TrainSection::threads, "kernel threads per rank; 0: cores / ranks"),
       bind_field("train.seed", &C::train, &TrainSection::seed, "weight initialisation seed"),
       bind_field("train.log_every", &C::train, &TrainSection::log_every, "progress line period in steps"),
       bind_field("train.metrics_file", &C::train, &TrainSection::metrics_file, "JSON-lines metrics; empty: none"),
@@ -114,6 +151,13 @@ const std::vector<Field>& registry() {
       bind_field("generate.samples", &C::generate, &GenerateSection::samples, "samples printed after training"),
       bind_field("generate.max_tokens", &C::generate, &GenerateSection::max_tokens, "tokens per sample"),
       bind_field("generate.prompt", &C::generate, &GenerateSection::prompt, "prompt of the samples"),
+      bind_field("fault.kill_rank", &C::fault, &FaultSection::kill_rank,
+                 "rank that exits at fault.kill_step; -1: none"),
+      bind_field("fault.kill_step", &C::fault, &FaultSection::kill_step, "step at whose start the rank exits"),
+      bind_field("fault.hang_rank", &C::fault, &FaultSection::hang_rank,
+                 "rank that stops at fault.hang_step; -1: none"),
+      bind_field("fault.hang_step", &C::fault, &FaultSection::hang_step, "step at whose start the rank stops"),
+      bind_field("fault.hang_seconds", &C::fault, &FaultSection::hang_seconds, "how long the rank stops"),
   };
   return fields;
 }
@@ -133,12 +177,29 @@ std::string keys_of(const std::string& section) {
   return out;
 }
 
+// Keys of earlier versions, with what replaced them (a config written for them fails with the fix).
+const char* renamed(const std::string& key) {
+  if (key == "train.micro_batch") {
+    return "was the global sequences per micro-batch; set train.global_batch (sequences per step) and "
+           "parallel.microbatch_size (sequences per micro-batch on one data-parallel rank)";
+  }
+  if (key == "train.grad_accum") {
+    return "is now derived: M = train.global_batch / (parallel.dp x parallel.microbatch_size)";
+  }
+  if (key == "train.recompute") return "is now parallel.recompute";
+  if (key == "parallel.pp_n") return "is now parallel.n (default min(pp, M), as the planner's)";
+  if (key == "parallel.pp_schedule") return "is now parallel.schedule";
+  return nullptr;
+}
+
 Error unknown_key(const std::string& key, const std::string& source) {
+  if (const char* r = renamed(key)) return make_error(source, key, " ", r);
   const std::string section = key.substr(0, key.find('.'));
   const std::string known = keys_of(section);
   if (known.empty()) {
-    return make_error(source, "unknown section '", section,
-                      "'; sections are model, data, optim, schedule, train, eval, checkpoint, generate");
+    return make_error(
+        source, "unknown section '", section,
+        "'; sections are model, data, parallel, optim, schedule, train, eval, checkpoint, generate, fault");
   }
   return make_error(source, "unknown key '", key, "'; ", section, " has ", known);
 }
@@ -197,8 +258,7 @@ Status validate(const TrainConfig& c) {
   };
   HERD_RETURN_IF_ERROR(positive(c.data.seq_len, "data.seq_len"));
   HERD_RETURN_IF_ERROR(positive(c.train.steps, "train.steps"));
-  HERD_RETURN_IF_ERROR(positive(c.train.micro_batch, "train.micro_batch"));
-  HERD_RETURN_IF_ERROR(positive(c.train.grad_accum, "train.grad_accum"));
+  HERD_RETURN_IF_ERROR(positive(c.train.global_batch, "train.global_batch"));
   HERD_RETURN_IF_ERROR(positive(c.train.log_every, "train.log_every"));
   HERD_RETURN_IF_ERROR(positive(c.eval.batches, "eval.batches"));
   HERD_RETURN_IF_ERROR(positive(c.checkpoint.every, "checkpoint.every"));
@@ -216,19 +276,21 @@ Status validate(const TrainConfig& c) {
     return make_error("schedule.warmup_steps: must be >= 0, got ", c.schedule.warmup_steps);
   }
   if (c.schedule.decay_steps < 0) return make_error("schedule.decay_steps: must be >= 0, got ", c.schedule.decay_steps);
-  if (c.schedule.ramp && c.train.micro_batch % 2 != 0) {
-    return make_error("train.micro_batch (", c.train.micro_batch,
-                      ") must be even with schedule.ramp (the first stages run half the sequences)");
-  }
   if (c.schedule.ramp && c.data.seq_len % 2 != 0) {
     return make_error("data.seq_len (", c.data.seq_len, ") must be even with schedule.ramp");
   }
   HERD_RETURN_IF_ERROR(positive(c.parallel.tp, "parallel.tp"));
   HERD_RETURN_IF_ERROR(positive(c.parallel.cp, "parallel.cp"));
   HERD_RETURN_IF_ERROR(positive(c.parallel.pp, "parallel.pp"));
-  HERD_RETURN_IF_ERROR(positive(c.parallel.v, "parallel.v"));
-  if (c.parallel.pp_n < 0) return make_error("parallel.pp_n: must be >= 0 (0 = pp), got ", c.parallel.pp_n);
   HERD_RETURN_IF_ERROR(positive(c.parallel.dp, "parallel.dp"));
+  HERD_RETURN_IF_ERROR(positive(c.parallel.v, "parallel.v"));
+  if (c.parallel.microbatch < 0) {
+    return make_error("parallel.microbatch_size: must be >= 0 (0 = M of pp), got ", c.parallel.microbatch);
+  }
+  if (c.parallel.n < 0) return make_error("parallel.n: must be >= 0 (0 = min(pp, M)), got ", c.parallel.n);
+  if (c.parallel.zero != 3) {
+    return make_error("parallel.zero (", c.parallel.zero, "): herd's runtime shards as FSDP (3) only; set 3");
+  }
   if (c.parallel.backend != "auto" && c.parallel.backend != "local" && c.parallel.backend != "mpi") {
     return make_error("parallel.backend: '", c.parallel.backend, "' is unknown; use local, mpi or auto");
   }
@@ -244,18 +306,66 @@ Status validate(const TrainConfig& c) {
   if (c.generate.samples < 0 || c.generate.max_tokens < 0) {
     return make_error("generate.samples and generate.max_tokens: must be >= 0");
   }
-  Result<model::Recompute> r = model::parse_recompute(c.train.recompute);
-  if (!r.ok()) return r.error().with_context("train.recompute");
+  for (const auto& [rank, key] :
+       {std::pair{c.fault.kill_rank, "fault.kill_rank"}, {c.fault.hang_rank, "fault.hang_rank"}}) {
+    if (rank < -1 || rank >= c.parallel.world()) {
+      return make_error(key, " (", rank, ") is not a rank of the ", c.parallel.world(), "-rank job; use -1 (none) to ",
+                        c.parallel.world() - 1);
+    }
+  }
+  if (!(c.fault.hang_seconds >= 0)) return make_error("fault.hang_seconds: must be >= 0, got ", c.fault.hang_seconds);
   return Status::Ok();
 }
 
-Result<TrainConfig> load_config(const std::string& path, const std::vector<std::string>& overrides) {
+Result<ResolvedLayout> resolve_layout(const TrainConfig& cfg) {
+  ResolvedLayout r;
+  r.layout = cfg.parallel;
+  r.spec.seq_len = cfg.data.seq_len;
+  r.spec.global_batch = cfg.train.global_batch;
+  r.spec.precision = planner::Precision::kFP32;
+  planner::Layout& l = r.layout;
+  const std::int64_t gb = cfg.train.global_batch;
+  if (gb % l.dp != 0) {
+    return make_error("train.global_batch (", gb, ") is not divisible by parallel.dp (", l.dp,
+                      "): every data-parallel rank needs whole sequences; use a multiple of ", l.dp);
+  }
+  if (l.microbatch == 0) {
+    const std::int64_t m = l.pp > 1 ? l.pp : 1;
+    if (gb % (l.dp * m) != 0) {
+      return make_error("train.global_batch (", gb, ") is not divisible by parallel.dp (", l.dp, ") x M (", m,
+                        ", the default of a ", l.pp,
+                        "-stage pipeline); set parallel.microbatch_size or a batch "
+                        "that is a multiple of ",
+                        l.dp * m);
+    }
+    l.microbatch = gb / (l.dp * m);
+  }
+  if (gb % (l.dp * l.microbatch) != 0) {
+    return make_error("train.global_batch (", gb, ") is not divisible by parallel.dp (", l.dp,
+                      ") x parallel.microbatch_size (", l.microbatch, ") = ", l.dp * l.microbatch,
+                      "; every data-parallel rank needs a whole number of micro-batches");
+  }
+  r.microbatches = gb / (l.dp * l.microbatch);
+  if (l.n > r.microbatches) {
+    return make_error("parallel.n (", l.n, ") must be at most M = ", r.microbatches,
+                      " (train.global_batch / (dp x microbatch_size)); lower it or raise the batch");
+  }
+  l.n = l.n_resolved(r.spec);
+  return r;
+}
+
+Result<TrainConfig> read_config(const std::string& path, const std::vector<std::string>& overrides) {
   TrainConfig cfg;
   if (!path.empty()) {
     HERD_ASSIGN_OR_RETURN(Json j, read_json_file(path));
     HERD_RETURN_IF_ERROR(apply_json(cfg, j, path));
   }
   for (const std::string& o : overrides) HERD_RETURN_IF_ERROR(apply_override(cfg, o));
+  return cfg;
+}
+
+Result<TrainConfig> load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  HERD_ASSIGN_OR_RETURN(TrainConfig cfg, read_config(path, overrides));
   HERD_RETURN_IF_ERROR(validate(cfg));
   return cfg;
 }

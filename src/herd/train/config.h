@@ -14,6 +14,7 @@
 
 #include "herd/core/error.h"
 #include "herd/core/json.h"
+#include "herd/planner/layout.h"
 
 namespace herd::train {
 
@@ -49,10 +50,8 @@ struct ScheduleSection {
 
 struct TrainSection {
   std::int64_t steps = 300;             // optimizer steps
-  std::int64_t micro_batch = 8;         // sequences per micro-batch
-  std::int64_t grad_accum = 1;          // micro-batches per step (gradients accumulate in FP32)
-  std::string recompute = "none";       // activation recompute: none, selective, full
-  std::int64_t threads = 0;             // BLAS threads; 0 keeps the library's default
+  std::int64_t global_batch = 8;        // sequences per optimizer step, whatever the layout
+  std::int64_t threads = 0;             // kernel threads per rank; 0: the launcher's rule (cores / ranks)
   std::int64_t seed = 1234;             // weight initialisation
   std::int64_t log_every = 10;          // progress line period in steps
   std::string metrics_file = "";        // JSON lines, one object per step; empty: none
@@ -79,21 +78,27 @@ struct GenerateSection {
   std::string prompt = "The State of the Union";
 };
 
-// The layout of a multi-rank run (docs/distributed.md, docs/4d.md). tp x cp x pp x dp ranks; all 1 is
-// the single-rank trainer. With pp > 1 the step's train.grad_accum micro-batches are the pipeline's M.
-struct ParallelSection {
-  std::int64_t tp = 1;                   // tensor-parallel degree (divides heads, kv heads, vocab)
-  std::int64_t cp = 1;                   // context-parallel degree (2 x cp divides data.seq_len)
-  std::int64_t pp = 1;                   // pipeline-parallel degree
-  std::int64_t v = 1;                    // virtual stages (model chunks) per pipeline rank
-  std::int64_t pp_n = 0;                 // N: micro-batches run through a chunk before switching; 0 = pp
-  std::string pp_schedule = "flexible";  // flexible (Llama 3), interleaved, 1f1b or gpipe
-  std::int64_t dp = 1;                   // data-parallel (FSDP) degree (divides train.micro_batch)
-  bool sequence_parallel = true;         // Megatron-LM sequence parallelism inside TP groups
-  std::string backend = "auto";          // local (ranks as threads), mpi (started by mpirun), auto: mpi iff mpirun
-  double comm_timeout_s = 300;           // a collective waiting longer names the missing ranks and stops the job
+// The layout of the run: planner::Layout itself (tp, cp, pp, dp, v, micro-batch size per data-parallel
+// rank, N, recompute, sequence parallelism), so the line `herd plan` prints is what `herd train` runs,
+// plus what only the runtime needs. One rank is the layout tp = cp = pp = dp = 1, trained by the same
+// trainer as any other (docs/training.md). The micro-batches of a step, M = train.global_batch / (dp x
+// microbatch), are the pipeline's M when pp > 1. microbatch 0 picks M = pp (1 without a pipeline).
+struct ParallelSection : planner::Layout {
+  ParallelSection() { microbatch = 0; }
+  std::string schedule = "flexible";  // pipeline schedule: flexible (Llama 3), interleaved, 1f1b or gpipe
+  std::string backend = "auto";       // local (ranks as threads), mpi (started by mpirun), auto: mpi iff mpirun
+  double comm_timeout_s = 300;        // a collective waiting longer names the missing ranks and stops the job
 
-  std::int64_t world() const { return tp * cp * pp * dp; }
+  std::int64_t world() const { return gpus(); }
+};
+
+// Injected faults, for tests and demonstrations of failure handling (docs/distributed.md). -1: none.
+struct FaultSection {
+  std::int64_t kill_rank = -1;  // this rank exits at the start of fault.kill_step
+  std::int64_t kill_step = 0;
+  std::int64_t hang_rank = -1;  // this rank stops for fault.hang_seconds at the start of fault.hang_step
+  std::int64_t hang_step = 0;
+  double hang_seconds = 3600;
 };
 
 struct TrainConfig {
@@ -106,7 +111,18 @@ struct TrainConfig {
   EvalSection eval;
   CheckpointSection checkpoint;
   GenerateSection generate;
+  FaultSection fault;
 };
+
+// The run's layout with the defaults resolved (microbatch 0 -> its value, N 0 -> min(PP, M)) and its
+// training shape, in the planner's terms: what the trainer builds and what the projection costs.
+// Errors name the field: train.global_batch not divisible by dp x microbatch, and so on.
+struct ResolvedLayout {
+  planner::Layout layout;
+  planner::TrainingSpec spec;     // seq_len, global_batch, fp32
+  std::int64_t microbatches = 1;  // M
+};
+Result<ResolvedLayout> resolve_layout(const TrainConfig& cfg);
 
 // One registered field: "optim.lr", its doc line, and its current value rendered as JSON.
 struct FieldInfo {
@@ -125,8 +141,11 @@ Status apply_override(TrainConfig& cfg, const std::string& arg);
 
 // The file (when not empty), then the overrides in order; then validation.
 Result<TrainConfig> load_config(const std::string& path, const std::vector<std::string>& overrides);
+// The same without the validation, for a caller that sets more fields first (the CLI's flags).
+Result<TrainConfig> read_config(const std::string& path, const std::vector<std::string>& overrides);
 
-// Relations between fields (positivity, ranges); messages name the field and the value.
+// Relations between fields (positivity, ranges); messages name the field and the value. Rules that need
+// the model (what divides the heads, the sequence) are the model's (model/, checked by the trainer).
 Status validate(const TrainConfig& cfg);
 
 // The resolved configuration as nested JSON (for manifests and --print-config).

@@ -113,9 +113,9 @@ RankModelFactory<T> distributed_llama_factory() {
   return [](const parallel::ParallelContext& ctx, const model::LlamaConfig& m,
             const TrainConfig& cfg) -> Result<std::unique_ptr<RankModel<T>>> {
     if (ctx.pp_size() > 1) return make_pipeline_llama<T>(ctx, m, cfg);
-    HERD_ASSIGN_OR_RETURN(model::Recompute r, model::parse_recompute(cfg.train.recompute));
+    HERD_ASSIGN_OR_RETURN(ResolvedLayout r, resolve_layout(cfg));
     return std::unique_ptr<RankModel<T>>(
-        new DistributedLlamaModel<T>(ctx, m, r, cfg.train.micro_batch / ctx.dp_size(), cfg.data.seq_len));
+        new DistributedLlamaModel<T>(ctx, m, r.layout.recompute, r.layout.microbatch, cfg.data.seq_len));
   };
 }
 

@@ -59,20 +59,53 @@ std::vector<std::int32_t> generate(nn::LlamaModel<float>& model, const std::vect
   return out;
 }
 
+namespace {
+
+// Every named weight of `model` as one piece covering the whole tensor, its moments into scratch.
+template <typename T>
+std::vector<ShardPiece<T>> whole_pieces(const nn::LlamaModel<float>& model, std::vector<T>& params,
+                                        std::vector<T>& scratch) {
+  params.assign(static_cast<std::size_t>(model.param_count()), T(0));
+  scratch.assign(2 * static_cast<std::size_t>(model.param_count()), T(0));
+  std::vector<ShardPiece<T>> out;
+  for (const nn::NamedParam& p : model.named_params()) {
+    ShardPiece<T> s;
+    s.name = p.name;
+    s.rows = p.rows;
+    s.cols = p.cols;
+    s.r1 = p.rows;
+    s.c1 = p.cols;
+    s.e1 = p.count();
+    s.param = params.data() + p.offset;
+    s.m = scratch.data() + p.offset;
+    s.v = scratch.data() + model.param_count() + p.offset;
+    out.push_back(s);
+  }
+  return out;
+}
+
+template <typename T>
+Status load_whole(const DistCheckpoint& ck, nn::LlamaModel<float>& model) {
+  std::vector<T> params, scratch;
+  std::vector<ShardPiece<T>> pieces = whole_pieces<T>(model, params, scratch);
+  HERD_RETURN_IF_ERROR(ck.load_into<T>(pieces));
+  for (std::size_t i = 0; i < params.size(); ++i) model.params()[i] = static_cast<float>(params[i]);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<LoadedModel> load_model(const std::string& dir) {
-  namespace fs = std::filesystem;
-  Result<LoadedCheckpoint> ck =
-      fs::exists(fs::path(dir) / "manifest.json") ? load_checkpoint(dir) : load_latest(dir, false);
-  if (!ck.ok()) return ck.error();
-  if (!ck->meta.contains("model")) return make_error(ck->path, "/manifest.json: no model configuration in meta");
-  HERD_ASSIGN_OR_RETURN(model::LlamaConfig cfg, model::config_from_hf_json(ck->meta["model"], "checkpoint"));
+  HERD_ASSIGN_OR_RETURN(DistCheckpoint ck, open_checkpoint(dir));
+  const Json& meta = ck.meta();
+  if (!meta.contains("model")) return make_error(ck.path, "/manifest.json: no model configuration in meta");
+  HERD_ASSIGN_OR_RETURN(model::LlamaConfig cfg, model::config_from_hf_json(meta["model"], ck.path + " meta.model"));
   LoadedModel lm;
   lm.model = std::make_unique<nn::LlamaModel<float>>(cfg, model::Recompute::kNone, 1, cfg.max_seq_len);
-  const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(lm.model->param_count());
-  HERD_ASSIGN_OR_RETURN(const std::vector<char>* p, ck->get("params", bytes));
-  std::memcpy(lm.model->params(), p->data(), bytes);
-  lm.meta = ck->meta;
-  lm.path = ck->path;
+  // Whatever layout wrote it: each tensor is assembled from the writers' pieces (checkpoint.h).
+  HERD_RETURN_IF_ERROR(ck.elem() == "fp64" ? load_whole<double>(ck, *lm.model) : load_whole<float>(ck, *lm.model));
+  lm.meta = meta;
+  lm.path = ck.path;
   return lm;
 }
 

@@ -1,9 +1,9 @@
-// run_parallel_job: shards -> model config -> layout check -> ranks on the chosen backend.
+// run_job: shards -> model config -> layout check -> ranks on the chosen backend.
 #include "herd/train/job.h"
 
 #include "herd/core/log.h"
 #include "herd/kernels/gemm.h"
-#include "herd/train/dist_trainer.h"
+#include "herd/train/trainer.h"
 
 namespace herd::train {
 
@@ -17,30 +17,47 @@ Result<comm::Backend> resolve_backend(const TrainConfig& cfg) {
   return b;
 }
 
-template <typename T>
-Status run_parallel_job(const TrainConfig& cfg, const RankModelFactory<T>& factory, JobResult<T>* out) {
-  HERD_ASSIGN_OR_RETURN(comm::Backend backend, resolve_backend(cfg));
+Result<JobInputs> load_job_inputs(const TrainConfig& cfg) {
+  JobInputs in;
   HERD_ASSIGN_OR_RETURN(data::TokenDocuments train, data::read_split(cfg.data.dir, "train"));
-  HERD_ASSIGN_OR_RETURN(model::LlamaConfig m, resolve_model_config(cfg, train.vocab_size));
-  auto docs = std::make_shared<const data::TokenDocuments>(std::move(train));
+  HERD_ASSIGN_OR_RETURN(in.model, resolve_model_config(cfg, train.vocab_size));
+  in.data.train = std::make_shared<const data::TokenDocuments>(std::move(train));
+  Result<data::TokenDocuments> val = data::read_split(cfg.data.dir, "val");
+  if (val.ok() && val->n_tokens() > 0) {
+    in.data.val = std::make_shared<const data::TokenDocuments>(std::move(*val));
+  } else if (cfg.eval.every > 0) {
+    log_warning("data.dir ", cfg.data.dir,
+                " has no held-out split; no evaluation (run herd data with --val-fraction > 0)");
+  }
+  return in;
+}
+
+template <typename T>
+Status run_job(const TrainConfig& cfg, const JobInputs& in, const RankModelFactory<T>& factory, JobResult<T>* out,
+               std::int64_t stop_after, bool gather) {
+  HERD_ASSIGN_OR_RETURN(comm::Backend backend, resolve_backend(cfg));
   if (backend == comm::Backend::kLocal) {
-    log_info("training ", cfg.parallel.tp, " (tp) x ", cfg.parallel.cp, " (cp) x ", cfg.parallel.pp, " (pp) x ",
-             cfg.parallel.dp, " (dp) ranks as threads (local backend)");
-    return run_local_job<T>(cfg, m, docs, factory, out, 0, /*gather=*/false);
+    if (cfg.parallel.world() > 1) {
+      log_info("training ", cfg.parallel.tp, " (tp) x ", cfg.parallel.cp, " (cp) x ", cfg.parallel.pp, " (pp) x ",
+               cfg.parallel.dp, " (dp) ranks as threads (local backend)");
+    }
+    return run_local_job<T>(cfg, in.model, in.data, factory, out, stop_after, gather);
   }
   HERD_ASSIGN_OR_RETURN(comm::CommOptions opts, comm::CommOptions::from_env());
   opts.timeout_s = std::min(opts.timeout_s, cfg.parallel.comm_timeout_s);
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::make_mpi_world(opts));
   // Every rank checks the layout before the first collective, so a bad layout stops all of them alike.
-  HERD_RETURN_IF_ERROR(check_layout(cfg, m, world->size()));
+  HERD_RETURN_IF_ERROR(check_layout(cfg, in.model, world->size()));
   kernels::set_num_threads(cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads)
                                                  : blas_threads_per_rank(world->size()));
-  Status s = run_rank<T>(*world, cfg, m, docs, factory, out, 0, /*gather=*/false);
+  Status s = run_rank<T>(*world, cfg, in.model, in.data, factory, out, stop_after, gather);
   if (!s.ok()) return s.error().with_context("rank " + std::to_string(world->rank()));
   return s;
 }
 
-template Status run_parallel_job<float>(const TrainConfig&, const RankModelFactory<float>&, JobResult<float>*);
-template Status run_parallel_job<double>(const TrainConfig&, const RankModelFactory<double>&, JobResult<double>*);
+template Status run_job<float>(const TrainConfig&, const JobInputs&, const RankModelFactory<float>&, JobResult<float>*,
+                               std::int64_t, bool);
+template Status run_job<double>(const TrainConfig&, const JobInputs&, const RankModelFactory<double>&,
+                                JobResult<double>*, std::int64_t, bool);
 
 }  // namespace herd::train

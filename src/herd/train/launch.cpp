@@ -1,4 +1,4 @@
-// The rank launcher: local threads or one mpirun-started process per rank, each running DistTrainer.
+// The rank launcher: local threads or one mpirun-started process per rank, each running the Trainer.
 #include "herd/train/launch.h"
 
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include "herd/comm/local/local_world.h"
 #include "herd/kernels/gemm.h"
 #include "herd/train/comm_timer.h"
-#include "herd/train/dist_trainer.h"
+#include "herd/train/trainer.h"
 
 namespace herd::train {
 
@@ -17,19 +17,19 @@ int blas_threads_per_rank(int ranks) {
 }
 
 template <typename T>
-Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const model::LlamaConfig& m,
-                std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory, JobResult<T>* out,
-                std::int64_t stop_after, bool gather) {
+Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const model::LlamaConfig& m, const JobData& data,
+                const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after, bool gather) {
   // Every group is split from the timed world, so the time spent waiting on any collective is counted.
   TimedCommunicator world(world_in);
   HERD_ASSIGN_OR_RETURN(
       topology::ParallelDims dims,
       topology::ParallelDims::make(cfg.parallel.tp, cfg.parallel.cp, cfg.parallel.pp, cfg.parallel.dp, world.size()));
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelGroups> groups, parallel::ParallelGroups::make(world, dims));
-  const parallel::ParallelContext ctx = groups->context(cfg.parallel.sequence_parallel, false);
+  const parallel::ParallelContext ctx =
+      groups->context(cfg.parallel.sequence_parallel, cfg.parallel.reshard_after_forward);
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<RankModel<T>> model, factory(ctx, m, cfg));
-  HERD_ASSIGN_OR_RETURN(std::unique_ptr<DistTrainer<T>> trainer,
-                        DistTrainer<T>::make(cfg, m, ctx, std::move(model), std::move(docs)));
+  HERD_ASSIGN_OR_RETURN(std::unique_ptr<Trainer<T>> trainer,
+                        Trainer<T>::make(cfg, m, ctx, std::move(model), data.train, data.val));
   trainer->quiet = out != nullptr && (world.rank() != 0 || out->quiet);
   trainer->comm_wait_clock = [&world] { return world.wait_seconds(); };
   HERD_RETURN_IF_ERROR(trainer->run(stop_after));
@@ -42,14 +42,14 @@ Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const mode
     out->weights = std::move(weights);
     out->step_seconds = trainer->step_seconds_total;
     out->comm_seconds = world.wait_seconds();
+    out->resumed_from = trainer->resumed_from();
   }
   return Status::Ok();
 }
 
 template <typename T>
-Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m,
-                     std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory,
-                     JobResult<T>* out, std::int64_t stop_after, bool gather) {
+Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m, const JobData& data,
+                     const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after, bool gather) {
   const std::int64_t world_size = cfg.parallel.world();
   // Refused before any rank starts: the layout must fit the model and the batch.
   HERD_RETURN_IF_ERROR(check_layout(cfg, m, world_size));
@@ -60,24 +60,20 @@ Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m,
                                                  : blas_threads_per_rank(static_cast<int>(world_size)));
   comm::LocalWorld lw(static_cast<int>(world_size), opts);
   const std::vector<Status> st = lw.run([&](comm::Communicator& world) -> Status {
-    return run_rank<T>(world, cfg, m, docs, factory, out, stop_after, gather);
+    return run_rank<T>(world, cfg, m, data, factory, out, stop_after, gather);
   });
   kernels::set_num_threads(saved_threads);
   if (out != nullptr) out->dump_paths = lw.dump_paths();
   return comm::first_error(st);
 }
 
-template Status run_rank<float>(comm::Communicator&, const TrainConfig&, const model::LlamaConfig&,
-                                std::shared_ptr<const data::TokenDocuments>, const RankModelFactory<float>&,
-                                JobResult<float>*, std::int64_t, bool);
-template Status run_rank<double>(comm::Communicator&, const TrainConfig&, const model::LlamaConfig&,
-                                 std::shared_ptr<const data::TokenDocuments>, const RankModelFactory<double>&,
-                                 JobResult<double>*, std::int64_t, bool);
-template Status run_local_job<float>(const TrainConfig&, const model::LlamaConfig&,
-                                     std::shared_ptr<const data::TokenDocuments>, const RankModelFactory<float>&,
-                                     JobResult<float>*, std::int64_t, bool);
-template Status run_local_job<double>(const TrainConfig&, const model::LlamaConfig&,
-                                      std::shared_ptr<const data::TokenDocuments>, const RankModelFactory<double>&,
-                                      JobResult<double>*, std::int64_t, bool);
+template Status run_rank<float>(comm::Communicator&, const TrainConfig&, const model::LlamaConfig&, const JobData&,
+                                const RankModelFactory<float>&, JobResult<float>*, std::int64_t, bool);
+template Status run_rank<double>(comm::Communicator&, const TrainConfig&, const model::LlamaConfig&, const JobData&,
+                                 const RankModelFactory<double>&, JobResult<double>*, std::int64_t, bool);
+template Status run_local_job<float>(const TrainConfig&, const model::LlamaConfig&, const JobData&,
+                                     const RankModelFactory<float>&, JobResult<float>*, std::int64_t, bool);
+template Status run_local_job<double>(const TrainConfig&, const model::LlamaConfig&, const JobData&,
+                                      const RankModelFactory<double>&, JobResult<double>*, std::int64_t, bool);
 
 }  // namespace herd::train

@@ -1,10 +1,11 @@
-// The rank launcher: starts the ranks of a TP x CP x PP x DP job and runs DistTrainer on each.
+// The rank launcher: starts the ranks of a TP x CP x PP x DP job (one rank included) and runs the
+// Trainer on each.
 //
 // Two backends (comm/world.h): `local` runs the ranks as threads of this process over shared memory
 // (the default on one machine, and what the tests use); `mpi` runs this process as one rank of a job
 // that mpirun started (detected from OMPI_COMM_WORLD_SIZE and friends). Either way each rank builds its
 // axis groups from the world communicator (parallel::ParallelGroups), its model from a factory, and the
-// same DistTrainer; rank 0 collects the loss history and the full weights for the caller.
+// same Trainer; rank 0 collects the loss history and the full weights for the caller.
 //
 // With as many ranks as cores or more, every rank gets one BLAS thread (ENVIRONMENT.md: oversubscribed
 // OpenMP/BLAS threads collapse); otherwise the cores are shared out evenly.
@@ -37,23 +38,28 @@ struct JobResult {
   double step_seconds = 0;                                      // rank 0's total step time
   double comm_seconds = 0;                                      // rank 0's time inside collectives
   std::vector<std::string> dump_paths;                          // flight-recorder dumps after a failure
+  std::int64_t resumed_from = -1;                               // the checkpoint step resumed from; -1: none
   bool quiet = false;  // set by the caller: rank 0 prints no progress or projection lines either
 };
 
 // BLAS threads for each of `ranks` ranks on this machine's cores.
 int blas_threads_per_rank(int ranks);
 
+// The documents a job trains on and evaluates on (val may be empty: no evaluation).
+struct JobData {
+  std::shared_ptr<const data::TokenDocuments> train, val;
+};
+
 // One rank on its world communicator: groups, model, trainer, run, gather. `out` is filled on rank 0.
 template <typename T>
-Status run_rank(comm::Communicator& world, const TrainConfig& cfg, const model::LlamaConfig& m,
-                std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory, JobResult<T>* out,
-                std::int64_t stop_after = 0, bool gather = true);
+Status run_rank(comm::Communicator& world, const TrainConfig& cfg, const model::LlamaConfig& m, const JobData& data,
+                const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after = 0, bool gather = true);
 
-// All ranks as threads of this process (the local backend). The error, if any, names the first rank
-// that failed; result.dump_paths lists the flight-recorder files written.
+// All ranks as threads of this process (the local backend), one rank included. The error, if any,
+// names the first rank that failed; result.dump_paths lists the flight-recorder files written.
 template <typename T>
-Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m,
-                     std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory,
-                     JobResult<T>* out, std::int64_t stop_after = 0, bool gather = true);
+Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m, const JobData& data,
+                     const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after = 0,
+                     bool gather = true);
 
 }  // namespace herd::train

@@ -32,13 +32,13 @@ struct LrSchedule {
 };
 
 struct BatchShape {
-  std::int64_t micro_batch;  // sequences per micro-batch
+  std::int64_t micro_batch;  // sequences per micro-batch on one data-parallel rank
   std::int64_t seq_len;
 };
 
 struct BatchRamp {
   bool enabled = false;
-  std::int64_t micro_batch = 8;  // final shape
+  std::int64_t micro_batch = 8;  // final shape (per data-parallel rank)
   std::int64_t seq_len = 256;
   std::int64_t stage1_tokens = 0;  // tokens trained at (B/2, T/2)
   std::int64_t stage2_tokens = 0;  // tokens trained before the full batch (B/2, T)

@@ -11,13 +11,14 @@
 namespace herd::train {
 
 Result<schedule::ScheduleSpec> pipeline_spec(const TrainConfig& cfg) {
+  HERD_ASSIGN_OR_RETURN(ResolvedLayout r, resolve_layout(cfg));
   schedule::ScheduleSpec s;
-  s.pp = static_cast<int>(cfg.parallel.pp);
-  s.v = static_cast<int>(cfg.parallel.v);
-  s.microbatches = static_cast<int>(cfg.train.grad_accum);
-  s.n = static_cast<int>(cfg.parallel.pp_n > 0 ? cfg.parallel.pp_n : cfg.parallel.pp);
-  Result<schedule::ScheduleKind> k = schedule::parse_schedule_kind(cfg.parallel.pp_schedule);
-  if (!k.ok()) return k.error().with_context("parallel.pp_schedule");
+  s.pp = static_cast<int>(r.layout.pp);
+  s.v = r.layout.v;
+  s.microbatches = static_cast<int>(r.microbatches);
+  s.n = r.layout.n;
+  Result<schedule::ScheduleKind> k = schedule::parse_schedule_kind(cfg.parallel.schedule);
+  if (!k.ok()) return k.error().with_context("parallel.schedule");
   s.kind = *k;
   return s;
 }
@@ -31,8 +32,7 @@ Status check_pipeline(const TrainConfig& cfg, const model::LlamaConfig& m) {
   Result<parallel::pp::PipelinePlan> plan = parallel::pp::plan_pipeline(m, spec);
   if (!plan.ok()) {
     return plan.error().with_context("pipeline pp=" + std::to_string(spec.pp) + " v=" + std::to_string(spec.v) +
-                                     " microbatches (train.grad_accum)=" + std::to_string(spec.microbatches) +
-                                     " n=" + std::to_string(spec.n));
+                                     " M=" + std::to_string(spec.microbatches) + " n=" + std::to_string(spec.n));
   }
   return Status::Ok();
 }
@@ -155,10 +155,10 @@ class PipelineLlamaModel final : public RankModel<T> {
 template <typename T>
 Result<std::unique_ptr<RankModel<T>>> make_pipeline_llama(const parallel::ParallelContext& ctx,
                                                           const model::LlamaConfig& m, const TrainConfig& cfg) {
-  HERD_ASSIGN_OR_RETURN(model::Recompute r, model::parse_recompute(cfg.train.recompute));
+  HERD_ASSIGN_OR_RETURN(ResolvedLayout r, resolve_layout(cfg));
   HERD_ASSIGN_OR_RETURN(schedule::ScheduleSpec spec, pipeline_spec(cfg));
-  auto model = std::make_unique<PipelineLlamaModel<T>>(ctx, m, r);
-  HERD_RETURN_IF_ERROR(model->build(spec, cfg.train.micro_batch / ctx.dp_size(), cfg.data.seq_len));
+  auto model = std::make_unique<PipelineLlamaModel<T>>(ctx, m, r.layout.recompute);
+  HERD_RETURN_IF_ERROR(model->build(spec, r.layout.microbatch, cfg.data.seq_len));
   return std::unique_ptr<RankModel<T>>(std::move(model));
 }
 

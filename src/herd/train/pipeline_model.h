@@ -2,7 +2,7 @@
 // parallel::pp::PipelineExecutor whose chunks are parallel::DistributedStages (TP-local, FSDP-sharded
 // over CP x DP, with the TP and CP hooks), behind the trainer's narrow interface (rank_model.h).
 //
-// The step's train.grad_accum micro-batches are the pipeline's M and run together through the rank's
+// The step's M micro-batches are the pipeline's M and run together through the rank's
 // schedule (forward_backward_step); the loss comes back to every pipeline rank. The global gradient
 // norm sums each chunk's shards over TP (replicated norms once), CP x DP and the pipeline ranks (which
 // hold different units). Checkpoint pieces are those of every chunk's units, so a checkpoint written
@@ -20,7 +20,8 @@
 
 namespace herd::train {
 
-// parallel.pp, parallel.v, train.grad_accum (M), parallel.pp_n (N, 0 = pp), parallel.pp_schedule.
+// parallel.pp, parallel.v, M (train.global_batch / (dp x microbatch)), parallel.n (N) and parallel.schedule,
+// from resolve_layout.
 Result<schedule::ScheduleSpec> pipeline_spec(const TrainConfig& cfg);
 
 // With pp > 1: the schedule checker's and the layer split's refusals (pp::plan_pipeline), with the

@@ -20,26 +20,6 @@
 
 namespace herd::train {
 
-Result<RunLayout> run_layout(const TrainConfig& cfg) {
-  RunLayout l;
-  l.tp = cfg.parallel.tp;
-  l.cp = cfg.parallel.cp;
-  l.pp = cfg.parallel.pp;
-  l.dp = cfg.parallel.dp;
-  l.v = static_cast<int>(cfg.parallel.v);
-  l.n = static_cast<int>(cfg.parallel.pp_n);
-  l.microbatches = cfg.train.grad_accum;
-  if (cfg.train.micro_batch % l.dp != 0) {
-    return make_error("parallel.dp (", l.dp, ") must divide train.micro_batch (", cfg.train.micro_batch, ")");
-  }
-  l.micro_batch = cfg.train.micro_batch / l.dp;
-  l.seq_len = cfg.data.seq_len;
-  HERD_ASSIGN_OR_RETURN(l.recompute, model::parse_recompute(cfg.train.recompute));
-  l.sequence_parallel = cfg.parallel.sequence_parallel;
-  l.threads = static_cast<int>(cfg.train.threads);
-  return l;
-}
-
 Result<topology::Cluster> local_cpu_cluster() {
   const char* file = std::getenv("HERD_CLUSTER_FILE");
   if (file != nullptr && *file != '\0') {
@@ -181,39 +161,27 @@ double background_jobs_between(const HostCpuTimes& a, const HostCpuTimes& b, std
   return others / (c - others);
 }
 
-Result<Projection> project(const model::LlamaConfig& m, const RunLayout& r, const topology::Cluster& cluster) {
+Result<Projection> project(const model::LlamaConfig& m, const ResolvedLayout& r, int threads,
+                           const topology::Cluster& cluster) {
   topology::Cluster host = cluster;
-  if (r.threads > 0 && host.accelerator.host_cores > 0) host.accelerator.threads_per_rank = r.threads;
-  planner::TrainingSpec spec;
-  spec.seq_len = r.seq_len;
-  spec.global_batch = r.micro_batch * r.dp * r.microbatches;
-  spec.precision = planner::Precision::kFP32;
-  planner::Layout l;
-  l.tp = r.tp;
-  l.cp = r.cp;
-  l.pp = r.pp;
-  l.dp = r.dp;
-  l.v = r.v;
-  l.microbatch = r.micro_batch;
-  l.n = r.n;
-  l.recompute = r.recompute;
-  l.sequence_parallel = r.sequence_parallel;
+  if (threads > 0 && host.accelerator.host_cores > 0) host.accelerator.threads_per_rank = threads;
+  planner::Layout l = r.layout;
   // One rank: plain fp32 AdamW on the whole model. More: every rank runs herd's FSDP flat units,
-  // which keep the gathered weights from forward to backward.
-  l.zero = r.ranks() > 1 ? 3 : 0;
-  l.reshard_after_forward = false;
+  // which keep the gathered weights from forward to backward unless resharded.
+  l.zero = l.gpus() > 1 ? 3 : 0;
   Projection p;
   p.layout = r;
+  p.threads = threads;
   p.cluster = cluster.name;
   p.model = m;
   p.host = cluster;
   p.background_jobs = cluster.accelerator.background_jobs;
-  HERD_ASSIGN_OR_RETURN(p.estimate, planner::estimate(m, host, spec, l, r.ranks()));
+  HERD_ASSIGN_OR_RETURN(p.estimate, planner::estimate(m, host, r.spec, l, l.gpus()));
   p.step_s_idle = p.estimate.time.step_s;
   if (host.accelerator.background_jobs > 0) {
     topology::Cluster idle = host;
     idle.accelerator.background_jobs = 0;
-    HERD_ASSIGN_OR_RETURN(const planner::Estimate e, planner::estimate(m, idle, spec, l, r.ranks()));
+    HERD_ASSIGN_OR_RETURN(const planner::Estimate e, planner::estimate(m, idle, r.spec, l, l.gpus()));
     p.step_s_idle = e.time.step_s;
   }
   const planner::MemoryBreakdown& mb = p.estimate.memory;
@@ -273,11 +241,12 @@ std::string pct(double planned, double measured) {
 
 std::string planned_line(const Projection& p) {
   const planner::TimeBreakdown& t = p.estimate.time;
-  return "planned (" + p.cluster + ", " + std::to_string(p.layout.ranks()) + " rank" +
-         (p.layout.ranks() > 1 ? "s" : "") + ", " + format_fixed(p.background_jobs, 1) + " background jobs): step " +
-         secs(t.step_s) + " s (compute " + secs(t.compute_s) + ", comm " + secs(t.exposed_comm_s()) + ", bubble " +
-         secs(t.bubble_s) + ", optimizer " + secs(t.optimizer_s) + ") | memory/rank " + mib(p.memory_bytes()) +
-         " (state " + mib(p.state_bytes) + ", activations " + mib(p.activation_bytes) + ")";
+  return "planned (" + p.cluster + ", " + std::to_string(p.layout.layout.gpus()) + " rank" +
+         (p.layout.layout.gpus() > 1 ? "s" : "") + ", " + format_fixed(p.background_jobs, 1) +
+         " background jobs): step " + secs(t.step_s) + " s (compute " + secs(t.compute_s) + ", comm " +
+         secs(t.exposed_comm_s()) + ", bubble " + secs(t.bubble_s) + ", optimizer " + secs(t.optimizer_s) +
+         ") | memory/rank " + mib(p.memory_bytes()) + " (state " + mib(p.state_bytes) + ", activations " +
+         mib(p.activation_bytes) + ")";
 }
 
 std::string planned_vs_measured_line(const Projection& p, const MeasuredRun& run) {
@@ -297,7 +266,7 @@ std::string planned_vs_measured_line(const Projection& p, const MeasuredRun& run
 }
 
 Json projection_json(const Projection& p, const MeasuredRun& run) {
-  const RunLayout& l = p.layout;
+  const planner::Layout& l = p.layout.layout;
   const RankMemoryUse& mem = run.memory;
   const planner::TimeBreakdown& t = p.estimate.time;
   return {{"cluster", p.cluster},
@@ -307,13 +276,14 @@ Json projection_json(const Projection& p, const MeasuredRun& run) {
             {"pp", l.pp},
             {"dp", l.dp},
             {"v", l.v},
-            {"microbatches", l.microbatches},
+            {"microbatches", p.layout.microbatches},
             {"n", p.estimate.n},
-            {"micro_batch", l.micro_batch},
-            {"seq_len", l.seq_len},
+            {"micro_batch", l.microbatch},
+            {"seq_len", p.layout.spec.seq_len},
             {"recompute", model::recompute_name(l.recompute)},
             {"sequence_parallel", l.sequence_parallel && l.tp > 1},
-            {"ranks", l.ranks()}}},
+            {"ranks", l.gpus()},
+            {"line", l.to_string()}}},
           {"background_jobs", p.background_jobs},
           {"planned",
            {{"step_s", t.step_s},
@@ -344,7 +314,7 @@ Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m,
   // Quiet trainers (tests, ranks other than 0) neither print nor write: no sampling thread for them.
   if (!print) return make_error("no projection: this trainer does not report");
   Result<Projection> p = [&]() -> Result<Projection> {
-    HERD_ASSIGN_OR_RETURN(const RunLayout l, run_layout(cfg));
+    HERD_ASSIGN_OR_RETURN(const ResolvedLayout l, resolve_layout(cfg));
     HERD_ASSIGN_OR_RETURN(topology::Cluster c, local_cpu_cluster());
     HostCpuTimes at_start;
     if (c.accelerator.host_cores > 0) {
@@ -352,7 +322,7 @@ Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m,
       const char* fixed = std::getenv("HERD_BACKGROUND_JOBS");
       if (fixed == nullptr || *fixed == '\0') at_start = host_cpu_times();
     }
-    HERD_ASSIGN_OR_RETURN(Projection p, project(m, l, c));
+    HERD_ASSIGN_OR_RETURN(Projection p, project(m, l, static_cast<int>(cfg.train.threads), c));
     p.cpu_at_start = at_start;
     return p;
   }();
@@ -370,7 +340,7 @@ void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const st
   if (background >= 0) {
     topology::Cluster c = plan->host;
     c.accelerator.background_jobs = background;
-    Result<Projection> redone = project(plan->model, plan->layout, c);
+    Result<Projection> redone = project(plan->model, plan->layout, plan->threads, c);
     if (redone.ok()) at_run = *redone;
   }
   if (print) log_info(planned_vs_measured_line(at_run, measured));

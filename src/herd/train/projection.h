@@ -26,24 +26,6 @@
 
 namespace herd::train {
 
-// One run's layout in the planner's terms. micro_batch is per data-parallel rank (the config's
-// train.micro_batch is the global sequences per micro-batch).
-struct RunLayout {
-  std::int64_t tp = 1, cp = 1, pp = 1, dp = 1;
-  int v = 1;                      // virtual stages per pipeline rank
-  std::int64_t microbatches = 1;  // M: micro-batches per step (train.grad_accum)
-  int n = 0;                      // contiguous micro-batches per chunk; 0 = the schedule's default
-  std::int64_t micro_batch = 1;   // sequences per micro-batch on one DP rank
-  std::int64_t seq_len = 256;
-  model::Recompute recompute = model::Recompute::kNone;
-  bool sequence_parallel = true;
-  int threads = 0;  // kernel threads per rank (train.threads); 0 = the launcher's rule
-  std::int64_t ranks() const { return tp * cp * pp * dp; }
-};
-
-// The 4D layout `herd train` runs for this config.
-Result<RunLayout> run_layout(const TrainConfig& cfg);
-
 // The cluster the projection uses: the file HERD_CLUSTER_FILE names (a `herd calibrate` output) when
 // set, else the committed `local-cpu` preset. A malformed file is an error naming its field.
 Result<topology::Cluster> local_cpu_cluster();
@@ -73,7 +55,8 @@ HostCpuTimes host_cpu_times();
 double background_jobs_between(const HostCpuTimes& a, const HostCpuTimes& b, std::int64_t cores);
 
 struct Projection {
-  RunLayout layout;
+  ResolvedLayout layout;  // the run's layout and training shape (train/config.h)
+  int threads = 0;        // kernel threads per rank (train.threads); 0 = the launcher's rule
   std::string cluster;
   model::LlamaConfig model;
   topology::Cluster host;      // the cluster as given (background_jobs as measured at the start)
@@ -89,9 +72,10 @@ struct Projection {
   double step_s() const { return estimate.time.step_s; }
 };
 
-// The planner's prediction for this run on `cluster` (fp32, a single rank is ZeRO-0, more ranks are
-// herd's FSDP flat units: ZeRO-3 without reshard after forward).
-Result<Projection> project(const model::LlamaConfig& m, const RunLayout& layout, const topology::Cluster& cluster);
+// The planner's prediction for this run on `cluster` (fp32; a single rank is ZeRO-0, more ranks are
+// herd's FSDP flat units, ZeRO-3). threads: kernel threads per rank (0: the launcher's rule).
+Result<Projection> project(const model::LlamaConfig& m, const ResolvedLayout& layout, int threads,
+                           const topology::Cluster& cluster);
 
 // Median wall time of a step from a trainer's history (step time = the step's tokens / its tokens/s).
 // The first step (warm-up, and its token count is not a difference) is left out unless it is the only

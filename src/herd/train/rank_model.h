@@ -1,6 +1,6 @@
 // RankModel: what the distributed trainer needs from the model of one rank.
 //
-// The trainer (dist_trainer.h) owns the data path, the loss bookkeeping, the learning-rate schedule
+// The trainer (trainer.h) owns the data path, the loss bookkeeping, the learning-rate schedule
 // and checkpoints; the model of one rank owns its parameters (a TP shard, further split by FSDP), the
 // collectives that make its gradients those of the whole global batch, and the optimizer step on its
 // shard. This narrow interface keeps the two apart, so the TP+FSDP model (parallel/model.h) and the
@@ -10,7 +10,7 @@
 // [r0, r1) x [c0, c1) this rank's TP coordinate holds, and of that block (flattened row-major) the
 // elements [e0, e1) this rank keeps after FSDP. A piece points at the rank's parameter, first-moment
 // and second-moment storage for those elements. Any TP x DP layout can be described this way, which
-// is what lets a checkpoint written by one layout be read by another (dist_checkpoint.h).
+// is what lets a checkpoint written by one layout be read by another (checkpoint.h).
 #pragma once
 
 #include <cstdint>

@@ -1,15 +1,21 @@
-// Trainer: the step loop, evaluation, checkpoint save and exact resume.
+// Trainer: the step loop of one rank, evaluation, the batch ramp, layout checks, fault injection and
+// checkpoints, the same for every layout.
 #include "herd/train/trainer.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
-#include <cstring>
+#include <cstdlib>
+#include <thread>
 
 #include "herd/core/log.h"
 #include "herd/core/timer.h"
 #include "herd/kernels/gemm.h"
 #include "herd/model/flops.h"
+#include "herd/parallel/model.h"
 #include "herd/train/checkpoint.h"
 #include "herd/train/micro_batch_data.h"
+#include "herd/train/pipeline_model.h"
 #include "herd/train/projection.h"
 
 namespace herd::train {
@@ -29,205 +35,25 @@ Result<model::LlamaConfig> resolve_model_config(const TrainConfig& cfg, std::int
   return m;
 }
 
-Result<std::unique_ptr<Trainer>> Trainer::make(const TrainConfig& cfg, const model::LlamaConfig& model_cfg,
-                                               std::shared_ptr<const data::TokenDocuments> train_docs,
-                                               std::shared_ptr<const data::TokenDocuments> val_docs) {
-  HERD_RETURN_IF_ERROR(validate(cfg));
-  HERD_ASSIGN_OR_RETURN(model::Recompute recompute, model::parse_recompute(cfg.train.recompute));
-  if (!train_docs || train_docs->n_tokens() == 0) return make_error("data.dir: the training split has no tokens");
-  if (!val_docs || val_docs->n_tokens() == 0) {
-    return make_error("data.dir: the held-out split has no tokens; run herd data with --val-fraction > 0");
-  }
-  std::unique_ptr<Trainer> t(new Trainer());
-  t->cfg_ = cfg;
-  t->model_cfg_ = model_cfg;
-  t->train_docs_ = std::move(train_docs);
-  t->val_docs_ = std::move(val_docs);
-  if (cfg.train.threads > 0) kernels::set_num_threads(static_cast<int>(cfg.train.threads));
-
-  t->model_ = std::make_unique<nn::LlamaModel<float>>(model_cfg, recompute, cfg.train.micro_batch, cfg.data.seq_len);
-  t->model_->init_weights(static_cast<std::uint64_t>(cfg.train.seed));
-  t->opt_ = std::make_unique<AdamW<float>>(t->model_->param_count());
-
-  t->lr_.peak = cfg.optim.lr;
-  t->lr_.min_ratio = cfg.optim.min_lr_ratio;
-  t->lr_.warmup = cfg.schedule.warmup_steps;
-  t->lr_.decay = cfg.schedule.decay_steps > 0 ? cfg.schedule.decay_steps
-                                              : std::max<std::int64_t>(1, cfg.train.steps - cfg.schedule.warmup_steps);
-  const std::int64_t run_tokens = cfg.train.steps * cfg.train.grad_accum * cfg.train.micro_batch * cfg.data.seq_len;
-  t->ramp_ = {cfg.schedule.ramp, cfg.train.micro_batch, cfg.data.seq_len,
-              cfg.schedule.ramp_tokens > 0 ? cfg.schedule.ramp_tokens : run_tokens / 10,
-              cfg.schedule.ramp_tokens2 > 0 ? cfg.schedule.ramp_tokens2 : run_tokens * 3 / 10};
-
-  HERD_ASSIGN_OR_RETURN(t->flops_per_token_, model::train_model_flops_per_token(model_cfg, cfg.data.seq_len,
-                                                                                model::AttentionMask::causal()));
-  t->unigram_entropy_ = unigram_entropy(*t->val_docs_);
-  t->peak_flops_ = cfg.train.peak_gflops_per_core * 1e9 * kernels::num_threads();
-
-  if (!cfg.checkpoint.dir.empty() && cfg.checkpoint.resume && !list_checkpoints(cfg.checkpoint.dir).empty()) {
-    HERD_RETURN_IF_ERROR(t->resume());
-  }
-  HERD_ASSIGN_OR_RETURN(t->current_, t->loader_for(t->ramp_.at(t->tokens_)));
-  if (!cfg.train.metrics_file.empty()) {
-    HERD_ASSIGN_OR_RETURN(t->metrics_, MetricsWriter::open(cfg.train.metrics_file, t->resumed_from_ >= 0));
-  }
-  return t;
-}
-
-Result<data::Loader*> Trainer::loader_for(const BatchShape& shape) {
-  for (auto& l : loaders_) {
-    if (l->config().seq_len == shape.seq_len && l->config().batch_size == shape.micro_batch) return l.get();
-  }
-  data::LoaderConfig lc;
-  lc.seq_len = shape.seq_len;
-  lc.batch_size = shape.micro_batch;
-  lc.seed = static_cast<std::uint64_t>(cfg_.data.seed);
-  lc.max_seq_len = model_cfg_.max_seq_len;
-  lc.vocab_size = model_cfg_.vocab;
-  HERD_ASSIGN_OR_RETURN(data::Loader l, data::Loader::make(train_docs_, lc));
-  loaders_.push_back(std::make_unique<data::Loader>(std::move(l)));
-  // A new shape continues the token stream where the previous shape stopped.
-  if (current_) HERD_RETURN_IF_ERROR(loaders_.back()->restore(current_->state()));
-  return loaders_.back().get();
-}
-
-double Trainer::evaluate() {
-  data::LoaderConfig lc;
-  lc.seq_len = cfg_.data.seq_len;
-  lc.batch_size = cfg_.train.micro_batch;
-  lc.shuffle = false;
-  lc.loop = false;
-  lc.max_seq_len = model_cfg_.max_seq_len;
-  lc.vocab_size = model_cfg_.vocab;
-  Result<data::Loader> l = data::Loader::make(val_docs_, lc);
-  HERD_CHECK(l.ok(), l.error().message());
-  double sum = 0;
-  std::int64_t count = 0;
-  for (std::int64_t i = 0; i < cfg_.eval.batches; ++i) {
-    std::optional<data::Batch> b = l->next();
-    if (!b) break;
-    const MicroBatchData mb(std::move(*b));
-    const kernels::CrossEntropyLoss r = model_->evaluate(mb.view());
-    sum += r.loss_sum;
-    count += r.count;
-  }
-  return count > 0 ? sum / static_cast<double>(count) : std::nan("");
-}
-
-Status Trainer::run(std::int64_t stop_after) {
-  const std::int64_t steps = cfg_.train.steps;
-  kernels::AdamWConfig ac;
-  ac.beta1 = cfg_.optim.beta1;
-  ac.beta2 = cfg_.optim.beta2;
-  ac.eps = cfg_.optim.eps;
-  ac.weight_decay = cfg_.optim.weight_decay;
-  Timer wall;
-  std::int64_t tokens_at_start = tokens_;
-  const Result<Projection> plan = plan_run(cfg_, model_cfg_, !quiet);
-  while (step_ < steps) {
-    Timer step_timer;
-    HERD_ASSIGN_OR_RETURN(data::Loader * next, loader_for(ramp_.at(tokens_)));
-    if (next != current_) {
-      HERD_RETURN_IF_ERROR(next->restore(current_->state()));
-      current_ = next;
+Status check_layout(const TrainConfig& cfg, const model::LlamaConfig& m, std::int64_t world_size) {
+  const ParallelSection& p = cfg.parallel;
+  HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims, topology::ParallelDims::make(p.tp, p.cp, p.pp, p.dp, world_size));
+  HERD_ASSIGN_OR_RETURN(ResolvedLayout r, resolve_layout(cfg));
+  HERD_RETURN_IF_ERROR(parallel::validate_layout(m, dims, dims.world(), cfg.train.global_batch, cfg.data.seq_len,
+                                                 p.sequence_parallel && p.tp > 1));
+  HERD_RETURN_IF_ERROR(check_pipeline(cfg, m));
+  if (cfg.schedule.ramp) {
+    // The ramp's first stages run half the micro-batch (every rank keeps its M), the first at half length.
+    if (r.layout.microbatch % 2 != 0) {
+      return make_error(
+          "schedule.ramp halves the micro-batch of every data-parallel rank, but "
+          "parallel.microbatch_size is ",
+          r.layout.microbatch, "; use an even micro-batch size or schedule.ramp=false");
     }
-    std::vector<MicroBatchData> mbs;
-    std::int64_t real = 0, step_tokens = 0;
-    for (std::int64_t m = 0; m < cfg_.train.grad_accum; ++m) {
-      std::optional<data::Batch> b = current_->next();
-      HERD_CHECK(b.has_value(), "a looping loader ran out of batches");
-      real += b->n_targets();
-      step_tokens += b->rows * b->seq_len;
-      mbs.emplace_back(std::move(*b));
-    }
-    model_->zero_grads();
-    double loss_sum = 0;
-    const float scale = real > 0 ? 1.0f / static_cast<float>(real) : 0.0f;
-    for (const MicroBatchData& mb : mbs) loss_sum += model_->forward_backward(mb.view(), scale).loss_sum;
-    const double lr = lr_.at(step_);
-    StepRecord rec;
-    rec.grad_norm = opt_->step(model_->params(), model_->grads(), ac, lr, cfg_.optim.grad_clip);
-    ++step_;
-    tokens_ += step_tokens;
-    const double dt = step_timer.seconds();
-    rec.step = step_;
-    rec.loss = real > 0 ? loss_sum / static_cast<double>(real) : 0.0;
-    rec.lr = lr;
-    rec.tokens = tokens_;
-    rec.tokens_per_s = static_cast<double>(step_tokens) / dt;
-    rec.mfu = rec.tokens_per_s * flops_per_token_ / peak_flops_;
-    const bool last = step_ == steps || step_ == stop_after;
-    if ((cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) || step_ == steps) rec.val_loss = evaluate();
-
-    Json j = {{"step", rec.step},
-              {"loss", rec.loss},
-              {"lr", rec.lr},
-              {"tokens", rec.tokens},
-              {"tokens_per_s", rec.tokens_per_s},
-              {"grad_norm", rec.grad_norm},
-              {"mfu", rec.mfu},
-              {"elapsed_s", wall.seconds()}};
-    if (rec.val_loss) j["val_loss"] = *rec.val_loss;
-    if (step_ == 1 || rec.val_loss) j["unigram_entropy"] = unigram_entropy_;
-    metrics_.write(j);
-    history_.push_back(rec);
-    if (on_step) on_step(rec);
-    if (!quiet && (step_ % cfg_.train.log_every == 0 || last || rec.val_loss)) {
-      const double avg_tps = static_cast<double>(tokens_ - tokens_at_start) / wall.seconds();
-      const double eta = static_cast<double>(steps - step_) * static_cast<double>(step_tokens) / avg_tps;
-      std::string line =
-          progress_line(step_, steps, rec.loss, lr, avg_tps, avg_tps * flops_per_token_ / peak_flops_, eta);
-      if (rec.val_loss) line += " | val " + std::to_string(*rec.val_loss).substr(0, 6);
-      log_info(line);
-    }
-    if (!cfg_.checkpoint.dir.empty() && (step_ % cfg_.checkpoint.every == 0 || last)) {
-      HERD_RETURN_IF_ERROR(save_checkpoint());
-    }
-    if (step_ == stop_after) break;
+    Status half = parallel::validate_layout(m, dims, dims.world(), cfg.train.global_batch / 2, cfg.data.seq_len / 2,
+                                            p.sequence_parallel && p.tp > 1);
+    if (!half.ok()) return half.error().with_context("schedule.ramp's first stage (half the sequence length)");
   }
-  report_run(plan, cfg_, history_, {16.0 * static_cast<double>(model_->param_count()), double(model_->arena().peak())},
-             !quiet);
-  return Status::Ok();
-}
-
-Status Trainer::save_checkpoint() const {
-  Json meta = {{"tokens", tokens_},
-               {"optimizer_steps", opt_->steps()},
-               {"loader", current_->state().to_json()},
-               {"loader_shape", {current_->config().batch_size, current_->config().seq_len}},
-               {"rng", {{"init_seed", cfg_.train.seed}, {"data_seed", cfg_.data.seed}}},
-               {"config", to_json(cfg_)},
-               {"model", model::config_to_hf_json(model_cfg_)},
-               {"param_count", model_->param_count()}};
-  const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(model_->param_count());
-  return train::save_checkpoint(
-      cfg_.checkpoint.dir, step_, meta,
-      {{"params", model_->params(), bytes}, {"adam_m", opt_->m(), bytes}, {"adam_v", opt_->v(), bytes}},
-      cfg_.checkpoint.keep);
-}
-
-Status Trainer::resume() {
-  HERD_ASSIGN_OR_RETURN(LoadedCheckpoint ck, load_latest(cfg_.checkpoint.dir, cfg_.checkpoint.fallback));
-  const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(model_->param_count());
-  HERD_ASSIGN_OR_RETURN(const std::vector<char>* p, ck.get("params", bytes));
-  HERD_ASSIGN_OR_RETURN(const std::vector<char>* m, ck.get("adam_m", bytes));
-  HERD_ASSIGN_OR_RETURN(const std::vector<char>* v, ck.get("adam_v", bytes));
-  std::memcpy(model_->params(), p->data(), bytes);
-  std::memcpy(opt_->m(), m->data(), bytes);
-  std::memcpy(opt_->v(), v->data(), bytes);
-  const Json& meta = ck.meta;
-  if (!meta.contains("loader") || !meta.contains("tokens") || !meta.contains("optimizer_steps")) {
-    return make_error(ck.path, "/manifest.json: meta lacks loader, tokens or optimizer_steps");
-  }
-  opt_->set_steps(meta["optimizer_steps"].get<std::int64_t>());
-  step_ = ck.step;
-  tokens_ = meta["tokens"].get<std::int64_t>();
-  HERD_ASSIGN_OR_RETURN(data::LoaderState st, data::LoaderState::from_json(meta["loader"]));
-  HERD_ASSIGN_OR_RETURN(current_, loader_for(ramp_.at(tokens_)));
-  Status s = current_->restore(st);
-  if (!s.ok()) return s.error().with_context(ck.path);
-  resumed_from_ = step_;
-  if (!quiet) log_info("resumed from ", ck.path, " (step ", step_, ", ", tokens_, " tokens)");
   return Status::Ok();
 }
 
@@ -244,12 +70,301 @@ double unigram_entropy(const data::TokenDocuments& docs) {
   return h;
 }
 
-Result<std::unique_ptr<Trainer>> make_trainer_from_shards(const TrainConfig& cfg) {
-  HERD_ASSIGN_OR_RETURN(data::TokenDocuments train, data::read_split(cfg.data.dir, "train"));
-  HERD_ASSIGN_OR_RETURN(data::TokenDocuments val, data::read_split(cfg.data.dir, "val"));
-  HERD_ASSIGN_OR_RETURN(model::LlamaConfig m, resolve_model_config(cfg, train.vocab_size));
-  return Trainer::make(cfg, m, std::make_shared<const data::TokenDocuments>(std::move(train)),
-                       std::make_shared<const data::TokenDocuments>(std::move(val)));
+namespace {
+
+// A global micro-batch of `rows` sequences that carries no loss (a one-pass loader ran out): what the
+// loader's own padding is, so every layout's pipeline still gets its M micro-batches.
+data::Batch empty_batch(std::int64_t rows, std::int64_t seq_len) {
+  data::Batch b;
+  b.rows = rows;
+  b.seq_len = seq_len;
+  const auto n = static_cast<std::size_t>(rows * seq_len);
+  b.tokens.assign(n, 0);
+  b.targets.assign(n, -1);
+  b.positions.assign(n, 0);
+  b.doc_ids.assign(n, -1);
+  b.seq_index.resize(n);
+  for (std::size_t i = 0; i < n; ++i) b.seq_index[i] = static_cast<std::int32_t>(i % static_cast<std::size_t>(seq_len));
+  return b;
 }
+
+}  // namespace
+
+template <typename T>
+Result<std::unique_ptr<Trainer<T>>> Trainer<T>::make(const TrainConfig& cfg, const model::LlamaConfig& model_cfg,
+                                                     const parallel::ParallelContext& ctx,
+                                                     std::unique_ptr<RankModel<T>> model,
+                                                     std::shared_ptr<const data::TokenDocuments> train_docs,
+                                                     std::shared_ptr<const data::TokenDocuments> val_docs) {
+  HERD_RETURN_IF_ERROR(validate(cfg));
+  HERD_RETURN_IF_ERROR(check_layout(cfg, model_cfg, ctx.dims.world()));
+  if (!train_docs || train_docs->n_tokens() == 0) return make_error("data.dir: the training split has no tokens");
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->cfg_ = cfg;
+  HERD_ASSIGN_OR_RETURN(t->layout_, resolve_layout(cfg));
+  t->model_cfg_ = model_cfg;
+  t->ctx_ = ctx;
+  t->model_ = std::move(model);
+  t->train_docs_ = std::move(train_docs);
+  if (val_docs && val_docs->n_tokens() > 0) t->val_docs_ = std::move(val_docs);
+  t->model_->init_weights(static_cast<std::uint64_t>(cfg.train.seed));
+
+  t->lr_.peak = cfg.optim.lr;
+  t->lr_.min_ratio = cfg.optim.min_lr_ratio;
+  t->lr_.warmup = cfg.schedule.warmup_steps;
+  t->lr_.decay = cfg.schedule.decay_steps > 0 ? cfg.schedule.decay_steps
+                                              : std::max<std::int64_t>(1, cfg.train.steps - cfg.schedule.warmup_steps);
+  const std::int64_t run_tokens = cfg.train.steps * cfg.train.global_batch * cfg.data.seq_len;
+  t->ramp_ = {cfg.schedule.ramp, t->layout_.layout.microbatch, cfg.data.seq_len,
+              cfg.schedule.ramp_tokens > 0 ? cfg.schedule.ramp_tokens : run_tokens / 10,
+              cfg.schedule.ramp_tokens2 > 0 ? cfg.schedule.ramp_tokens2 : run_tokens * 3 / 10};
+
+  HERD_ASSIGN_OR_RETURN(t->flops_per_token_, model::train_model_flops_per_token(model_cfg, cfg.data.seq_len,
+                                                                                model::AttentionMask::causal()));
+  if (t->val_docs_) t->unigram_entropy_ = unigram_entropy(*t->val_docs_);
+  // The peak of the cores the job's ranks use on this host (ranks x kernel threads, at most the cores).
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  const double threads = static_cast<double>(kernels::num_threads()) * static_cast<double>(ctx.dims.world());
+  t->peak_flops_ = cfg.train.peak_gflops_per_core * 1e9 * std::min(cores, threads);
+
+  if (!cfg.checkpoint.dir.empty() && cfg.checkpoint.resume) HERD_RETURN_IF_ERROR(t->resume());
+  HERD_ASSIGN_OR_RETURN(t->current_, t->loader_for(t->ramp_.at(t->tokens_)));
+  if (!cfg.train.metrics_file.empty() && ctx.rank == 0) {
+    HERD_ASSIGN_OR_RETURN(t->metrics_, MetricsWriter::open(cfg.train.metrics_file, t->resumed_from_ >= 0));
+  }
+  return t;
+}
+
+template <typename T>
+Result<data::Loader*> Trainer<T>::loader_for(const BatchShape& shape) {
+  const std::int64_t rows = layout_.layout.dp * shape.micro_batch;  // one global micro-batch
+  for (auto& l : loaders_) {
+    if (l->config().seq_len == shape.seq_len && l->config().batch_size == rows) return l.get();
+  }
+  data::LoaderConfig lc;
+  lc.seq_len = shape.seq_len;
+  lc.batch_size = rows;
+  lc.seed = static_cast<std::uint64_t>(cfg_.data.seed);
+  lc.max_seq_len = model_cfg_.max_seq_len;
+  lc.vocab_size = model_cfg_.vocab;
+  HERD_ASSIGN_OR_RETURN(data::Loader l, data::Loader::make(train_docs_, lc));
+  loaders_.push_back(std::make_unique<data::Loader>(std::move(l)));
+  // A new shape continues the token stream where the previous shape stopped.
+  if (current_) HERD_RETURN_IF_ERROR(loaders_.back()->restore(current_->state()));
+  return loaders_.back().get();
+}
+
+template <typename T>
+Result<bool> Trainer<T>::next_slices(data::Loader& loader, std::vector<data::Batch>& slices, std::int64_t& real,
+                                     std::int64_t& tokens) {
+  slices.clear();
+  real = 0;
+  tokens = 0;
+  bool any = false;
+  for (std::int64_t k = 0; k < layout_.microbatches; ++k) {
+    std::optional<data::Batch> b = loader.next();
+    if (b) any = true;
+    const data::Batch g = b ? std::move(*b) : empty_batch(loader.config().batch_size, loader.config().seq_len);
+    real += g.n_targets();
+    tokens += g.rows * g.seq_len;
+    HERD_ASSIGN_OR_RETURN(data::Batch s, data::slice_batch(g, ctx_.dims, ctx_.rank));
+    slices.push_back(std::move(s));
+  }
+  return any;
+}
+
+template <typename T>
+Result<kernels::CrossEntropyLoss> Trainer<T>::reduce_loss(const kernels::CrossEntropyLoss& local, std::int64_t real) {
+  double sums[2] = {local.loss_sum, static_cast<double>(local.count)};
+  // Every DP (and CP) slice once; TP ranks of a slice agree, so the DP group alone sums the whole.
+  HERD_RETURN_IF_ERROR(ctx_.dp->all_reduce(sums, 2, comm::ReduceOp::kSum));
+  if (ctx_.cp != nullptr && ctx_.cp->size() > 1)
+    HERD_RETURN_IF_ERROR(ctx_.cp->all_reduce(sums, 2, comm::ReduceOp::kSum));
+  if (static_cast<std::int64_t>(sums[1]) != real) {
+    return make_error("step ", step_ + 1, ": the ranks' slices hold ", static_cast<std::int64_t>(sums[1]),
+                      " real tokens but the global batch has ", real, "; the batch slicing is wrong");
+  }
+  return kernels::CrossEntropyLoss{sums[0], real};
+}
+
+template <typename T>
+Result<double> Trainer<T>::evaluate() {
+  if (!val_docs_) return std::nan("");
+  data::LoaderConfig lc;
+  lc.seq_len = cfg_.data.seq_len;
+  lc.batch_size = layout_.layout.dp * layout_.layout.microbatch;
+  lc.shuffle = false;
+  lc.loop = false;
+  lc.max_seq_len = model_cfg_.max_seq_len;
+  lc.vocab_size = model_cfg_.vocab;
+  HERD_ASSIGN_OR_RETURN(data::Loader loader, data::Loader::make(val_docs_, lc));
+  double sum = 0;
+  std::int64_t count = 0;
+  std::vector<data::Batch> slices;
+  for (std::int64_t i = 0; i < cfg_.eval.batches; ++i) {
+    std::int64_t real = 0, tokens = 0;
+    HERD_ASSIGN_OR_RETURN(bool any, next_slices(loader, slices, real, tokens));
+    if (!any) break;
+    std::vector<MicroBatchData> data;
+    std::vector<nn::MicroBatch> views;
+    for (data::Batch& s : slices) data.emplace_back(std::move(s));
+    for (const MicroBatchData& d : data) views.push_back(d.view());
+    // The training step's path with a zero loss scale: the loss comes out, every gradient is zero.
+    // TODO(perf): a forward-only path would save the backward's two thirds of the work.
+    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss r, model_->forward_backward_step(views, T(0)));
+    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss g, reduce_loss(r, real));
+    sum += g.loss_sum;
+    count += g.count;
+  }
+  model_->zero_grads();
+  return count > 0 ? sum / static_cast<double>(count) : std::nan("");
+}
+
+template <typename T>
+Status Trainer<T>::maybe_inject_fault() {
+  const FaultSection& f = cfg_.fault;
+  const std::int64_t next = step_ + 1;
+  if (f.kill_rank == ctx_.rank && f.kill_step == next) {
+    log_warning("fault.kill_rank: rank ", ctx_.rank, " exits at step ", next);
+    if (std::string(ctx_.world->backend()) == "mpi") std::_Exit(3);
+    return make_error("rank ", ctx_.rank, " stopped by fault.kill_rank at step ", next);
+  }
+  if (f.hang_rank == ctx_.rank && f.hang_step == next) {
+    log_warning("fault.hang_rank: rank ", ctx_.rank, " stops for ", f.hang_seconds, " s at step ", next);
+    std::this_thread::sleep_for(std::chrono::duration<double>(f.hang_seconds));
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status Trainer<T>::run(std::int64_t stop_after) {
+  kernels::AdamWConfig ac;
+  ac.beta1 = cfg_.optim.beta1;
+  ac.beta2 = cfg_.optim.beta2;
+  ac.eps = cfg_.optim.eps;
+  ac.weight_decay = cfg_.optim.weight_decay;
+  const std::int64_t steps = cfg_.train.steps;
+  const bool lead = ctx_.rank == 0;
+  Timer wall;
+  const std::int64_t tokens_at_start = tokens_;
+  const Result<Projection> plan = plan_run(cfg_, model_cfg_, !quiet && lead);
+  std::vector<data::Batch> slices;
+  while (step_ < steps) {
+    HERD_RETURN_IF_ERROR(maybe_inject_fault());
+    Timer step_timer;
+    const double wait_at_start = comm_wait_clock ? comm_wait_clock() : 0.0;
+    HERD_ASSIGN_OR_RETURN(data::Loader * next, loader_for(ramp_.at(tokens_)));
+    if (next != current_) {
+      HERD_RETURN_IF_ERROR(next->restore(current_->state()));
+      current_ = next;
+    }
+    std::int64_t real = 0, step_tokens = 0;
+    HERD_ASSIGN_OR_RETURN(bool any, next_slices(*current_, slices, real, step_tokens));
+    HERD_CHECK(any, "a looping loader ran out of batches");
+    std::vector<MicroBatchData> data;
+    std::vector<nn::MicroBatch> views;
+    for (data::Batch& s : slices) data.emplace_back(std::move(s));
+    for (const MicroBatchData& d : data) views.push_back(d.view());
+    model_->zero_grads();
+    const T scale = real > 0 ? T(1) / static_cast<T>(real) : T(0);
+    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss local, model_->forward_backward_step(views, scale));
+    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss loss, reduce_loss(local, real));
+    const double lr = lr_.at(step_);
+    StepRecord rec;
+    HERD_ASSIGN_OR_RETURN(rec.grad_norm, model_->step(ac, lr, cfg_.optim.grad_clip));
+    ++step_;
+    tokens_ += step_tokens;
+    const double dt = step_timer.seconds();
+    step_seconds_total += dt;
+    rec.step = step_;
+    rec.loss = real > 0 ? loss.loss_sum / static_cast<double>(real) : 0.0;
+    rec.lr = lr;
+    rec.tokens = tokens_;
+    rec.tokens_per_s = static_cast<double>(step_tokens) / dt;
+    rec.mfu = rec.tokens_per_s * flops_per_token_ / peak_flops_;
+    if (comm_wait_clock) rec.comm_wait_s = comm_wait_clock() - wait_at_start;
+    const bool last = step_ == steps || step_ == stop_after;
+    if ((cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) || step_ == steps) {
+      HERD_ASSIGN_OR_RETURN(double v, evaluate());
+      if (!std::isnan(v)) rec.val_loss = v;
+    }
+    history_.push_back(rec);
+    if (metrics_.enabled()) {
+      Json j = {{"step", rec.step},
+                {"loss", rec.loss},
+                {"lr", rec.lr},
+                {"tokens", rec.tokens},
+                {"tokens_per_s", rec.tokens_per_s},
+                {"grad_norm", rec.grad_norm},
+                {"mfu", rec.mfu},
+                {"elapsed_s", wall.seconds()},
+                {"layout", ctx_.dims.to_string()}};
+      if (rec.val_loss) j["val_loss"] = *rec.val_loss;
+      if ((step_ == 1 || rec.val_loss) && val_docs_) j["unigram_entropy"] = unigram_entropy_;
+      metrics_.write(j);
+    }
+    if (on_step) on_step(rec);
+    if (!quiet && lead && (step_ % cfg_.train.log_every == 0 || last || rec.val_loss)) {
+      const double avg_tps = static_cast<double>(tokens_ - tokens_at_start) / wall.seconds();
+      const double eta = static_cast<double>(steps - step_) * static_cast<double>(step_tokens) / avg_tps;
+      std::string line =
+          progress_line(step_, steps, rec.loss, lr, avg_tps, avg_tps * flops_per_token_ / peak_flops_, eta);
+      if (rec.val_loss) line += " | val " + std::to_string(*rec.val_loss).substr(0, 6);
+      if (ctx_.dims.world() > 1) line += " | " + ctx_.dims.to_string();
+      log_info(line);
+    }
+    if (!cfg_.checkpoint.dir.empty() && (step_ % cfg_.checkpoint.every == 0 || last)) {
+      HERD_RETURN_IF_ERROR(save_checkpoint());
+    }
+    if (step_ == stop_after) break;
+  }
+  report_run(plan, cfg_, history_, model_->memory_use(), !quiet && lead);
+  return Status::Ok();
+}
+
+template <typename T>
+Status Trainer<T>::save_checkpoint() {
+  const Json meta = {{"tokens", tokens_},
+                     {"optimizer_steps", model_->optimizer_steps()},
+                     {"loader", current_->state().to_json()},
+                     {"rng", {{"init_seed", cfg_.train.seed}, {"data_seed", cfg_.data.seed}}},
+                     {"config", to_json(cfg_)},
+                     {"model", model::config_to_hf_json(model_cfg_)}};
+  const Json layout = {{"tp", ctx_.dims.tp()}, {"cp", ctx_.dims.cp()},       {"pp", ctx_.dims.pp()},
+                       {"dp", ctx_.dims.dp()}, {"world", ctx_.dims.world()}, {"layout", layout_.layout.to_string()}};
+  return save_dist_checkpoint<T>(cfg_.checkpoint.dir, step_, meta, layout, *ctx_.world, model_->shard_pieces(),
+                                 cfg_.checkpoint.keep);
+}
+
+template <typename T>
+Status Trainer<T>::resume() {
+  HERD_ASSIGN_OR_RETURN(std::optional<DistCheckpoint> found,
+                        open_latest_checkpoint(cfg_.checkpoint.dir, cfg_.checkpoint.fallback));
+  if (!found) return Status::Ok();
+  const DistCheckpoint& ck = *found;
+  std::vector<ShardPiece<T>> pieces = model_->load_pieces();
+  HERD_RETURN_IF_ERROR(ck.load_into<T>(pieces));
+  HERD_RETURN_IF_ERROR(model_->after_load());
+  const Json& meta = ck.meta();
+  HERD_ASSIGN_OR_RETURN(std::int64_t opt_steps, json_int(meta, ck.path + "/manifest.json: meta", "optimizer_steps"));
+  HERD_ASSIGN_OR_RETURN(std::int64_t tokens, json_int(meta, ck.path + "/manifest.json: meta", "tokens"));
+  if (!meta.contains("loader")) return make_error(ck.path, "/manifest.json: meta lacks the loader's position");
+  model_->set_optimizer_steps(opt_steps);
+  step_ = ck.step;
+  tokens_ = tokens;
+  HERD_ASSIGN_OR_RETURN(data::LoaderState st, data::LoaderState::from_json(meta["loader"]));
+  HERD_ASSIGN_OR_RETURN(current_, loader_for(ramp_.at(tokens_)));
+  Status s = current_->restore(st);
+  if (!s.ok()) return s.error().with_context(ck.path);
+  resumed_from_ = step_;
+  if (!quiet && ctx_.rank == 0) {
+    log_info("resumed from ", ck.path, " (step ", step_, ", ", tokens_, " tokens, written by ",
+             ck.manifest["layout"].value("layout", ck.manifest["layout"].dump()), ")");
+  }
+  return Status::Ok();
+}
+
+template class Trainer<float>;
+template class Trainer<double>;
 
 }  // namespace herd::train

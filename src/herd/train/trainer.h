@@ -1,14 +1,26 @@
-// The single-rank training loop.
+// The trainer: one training loop for every layout, one rank included (a layout of size one).
 //
-// One step: the loader's next grad_accum micro-batches (its shape from the batch ramp), the real-token
-// count of all of them (the loss is the mean over the step's real tokens, so each micro-batch's
-// gradient is scaled by 1 / that count and they add up in the FP32 gradient buffer), global-norm
-// clipping, AdamW at the scheduled rate; then metrics, the progress line, periodic held-out evaluation
-// and checkpoints. A checkpoint holds the weights, both AdamW moments, the optimizer step, the tokens
-// seen and the loader's position (there is no other randomness in a step: no dropout, and the weights'
-// initial values are a function of train.seed), so a resumed run continues bit for bit.
+// Every rank runs the same loader over the same documents, so every rank sees the same global batch
+// whatever the layout: a step is train.global_batch sequences read as M global micro-batches of
+// dp x microbatch_size sequences each, and data::slice_batch cuts this rank's (dp, cp) rows from each
+// (TP and PP ranks of one slice get the same rows). The step's real-token count is taken from the
+// global batch itself, so each rank scales its gradients by 1 / (real tokens of the global step) with
+// no communication, and the loss reported is sum(loss over every rank's slice) / that count, summed
+// over the DP and CP groups (every pipeline rank has its slice's loss): each token counted once. The
+// summed count of the slices is checked against the global count on every step, so a slicing bug
+// that drops or doubles a token stops the run instead of training on.
+//
+// Around the step, the same for every layout: the learning-rate schedule and the paper's batch ramp
+// (section 3.4.1: half the micro-batch at half the length, then half at full length), held-out
+// evaluation over eval.batches global batches (a one-pass loader; the same sequences whatever the
+// layout), MFU, the metrics file and the progress line on rank 0, checkpoints (checkpoint.h:
+// written by every rank, readable by any layout, with checkpoint.fallback), and injected faults
+// (fault.* in the config: a rank that exits or stops at a step, to show how the job fails).
+// A checkpoint holds the weights, both AdamW moments, the optimizer step, the tokens seen and the
+// loader's position; there is no other randomness in a step, so a resumed run continues bit for bit.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -17,11 +29,12 @@
 
 #include "herd/data/loader.h"
 #include "herd/data/shard.h"
-#include "herd/nn/model.h"
+#include "herd/model/config.h"
+#include "herd/parallel/context.h"
 #include "herd/train/config.h"
 #include "herd/train/lr_schedule.h"
 #include "herd/train/metrics.h"
-#include "herd/train/optimizer.h"
+#include "herd/train/rank_model.h"
 
 namespace herd::train {
 
@@ -37,63 +50,77 @@ struct StepRecord {
   std::optional<double> val_loss;
 };
 
+// The model the config names (a preset or config.json, with model.vocab applied) checked against the
+// data: a sequence longer than the model allows is an error naming data.seq_len.
+Result<model::LlamaConfig> resolve_model_config(const TrainConfig& cfg, std::int64_t data_vocab);
+
+// Everything about a layout that can be refused before any rank starts, with the numbers: the degrees
+// and their product against the world (world_size 0: unchecked), the batch split (resolve_layout), the
+// model's shard rules (heads, KV heads, FFN and vocabulary by tp; the sequence by 2 x cp and, with
+// sequence parallelism, the CP-local sequence by tp), the pipeline's schedule and layer split, and the
+// batch ramp's shapes.
+Status check_layout(const TrainConfig& cfg, const model::LlamaConfig& m, std::int64_t world_size);
+
+// Entropy of the token frequencies (nats/token): the loss of the best model that ignores context.
+double unigram_entropy(const data::TokenDocuments& docs);
+
+template <typename T>
 class Trainer {
  public:
-  // Builds the model and loaders from the config and the two token splits; resumes from the newest
-  // checkpoint in checkpoint.dir when checkpoint.resume and one exists.
+  // val_docs may be empty (no evaluation). Resumes from the newest checkpoint in checkpoint.dir when
+  // checkpoint.resume and one exists. Collective: every rank calls it.
   static Result<std::unique_ptr<Trainer>> make(const TrainConfig& cfg, const model::LlamaConfig& model_cfg,
+                                               const parallel::ParallelContext& ctx,
+                                               std::unique_ptr<RankModel<T>> model,
                                                std::shared_ptr<const data::TokenDocuments> train_docs,
                                                std::shared_ptr<const data::TokenDocuments> val_docs);
 
-  // Runs until train.steps, or stops after step `stop_after` (> 0) with a checkpoint, as a preempted job
-  // would. Every step is reported to `on_step` when set.
+  // Runs until train.steps, or until step stop_after (> 0), with a checkpoint there when checkpoint.dir
+  // is set. Collective: every rank calls it.
   Status run(std::int64_t stop_after = 0);
-
-  // Mean loss over the first eval.batches micro-batches of the held-out split.
-  double evaluate();
+  Status save_checkpoint();
+  // Mean loss over eval.batches global batches of the held-out split (NaN without one). Collective.
+  Result<double> evaluate();
 
   std::int64_t step() const { return step_; }
   std::int64_t resumed_from() const { return resumed_from_; }
   double val_unigram_entropy() const { return unigram_entropy_; }
   const std::vector<StepRecord>& history() const { return history_; }
-  nn::LlamaModel<float>& model() { return *model_; }
+  RankModel<T>& model() { return *model_; }
   std::function<void(const StepRecord&)> on_step;
-  bool quiet = false;  // no progress lines (tests)
-
-  Status save_checkpoint() const;
+  bool quiet = false;             // no progress or projection lines (tests; ranks other than 0)
+  double step_seconds_total = 0;  // wall time of the steps run so far (benchmarks)
+  // Seconds this rank has spent blocked in collectives so far (the launcher's TimedCommunicator);
+  // when set, every StepRecord carries its step's share (the measured exposed communication).
+  std::function<double()> comm_wait_clock;
 
  private:
   Trainer() = default;
   Status resume();
+  Status maybe_inject_fault();
   Result<data::Loader*> loader_for(const BatchShape& shape);
+  // The micro-batch slices of this rank for one global step: M global micro-batches from `loader`
+  // (padded with empty ones once a one-pass loader runs out), each cut to this rank's rows. `real`
+  // receives the real tokens of the global step, `tokens` all its tokens; false once nothing was read.
+  Result<bool> next_slices(data::Loader& loader, std::vector<data::Batch>& slices, std::int64_t& real,
+                           std::int64_t& tokens);
+  // Loss sum and real tokens summed over the DP and CP groups, checked against the global count.
+  Result<kernels::CrossEntropyLoss> reduce_loss(const kernels::CrossEntropyLoss& local, std::int64_t real);
 
   TrainConfig cfg_;
+  ResolvedLayout layout_;
   model::LlamaConfig model_cfg_;
+  parallel::ParallelContext ctx_;
+  std::unique_ptr<RankModel<T>> model_;
   std::shared_ptr<const data::TokenDocuments> train_docs_, val_docs_;
-  std::unique_ptr<nn::LlamaModel<float>> model_;
-  std::unique_ptr<AdamW<float>> opt_;
   std::vector<std::unique_ptr<data::Loader>> loaders_;  // one per batch shape of the ramp
   data::Loader* current_ = nullptr;
   LrSchedule lr_;
   BatchRamp ramp_;
-  MetricsWriter metrics_;
-  std::int64_t step_ = 0;
-  std::int64_t tokens_ = 0;
-  std::int64_t resumed_from_ = -1;
-  double flops_per_token_ = 0;
-  double peak_flops_ = 0;
+  MetricsWriter metrics_;  // rank 0 only
+  std::int64_t step_ = 0, tokens_ = 0, resumed_from_ = -1;
+  double flops_per_token_ = 0, peak_flops_ = 0, unigram_entropy_ = 0;
   std::vector<StepRecord> history_;
-  double unigram_entropy_ = 0;
 };
-
-// Entropy of the token frequencies (nats/token): the loss of the best model that ignores context.
-double unigram_entropy(const data::TokenDocuments& docs);
-
-// Reads data.dir's "train" and "val" splits and builds a Trainer (the `herd train` path).
-Result<std::unique_ptr<Trainer>> make_trainer_from_shards(const TrainConfig& cfg);
-
-// The model the config names (a preset or config.json, with model.vocab applied) checked against the
-// data: a sequence longer than the model allows is an error naming data.seq_len.
-Result<model::LlamaConfig> resolve_model_config(const TrainConfig& cfg, std::int64_t data_vocab);
 
 }  // namespace herd::train

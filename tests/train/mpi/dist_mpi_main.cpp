@@ -28,11 +28,12 @@ int main(int argc, char** argv) {
     if (k == "--cp") cfg.parallel.cp = v;
     if (k == "--pp") cfg.parallel.pp = v;
     if (k == "--v") cfg.parallel.v = v;
-    if (k == "--m") cfg.train.grad_accum = v;
-    if (k == "--n") cfg.parallel.pp_n = v;
+    if (k == "--m") cfg.train.global_batch = 4 * v;  // M global micro-batches of 4 sequences
+    if (k == "--n") cfg.parallel.n = static_cast<int>(v);
     if (k == "--dp") cfg.parallel.dp = v;
     if (k == "--steps") cfg.train.steps = v;
   }
+  cfg.parallel.microbatch = 4 / cfg.parallel.dp;
   const model::LlamaConfig model_cfg = testing::parity_model(cfg.parallel.pp > 1 ? 6 : 2);
   comm::CommOptions opts;
   opts.timeout_s = 120;
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
   JobResult<double> out;
   const auto docs = testing::parity_docs(80, 7);
   Status s = run_rank<double>(
-      **world, cfg, model_cfg, docs,
+      **world, cfg, model_cfg, {docs, nullptr},
       impl == "replica" ? testing::replica_factory<double>() : distributed_llama_factory<double>(), &out);
   if (!s.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", (*world)->rank(), s.error().message().c_str());
