@@ -105,6 +105,22 @@ Result<kernels::CrossEntropyLoss> DistributedLlama<T>::forward_backward(const nn
 }
 
 template <typename T>
+Result<kernels::CrossEntropyLoss> DistributedLlama<T>::evaluate(const nn::MicroBatch& mb) {
+  HERD_CHECK(mb.rows() <= max_rows_ && mb.seq_len <= max_seq_, "micro-batch (", mb.batch, ", ", mb.seq_len,
+             ") exceeds the model's sizing");
+  if (cph_) HERD_RETURN_IF_ERROR(cph_->set_micro_batch(mb));
+  tensor::Arena& a = *arena_;
+  const tensor::Arena::Mark start = a.mark();
+  T* x = a.allocate_array<T>(tpc_->local_rows(mb.rows()) * cfg_.hidden, "residual");
+  // Without fusing the head, the last stage computes the loss in the forward (scale 0: zero gradients).
+  HERD_ASSIGN_OR_RETURN(typename DistributedStage<T>::State st, stage_->forward(a, mb, x, T(0), false));
+  a.reset(start);
+  // What a backward would have released: the units gathered by this forward.
+  for (std::int64_t u = 0; u < stage_->unit_count(); ++u) stage_->unit(u).release();
+  return st.loss;
+}
+
+template <typename T>
 Result<double> DistributedLlama<T>::step(const kernels::AdamWConfig& base, double lr, double max_norm) {
   double sq = stage_->counted_sum_squares();
   HERD_RETURN_IF_ERROR(ctx_.tp->all_reduce<double>(&sq, 1, comm::ReduceOp::kSum));

@@ -85,6 +85,9 @@ class DistributedLlama {
 
   void zero_grads() { stage_->zero_grads(); }
   Result<kernels::CrossEntropyLoss> forward_backward(const nn::MicroBatch& mb, T loss_scale, bool last_micro_batch);
+  // Forward only (evaluation): the micro-batch's loss sum and real tokens, as forward_backward returns
+  // them; the gradients are untouched (the head adds exact zeros) and every unit is released after.
+  Result<kernels::CrossEntropyLoss> evaluate(const nn::MicroBatch& mb);
   // Global-norm clipping (max_norm 0: none) and AdamW on the shards; returns the norm before clipping.
   Result<double> step(const kernels::AdamWConfig& base, double lr, double max_norm);
   std::int64_t steps() const { return step_; }

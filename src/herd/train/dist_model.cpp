@@ -66,6 +66,16 @@ class DistributedLlamaModel final : public RankModel<T> {
                                                      bool last_micro_batch) override {
     return model_.forward_backward(mb, loss_scale, last_micro_batch);
   }
+  // Forward only: a third of the training step's work.
+  Result<kernels::CrossEntropyLoss> evaluate_step(const std::vector<nn::MicroBatch>& mbs) override {
+    kernels::CrossEntropyLoss total;
+    for (const nn::MicroBatch& mb : mbs) {
+      HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss r, model_.evaluate(mb));
+      total.loss_sum += r.loss_sum;
+      total.count += r.count;
+    }
+    return total;
+  }
   Result<double> step(const kernels::AdamWConfig& cfg, double lr, double max_norm) override {
     return model_.step(cfg, lr, max_norm);
   }

@@ -63,6 +63,14 @@ class RankModel {
     }
     return total;
   }
+  // The loss of the step's micro-batches without training on them (evaluation); collective like
+  // forward_backward_step. By default the training path with a loss scale of 0 (every gradient an exact
+  // zero, cleared after); a model with a forward-only path overrides it.
+  virtual Result<kernels::CrossEntropyLoss> evaluate_step(const std::vector<nn::MicroBatch>& mbs) {
+    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss r, forward_backward_step(mbs, T(0)));
+    zero_grads();
+    return r;
+  }
   // Reduces the gradients across ranks, clips by the global norm (max_norm 0: no clipping) and applies
   // AdamW at rate lr to this rank's shard. Returns the global gradient norm before clipping.
   virtual Result<double> step(const kernels::AdamWConfig& cfg, double lr, double max_norm) = 0;
