@@ -3,7 +3,11 @@
 // the same process with the same thread count. bench/train/run.sh runs it next to the PyTorch peer
 // (torch_peer.py) on the same model and batch.
 //
-//   herd_bench_train --model small --threads 1 --micro-batch 8 --seq-len 512 --steps 3 [--out r.json]
+//   herd_bench_train --model small --threads 1 --micro-batch 8 --seq-len 512 --steps 3 [--path P] [--out r.json]
+//
+// --path trainer (the default) times what `herd train` runs on one rank: parallel::DistributedLlama in a
+// one-rank world (its FSDP units, TP and CP hooks at degree 1) and its optimizer step; --path reference
+// times the plain reference model nn::LlamaModel with train::AdamW, which the tests compare against.
 //
 // FLOPs per token are model FLOPs (model/flops.h: 6 x parameters + causal attention), the convention
 // the PyTorch peer uses too. Both wall-clock and process-CPU-time rates are reported (medians over the
@@ -20,16 +24,19 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/bench_json.h"
+#include "herd/comm/local/local_world.h"
 #include "herd/core/check.h"
 #include "herd/core/timer.h"
 #include "herd/kernels/gemm.h"
 #include "herd/model/flops.h"
 #include "herd/nn/model.h"
+#include "herd/parallel/model.h"
 #include "herd/train/optimizer.h"
 
 namespace {
@@ -106,6 +113,10 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed steps (after one warm-up step)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  std::string path = "trainer";
+  app.add_option("--path", path, "trainer (what herd train runs on one rank) or reference (nn::LlamaModel)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trainer", "reference"}));
   app.add_option("--out", out, "JSON output file (default: stdout)");
   CLI11_PARSE(app, argc, argv);
 
@@ -115,11 +126,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", cfg.error().message().c_str());
     return 1;
   }
-  herd::nn::LlamaModel<float> m(*cfg, herd::model::Recompute::kNone, micro_batch, seq_len);
-  m.init_weights(1);
-  herd::train::AdamW<float> opt(m.param_count());
-  herd::kernels::AdamWConfig ac;
-
   const std::int64_t n = micro_batch * seq_len;
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(n)), targets(tokens.size()), pos(tokens.size()),
       doc(tokens.size(), 0);
@@ -130,21 +136,55 @@ int main(int argc, char** argv) {
     pos[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % seq_len);
   }
   const herd::nn::MicroBatch mb{micro_batch, seq_len, tokens.data(), targets.data(), pos.data(), doc.data()};
-  auto step = [&] {
-    m.zero_grads();
-    const auto l = m.forward_backward(mb, 1.0f / static_cast<float>(n));
-    opt.step(m.params(), m.grads(), ac, 1e-4, 1.0);
-    return l.loss_sum / static_cast<double>(l.count);
-  };
-  step();  // warm-up: page in the arena, the BLAS buffers and the thread pool
+  herd::kernels::AdamWConfig ac;
   std::vector<double> wall, cpu;
   double loss = 0;
-  for (int s = 0; s < steps; ++s) {
-    herd::Timer t;
-    const double c0 = cpu_seconds();
-    loss = step();
-    wall.push_back(t.seconds());
-    cpu.push_back(cpu_seconds() - c0);
+  std::int64_t param_count = 0;
+  // Runs `step` once to warm up (page in the arena, the BLAS buffers and the thread pool), then times it.
+  auto time_steps = [&](const std::function<double()>& step) {
+    step();
+    for (int s = 0; s < steps; ++s) {
+      herd::Timer t;
+      const double c0 = cpu_seconds();
+      loss = step();
+      wall.push_back(t.seconds());
+      cpu.push_back(cpu_seconds() - c0);
+    }
+  };
+  if (path == "reference") {
+    herd::nn::LlamaModel<float> m(*cfg, herd::model::Recompute::kNone, micro_batch, seq_len);
+    m.init_weights(1);
+    param_count = m.param_count();
+    herd::train::AdamW<float> opt(m.param_count());
+    time_steps([&] {
+      m.zero_grads();
+      const auto l = m.forward_backward(mb, 1.0f / static_cast<float>(n));
+      opt.step(m.params(), m.grads(), ac, 1e-4, 1.0);
+      return l.loss_sum / static_cast<double>(l.count);
+    });
+  } else {
+    herd::comm::LocalWorld world(1, herd::comm::CommOptions{});
+    const std::vector<herd::Status> st = world.run([&](herd::comm::Communicator& w) -> herd::Status {
+      HERD_ASSIGN_OR_RETURN(herd::topology::ParallelDims dims, herd::topology::ParallelDims::make(1, 1, 1, 1, 1));
+      HERD_ASSIGN_OR_RETURN(auto groups, herd::parallel::ParallelGroups::make(w, dims));
+      herd::parallel::DistributedLlama<float> m(*cfg, groups->context(), herd::model::Recompute::kNone, micro_batch,
+                                                seq_len);
+      m.init_weights(1);
+      param_count = m.full_param_count();
+      herd::Status failed = herd::Status::Ok();
+      time_steps([&] {
+        m.zero_grads();
+        herd::Result<herd::kernels::CrossEntropyLoss> l = m.forward_backward(mb, 1.0f / static_cast<float>(n), true);
+        herd::Result<double> norm = l.ok() ? m.step(ac, 1e-4, 1.0) : herd::Result<double>(l.error());
+        if (!norm.ok()) failed = norm.error();
+        return l.ok() ? l->loss_sum / static_cast<double>(l->count) : 0.0;
+      });
+      return failed;
+    });
+    if (!st[0].ok()) {
+      std::fprintf(stderr, "%s\n", st[0].error().message().c_str());
+      return 1;
+    }
   }
   const double med_wall = median(wall), med_cpu = median(cpu);
   const double fpt = *herd::model::train_model_flops_per_token(*cfg, seq_len, herd::model::AttentionMask::causal());
@@ -169,8 +209,9 @@ int main(int argc, char** argv) {
   herd::Json doc_json = herd::bench::envelope("train_step_throughput");
   herd::Json r;
   r["impl"] = "herd";
+  r["path"] = path;
   r["model"] = model_name;
-  r["params"] = m.param_count();
+  r["params"] = param_count;
   r["threads"] = threads;
   r["micro_batch"] = micro_batch;
   r["seq_len"] = seq_len;
