@@ -6,7 +6,7 @@
 
 #include "herd/comm/local/local_world.h"
 #include "herd/kernels/gemm.h"
-#include "herd/train/comm_timer.h"
+#include "herd/measure/comm_timer.h"
 #include "herd/train/dist_trainer.h"
 
 namespace herd::train {
@@ -21,7 +21,7 @@ Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const mode
                 std::shared_ptr<const data::TokenDocuments> docs, const RankModelFactory<T>& factory, JobResult<T>* out,
                 std::int64_t stop_after, bool gather) {
   // Every group is split from the timed world, so the time spent waiting on any collective is counted.
-  TimedCommunicator world(world_in);
+  measure::TimedCommunicator world(world_in);
   HERD_ASSIGN_OR_RETURN(
       topology::ParallelDims dims,
       topology::ParallelDims::make(cfg.parallel.tp, cfg.parallel.cp, cfg.parallel.pp, cfg.parallel.dp, world.size()));
