@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "herd/comm/local/local_world.h"
+#include "herd/core/collective_bw.h"
 #include "herd/core/stats.h"
 #include "herd/core/timer.h"
 
@@ -20,8 +21,7 @@ Result<std::vector<CommSample>> time_local_collectives(int ranks, const std::vec
     for (std::int64_t count : counts) {
       const std::size_t n = static_cast<std::size_t>(count);
       std::vector<float> send(n * static_cast<std::size_t>(ranks), 1.0f), recv(n * static_cast<std::size_t>(ranks));
-      const double nb = static_cast<double>(ranks), frac = (nb - 1) / nb;
-      auto run = [&](const std::string& op, double bytes, double steps, double volume, auto&& fn) -> Status {
+      auto run = [&](Collective kind, const std::string& op, double bytes, auto&& fn) -> Status {
         std::vector<double> t;
         for (int i = 0; i <= repeats; ++i) {
           HERD_RETURN_IF_ERROR(c.barrier());
@@ -29,21 +29,24 @@ Result<std::vector<CommSample>> time_local_collectives(int ranks, const std::vec
           HERD_RETURN_IF_ERROR(fn());
           if (i > 0) t.push_back(timer.seconds());
         }
-        if (c.rank() == 0) out.push_back({op, ranks, bytes, median(t), steps, volume});
+        // The model's terms, from core/collective_bw.h: a ring of `ranks` (send/recv: two ranks).
+        const std::int64_t group = kind == Collective::kSendRecv ? 2 : ranks;
+        if (c.rank() == 0) {
+          out.push_back({op, ranks, bytes, median(t), latency_steps(kind, group - 1), bytes * bus_factor(kind, group)});
+        }
         return Status::Ok();
       };
-      const double b = 4.0 * static_cast<double>(n) * nb;  // the whole tensor of the collective
-      HERD_RETURN_IF_ERROR(run("all_reduce", b, 2 * (nb - 1), 2 * frac * b, [&] {
+      const double b = 4.0 * static_cast<double>(n) * static_cast<double>(ranks);  // the whole tensor
+      HERD_RETURN_IF_ERROR(run(Collective::kAllReduce, "all_reduce", b, [&] {
         return c.all_reduce(send.data(), recv.data(), n * static_cast<std::size_t>(ranks), comm::ElemType::kF32,
                             comm::ReduceOp::kSum);
       }));
-      HERD_RETURN_IF_ERROR(run("all_gather", b, nb - 1, frac * b,
+      HERD_RETURN_IF_ERROR(run(Collective::kAllGather, "all_gather", b,
                                [&] { return c.all_gather(send.data(), recv.data(), n, comm::ElemType::kF32); }));
-      HERD_RETURN_IF_ERROR(run("reduce_scatter", b, nb - 1, frac * b, [&] {
+      HERD_RETURN_IF_ERROR(run(Collective::kReduceScatter, "reduce_scatter", b, [&] {
         return c.reduce_scatter(send.data(), recv.data(), n, comm::ElemType::kF32, comm::ReduceOp::kSum);
       }));
-      const double pb = 4.0 * static_cast<double>(n);
-      HERD_RETURN_IF_ERROR(run("send_recv", pb, 1, pb, [&]() -> Status {
+      HERD_RETURN_IF_ERROR(run(Collective::kSendRecv, "send_recv", 4.0 * static_cast<double>(n), [&]() -> Status {
         if (c.rank() == 0) return c.send(send.data(), n, comm::ElemType::kF32, 1, 7);
         if (c.rank() == 1) return c.recv(recv.data(), n, comm::ElemType::kF32, 0, 7);
         return Status::Ok();

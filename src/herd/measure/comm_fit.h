@@ -1,8 +1,9 @@
 // The communicator measured and fitted: times of the local communicator's collectives on thread ranks,
 // and the latency and bandwidth of the planner's collective model fitted to them (`herd calibrate`).
 //
-// Every sample carries the model's terms for its op (steps x latency + volume / bandwidth), so the fit
-// and the table that shows the fitted model next to each measurement use the planner's formulas.
+// Every sample carries the model's terms for its op (steps x latency + volume / bandwidth), taken from
+// core/collective_bw.h (latency_steps, bus_factor), the formulas the planner and bench/comm use; so the
+// fit and the table that shows the fitted model next to each measurement are the planner's model.
 #pragma once
 
 #include <cstdint>
