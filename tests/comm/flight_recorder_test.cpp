@@ -1,4 +1,4 @@
-// The flight recorder: ring semantics, state stamps, JSON dump; and the HERD_COMM_* options.
+// The flight recorder: ring semantics, state stamps, JSON dump; and the pipeline tags.
 #include "herd/comm/flight_recorder.h"
 
 #include <gtest/gtest.h>
@@ -75,27 +75,6 @@ TEST(FlightRecorder, DumpsJson) {
   EXPECT_EQ(x["state"], "timed_out");
   auto bad = fr.dump("/proc/no_such_dir", "t", "x");
   EXPECT_FALSE(bad.ok());
-}
-
-TEST(CommOptions, EnvironmentOverridesAndBadValuesNameTheVariable) {
-  setenv("HERD_COMM_TIMEOUT_S", "2.5", 1);
-  setenv("HERD_COMM_DETERMINISTIC", "off", 1);
-  auto o = CommOptions::from_env();
-  ASSERT_TRUE(o.ok());
-  EXPECT_EQ(o->timeout_s, 2.5);
-  EXPECT_FALSE(o->deterministic);
-  setenv("HERD_COMM_TIMEOUT_S", "soon", 1);
-  o = CommOptions::from_env();
-  ASSERT_FALSE(o.ok());
-  EXPECT_EQ(o.error().message(), "HERD_COMM_TIMEOUT_S: expected a positive number of seconds, got 'soon'");
-  unsetenv("HERD_COMM_TIMEOUT_S");
-  setenv("HERD_COMM_DETERMINISTIC", "maybe", 1);
-  EXPECT_FALSE(CommOptions::from_env().ok());
-  unsetenv("HERD_COMM_DETERMINISTIC");
-  o = CommOptions::from_env();
-  ASSERT_TRUE(o.ok());
-  EXPECT_EQ(o->timeout_s, 300.0);
-  EXPECT_TRUE(o->deterministic);
 }
 
 TEST(CommOptions, PipelineTagsAreUniqueAndBounded) {

@@ -141,10 +141,9 @@ TEST_F(DistCli, AStalledRankStopsHerdTrainNamingIt) {
   const std::string dump = (dir_ / "dumps").string();
   fs::create_directories(dump);
   ::setenv("HERD_FAULT", "stall:1:2:6", 1);
-  ::setenv("HERD_COMM_DUMP_DIR", dump.c_str(), 1);
-  auto r = herd::testing::run_herd(run_args((dir_ / "m.jsonl").string()) + " --dp 2 --parallel.comm_timeout_s=2");
+  auto r = herd::testing::run_herd(run_args((dir_ / "m.jsonl").string()) +
+                                   " --dp 2 --parallel.comm_timeout_s=2 --comm.dump_dir=" + dump);
   ::unsetenv("HERD_FAULT");
-  ::unsetenv("HERD_COMM_DUMP_DIR");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("global ranks 1 had not joined it"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("flight recorders dumped"), std::string::npos) << r.err;

@@ -208,25 +208,23 @@ TEST(Projection, CalibrationFileOverridesThePresetAndErrorsNameTheField) {
   Json j = topology::cluster_to_json(*preset);
   j["accelerator"]["peak_tflops"]["fp32"] = 0.5;
   std::ofstream(path) << j.dump();
-  ::setenv("HERD_CLUSTER_FILE", path.c_str(), 1);
-  Result<topology::Cluster> c = local_cpu_cluster();
+  Result<topology::Cluster> c = local_cpu_cluster(path);
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_EQ(c->accelerator.peak_tflops_fp32, 0.5);
   j["accelerator"]["host_cores"] = "two";
   std::ofstream(path) << j.dump();
-  c = local_cpu_cluster();
+  c = local_cpu_cluster(path);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.error().message().find("accelerator.host_cores"), std::string::npos) << c.error().message();
-  EXPECT_NE(c.error().message().find("HERD_CLUSTER_FILE"), std::string::npos) << c.error().message();
+  EXPECT_NE(c.error().message().find("projection.cluster_file"), std::string::npos) << c.error().message();
   EXPECT_EQ(c.error().message().find('\n'), std::string::npos);
   j["accelerator"]["host_cores"] = 2;
   j["accelerator"]["thread_scaling"] = 1.5;
   std::ofstream(path) << j.dump();
-  c = local_cpu_cluster();
+  c = local_cpu_cluster(path);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.error().message().find("accelerator.thread_scaling: must be in (0, 1], got 1.5"), std::string::npos)
       << c.error().message();
-  ::unsetenv("HERD_CLUSTER_FILE");
   std::filesystem::remove(path);
 }
 

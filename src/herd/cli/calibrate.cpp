@@ -50,6 +50,7 @@ struct CalibrateOptions {
   std::int64_t seq_len = 256;
   std::string out = "build/local-cpu.json";
   int repeats = 7;
+  double background_jobs = -1;  // -1: measured from /proc
 };
 
 // The median of the repeats (measure/timing.h): one-thread kernels on this thread's CPU clock (a
@@ -150,7 +151,7 @@ int run_calibrate(const CalibrateOptions& o) {
   const model::LlamaConfig& m = *mr;
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const double load_before = measure::load_average();
-  const double background = train::measure_background_jobs();
+  const double background = train::background_jobs(o.background_jobs);
   const std::int64_t rows = o.micro_batch * o.seq_len;
   Table t({"what", "shape", "median", "rate"});
 
@@ -331,8 +332,8 @@ int run_calibrate(const CalibrateOptions& o) {
               << " other jobs were running: the reference training steps ran beside them, so the runtime "
                  "efficiencies are low; calibrate on a quiet host\n";
   }
-  std::cout << "wrote " << o.out << " (use it with HERD_CLUSTER_FILE=" << o.out << " herd train ..., or herd "
-            << "estimate --cluster " << o.out << "); load average " << format_fixed(load_before, 2) << "\n";
+  std::cout << "wrote " << o.out << " (use it with herd train --projection.cluster_file=" << o.out
+            << " or herd estimate --cluster " << o.out << "); load average " << format_fixed(load_before, 2) << "\n";
   return 0;
 }
 
@@ -353,7 +354,15 @@ Subcommand add_calibrate_command(CLI::App& root) {
   app->add_option("--repeats", o->repeats, "Timed repeats per measurement (the median counts)")
       ->check(positive_integer())
       ->capture_default_str();
-  app->add_option("--out", o->out, "Where to write the cluster JSON")->capture_default_str();
+  app->add_option("--out", o->out,
+                  "Where to write the cluster JSON (then: herd train --projection.cluster_file=FILE, herd "
+                  "estimate/plan --cluster FILE)")
+      ->capture_default_str();
+  app->add_option("--background-jobs", o->background_jobs,
+                  "Other jobs sharing the cores: -1 measures them from /proc; 0 declares an idle host (the "
+                  "all-core GEMM rate then sets thread_scaling)")
+      ->check(CLI::Range(-1.0, 1e6))
+      ->capture_default_str();
   return {app, [o] { return run_calibrate(*o); }};
 }
 

@@ -140,8 +140,11 @@ Subcommand add_train_command(CLI::App& root) {
   app->allow_extras();
   app->footer(
       "Every field of the configuration can be overridden as --section.field=value, e.g. --optim.lr=1e-3 "
-      "--train.steps=500; --print-config lists them. Sections: model, data, optim, schedule, train, eval, "
-      "checkpoint, generate, parallel. See docs/training.md and docs/distributed.md.");
+      "--train.steps=500; --print-config prints them as JSON, and every run starts with a table of each field "
+      "and its meaning. Sections: model, data, optim, schedule, train, eval, checkpoint, generate, parallel, "
+      "comm (deterministic, dump_dir, recorder_size: the communicator), projection (cluster_file: a herd "
+      "calibrate output; background_jobs: -1 measures, 0 declares an idle host). See docs/training.md and "
+      "docs/distributed.md.");
   return {app, [opts, app] { return run_train(*opts, app->remaining()); }};
 }
 

@@ -114,6 +114,14 @@ const std::vector<Field>& registry() {
       bind_field("generate.samples", &C::generate, &GenerateSection::samples, "samples printed after training"),
       bind_field("generate.max_tokens", &C::generate, &GenerateSection::max_tokens, "tokens per sample"),
       bind_field("generate.prompt", &C::generate, &GenerateSection::prompt, "prompt of the samples"),
+      bind_field("comm.deterministic", &C::comm, &CommSection::deterministic,
+                 "fixed rank-order reductions, bit-exact; false: MPI's native collectives"),
+      bind_field("comm.dump_dir", &C::comm, &CommSection::dump_dir, "flight-recorder dumps; empty: the temp dir"),
+      bind_field("comm.recorder_size", &C::comm, &CommSection::recorder_size, "flight-recorder entries per rank"),
+      bind_field("projection.cluster_file", &C::projection, &ProjectionSection::cluster_file,
+                 "herd calibrate output to plan with; empty: the local-cpu preset"),
+      bind_field("projection.background_jobs", &C::projection, &ProjectionSection::background_jobs,
+                 "other jobs on the cores; -1: measured, 0: idle host"),
   };
   return fields;
 }
@@ -138,7 +146,8 @@ Error unknown_key(const std::string& key, const std::string& source) {
   const std::string known = keys_of(section);
   if (known.empty()) {
     return make_error(source, "unknown section '", section,
-                      "'; sections are model, data, optim, schedule, train, eval, checkpoint, generate");
+                      "'; sections are model, data, optim, schedule, train, eval, checkpoint, generate, "
+                      "parallel, comm, projection");
   }
   return make_error(source, "unknown key '", key, "'; ", section, " has ", known);
 }
@@ -246,6 +255,10 @@ Status validate(const TrainConfig& c) {
   }
   Result<model::Recompute> r = model::parse_recompute(c.train.recompute);
   if (!r.ok()) return r.error().with_context("train.recompute");
+  HERD_RETURN_IF_ERROR(positive(c.comm.recorder_size, "comm.recorder_size"));
+  if (c.projection.background_jobs < 0 && c.projection.background_jobs != -1) {
+    return make_error("projection.background_jobs: must be >= 0, or -1 to measure, got ", c.projection.background_jobs);
+  }
   return Status::Ok();
 }
 
@@ -267,6 +280,15 @@ Json to_json(const TrainConfig& cfg) {
     j[f.key.substr(0, dot)][f.key.substr(dot + 1)] = f.get(cfg);
   }
   return j;
+}
+
+comm::CommOptions comm_options(const TrainConfig& cfg) {
+  comm::CommOptions o;
+  o.timeout_s = cfg.parallel.comm_timeout_s;
+  o.deterministic = cfg.comm.deterministic;
+  o.dump_dir = cfg.comm.dump_dir;
+  o.recorder_capacity = static_cast<std::size_t>(cfg.comm.recorder_size);
+  return o;
 }
 
 }  // namespace herd::train

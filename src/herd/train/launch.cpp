@@ -53,8 +53,7 @@ Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m,
   const std::int64_t world_size = cfg.parallel.world();
   // Refused before any rank starts: the layout must fit the model and the batch.
   HERD_RETURN_IF_ERROR(check_layout(cfg, m, world_size));
-  HERD_ASSIGN_OR_RETURN(comm::CommOptions opts, comm::CommOptions::from_env());
-  opts.timeout_s = std::min(opts.timeout_s, cfg.parallel.comm_timeout_s);
+  const comm::CommOptions opts = comm_options(cfg);
   const int saved_threads = kernels::num_threads();
   kernels::set_num_threads(cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads)
                                                  : blas_threads_per_rank(static_cast<int>(world_size)));

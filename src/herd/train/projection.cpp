@@ -31,22 +31,16 @@ Result<RunLayout> run_layout(const TrainConfig& cfg) {
   return l;
 }
 
-Result<topology::Cluster> local_cpu_cluster() {
-  const char* file = std::getenv("HERD_CLUSTER_FILE");
-  if (file != nullptr && *file != '\0') {
-    Result<topology::Cluster> c = topology::load_cluster(file);
-    if (!c.ok()) return c.error().with_context("HERD_CLUSTER_FILE");
+Result<topology::Cluster> local_cpu_cluster(const std::string& cluster_file) {
+  if (!cluster_file.empty()) {
+    Result<topology::Cluster> c = topology::load_cluster(cluster_file);
+    if (!c.ok()) return c.error().with_context("projection.cluster_file");
     return c;
   }
   return topology::cluster_preset("local-cpu");
 }
 
-double measure_background_jobs() {
-  if (const char* e = std::getenv("HERD_BACKGROUND_JOBS"); e != nullptr && *e != '\0') {
-    return std::max(0.0, std::atof(e));
-  }
-  return measure::sample_background_jobs();
-}
+double background_jobs(double fixed) { return fixed >= 0 ? fixed : measure::sample_background_jobs(); }
 
 Result<Projection> project(const model::LlamaConfig& m, const RunLayout& r, const topology::Cluster& cluster) {
   topology::Cluster host = cluster;
@@ -212,12 +206,11 @@ Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m,
   if (!print) return make_error("no projection: this trainer does not report");
   Result<Projection> p = [&]() -> Result<Projection> {
     HERD_ASSIGN_OR_RETURN(const RunLayout l, run_layout(cfg));
-    HERD_ASSIGN_OR_RETURN(topology::Cluster c, local_cpu_cluster());
+    HERD_ASSIGN_OR_RETURN(topology::Cluster c, local_cpu_cluster(cfg.projection.cluster_file));
     measure::HostCpuTimes at_start;
     if (c.accelerator.host_cores > 0) {
-      c.accelerator.background_jobs = measure_background_jobs();
-      const char* fixed = std::getenv("HERD_BACKGROUND_JOBS");
-      if (fixed == nullptr || *fixed == '\0') at_start = measure::host_cpu_times();
+      c.accelerator.background_jobs = background_jobs(cfg.projection.background_jobs);
+      if (cfg.projection.background_jobs < 0) at_start = measure::host_cpu_times();
     }
     HERD_ASSIGN_OR_RETURN(Projection p, project(m, l, c));
     p.cpu_at_start = at_start;

@@ -45,14 +45,15 @@ struct RunLayout {
 // The 4D layout `herd train` runs for this config.
 Result<RunLayout> run_layout(const TrainConfig& cfg);
 
-// The cluster the projection uses: the file HERD_CLUSTER_FILE names (a `herd calibrate` output) when
-// set, else the committed `local-cpu` preset. A malformed file is an error naming its field.
-Result<topology::Cluster> local_cpu_cluster();
+// The cluster the projection uses: `cluster_file` (projection.cluster_file, a `herd calibrate` output)
+// when not empty, else the committed `local-cpu` preset. A malformed file is an error naming
+// projection.cluster_file and the file's field.
+Result<topology::Cluster> local_cpu_cluster(const std::string& cluster_file = "");
 
 // Other jobs competing for this host's cores right now, before a run starts (the "planned" line):
-// measure::sample_background_jobs(). HERD_BACKGROUND_JOBS, when set, is used instead (0: an idle
-// host), here and for the run (below).
-double measure_background_jobs();
+// `fixed` when it is >= 0 (projection.background_jobs; 0: an idle host), here and for the run
+// (below); else measure::sample_background_jobs().
+double background_jobs(double fixed);
 
 struct Projection {
   RunLayout layout;
