@@ -314,8 +314,11 @@ int run_calibrate(const CalibrateOptions& o) {
             << " us per step\n";
 
   Json j = topology::cluster_to_json(c);
-  j["calibration"] = {{"command", "herd calibrate --model " + o.model + " --micro-batch " +
-                                      std::to_string(o.micro_batch) + " --seq-len " + std::to_string(o.seq_len)},
+  const std::string command =
+      "herd calibrate --model " + o.model + " --micro-batch " + std::to_string(o.micro_batch) + " --seq-len " +
+      std::to_string(o.seq_len) +
+      (o.background_jobs >= 0 ? " --background-jobs " + format_fixed(o.background_jobs, 1) : "");
+  j["calibration"] = {{"command", command},
                       {"load_average", {load_before, measure::load_average()}},
                       {"background_jobs", background},
                       {"gemm_flops_per_s_all_cores", gemm_all},
