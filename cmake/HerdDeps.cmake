@@ -5,7 +5,7 @@
 # folder that is not listed, so this file, the build graph and the design document cannot drift apart.
 # Folders are listed in dependency order (a folder only names folders above it).
 
-set(HERD_FOLDERS core model topology schedule planner tensor kernels nn comm parallel data train cli)
+set(HERD_FOLDERS core model topology schedule planner tensor kernels nn comm measure parallel data train cli)
 
 set(HERD_DEPS_core "")
 set(HERD_DEPS_model core)
@@ -16,9 +16,10 @@ set(HERD_DEPS_tensor core)
 set(HERD_DEPS_kernels core tensor)
 set(HERD_DEPS_nn core tensor kernels model)
 set(HERD_DEPS_comm core tensor topology)
+set(HERD_DEPS_measure core comm)
 set(HERD_DEPS_parallel core tensor kernels nn comm topology schedule model)
 set(HERD_DEPS_data core topology)
-set(HERD_DEPS_train core model topology schedule planner tensor kernels nn comm parallel data)
+set(HERD_DEPS_train core model topology schedule planner tensor kernels nn comm measure parallel data)
 set(HERD_DEPS_cli ${HERD_FOLDERS})
 list(REMOVE_ITEM HERD_DEPS_cli cli)
 

@@ -32,8 +32,8 @@ echo "== 3b. herd train: the same run as TP2 x CP2 x PP2 (8 ranks as threads), f
 # speed of this kind of shared virtual machine moves between hours (docs/projection.md).
 rm -rf runs/demo/checkpoints_4d runs/demo/metrics_4d.jsonl
 build/herd calibrate --out runs/demo/local-cpu.json | tail -2
-HERD_CLUSTER_FILE=runs/demo/local-cpu.json build/herd train configs/demo_4d.json --train.steps=50 \
-  --schedule.decay_steps=225
+build/herd train configs/demo_4d.json --train.steps=50 --schedule.decay_steps=225 \
+  --projection.cluster_file=runs/demo/local-cpu.json
 echo
 echo "step  loss (1 rank)  loss (TP2 x CP2 x PP2)"
 loss_column() {

@@ -5,13 +5,13 @@ Every layout runs a few steps of the tiny (or small) model with --train.projecti
 the planner's prediction for the run on the local-cpu cluster and the measured median step time and
 rank memory. The cluster is calibrated first (`herd calibrate`, about 10 s, written next to the
 results), because this shared virtual machine's speed moves by up to 1.8x between hours; with
---no-calibrate the committed preset (or the file HERD_CLUSTER_FILE names) is used instead. This script collects
+--no-calibrate the committed preset (or the file --cluster-file names) is used instead. This script collects
 them, writes one JSON document (figure, machine, commit, load averages, per-layout results, MAPE)
 and a markdown table. The machine is shared: each step time is a median over steps, and the load
 average before and after every run is recorded next to it.
 
   python3 bench/projection/run.py [--herd build/herd] [--data DIR] [--steps 6] [--out-dir bench/projection]
-                                  [--no-calibrate] [--only NAME]
+                                  [--no-calibrate [--cluster-file F]] [--only NAME]
 
 Method and results: docs/projection.md.
 """
@@ -97,16 +97,19 @@ def main():
     ap.add_argument("--out-dir", default="bench/projection")
     ap.add_argument("--only", default="", help="run only layouts whose name contains this")
     ap.add_argument("--no-calibrate", action="store_true",
-                    help="plan with the preset or HERD_CLUSTER_FILE instead of a fresh `herd calibrate`")
+                    help="plan with the preset or --cluster-file instead of a fresh `herd calibrate`")
+    ap.add_argument("--cluster-file", default="",
+                    help="with --no-calibrate: a `herd calibrate` output (herd train --projection.cluster_file)")
     a = ap.parse_args()
 
     make_data(a.herd, a.data)
     os.makedirs(a.out_dir, exist_ok=True)
     calibration = None
+    cluster_file = os.path.abspath(a.cluster_file) if a.cluster_file else ""
     if not a.no_calibrate:
         cal = os.path.join(a.out_dir, "local-cpu.json")
         subprocess.run([a.herd, "calibrate", "--out", cal], check=True, stdout=subprocess.DEVNULL)
-        os.environ["HERD_CLUSTER_FILE"] = os.path.abspath(cal)
+        cluster_file = os.path.abspath(cal)
         with open(cal) as f:
             calibration = json.load(f)
     results = []
@@ -117,7 +120,8 @@ def main():
             summary = os.path.join(tmp, "projection.json")
             cmd = ([a.herd, "train", f"--data.dir={a.data}", f"--model.name={model}", f"--train.steps={a.steps}",
                     "--eval.every=0", "--eval.batches=1", "--schedule.warmup_steps=1", "--generate.samples=0",
-                    f"--train.projection_file={summary}", "--train.log_every=1000"] + args.split())
+                    f"--train.projection_file={summary}", "--train.log_every=1000",
+                    f"--projection.cluster_file={cluster_file}"] + args.split())
             before = load_average()
             p = subprocess.run(cmd, capture_output=True, text=True)
             after = load_average()
@@ -140,7 +144,7 @@ def main():
               f"load {before:.2f}/{after:.2f}", file=sys.stderr)
     if not results:
         sys.exit("no layout ran")
-    cluster_label = os.environ.get("HERD_CLUSTER_FILE", "(preset local-cpu)")
+    cluster_label = cluster_file or "(preset local-cpu)"
     if calibration is not None:
         cluster_label = os.path.relpath(cluster_label) + " (herd calibrate just before)"
     mape = 100 * sum(abs(r["step_error"]) for r in results) / len(results)

@@ -1,4 +1,4 @@
-// The flight recorder: ring semantics, state stamps, JSON dump; and the HERD_COMM_* options.
+// The flight recorder: ring semantics, state stamps, JSON dump; and the pipeline tags.
 #include "herd/comm/flight_recorder.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +8,6 @@
 #include <set>
 
 #include "herd/comm/types.h"
-#include "herd/core/collective_bw.h"
 
 namespace herd::comm {
 namespace {
@@ -78,27 +77,6 @@ TEST(FlightRecorder, DumpsJson) {
   EXPECT_FALSE(bad.ok());
 }
 
-TEST(CommOptions, EnvironmentOverridesAndBadValuesNameTheVariable) {
-  setenv("HERD_COMM_TIMEOUT_S", "2.5", 1);
-  setenv("HERD_COMM_DETERMINISTIC", "off", 1);
-  auto o = CommOptions::from_env();
-  ASSERT_TRUE(o.ok());
-  EXPECT_EQ(o->timeout_s, 2.5);
-  EXPECT_FALSE(o->deterministic);
-  setenv("HERD_COMM_TIMEOUT_S", "soon", 1);
-  o = CommOptions::from_env();
-  ASSERT_FALSE(o.ok());
-  EXPECT_EQ(o.error().message(), "HERD_COMM_TIMEOUT_S: expected a positive number of seconds, got 'soon'");
-  unsetenv("HERD_COMM_TIMEOUT_S");
-  setenv("HERD_COMM_DETERMINISTIC", "maybe", 1);
-  EXPECT_FALSE(CommOptions::from_env().ok());
-  unsetenv("HERD_COMM_DETERMINISTIC");
-  o = CommOptions::from_env();
-  ASSERT_TRUE(o.ok());
-  EXPECT_EQ(o->timeout_s, 300.0);
-  EXPECT_TRUE(o->deterministic);
-}
-
 TEST(CommOptions, PipelineTagsAreUniqueAndBounded) {
   std::set<int> seen;
   for (int m = 0; m < 16; ++m)
@@ -106,19 +84,6 @@ TEST(CommOptions, PipelineTagsAreUniqueAndBounded) {
       for (bool b : {false, true}) EXPECT_TRUE(seen.insert(*p2p_tag(m, s, b, 4)).second);
   EXPECT_FALSE(p2p_tag(5000, 0, false, 4).ok());
   EXPECT_FALSE(p2p_tag(0, 4, false, 4).ok());
-}
-
-TEST(BandwidthModel, NcclTestsFactors) {
-  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllReduce, 8), 2.0 * 7 / 8);
-  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllGather, 4), 0.75);
-  EXPECT_DOUBLE_EQ(bus_factor(Collective::kReduceScatter, 2), 0.5);
-  EXPECT_DOUBLE_EQ(bus_factor(Collective::kBroadcast, 16), 1.0);
-  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllReduce, 1), 0.0);
-  // 1 GiB all-reduce over 8 ranks in 0.1 s: algbw 10.7 GB/s, busbw 7/4 of it.
-  const double gib = 1024.0 * 1024 * 1024;
-  EXPECT_DOUBLE_EQ(bus_bandwidth(Collective::kAllReduce, 8, gib, 0.1), gib / 0.1 * 1.75);
-  // The planner's inverse: time = bytes * factor / busbw + steps * latency.
-  EXPECT_DOUBLE_EQ(collective_seconds(Collective::kAllGather, 4, 4e9, 1e11, 1e-5), 4e9 * 0.75 / 1e11 + 3e-5);
 }
 
 }  // namespace

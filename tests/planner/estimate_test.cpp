@@ -110,6 +110,17 @@ TEST(Estimate, CollectivesFollowTheBandwidthModel) {
   g.latency_s = 1e-5;
   EXPECT_DOUBLE_EQ(all_gather_s(0, 8, g), 0);
   EXPECT_NEAR(all_gather_s(8e3, 8, g), 7e-5 + 7.0 / 8.0 * 8e3 / 100e9, 1e-15);
+  // All-reduce: 2 (n - 1) latency steps and 2 (n - 1) / n of the bytes; reduce-scatter as all-gather.
+  EXPECT_NEAR(all_reduce_s(8e3, 8, g), 14e-5 + 2 * 7.0 / 8.0 * 8e3 / 100e9, 1e-15);
+  EXPECT_NEAR(reduce_scatter_s(8e3, 8, g), 7e-5 + 7.0 / 8.0 * 8e3 / 100e9, 1e-15);
+  // A torus ring of 8 ranks as 2 x 2 x 2 crosses 3 hops: the latency counts the link's ring steps.
+  g.ring_steps = 3;
+  EXPECT_NEAR(all_reduce_s(8e3, 8, g), 6e-5 + 2 * 7.0 / 8.0 * 8e3 / 100e9, 1e-15);
+  // Send/recv: one step, the whole message.
+  EXPECT_NEAR(p2p_s(8e3, g), 1e-5 + 8e3 / 100e9, 1e-15);
+  EXPECT_DOUBLE_EQ(p2p_s(0, g), 0);
+  g.tier = -1;  // both ends on one accelerator
+  EXPECT_DOUBLE_EQ(p2p_s(8e3, g), 0);
 }
 
 TEST(Estimate, ImpossibleLayoutsNameTheConstraint) {

@@ -1,5 +1,5 @@
-// The commands around training: `herd train` errors are one line with exit status 1, `herd plot`
-// writes an SVG of a metrics file, and the samplers behave (greedy = argmax, top-p keeps the nucleus).
+// The commands around training: `herd train` errors are one line with exit status 1, and the samplers
+// behave (greedy = argmax, top-p keeps the nucleus). `herd plot` is tested in tests/cli/plot_cli_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "herd/train/generate.h"
-#include "herd/train/plot.h"
 
 namespace herd::train {
 namespace {
@@ -43,39 +42,6 @@ TEST(TrainCli, ConfigErrorsAreOneLineWithStatus1) {
   r = run_herd("train --print-config --train.steps=7");
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.output.find("\"steps\": 7"), std::string::npos) << r.output;
-}
-
-TEST(TrainCli, PlotWritesAnSvgOfTheMetrics) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string metrics = (dir / "herd_plot_test.jsonl").string();
-  const std::string svg = (dir / "herd_plot_test.svg").string();
-  {
-    std::ofstream m(metrics);
-    for (int s = 1; s <= 20; ++s) {
-      m << "{\"step\": " << s << ", \"loss\": " << 9.0 - 0.2 * s << ", \"lr\": 0.001, \"tokens\": " << 100 * s
-        << ", \"tokens_per_s\": 10" << (s % 5 == 0 ? ", \"val_loss\": 5, \"unigram_entropy\": 6.5" : "") << "}\n";
-    }
-  }
-  CmdResult r = run_herd("plot " + metrics + " --svg " + svg);
-  EXPECT_EQ(r.status, 0) << r.output;
-  Result<LossCurves> c = read_loss_curves(metrics);
-  ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->train.size(), 20u);
-  EXPECT_EQ(c->val.size(), 4u);
-  EXPECT_DOUBLE_EQ(c->unigram_entropy, 6.5);
-  std::ifstream in(svg);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_NE(ss.str().find("<svg"), std::string::npos);
-  EXPECT_NE(ss.str().find("unigram entropy 6.50"), std::string::npos);
-  EXPECT_NE(ss.str().find("<polyline"), std::string::npos);
-
-  std::ofstream(metrics) << "{\"step\": 1}\n";
-  r = run_herd("plot " + metrics + " --svg " + svg);
-  EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.output.find(metrics + ":1.loss: missing"), std::string::npos) << r.output;
-  std::filesystem::remove(metrics);
-  std::filesystem::remove(svg);
 }
 
 TEST(Sampling, GreedyTemperatureAndTopP) {

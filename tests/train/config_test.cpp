@@ -73,6 +73,42 @@ TEST(Config, UnknownKeysAndBadValuesAreOneLineErrorsNamingTheKey) {
   }
 }
 
+// The settings that were environment variables (HERD_COMM_*, HERD_CLUSTER_FILE, HERD_BACKGROUND_JOBS)
+// are fields: set by override, validated with the field's name, and the communicator's options come
+// from them.
+TEST(Config, CommAndProjectionFieldsReachTheCommunicatorOptions) {
+  const TrainConfig defaults;
+  const comm::CommOptions d = comm_options(defaults);
+  EXPECT_EQ(d.timeout_s, 300.0);
+  EXPECT_TRUE(d.deterministic);
+  EXPECT_EQ(d.dump_dir, "");
+  EXPECT_EQ(d.recorder_capacity, 2048u);
+  Result<TrainConfig> c = load_config(
+      "", {"--parallel.comm_timeout_s=2.5", "--comm.deterministic=false", "--comm.dump_dir=/tmp/d",
+           "--comm.recorder_size=16", "--projection.cluster_file=cal.json", "--projection.background_jobs=0"});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  const comm::CommOptions o = comm_options(*c);
+  EXPECT_EQ(o.timeout_s, 2.5);
+  EXPECT_FALSE(o.deterministic);
+  EXPECT_EQ(o.dump_dir, "/tmp/d");
+  EXPECT_EQ(o.recorder_capacity, 16u);
+  EXPECT_EQ(c->projection.cluster_file, "cal.json");
+  EXPECT_EQ(c->projection.background_jobs, 0.0);
+  EXPECT_EQ(defaults.projection.background_jobs, -1.0);  // measured by default
+  struct Case {
+    std::string arg, want;
+  };
+  for (const Case& k : std::vector<Case>{
+           {"--comm.deterministic=maybe", "--comm.deterministic: expected true or false, got \"maybe\""},
+           {"--comm.recorder_size=0", "comm.recorder_size: must be positive, got 0"},
+           {"--projection.background_jobs=-2", "projection.background_jobs: must be >= 0, or -1 to measure, got -2"},
+           {"--parallel.comm_timeout_s=0", "parallel.comm_timeout_s: must be positive, got 0"}}) {
+    Result<TrainConfig> r = load_config("", {k.arg});
+    ASSERT_FALSE(r.ok()) << k.arg;
+    EXPECT_NE(r.error().message().find(k.want), std::string::npos) << r.error().message();
+  }
+}
+
 TEST(Config, SequenceLongerThanTheModelAllowsNamesTheField) {
   Result<TrainConfig> c = load_config("", {"--model.name=tiny", "--data.seq_len=4096"});
   ASSERT_TRUE(c.ok());

@@ -190,11 +190,10 @@ TEST_F(DistCli, Tp2Dp2AsThreadsReproducesTheSingleRankLoss) {
 TEST_F(DistCli, AStalledRankStopsHerdTrainNamingIt) {
   const std::string dump = (dir_ / "dumps").string();
   fs::create_directories(dump);
-  ::setenv("HERD_COMM_DUMP_DIR", dump.c_str(), 1);
   auto r = herd::testing::run_herd(run_args((dir_ / "m.jsonl").string()) +
                                    " --dp 2 --parallel.comm_timeout_s=2 --fault.hang_rank=1 --fault.hang_step=2 "
-                                   "--fault.hang_seconds=6");
-  ::unsetenv("HERD_COMM_DUMP_DIR");
+                                   "--fault.hang_seconds=6 --comm.dump_dir=" +
+                                   dump);
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("global ranks 1 had not joined it"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("flight recorders dumped"), std::string::npos) << r.err;

@@ -72,12 +72,10 @@ TEST_F(ProjectionCli, PlannedAndMeasuredLinesOnOneRankAndOnTpDp) {
 TEST_F(ProjectionCli, MalformedCalibrationFileIsOneLineAndTrainingGoesOn) {
   const std::string bad = (dir_ / "bad.json").string();
   std::ofstream(bad) << R"({"name": "x", "accelerator": {"name": "cpu", "peak_tflops": {"bf16": "fast"}}})";
-  ::setenv("HERD_CLUSTER_FILE", bad.c_str(), 1);
-  auto r = train("");
-  ::unsetenv("HERD_CLUSTER_FILE");
+  auto r = train(" --projection.cluster_file=" + bad);
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string all = r.out + r.err;
-  const auto at = all.find("planned: no projection (HERD_CLUSTER_FILE: " + bad);
+  const auto at = all.find("planned: no projection (projection.cluster_file: " + bad);
   ASSERT_NE(at, std::string::npos) << all;
   const std::string line = all.substr(at, all.find('\n', at) - at);
   EXPECT_NE(line.find("accelerator.peak_tflops.bf16"), std::string::npos) << line;

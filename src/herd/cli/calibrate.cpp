@@ -13,9 +13,8 @@
 // Last, a real single-rank training step on one thread against the planner's projection of it from
 // those kernel rates: their ratio, the runtime efficiency, derates every compute rate; and the same
 // work per rank on two thread ranks (DP = 2), communication taken out: the multi-rank efficiency.
-// The committed preset's numbers came from this command; docs/projection.md.
-#include <time.h>
-
+// The committed preset's numbers came from this command; docs/projection.md. The timers, the communicator's
+// timing and fit and the host readers are measure/'s; this file drives them and writes the cluster.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -25,13 +24,13 @@
 
 #include "herd/cli/app.h"
 #include "herd/cli/table.h"
-#include "herd/comm/local/local_world.h"
 #include "herd/core/format.h"
-#include "herd/core/stats.h"
-#include "herd/core/timer.h"
 #include "herd/kernels/attention.h"
 #include "herd/kernels/gemm.h"
 #include "herd/kernels/rmsnorm.h"
+#include "herd/measure/comm_fit.h"
+#include "herd/measure/host.h"
+#include "herd/measure/timing.h"
 #include "herd/model/config.h"
 #include "herd/model/flops.h"
 #include "herd/planner/cost.h"
@@ -51,32 +50,15 @@ struct CalibrateOptions {
   std::int64_t seq_len = 256;
   std::string out = "build/local-cpu.json";
   int repeats = 7;
+  double background_jobs = -1;  // -1: measured from /proc
 };
 
-// Seconds of CPU this thread has run: on one thread, a kernel's time on a core of its own even when
-// other jobs share the cores (it does not count while descheduled).
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// The median of the repeats: the kernel's typical speed on a core of its own (the fastest is an
-// outlier on a shared virtual machine and made every plan optimistic). Sharing the cores with other
-// jobs is modelled separately (topology::host_core_share), so one-thread kernels are timed by this
-// thread's CPU clock, which does not run while it is descheduled; several threads by the wall clock.
+// The median of the repeats (measure/timing.h): one-thread kernels on this thread's CPU clock (a
+// core of its own even when other jobs share the cores), several threads on the wall clock.
 template <typename F>
 double time_median(int repeats, F&& f) {
-  f();  // warm-up (page faults, BLAS buffers)
-  const bool one = kernels::num_threads() == 1;
-  std::vector<double> t;
-  for (int i = 0; i < repeats; ++i) {
-    Timer timer;
-    const double c0 = thread_cpu_seconds();
-    f();
-    t.push_back(one ? thread_cpu_seconds() - c0 : timer.seconds());
-  }
-  return median(std::move(t));
+  const measure::Clock clock = kernels::num_threads() == 1 ? measure::Clock::kThreadCpu : measure::Clock::kWall;
+  return measure::time_median(repeats, clock, std::forward<F>(f));
 }
 
 std::vector<float> filled(std::int64_t n, float x) { return std::vector<float>(static_cast<std::size_t>(n), x); }
@@ -108,59 +90,6 @@ double gemm_flops_per_s(const model::LlamaConfig& m, std::int64_t rows, int repe
             format_fixed(1e3 * (f + d + g) / 3, 3) + " ms", format_fixed(3 * fl / (f + d + g) / 1e9, 1) + " GFLOP/s"});
   }
   return flops / secs;
-}
-
-struct CommSample {
-  std::string op;
-  int ranks = 0;
-  double bytes = 0, seconds = 0;
-  double steps = 0, volume = 0;  // the planner's model: seconds = steps x latency + volume / bandwidth
-};
-
-// Times the local communicator's collectives on `ranks` thread ranks (rank 0's median of the repeats).
-std::vector<CommSample> time_comm(int ranks, const std::vector<std::int64_t>& counts, int repeats) {
-  std::vector<CommSample> out;
-  comm::CommOptions opts;
-  opts.timeout_s = 60;
-  comm::LocalWorld world(ranks, opts);
-  const std::vector<Status> st = world.run([&](comm::Communicator& c) -> Status {
-    for (std::int64_t count : counts) {
-      const std::size_t n = static_cast<std::size_t>(count);
-      std::vector<float> send(n * static_cast<std::size_t>(ranks), 1.0f), recv(n * static_cast<std::size_t>(ranks));
-      const double nb = static_cast<double>(ranks), frac = (nb - 1) / nb;
-      auto run = [&](const std::string& op, double bytes, double steps, double volume, auto&& fn) -> Status {
-        std::vector<double> t;
-        for (int i = 0; i <= repeats; ++i) {
-          HERD_RETURN_IF_ERROR(c.barrier());
-          Timer timer;
-          HERD_RETURN_IF_ERROR(fn());
-          if (i > 0) t.push_back(timer.seconds());
-        }
-        if (c.rank() == 0) out.push_back({op, ranks, bytes, median(t), steps, volume});
-        return Status::Ok();
-      };
-      const double b = 4.0 * static_cast<double>(n) * nb;  // the whole tensor of the collective
-      HERD_RETURN_IF_ERROR(run("all_reduce", b, 2 * (nb - 1), 2 * frac * b, [&] {
-        return c.all_reduce(send.data(), recv.data(), n * static_cast<std::size_t>(ranks), comm::ElemType::kF32,
-                            comm::ReduceOp::kSum);
-      }));
-      HERD_RETURN_IF_ERROR(run("all_gather", b, nb - 1, frac * b,
-                               [&] { return c.all_gather(send.data(), recv.data(), n, comm::ElemType::kF32); }));
-      HERD_RETURN_IF_ERROR(run("reduce_scatter", b, nb - 1, frac * b, [&] {
-        return c.reduce_scatter(send.data(), recv.data(), n, comm::ElemType::kF32, comm::ReduceOp::kSum);
-      }));
-      const double pb = 4.0 * static_cast<double>(n);
-      HERD_RETURN_IF_ERROR(run("send_recv", pb, 1, pb, [&]() -> Status {
-        if (c.rank() == 0) return c.send(send.data(), n, comm::ElemType::kF32, 1, 7);
-        if (c.rank() == 1) return c.recv(recv.data(), n, comm::ElemType::kF32, 0, 7);
-        return Status::Ok();
-      }));
-    }
-    return Status::Ok();
-  });
-  const Status s = comm::first_error(st);
-  HERD_CHECK(s.ok(), s.ok() ? "" : s.error().message());
-  return out;
 }
 
 // Random documents of the model's vocabulary, enough for `tokens` tokens.
@@ -206,20 +135,13 @@ Result<ReferenceStep> reference_step(const model::LlamaConfig& m, std::int64_t m
   return ReferenceStep{run.step_s, std::max(0.0, run.comm_s)};
 }
 
-double load_average() {
-  std::ifstream f("/proc/loadavg");
-  double l = 0;
-  f >> l;
-  return l;
-}
-
 int run_calibrate(const CalibrateOptions& o) {
   Result<model::LlamaConfig> mr = model::resolve_model(o.model);
   if (!mr.ok()) return report_error("calibrate", mr.error());
   const model::LlamaConfig& m = *mr;
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const double load_before = load_average();
-  const double background = train::measure_background_jobs();
+  const double load_before = measure::load_average();
+  const double background = train::background_jobs(o.background_jobs);
   const std::int64_t rows = o.micro_batch * o.seq_len;
   Table t({"what", "shape", "median", "rate"});
 
@@ -300,24 +222,14 @@ int run_calibrate(const CalibrateOptions& o) {
   // faster), latency per step from the smallest once its copy time is taken off. Send/recv is one
   // copy, not a collective: shown against the same link, not fitted.
   const std::vector<std::int64_t> counts = {4096, 262144, 1048576};
-  std::vector<CommSample> samples = time_comm(2, counts, o.repeats * 2);
-  const std::vector<CommSample> four = time_comm(4, counts, o.repeats * 2);
-  double lat = 0, inv_bw = 0;
-  for (int iter = 0; iter < 3; ++iter) {
-    double vol = 0, secs = 0, lsum = 0;
-    int ln = 0;
-    for (const CommSample& s : samples) {
-      if (s.op == "send_recv") continue;
-      if (s.bytes >= 4.0 * static_cast<double>(counts.back()) * 2) {
-        vol += s.volume, secs += std::max(0.0, s.seconds - s.steps * lat);
-      } else if (s.bytes <= 4.0 * static_cast<double>(counts.front()) * 2) {
-        lsum += std::max(0.0, (s.seconds - s.volume * inv_bw) / s.steps), ++ln;
-      }
-    }
-    inv_bw = secs / vol;
-    lat = ln > 0 ? lsum / ln : 0;
-  }
-  samples.insert(samples.end(), four.begin(), four.end());
+  Result<std::vector<measure::CommSample>> two = measure::time_local_collectives(2, counts, o.repeats * 2);
+  Result<std::vector<measure::CommSample>> four =
+      two.ok() ? measure::time_local_collectives(4, counts, o.repeats * 2) : two;
+  if (!four.ok()) return report_error("calibrate", four.error().with_context("timing the local communicator"));
+  std::vector<measure::CommSample> samples = *two;
+  const measure::LinkFit fit = measure::fit_link(samples, 4.0 * static_cast<double>(counts.front()) * 2,
+                                                 4.0 * static_cast<double>(counts.back()) * 2);
+  samples.insert(samples.end(), four->begin(), four->end());
 
   topology::Cluster c = preset;
   c.name = "local-cpu";
@@ -332,8 +244,8 @@ int run_calibrate(const CalibrateOptions& o) {
   a.kernel_overhead_us = overhead_us;
   a.host_cores = cores;
   a.thread_scaling = scaling;
-  c.tiers[0].bw_gb_per_s = 1.0 / inv_bw / 1e9;
-  c.tiers[0].latency_us = lat * 1e6;
+  c.tiers[0].bw_gb_per_s = fit.bytes_per_s / 1e9;
+  c.tiers[0].latency_us = fit.latency_s * 1e6;
   c.tiers[0].efficiency = 1.0;
 
   // The runtime around the kernels: a real single-rank training step on one thread against the
@@ -372,7 +284,7 @@ int run_calibrate(const CalibrateOptions& o) {
              format_fixed(100 * a.multi_rank_efficiency, 1) + "%"});
 
   Json raw = Json::array();
-  for (const CommSample& s : samples) {
+  for (const measure::CommSample& s : samples) {
     topology::Cluster storage;
     const topology::Cluster& sh = topology::host_share(c, s.ranks, &storage);
     Result<topology::GroupLink> link = topology::link_for_group(sh, 1, s.ranks);
@@ -393,9 +305,12 @@ int run_calibrate(const CalibrateOptions& o) {
             << " us per step\n";
 
   Json j = topology::cluster_to_json(c);
-  j["calibration"] = {{"command", "herd calibrate --model " + o.model + " --micro-batch " +
-                                      std::to_string(o.micro_batch) + " --seq-len " + std::to_string(o.seq_len)},
-                      {"load_average", {load_before, load_average()}},
+  const std::string command =
+      "herd calibrate --model " + o.model + " --micro-batch " + std::to_string(o.micro_batch) + " --seq-len " +
+      std::to_string(o.seq_len) +
+      (o.background_jobs >= 0 ? " --background-jobs " + format_fixed(o.background_jobs, 1) : "");
+  j["calibration"] = {{"command", command},
+                      {"load_average", {load_before, measure::load_average()}},
                       {"background_jobs", background},
                       {"gemm_flops_per_s_all_cores", gemm_all},
                       {"reference_step_s", ref->step_s},
@@ -411,8 +326,8 @@ int run_calibrate(const CalibrateOptions& o) {
               << " other jobs were running: the reference training steps ran beside them, so the runtime "
                  "efficiencies are low; calibrate on a quiet host\n";
   }
-  std::cout << "wrote " << o.out << " (use it with HERD_CLUSTER_FILE=" << o.out << " herd train ..., or herd "
-            << "estimate --cluster " << o.out << "); load average " << format_fixed(load_before, 2) << "\n";
+  std::cout << "wrote " << o.out << " (use it with herd train --projection.cluster_file=" << o.out
+            << " or herd estimate --cluster " << o.out << "); load average " << format_fixed(load_before, 2) << "\n";
   return 0;
 }
 
@@ -433,7 +348,15 @@ Subcommand add_calibrate_command(CLI::App& root) {
   app->add_option("--repeats", o->repeats, "Timed repeats per measurement (the median counts)")
       ->check(positive_integer())
       ->capture_default_str();
-  app->add_option("--out", o->out, "Where to write the cluster JSON")->capture_default_str();
+  app->add_option("--out", o->out,
+                  "Where to write the cluster JSON (then: herd train --projection.cluster_file=FILE, herd "
+                  "estimate/plan --cluster FILE)")
+      ->capture_default_str();
+  app->add_option("--background-jobs", o->background_jobs,
+                  "Other jobs sharing the cores: -1 measures them from /proc; 0 declares an idle host (the "
+                  "all-core GEMM rate then sets thread_scaling)")
+      ->check(CLI::Range(-1.0, 1e6))
+      ->capture_default_str();
   return {app, [o] { return run_calibrate(*o); }};
 }
 

@@ -1,11 +1,10 @@
 // herd plot METRICS.jsonl --svg OUT.svg: the loss curve of a training run (training loss per step,
 // held-out loss at the evaluation steps, and the held-out tokens' unigram entropy as a reference line).
-#include "herd/train/plot.h"
-
 #include <fstream>
 #include <iostream>
 
 #include "herd/cli/app.h"
+#include "herd/cli/loss_plot.h"
 #include "herd/core/format.h"
 
 namespace herd::cli {
@@ -19,13 +18,13 @@ struct PlotOptions {
 };
 
 int run_plot(const PlotOptions& o) {
-  Result<train::LossCurves> c = train::read_loss_curves(o.metrics);
+  Result<LossCurves> c = read_loss_curves(o.metrics);
   if (!c.ok()) return report_error("plot", c.error());
-  std::vector<train::ReferenceLine> refs;
+  std::vector<ReferenceLine> refs;
   if (c->unigram_entropy > 0) {
     refs.push_back({c->unigram_entropy, "unigram entropy " + format_fixed(c->unigram_entropy, 2)});
   }
-  const std::string svg = train::loss_curve_svg(*c, o.title, refs);
+  const std::string svg = loss_curve_svg(*c, o.title, refs);
   std::ofstream out(o.svg);
   if (!out || !(out << svg)) return report_error("plot", make_error("--svg '", o.svg, "': cannot write"));
   std::cerr << "wrote " << o.svg << " (" << c->train.size() << " steps, " << c->val.size() << " evaluations)\n";

@@ -156,9 +156,12 @@ Subcommand add_train_command(CLI::App& root) {
   app->allow_extras();
   app->footer(
       "Every field of the configuration can be overridden as --section.field=value, e.g. --optim.lr=1e-3 "
-      "--train.steps=500; --print-config lists them. Sections: model, data, optim, schedule, train, eval, "
-      "checkpoint, generate, parallel, fault. The layout flags are those of herd estimate and herd plan, so the "
-      "layout line herd plan prints runs as it is. See docs/training.md and docs/distributed.md.");
+      "--train.steps=500; --print-config prints them as JSON, and every run starts with a table of each field "
+      "and its meaning. Sections: model, data, optim, schedule, train, eval, checkpoint, generate, parallel, "
+      "fault (injected faults), comm (deterministic, dump_dir, recorder_size: the communicator), projection "
+      "(cluster_file: a herd calibrate output; background_jobs: -1 measures, 0 declares an idle host). The "
+      "layout flags are those of herd estimate and herd plan, so the layout line herd plan prints runs as it "
+      "is. See docs/training.md and docs/distributed.md.");
   return {app, [opts, app] { return run_train(*opts, app->remaining()); }};
 }
 

@@ -115,8 +115,7 @@ Result<std::string> FlightRecorder::dump(const std::string& dir, const std::stri
   const std::filesystem::path path = base / ("herd_flight_" + tag + "_rank" + std::to_string(rank_) + ".json");
   std::ofstream out(path);
   if (!out)
-    return make_error("flight recorder: cannot write ", path.string(),
-                      "; set HERD_COMM_DUMP_DIR to a writable directory");
+    return make_error("flight recorder: cannot write ", path.string(), "; set comm.dump_dir to a writable directory");
   out << to_json(reason).dump(1) << "\n";
   if (!out) return make_error("flight recorder: write to ", path.string(), " failed");
   return path.string();

@@ -1,4 +1,4 @@
-// Names of element types, reductions and ops, and CommOptions from the HERD_COMM_* environment.
+// Names of element types, reductions and ops; the mpirun check and the pipeline tags.
 #include "herd/comm/types.h"
 
 #include <cstdlib>
@@ -71,38 +71,6 @@ const char* op_name(OpKind op) {
 }
 
 bool is_collective(OpKind op) { return op != OpKind::kSend && op != OpKind::kRecv; }
-
-Result<CommOptions> CommOptions::from_env() {
-  CommOptions o;
-  if (const char* v = std::getenv("HERD_COMM_TIMEOUT_S"); v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    const double t = std::strtod(v, &end);
-    if (end == v || *end != '\0' || !(t > 0)) {
-      return make_error("HERD_COMM_TIMEOUT_S: expected a positive number of seconds, got '", v, "'");
-    }
-    o.timeout_s = t;
-  }
-  if (const char* v = std::getenv("HERD_COMM_DETERMINISTIC"); v != nullptr && *v != '\0') {
-    const std::string s = v;
-    if (s == "1" || s == "true" || s == "on") {
-      o.deterministic = true;
-    } else if (s == "0" || s == "false" || s == "off") {
-      o.deterministic = false;
-    } else {
-      return make_error("HERD_COMM_DETERMINISTIC: expected 1/0 (or true/false, on/off), got '", s, "'");
-    }
-  }
-  if (const char* v = std::getenv("HERD_COMM_DUMP_DIR"); v != nullptr) o.dump_dir = v;
-  if (const char* v = std::getenv("HERD_COMM_RECORDER_SIZE"); v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    const long long n = std::strtoll(v, &end, 10);
-    if (end == v || *end != '\0' || n < 1) {
-      return make_error("HERD_COMM_RECORDER_SIZE: expected a positive entry count, got '", v, "'");
-    }
-    o.recorder_capacity = static_cast<std::size_t>(n);
-  }
-  return o;
-}
 
 bool launched_by_mpirun() {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {

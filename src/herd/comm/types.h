@@ -50,21 +50,19 @@ bool is_collective(OpKind op);         // everything but send and recv
 
 // What happens on a timeout or a failed peer. Every wait has a deadline; none blocks forever.
 struct CommOptions {
-  // Seconds a wait may block before the op is declared hung (HERD_COMM_TIMEOUT_S). Production jobs
-  // wait long (a slow checkpoint on one rank is not a hang); tests set a fraction of a second.
+  // Seconds a wait may block before the op is declared hung. Production jobs wait long (a slow
+  // checkpoint on one rank is not a hang); tests set a fraction of a second.
+  // `herd train` fills these from its configuration (train::comm_options: parallel.comm_timeout_s and
+  // the comm section); the defaults here are the configuration's.
   double timeout_s = 300.0;
-  // Fixed rank-order reduction ((a0 + a1) + a2) + ... for every element (HERD_COMM_DETERMINISTIC,
+  // Fixed rank-order reduction ((a0 + a1) + a2) + ... for every element (comm.deterministic,
   // default on). The local backend is always deterministic; over MPI it means herd's own
   // point-to-point algorithms instead of MPI's collectives (see docs/comm.md for the cost).
   bool deterministic = true;
-  // Where flight-recorder dumps go on a failure (HERD_COMM_DUMP_DIR; empty: the system temp dir).
+  // Where flight-recorder dumps go on a failure (comm.dump_dir; empty: the system temp dir).
   std::string dump_dir;
-  // Entries kept per rank by the flight recorder (HERD_COMM_RECORDER_SIZE).
+  // Entries kept per rank by the flight recorder (comm.recorder_size).
   std::size_t recorder_capacity = 2048;
-
-  // Defaults overridden by the HERD_COMM_* environment variables; an unparsable value is an error
-  // naming the variable, the value and what is expected.
-  static Result<CommOptions> from_env();
 };
 
 // True when this process was started by mpirun/mpiexec (OpenMPI, MPICH or a PMIx launcher), so that

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "herd/core/collective_bw.h"
 #include "herd/model/activations.h"
 #include "herd/model/params.h"
 
@@ -10,23 +11,23 @@ namespace herd::planner {
 
 // --- Collectives --------------------------------------------------------------------------------
 
+// Every collective is the ring model of core/collective_bw.h over the group's link; send/recv is one
+// step between two ranks.
 double all_gather_s(double bytes, std::int64_t n, const topology::GroupLink& link) {
-  if (n <= 1 || bytes <= 0) return 0;
-  const double frac = static_cast<double>(n - 1) / static_cast<double>(n);
-  return static_cast<double>(link.ring_steps) * link.latency_s + frac * bytes / link.bw_bytes_per_s;
+  return collective_seconds(Collective::kAllGather, n, bytes, link.bw_bytes_per_s, link.latency_s, link.ring_steps);
 }
 
 double reduce_scatter_s(double bytes, std::int64_t n, const topology::GroupLink& link) {
-  return all_gather_s(bytes, n, link);
+  return collective_seconds(Collective::kReduceScatter, n, bytes, link.bw_bytes_per_s, link.latency_s, link.ring_steps);
 }
 
 double all_reduce_s(double bytes, std::int64_t n, const topology::GroupLink& link) {
-  return 2.0 * all_gather_s(bytes, n, link);  // reduce-scatter then all-gather: 2(n-1)/n
+  return collective_seconds(Collective::kAllReduce, n, bytes, link.bw_bytes_per_s, link.latency_s, link.ring_steps);
 }
 
 double p2p_s(double bytes, const topology::GroupLink& link) {
-  if (link.tier < 0 || bytes <= 0) return 0;
-  return link.latency_s + bytes / link.bw_bytes_per_s;
+  if (link.tier < 0) return 0;
+  return collective_seconds(Collective::kSendRecv, 2, bytes, link.bw_bytes_per_s, link.latency_s, 1);
 }
 
 // --- Kernels ------------------------------------------------------------------------------------

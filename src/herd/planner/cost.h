@@ -12,8 +12,9 @@
 
 namespace herd::planner {
 
-// --- Collectives (nccl-tests, doc/PERFORMANCE.md): `bytes` is the size of the whole tensor (the
-// gathered output of an all-gather, the input of a reduce-scatter or all-reduce).
+// --- Collectives: core/collective_bw.h's ring model (bus factor x bytes / bandwidth + latency steps)
+// on the group's link, whose ring_steps count the latency steps. `bytes` is the size of the whole
+// tensor (the gathered output of an all-gather, the input of a reduce-scatter or all-reduce).
 double all_gather_s(double bytes, std::int64_t n, const topology::GroupLink& link);
 double reduce_scatter_s(double bytes, std::int64_t n, const topology::GroupLink& link);
 double all_reduce_s(double bytes, std::int64_t n, const topology::GroupLink& link);

@@ -100,7 +100,7 @@ double host_oversubscription(const Accelerator& a, std::int64_t ranks);
 const Cluster& host_share(const Cluster& c, std::int64_t ranks, Cluster* storage);
 
 // Presets: llama3-h100, dgx-h100, dgx-a100, h200, tpu-v5p, local-cpu (this machine running herd's ranks;
-// build/local-cpu.json from `herd calibrate` or HERD_CLUSTER_FILE overrides its committed defaults).
+// build/local-cpu.json from `herd calibrate`, given as projection.cluster_file, overrides its committed defaults).
 std::vector<std::string> cluster_preset_names();
 Result<Cluster> cluster_preset(const std::string& name);
 // A preset name, or else a path to a cluster JSON file.

@@ -158,6 +158,14 @@ const std::vector<Field>& registry() {
                  "rank that stops at fault.hang_step; -1: none"),
       bind_field("fault.hang_step", &C::fault, &FaultSection::hang_step, "step at whose start the rank stops"),
       bind_field("fault.hang_seconds", &C::fault, &FaultSection::hang_seconds, "how long the rank stops"),
+      bind_field("comm.deterministic", &C::comm, &CommSection::deterministic,
+                 "fixed rank-order reductions, bit-exact; false: MPI's native collectives"),
+      bind_field("comm.dump_dir", &C::comm, &CommSection::dump_dir, "flight-recorder dumps; empty: the temp dir"),
+      bind_field("comm.recorder_size", &C::comm, &CommSection::recorder_size, "flight-recorder entries per rank"),
+      bind_field("projection.cluster_file", &C::projection, &ProjectionSection::cluster_file,
+                 "herd calibrate output to plan with; empty: the local-cpu preset"),
+      bind_field("projection.background_jobs", &C::projection, &ProjectionSection::background_jobs,
+                 "other jobs on the cores; -1: measured, 0: idle host"),
   };
   return fields;
 }
@@ -197,9 +205,9 @@ Error unknown_key(const std::string& key, const std::string& source) {
   const std::string section = key.substr(0, key.find('.'));
   const std::string known = keys_of(section);
   if (known.empty()) {
-    return make_error(
-        source, "unknown section '", section,
-        "'; sections are model, data, parallel, optim, schedule, train, eval, checkpoint, generate, fault");
+    return make_error(source, "unknown section '", section,
+                      "'; sections are model, data, parallel, optim, schedule, train, eval, checkpoint, "
+                      "generate, fault, comm, projection");
   }
   return make_error(source, "unknown key '", key, "'; ", section, " has ", known);
 }
@@ -314,6 +322,10 @@ Status validate(const TrainConfig& c) {
     }
   }
   if (!(c.fault.hang_seconds >= 0)) return make_error("fault.hang_seconds: must be >= 0, got ", c.fault.hang_seconds);
+  HERD_RETURN_IF_ERROR(positive(c.comm.recorder_size, "comm.recorder_size"));
+  if (c.projection.background_jobs < 0 && c.projection.background_jobs != -1) {
+    return make_error("projection.background_jobs: must be >= 0, or -1 to measure, got ", c.projection.background_jobs);
+  }
   return Status::Ok();
 }
 
@@ -377,6 +389,15 @@ Json to_json(const TrainConfig& cfg) {
     j[f.key.substr(0, dot)][f.key.substr(dot + 1)] = f.get(cfg);
   }
   return j;
+}
+
+comm::CommOptions comm_options(const TrainConfig& cfg) {
+  comm::CommOptions o;
+  o.timeout_s = cfg.parallel.comm_timeout_s;
+  o.deterministic = cfg.comm.deterministic;
+  o.dump_dir = cfg.comm.dump_dir;
+  o.recorder_capacity = static_cast<std::size_t>(cfg.comm.recorder_size);
+  return o;
 }
 
 }  // namespace herd::train

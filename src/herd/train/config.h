@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "herd/comm/types.h"
 #include "herd/core/error.h"
 #include "herd/core/json.h"
 #include "herd/planner/layout.h"
@@ -101,6 +102,21 @@ struct FaultSection {
   double hang_seconds = 3600;
 };
 
+// Communicator behaviour (comm::CommOptions; the timeout is parallel.comm_timeout_s). These were the
+// HERD_COMM_* environment variables.
+struct CommSection {
+  bool deterministic = true;          // fixed rank-order reductions (bit-exact across backends); false: MPI's own
+  std::string dump_dir = "";          // where flight-recorder dumps go on a failure; empty: the system temp dir
+  std::int64_t recorder_size = 2048;  // entries kept per rank by the flight recorder
+};
+
+// The planner's "planned" and "planned vs measured" lines (train/projection.h). These were the
+// HERD_CLUSTER_FILE and HERD_BACKGROUND_JOBS environment variables.
+struct ProjectionSection {
+  std::string cluster_file = "";  // a `herd calibrate` output; empty: the committed local-cpu preset
+  double background_jobs = -1;    // other jobs sharing the cores; -1: measured from /proc, 0: an idle host
+};
+
 struct TrainConfig {
   ModelSection model;
   ParallelSection parallel;
@@ -112,6 +128,8 @@ struct TrainConfig {
   CheckpointSection checkpoint;
   GenerateSection generate;
   FaultSection fault;
+  CommSection comm;
+  ProjectionSection projection;
 };
 
 // The run's layout with the defaults resolved (microbatch 0 -> its value, N 0 -> min(PP, M)) and its
@@ -150,5 +168,8 @@ Status validate(const TrainConfig& cfg);
 
 // The resolved configuration as nested JSON (for manifests and --print-config).
 Json to_json(const TrainConfig& cfg);
+
+// The communicator options of a run: comm.* and parallel.comm_timeout_s.
+comm::CommOptions comm_options(const TrainConfig& cfg);
 
 }  // namespace herd::train

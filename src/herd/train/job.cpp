@@ -43,8 +43,7 @@ Status run_job(const TrainConfig& cfg, const JobInputs& in, const RankModelFacto
     }
     return run_local_job<T>(cfg, in.model, in.data, factory, out, stop_after, gather);
   }
-  HERD_ASSIGN_OR_RETURN(comm::CommOptions opts, comm::CommOptions::from_env());
-  opts.timeout_s = std::min(opts.timeout_s, cfg.parallel.comm_timeout_s);
+  const comm::CommOptions opts = comm_options(cfg);
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::make_mpi_world(opts));
   // Every rank checks the layout before the first collective, so a bad layout stops all of them alike.
   HERD_RETURN_IF_ERROR(check_layout(cfg, in.model, world->size()));

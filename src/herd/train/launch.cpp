@@ -6,7 +6,7 @@
 
 #include "herd/comm/local/local_world.h"
 #include "herd/kernels/gemm.h"
-#include "herd/train/comm_timer.h"
+#include "herd/measure/comm_timer.h"
 #include "herd/train/trainer.h"
 
 namespace herd::train {
@@ -20,7 +20,7 @@ template <typename T>
 Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const model::LlamaConfig& m, const JobData& data,
                 const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after, bool gather) {
   // Every group is split from the timed world, so the time spent waiting on any collective is counted.
-  TimedCommunicator world(world_in);
+  measure::TimedCommunicator world(world_in);
   HERD_ASSIGN_OR_RETURN(
       topology::ParallelDims dims,
       topology::ParallelDims::make(cfg.parallel.tp, cfg.parallel.cp, cfg.parallel.pp, cfg.parallel.dp, world.size()));
@@ -53,8 +53,7 @@ Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m, const 
   const std::int64_t world_size = cfg.parallel.world();
   // Refused before any rank starts: the layout must fit the model and the batch.
   HERD_RETURN_IF_ERROR(check_layout(cfg, m, world_size));
-  HERD_ASSIGN_OR_RETURN(comm::CommOptions opts, comm::CommOptions::from_env());
-  opts.timeout_s = std::min(opts.timeout_s, cfg.parallel.comm_timeout_s);
+  const comm::CommOptions opts = comm_options(cfg);
   const int saved_threads = kernels::num_threads();
   kernels::set_num_threads(cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads)
                                                  : blas_threads_per_rank(static_cast<int>(world_size)));

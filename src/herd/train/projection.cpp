@@ -1,18 +1,9 @@
 // The planner's prediction for a `herd train` run on local-cpu, and its comparison with the run.
 #include "herd/train/projection.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cctype>
-#include <chrono>
-#include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
-#include <map>
-#include <sstream>
-#include <thread>
 
 #include "herd/core/format.h"
 #include "herd/core/log.h"
@@ -20,146 +11,16 @@
 
 namespace herd::train {
 
-Result<topology::Cluster> local_cpu_cluster() {
-  const char* file = std::getenv("HERD_CLUSTER_FILE");
-  if (file != nullptr && *file != '\0') {
-    Result<topology::Cluster> c = topology::load_cluster(file);
-    if (!c.ok()) return c.error().with_context("HERD_CLUSTER_FILE");
+Result<topology::Cluster> local_cpu_cluster(const std::string& cluster_file) {
+  if (!cluster_file.empty()) {
+    Result<topology::Cluster> c = topology::load_cluster(cluster_file);
+    if (!c.ok()) return c.error().with_context("projection.cluster_file");
     return c;
   }
   return topology::cluster_preset("local-cpu");
 }
 
-namespace {
-
-namespace fs = std::filesystem;
-
-// The fields of a /proc stat file after the command name (which may hold spaces and parentheses):
-// [0] is field 3 (the state), [1] field 4 (the parent), [11] and [12] fields 14 and 15 (utime and
-// stime), [16] field 19 (nice). Empty when the file is gone (the process exited).
-std::vector<std::string> stat_fields(const fs::path& file) {
-  std::ifstream f(file);
-  std::string stat;
-  std::getline(f, stat);
-  const auto close = stat.rfind(')');
-  std::vector<std::string> fields;
-  if (close == std::string::npos || close + 2 > stat.size()) return fields;
-  std::istringstream in(stat.substr(close + 2));
-  for (std::string x; in >> x;) fields.push_back(std::move(x));
-  return fields;
-}
-
-// Every /proc/PID directory except this process's.
-std::vector<fs::path> other_processes() {
-  const std::string self = std::to_string(::getpid());
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& proc : fs::directory_iterator("/proc", ec)) {
-    const std::string name = proc.path().filename().string();
-    if (!name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) && name != self) out.push_back(proc.path());
-  }
-  return out;
-}
-
-// Whether any thread of process `dir` is runnable, and that thread's nice.
-bool runnable(const fs::path& dir, int* nice) {
-  std::error_code ec;
-  for (const auto& task : fs::directory_iterator(dir / "task", ec)) {
-    const std::vector<std::string> f = stat_fields(task.path() / "stat");
-    if (f.size() < 17 || f[0] != "R") continue;
-    *nice = std::atoi(f[16].c_str());
-    return true;
-  }
-  return false;
-}
-
-// The scheduling group of a process: its autogroup ("/autogroup-61 nice 0") when the kernel groups
-// sessions, else the process itself; and the group's nice.
-std::string group_of(const fs::path& dir, int* nice) {
-  std::ifstream f(dir / "autogroup");
-  std::string name, word;
-  if (f >> name >> word >> *nice) return name;
-  return dir.filename().string();
-}
-
-// Other scheduling groups with a runnable thread, each weighted by CFS's 1.25^-nice relative share.
-double background_weight() {
-  int own_nice = 0;
-  const std::string own = group_of("/proc/self", &own_nice);
-  std::map<std::string, double> groups;
-  for (const fs::path& proc : other_processes()) {
-    int thread_nice = 0, group_nice = 0;
-    if (!runnable(proc, &thread_nice)) continue;
-    const std::string g = group_of(proc, &group_nice);
-    if (g == own) continue;
-    // Without autogroups the process stands for its group, at its thread's nice.
-    const int nice = g == proc.filename().string() ? thread_nice : group_nice;
-    groups[g] = std::pow(1.25, -static_cast<double>(nice));
-  }
-  double w = 0;
-  for (const auto& [g, weight] : groups) w += weight;
-  return w;
-}
-
-// utime + stime of a process, in clock ticks, from its stat fields.
-double cpu_ticks(const std::vector<std::string>& f) {
-  return f.size() < 13 ? 0.0 : std::atof(f[11].c_str()) + std::atof(f[12].c_str());
-}
-
-}  // namespace
-
-double measure_background_jobs() {
-  if (const char* e = std::getenv("HERD_BACKGROUND_JOBS"); e != nullptr && *e != '\0') {
-    return std::max(0.0, std::atof(e));
-  }
-  if (!std::filesystem::exists("/proc/self/task")) return 0;
-  double sum = 0;
-  const int samples = 20;
-  for (int i = 0; i < samples; ++i) {
-    sum += background_weight();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return sum / samples;
-}
-
-HostCpuTimes host_cpu_times() {
-  HostCpuTimes t;
-  const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  std::ifstream f("/proc/stat");
-  std::string cpu;
-  // cpu  user nice system idle iowait irq softirq steal guest guest_nice (guest is inside user)
-  double v[8] = {};
-  if (!(f >> cpu) || cpu != "cpu" || hz <= 0) return t;
-  for (double& x : v) {
-    if (!(f >> x)) return t;
-  }
-  t.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  t.busy_s = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz;
-  const fs::path self = fs::path("/proc") / std::to_string(::getpid());
-  const std::vector<std::string> own = stat_fields(self / "stat");
-  if (own.size() < 13) return t;
-  double job = cpu_ticks(own);
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink(self / "exe", ec);
-  for (const fs::path& proc : other_processes()) {
-    const std::vector<std::string> st = stat_fields(proc / "stat");
-    if (st.size() < 13 || st[1] != own[1]) continue;  // not a sibling
-    std::error_code e2;
-    if (exe.empty() || fs::read_symlink(proc / "exe", e2) != exe) continue;
-    job += cpu_ticks(st);
-  }
-  t.job_s = job / hz;
-  t.ok = true;
-  return t;
-}
-
-double background_jobs_between(const HostCpuTimes& a, const HostCpuTimes& b, std::int64_t cores) {
-  const double wall = b.wall_s - a.wall_s;
-  if (!a.ok || !b.ok || wall <= 0 || cores <= 0) return -1;
-  const double c = static_cast<double>(cores);
-  const double others = std::clamp(((b.busy_s - a.busy_s) - (b.job_s - a.job_s)) / wall, 0.0, 0.95 * c);
-  return others / (c - others);
-}
+double background_jobs(double fixed) { return fixed >= 0 ? fixed : measure::sample_background_jobs(); }
 
 Result<Projection> project(const model::LlamaConfig& m, const ResolvedLayout& r, int threads,
                            const topology::Cluster& cluster) {
@@ -315,12 +176,11 @@ Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m,
   if (!print) return make_error("no projection: this trainer does not report");
   Result<Projection> p = [&]() -> Result<Projection> {
     HERD_ASSIGN_OR_RETURN(const ResolvedLayout l, resolve_layout(cfg));
-    HERD_ASSIGN_OR_RETURN(topology::Cluster c, local_cpu_cluster());
-    HostCpuTimes at_start;
+    HERD_ASSIGN_OR_RETURN(topology::Cluster c, local_cpu_cluster(cfg.projection.cluster_file));
+    measure::HostCpuTimes at_start;
     if (c.accelerator.host_cores > 0) {
-      c.accelerator.background_jobs = measure_background_jobs();
-      const char* fixed = std::getenv("HERD_BACKGROUND_JOBS");
-      if (fixed == nullptr || *fixed == '\0') at_start = host_cpu_times();
+      c.accelerator.background_jobs = background_jobs(cfg.projection.background_jobs);
+      if (cfg.projection.background_jobs < 0) at_start = measure::host_cpu_times();
     }
     HERD_ASSIGN_OR_RETURN(Projection p, project(m, l, static_cast<int>(cfg.train.threads), c));
     p.cpu_at_start = at_start;
@@ -335,8 +195,8 @@ void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const st
   if (!plan.ok() || history.empty()) return;
   const MeasuredRun measured = measured_run(history, mem);
   Projection at_run = *plan;
-  const double background =
-      background_jobs_between(plan->cpu_at_start, host_cpu_times(), plan->host.accelerator.host_cores);
+  const double background = measure::background_jobs_between(plan->cpu_at_start, measure::host_cpu_times(),
+                                                             plan->host.accelerator.host_cores);
   if (background >= 0) {
     topology::Cluster c = plan->host;
     c.accelerator.background_jobs = background;

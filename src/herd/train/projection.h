@@ -16,6 +16,7 @@
 
 #include "herd/core/error.h"
 #include "herd/core/json.h"
+#include "herd/measure/host.h"
 #include "herd/model/config.h"
 #include "herd/model/flops.h"
 #include "herd/planner/estimate.h"
@@ -26,43 +27,25 @@
 
 namespace herd::train {
 
-// The cluster the projection uses: the file HERD_CLUSTER_FILE names (a `herd calibrate` output) when
-// set, else the committed `local-cpu` preset. A malformed file is an error naming its field.
-Result<topology::Cluster> local_cpu_cluster();
+// The cluster the projection uses: `cluster_file` (projection.cluster_file, a `herd calibrate` output)
+// when not empty, else the committed `local-cpu` preset. A malformed file is an error naming
+// projection.cluster_file and the file's field.
+Result<topology::Cluster> local_cpu_cluster(const std::string& cluster_file = "");
 
 // Other jobs competing for this host's cores right now, before a run starts (the "planned" line):
-// scheduling groups (autogroups, one per session; processes when the kernel does not group) other
-// than this process's with a runnable thread, each weighted by CFS's 1.25^-nice, averaged over 20
-// scans of /proc 10 ms apart. 0 where /proc is unreadable. HERD_BACKGROUND_JOBS, when set, is used
-// instead (0: an idle host), here and for the run (below).
-double measure_background_jobs();
-
-// CPU time on this host: every core's busy time since boot (steal included: a hypervisor's other
-// guests take the cores too) and this job's own, at one wall-clock instant. The job is this process
-// and its sibling ranks (processes of the same parent running the same executable: mpirun's).
-struct HostCpuTimes {
-  double wall_s = 0;
-  double busy_s = 0;
-  double job_s = 0;
-  bool ok = false;  // false where /proc is unreadable
-};
-HostCpuTimes host_cpu_times();
-
-// The background load between two readings, as host_share's background_jobs: the other jobs took
-// X = (busy - job) / wall cores' worth, leaving the job cores - X, which host_share's fair-share rule
-// cores / (1 + B) gives for B = X / (cores - X). Measured, not inferred from runnable threads, so a
-// short-lived process counts only for the CPU it used. -1 when either reading failed or no time passed.
-double background_jobs_between(const HostCpuTimes& a, const HostCpuTimes& b, std::int64_t cores);
+// `fixed` when it is >= 0 (projection.background_jobs; 0: an idle host), here and for the run
+// (below); else measure::sample_background_jobs().
+double background_jobs(double fixed);
 
 struct Projection {
   ResolvedLayout layout;  // the run's layout and training shape (train/config.h)
   int threads = 0;        // kernel threads per rank (train.threads); 0 = the launcher's rule
   std::string cluster;
   model::LlamaConfig model;
-  topology::Cluster host;      // the cluster as given (background_jobs as measured at the start)
-  HostCpuTimes cpu_at_start;   // set by plan_run on a shared host (ok = false otherwise)
-  double background_jobs = 0;  // what the prediction assumed (accelerator.background_jobs)
-  double step_s_idle = 0;      // the same prediction on an idle host (background 0)
+  topology::Cluster host;              // the cluster as given (background_jobs as measured at the start)
+  measure::HostCpuTimes cpu_at_start;  // set by plan_run on a shared host (ok = false otherwise)
+  double background_jobs = 0;          // what the prediction assumed (accelerator.background_jobs)
+  double step_s_idle = 0;              // the same prediction on an idle host (background 0)
   planner::Estimate estimate;
   // Memory of the rank, the planner's parts regrouped as the runtime measures them.
   double state_bytes = 0;             // parameters + gradients + optimizer state (embedding/head included)

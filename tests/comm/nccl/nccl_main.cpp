@@ -51,7 +51,7 @@ Status rank_body(Communicator& boot) {
   det.deterministic = true;
   HERD_ASSIGN_OR_RETURN(auto cd, nccl::make_communicator(boot, r, det));
   const Status s = cd->all_reduce(d_send, count, ElemType::kF32, ReduceOp::kSum);
-  EXPECT_OR_FAIL(!s.ok() && s.error().message().find("HERD_COMM_DETERMINISTIC=0") != std::string::npos);
+  EXPECT_OR_FAIL(!s.ok() && s.error().message().find("comm.deterministic=false") != std::string::npos);
   cudaFree(d_send);
   cudaFree(d_recv);
   return Status::Ok();

@@ -343,7 +343,7 @@ class MpiWork final : public Work {
     if (!opts_.deterministic && is_collective(op_.kind)) {
       who =
           "MPI's native collective does not say which rank is missing; compare every rank's flight recorder "
-          "(or rerun with HERD_COMM_DETERMINISTIC=1)";
+          "(or rerun with --comm.deterministic=true)";
     } else {
       if (!no_data.empty()) who += "no data from global ranks " + rank_list(no_data);
       if (!not_taken.empty())

@@ -195,7 +195,7 @@ class NcclCommunicator final : public Communicator {
     if (reduces && options().deterministic) {
       return make_error(what,
                         ": NCCL reduces in its own ring/tree order, not rank order; set "
-                        "HERD_COMM_DETERMINISTIC=0 to use it (or reduce on the local/mpi backend)");
+                        "comm.deterministic=false to use it (or reduce on the local/mpi backend)");
     }
     if (g_->comm == nullptr) return make_error(what, ": the NCCL communicator was aborted after a timeout");
     HERD_CUDA_TRY(cudaSetDevice(g_->device), me);

@@ -10,7 +10,7 @@
 //
 // Differences from local/mpi, by design of NCCL:
 //   - Reductions follow NCCL's ring/tree order, not rank order: in deterministic mode (the default)
-//     all_reduce and reduce_scatter return an error naming HERD_COMM_DETERMINISTIC=0 instead of
+//     all_reduce and reduce_scatter return an error naming comm.deterministic=false instead of
 //     silently breaking the bit-exact contract. Data movement (all_gather, broadcast, send/recv) is
 //     exact in both modes.
 //   - Point-to-point ops match by order per peer; the tag is recorded but not used for matching.

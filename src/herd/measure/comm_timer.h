@@ -17,7 +17,7 @@
 
 #include "herd/comm/communicator.h"
 
-namespace herd::train {
+namespace herd::measure {
 
 class TimedCommunicator final : public comm::Communicator {
  public:
@@ -40,4 +40,4 @@ class TimedCommunicator final : public comm::Communicator {
   std::shared_ptr<double> seconds_;
 };
 
-}  // namespace herd::train
+}  // namespace herd::measure

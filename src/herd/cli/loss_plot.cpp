@@ -1,5 +1,5 @@
 // SVG rendering of loss curves: linear axes with rounded ticks, no external dependencies.
-#include "herd/train/plot.h"
+#include "herd/cli/loss_plot.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "herd/core/json.h"
 
-namespace herd::train {
+namespace herd::cli {
 
 Result<LossCurves> read_loss_curves(const std::string& metrics_path) {
   std::ifstream in(metrics_path);
@@ -119,4 +119,4 @@ std::string loss_curve_svg(const LossCurves& c, const std::string& title, const 
   return o.str();
 }
 
-}  // namespace herd::train
+}  // namespace herd::cli

@@ -1,6 +1,7 @@
 // Loss curves as standalone SVG: the training loss of every step and the held-out loss of the
 // evaluation steps, read from a metrics file (JSON lines, as `herd train --train.metrics_file` writes).
 // Optional horizontal reference lines (e.g. the corpus's unigram entropy) put the curve in context.
+// Used by `herd plot` (cli/plot.cpp) only, so it lives beside it rather than in train/.
 #pragma once
 
 #include <string>
@@ -8,7 +9,7 @@
 
 #include "herd/core/error.h"
 
-namespace herd::train {
+namespace herd::cli {
 
 struct CurvePoint {
   double x = 0;
@@ -32,4 +33,4 @@ struct ReferenceLine {
 std::string loss_curve_svg(const LossCurves& curves, const std::string& title,
                            const std::vector<ReferenceLine>& references = {});
 
-}  // namespace herd::train
+}  // namespace herd::cli

@@ -1,9 +1,9 @@
 // TimedCommunicator: forwarding with the time spent in wait() added to a shared counter.
-#include "herd/train/comm_timer.h"
+#include "herd/measure/comm_timer.h"
 
 #include "herd/core/timer.h"
 
-namespace herd::train {
+namespace herd::measure {
 
 namespace {
 
@@ -78,4 +78,4 @@ std::shared_ptr<comm::Work> TimedCommunicator::post(const comm::OpDesc& op) {
   return std::make_shared<TimedWork>(std::move(h), seconds_);
 }
 
-}  // namespace herd::train
+}  // namespace herd::measure
