@@ -6,17 +6,14 @@
 #include <cstring>
 
 #include "herd/core/check.h"
+#include "herd/model/shard.h"
 
 namespace herd::parallel::cp {
 
 Result<CpSplit> make_cp_split(std::int64_t seq_len, std::int64_t cp, std::int64_t rank) {
   if (cp < 1) return make_error("cp: must be at least 1, got ", cp);
   if (rank < 0 || rank >= cp) return make_error("cp rank ", rank, " is outside cp (", cp, ")");
-  if (seq_len <= 0 || seq_len % (2 * cp) != 0) {
-    return make_error(
-        "seq_len (", seq_len, ") is not divisible by 2 x cp (", 2 * cp,
-        "): context parallelism cuts each sequence into 2 x cp chunks; use a seq_len that is a multiple of ", 2 * cp);
-  }
+  HERD_RETURN_IF_ERROR(model::check_cp_divides_seq(seq_len, cp));
   return CpSplit{seq_len, cp, rank};
 }
 
