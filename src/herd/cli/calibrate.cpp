@@ -141,18 +141,18 @@ std::vector<CommSample> time_comm(int ranks, const std::vector<std::int64_t>& co
       };
       const double b = 4.0 * static_cast<double>(n) * nb;  // the whole tensor of the collective
       HERD_RETURN_IF_ERROR(run("all_reduce", b, 2 * (nb - 1), 2 * frac * b, [&] {
-        return c.all_reduce(send.data(), recv.data(), n * static_cast<std::size_t>(ranks), comm::ElemType::kF32,
+        return c.all_reduce(send.data(), recv.data(), n * static_cast<std::size_t>(ranks), DType::kF32,
                             comm::ReduceOp::kSum);
       }));
       HERD_RETURN_IF_ERROR(run("all_gather", b, nb - 1, frac * b,
-                               [&] { return c.all_gather(send.data(), recv.data(), n, comm::ElemType::kF32); }));
+                               [&] { return c.all_gather(send.data(), recv.data(), n, DType::kF32); }));
       HERD_RETURN_IF_ERROR(run("reduce_scatter", b, nb - 1, frac * b, [&] {
-        return c.reduce_scatter(send.data(), recv.data(), n, comm::ElemType::kF32, comm::ReduceOp::kSum);
+        return c.reduce_scatter(send.data(), recv.data(), n, DType::kF32, comm::ReduceOp::kSum);
       }));
       const double pb = 4.0 * static_cast<double>(n);
       HERD_RETURN_IF_ERROR(run("send_recv", pb, 1, pb, [&]() -> Status {
-        if (c.rank() == 0) return c.send(send.data(), n, comm::ElemType::kF32, 1, 7);
-        if (c.rank() == 1) return c.recv(recv.data(), n, comm::ElemType::kF32, 0, 7);
+        if (c.rank() == 0) return c.send(send.data(), n, DType::kF32, 1, 7);
+        if (c.rank() == 1) return c.recv(recv.data(), n, DType::kF32, 0, 7);
         return Status::Ok();
       }));
     }

@@ -160,7 +160,7 @@ void DistributedStage<T>::load_full(const T* full) {
 template <typename T>
 Status DistributedStage<T>::gather_full(bool grads, T* full) {
   const int tp = ctx_.tp_size();
-  const comm::ElemType et = comm::elem_type_of<T>();
+  const DType et = dtype_of<T>();
   std::vector<std::vector<T>> local(units_.size());
   for (std::size_t u = 0; u < units_.size(); ++u) {
     fsdp::FlatUnit<T>& unit = *units_[u];

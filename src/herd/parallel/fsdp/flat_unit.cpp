@@ -33,7 +33,7 @@ template <typename T>
 void FlatUnit<T>::begin_gather() {
   if (full_) return;
   full_ = aligned_array<T>(static_cast<std::size_t>(padded()));
-  handle_ = dp_->iall_gather(params_.get(), full_.get(), static_cast<std::size_t>(shard_), comm::elem_type_of<T>());
+  handle_ = dp_->iall_gather(params_.get(), full_.get(), static_cast<std::size_t>(shard_), dtype_of<T>());
   in_flight_ = true;
 }
 
@@ -60,8 +60,8 @@ T* FlatUnit<T>::full_grads() {
 template <typename T>
 void FlatUnit<T>::begin_reduce_scatter_grads() {
   HERD_CHECK(!grads_in_flight_, "FSDP unit ", name_, ": gradient reduce-scatter posted twice");
-  grad_handle_ = dp_->ireduce_scatter(full_grads(), grads_.get(), static_cast<std::size_t>(shard_),
-                                      comm::elem_type_of<T>(), comm::ReduceOp::kSum);
+  grad_handle_ = dp_->ireduce_scatter(full_grads(), grads_.get(), static_cast<std::size_t>(shard_), dtype_of<T>(),
+                                      comm::ReduceOp::kSum);
   grads_in_flight_ = true;
 }
 

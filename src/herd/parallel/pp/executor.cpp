@@ -99,10 +99,10 @@ Status PipelineExecutor<T, Stage>::open_channels() {
   const int next = (rank_ + 1) % pp_, prev = (rank_ + pp_ - 1) % pp_;
   std::int32_t out[2] = {rank_, rank_}, in[2] = {-1, -1};
   std::vector<comm::Handle> h;
-  h.push_back(comm_->irecv(&in[0], 1, comm::ElemType::kI32, prev, kHandshakeTag));
-  h.push_back(comm_->irecv(&in[1], 1, comm::ElemType::kI32, next, kHandshakeTag));
-  h.push_back(comm_->isend(&out[0], 1, comm::ElemType::kI32, next, kHandshakeTag));
-  h.push_back(comm_->isend(&out[1], 1, comm::ElemType::kI32, prev, kHandshakeTag));
+  h.push_back(comm_->irecv(&in[0], 1, DType::kI32, prev, kHandshakeTag));
+  h.push_back(comm_->irecv(&in[1], 1, DType::kI32, next, kHandshakeTag));
+  h.push_back(comm_->isend(&out[0], 1, DType::kI32, next, kHandshakeTag));
+  h.push_back(comm_->isend(&out[1], 1, DType::kI32, prev, kHandshakeTag));
   HERD_RETURN_IF_ERROR(comm::wait_all(h));
   HERD_CHECK(in[0] == prev && in[1] == next, "pipeline handshake got ranks ", in[0], ", ", in[1]);
   return Status::Ok();
@@ -171,7 +171,7 @@ Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBa
     return static_cast<std::size_t>(chunks_.front().boundary_rows(mbs[static_cast<std::size_t>(m)].rows()) *
                                     cfg_.hidden);
   };
-  const comm::ElemType et = comm::elem_type_of<T>();
+  const DType et = dtype_of<T>();
 
   const std::vector<Action>& acts = plan_.schedule.ranks[static_cast<std::size_t>(rank_)];
   const std::size_t n_act = acts.size();
@@ -308,7 +308,7 @@ Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBa
 
   // Every pipeline rank reports the step's loss: broadcast from the rank holding the last stage.
   double totals[2] = {loss_sum, static_cast<double>(stats.tokens)};
-  HERD_RETURN_IF_ERROR(comm_->broadcast(totals, 2, comm::ElemType::kF64, (n_st - 1) % pp_));
+  HERD_RETURN_IF_ERROR(comm_->broadcast(totals, 2, DType::kF64, (n_st - 1) % pp_));
   stats.loss_sum = totals[0];
   stats.tokens = static_cast<std::int64_t>(totals[1]);
   return stats;
