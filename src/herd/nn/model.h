@@ -25,7 +25,8 @@
 
 namespace herd::nn {
 
-// One named weight inside the flat buffer; shape is (out, in) for matrices, (n) for norms.
+// One named weight inside the flat buffer; shape is (out, in) for matrices, (n) for norms. The list
+// is model::llama_weights (model/weights.h), the one weight table.
 struct NamedParam {
   std::string name;  // "tok_embedding", "layers.3.wq", "final_norm", "output"
   std::int64_t offset = 0;
@@ -70,8 +71,9 @@ class LlamaModel {
   std::int64_t sized_rows() const { return max_rows_; }
   std::int64_t sized_seq_len() const { return max_seq_; }
 
-  // Llama-style initialisation from a seed: matrices N(0, 0.02), the residual-output projections
-  // (wo, w_down) N(0, 0.02 / sqrt(2 L)), the embedding N(0, 1), the output head N(0, 1/sqrt(d)), norms 1.
+  // Llama-style initialisation from a seed, per the weight table's init kinds (model/weights.h):
+  // matrices N(0, 0.02), the residual-output projections (wo, w_down) N(0, 0.02 / sqrt(2 L)), the
+  // embedding N(0, 1), the output head N(0, 1/sqrt(d)), norms 1. Weight i draws from stream i.
   void init_weights(std::uint64_t seed);
   void zero_grads();
 

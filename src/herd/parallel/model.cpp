@@ -48,7 +48,7 @@ DistributedLlama<T>::DistributedLlama(const model::LlamaConfig& cfg, const Paral
   auto rope = std::make_shared<const kernels::RopeTable<T>>(rc, cfg.max_seq_len);
   stage_ = std::make_unique<DistributedStage<T>>(cfg, ctx, recompute, std::move(layers), true, true, tpc_.get(),
                                                  cph_.get(), std::move(rope), /*release_after_backward=*/true);
-  for (const ShardedParam& p : stage_->params()) full_count_ = std::max(full_count_, p.full.offset + p.full.count());
+  for (const ShardedParam& p : stage_->params()) full_count_ = std::max(full_count_, p.w.offset + p.w.count());
   // The stage's slot bound plus the two (n_loc, d) residual streams.
   const std::int64_t d = cfg.hidden;
   arena_ = std::make_unique<tensor::Arena>(
