@@ -43,7 +43,7 @@ template <typename T>
 class PipelineLlamaModel final : public RankModel<T> {
  public:
   using Stage = parallel::DistributedStage<T>;
-  using Executor = parallel::pp::PipelineExecutor<T, Stage>;
+  using Executor = parallel::pp::PipelineExecutor<T>;
 
   PipelineLlamaModel(const parallel::ParallelContext& ctx, const model::LlamaConfig& m, model::Recompute r)
       : ctx_(ctx), cfg_(m), recompute_(r), layout_(m, model::Recompute::kFull, 1, 1) {
