@@ -36,4 +36,11 @@ Status check_shardable(const LlamaConfig& cfg, const ShardSpec& s) {
   return Status::Ok();
 }
 
+Result<CpSplit> make_cp_split(std::int64_t seq_len, std::int64_t cp, std::int64_t rank) {
+  if (cp < 1) return make_error("cp (", cp, ") must be at least 1");
+  if (rank < 0 || rank >= cp) return make_error("cp rank ", rank, " is outside cp (", cp, ")");
+  HERD_RETURN_IF_ERROR(check_cp_divides_seq(seq_len, cp));
+  return CpSplit{seq_len, cp, rank};
+}
+
 }  // namespace herd::model

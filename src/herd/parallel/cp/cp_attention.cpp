@@ -6,16 +6,8 @@
 #include <cstring>
 
 #include "herd/core/check.h"
-#include "herd/model/shard.h"
 
 namespace herd::parallel::cp {
-
-Result<CpSplit> make_cp_split(std::int64_t seq_len, std::int64_t cp, std::int64_t rank) {
-  if (cp < 1) return make_error("cp: must be at least 1, got ", cp);
-  if (rank < 0 || rank >= cp) return make_error("cp rank ", rank, " is outside cp (", cp, ")");
-  HERD_RETURN_IF_ERROR(model::check_cp_divides_seq(seq_len, cp));
-  return CpSplit{seq_len, cp, rank};
-}
 
 Result<CpMask> make_cp_mask(comm::Communicator& group, std::int64_t batch, std::int64_t seq_len,
                             const std::int32_t* pos, const std::int32_t* doc) {
