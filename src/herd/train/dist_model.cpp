@@ -67,13 +67,15 @@ class DistributedLlamaModel final : public RankModel<T> {
   std::int64_t optimizer_steps() const override { return model_.steps(); }
   void set_optimizer_steps(std::int64_t s) override { model_.set_steps(s); }
 
-  // Each flat unit holds its gathered weights and full gradient buffer (padded) through the step, and
-  // its shard's master weights, reduced gradients and both AdamW moments.
+  // Each flat unit holds its gathered weights and full gradient buffer (padded) through the step (not
+  // in a group of one, which uses its shards in place), and its shard's master weights, reduced
+  // gradients and both AdamW moments.
   RankMemoryUse memory_use() override {
     double elems = 0;
     for (std::int64_t u = 0; u < model_.unit_count(); ++u) {
       const parallel::fsdp::FlatUnit<T>& unit = model_.unit(u);
-      elems += 2.0 * static_cast<double>(unit.padded()) + 4.0 * static_cast<double>(unit.shard_size());
+      elems += (unit.in_place() ? 0.0 : 2.0 * static_cast<double>(unit.padded())) +
+               4.0 * static_cast<double>(unit.shard_size());
     }
     return {elems * sizeof(T), static_cast<double>(model_.arena().peak())};
   }
