@@ -7,15 +7,6 @@
 
 namespace herd::model {
 
-const char* tp_split_name(TpSplit s) {
-  switch (s) {
-    case TpSplit::kReplicated: return "replicated";
-    case TpSplit::kRows: return "rows";
-    case TpSplit::kCols: return "cols";
-  }
-  return "?";
-}
-
 double init_std(WeightInit init, const LlamaConfig& cfg) {
   switch (init) {
     case WeightInit::kOnes: return 0.0;

@@ -23,7 +23,6 @@
 namespace herd::model {
 
 enum class TpSplit { kReplicated, kRows, kCols };
-const char* tp_split_name(TpSplit s);  // "replicated", "rows", "cols"
 
 enum class WeightInit {
   kOnes,       // norms

@@ -56,7 +56,7 @@ LlamaModel<T>::LlamaModel(const model::LlamaConfig& cfg, model::Recompute recomp
   // weights through nn::LayerLayout, which lists a layer's weights in the same order.
   const std::vector<model::Weight> table = model::llama_weights(cfg, 1);
   for (const model::Weight& w : table) named_.push_back({w.name, w.offset, w.rows, w.cols});
-  for (const model::WeightUnit& u : model::llama_weight_units(table)) units_.push_back({u.name, u.offset, u.count});
+  units_ = model::llama_weight_units(table);
   for (std::int64_t l = 0; l < cfg.n_layers; ++l) {
     blocks_.emplace_back(*sizes, recompute, "layers." + std::to_string(l) + ".");
     HERD_CHECK(blocks_.back().layout().total == units_[static_cast<std::size_t>(l) + 1].count,

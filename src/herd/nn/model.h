@@ -19,6 +19,7 @@
 #include "herd/kernels/rope.h"
 #include "herd/model/config.h"
 #include "herd/model/flops.h"
+#include "herd/model/weights.h"
 #include "herd/nn/batch.h"
 #include "herd/nn/block.h"
 #include "herd/tensor/arena.h"
@@ -34,13 +35,6 @@ struct NamedParam {
   std::int64_t cols = 1;
   std::int64_t count() const { return rows * cols; }
   bool is_norm() const { return cols == 1; }
-};
-
-// A contiguous range of the flat buffer that FSDP would shard as one unit.
-struct ParamUnit {
-  std::string name;  // "embedding", "layers.3", "head"
-  std::int64_t offset = 0;
-  std::int64_t count = 0;
 };
 
 // The RoPE table configuration of a model: theta, Llama 3.1 frequency scaling and herd's half-split
@@ -64,7 +58,6 @@ class LlamaModel {
   const T* params() const { return params_.get(); }
   T* grads() { return grads_.get(); }
   const std::vector<NamedParam>& named_params() const { return named_; }
-  const std::vector<ParamUnit>& units() const { return units_; }
   const NamedParam& param(const std::string& name) const;  // HERD_CHECK when unknown
   tensor::Arena& arena() { return *arena_; }
   // The largest micro-batch the arena was sized for.
@@ -100,7 +93,7 @@ class LlamaModel {
   std::int64_t emb_ = 0, final_norm_ = 0, output_ = 0;  // offsets
   AlignedPtr<T> params_, grads_;
   std::vector<NamedParam> named_;
-  std::vector<ParamUnit> units_;
+  std::vector<model::WeightUnit> units_;  // embedding, layers.0 .. layers.{L-1}, head
   std::vector<TransformerBlock<T>> blocks_;
   std::unique_ptr<kernels::RopeTable<T>> rope_;
   std::unique_ptr<tensor::Arena> arena_;
