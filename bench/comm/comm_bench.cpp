@@ -33,17 +33,15 @@ namespace herd::bench {
 namespace {
 
 using comm::Communicator;
-using comm::ElemType;
 using comm::OpKind;
 using comm::ReduceOp;
 
 Status run_op(Communicator& c, OpKind op, std::vector<float>& send, std::vector<float>& recv, std::size_t count) {
   switch (op) {
-    case OpKind::kAllReduce: return c.all_reduce(send.data(), recv.data(), count, ElemType::kF32, ReduceOp::kSum);
-    case OpKind::kAllGather: return c.all_gather(send.data(), recv.data(), count, ElemType::kF32);
-    case OpKind::kReduceScatter:
-      return c.reduce_scatter(send.data(), recv.data(), count, ElemType::kF32, ReduceOp::kSum);
-    default: return c.broadcast(send.data(), count, ElemType::kF32, 0);
+    case OpKind::kAllReduce: return c.all_reduce(send.data(), recv.data(), count, DType::kF32, ReduceOp::kSum);
+    case OpKind::kAllGather: return c.all_gather(send.data(), recv.data(), count, DType::kF32);
+    case OpKind::kReduceScatter: return c.reduce_scatter(send.data(), recv.data(), count, DType::kF32, ReduceOp::kSum);
+    default: return c.broadcast(send.data(), count, DType::kF32, 0);
   }
 }
 

@@ -35,14 +35,12 @@ void raw_op(OpKind op, std::vector<float>& send, std::vector<float>& recv, int c
 
 Status herd_op(comm::Communicator& c, OpKind op, std::vector<float>& send, std::vector<float>& recv,
                std::size_t count) {
-  using comm::ElemType;
   using comm::ReduceOp;
   switch (op) {
-    case OpKind::kAllReduce: return c.all_reduce(send.data(), recv.data(), count, ElemType::kF32, ReduceOp::kSum);
-    case OpKind::kAllGather: return c.all_gather(send.data(), recv.data(), count, ElemType::kF32);
-    case OpKind::kReduceScatter:
-      return c.reduce_scatter(send.data(), recv.data(), count, ElemType::kF32, ReduceOp::kSum);
-    default: return c.broadcast(send.data(), count, ElemType::kF32, 0);
+    case OpKind::kAllReduce: return c.all_reduce(send.data(), recv.data(), count, DType::kF32, ReduceOp::kSum);
+    case OpKind::kAllGather: return c.all_gather(send.data(), recv.data(), count, DType::kF32);
+    case OpKind::kReduceScatter: return c.reduce_scatter(send.data(), recv.data(), count, DType::kF32, ReduceOp::kSum);
+    default: return c.broadcast(send.data(), count, DType::kF32, 0);
   }
 }
 

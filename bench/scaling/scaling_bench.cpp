@@ -2,7 +2,8 @@
 // ranks as threads), reporting tokens/s and the share of rank 0's step time spent blocked in
 // collectives (TimedCommunicator). This machine has 2 cores, so 8 ranks share them: the numbers to read
 // are the communication shares and how they grow with the rank count, not a speed-up.
-//   herd_bench_scaling [--model tiny|small] [--impl tpfsdp|replica] [--steps N] [--out FILE]
+//   herd_bench_scaling [--model tiny|small] [--impl tpfsdp|replica] [--steps N] [--max-ranks R] [--out FILE]
+// --max-ranks 1 measures only the one-rank row (the distributed path at degree 1).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -36,12 +37,13 @@ std::shared_ptr<const data::TokenDocuments> docs(std::int64_t vocab, std::int64_
 
 int main(int argc, char** argv) {
   std::string model_name = "tiny", impl = "tpfsdp", out_path;
-  std::int64_t steps = 4;
+  std::int64_t steps = 4, max_ranks = 8;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--model")) model_name = argv[i + 1];
     if (!std::strcmp(argv[i], "--impl")) impl = argv[i + 1];
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--out")) out_path = argv[i + 1];
+    if (!std::strcmp(argv[i], "--max-ranks")) max_ranks = std::atoll(argv[i + 1]);
   }
   Result<model::LlamaConfig> m = model::resolve_model(model_name);
   if (!m.ok()) {
@@ -72,6 +74,7 @@ int main(int argc, char** argv) {
   const std::pair<int, int> layouts[] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {1, 4}, {2, 4}, {1, 8}};
   for (auto [tp, dp] : layouts) {
     if (impl == "replica" && tp > 1) continue;  // the replica does not split work across TP
+    if (tp * dp > max_ranks) continue;
     cfg.parallel.tp = tp;
     cfg.parallel.dp = dp;
     JobResult<float> r;

@@ -56,7 +56,7 @@ TEST(FlightRecorder, DumpsJson) {
   FlightRecorder fr(7, 8);
   RecordEntry e = entry(4, OpKind::kReduceScatter);
   e.reduce = ReduceOp::kMax;
-  e.elem = ElemType::kF64;
+  e.elem = DType::kF64;
   fr.set_state(fr.record(e), OpState::kTimedOut);
   const auto dir = std::filesystem::temp_directory_path() / "herd_fr_test";
   auto path = fr.dump(dir.string(), "t", "why not");

@@ -16,14 +16,14 @@ void check_all_reduce_sum(int n, std::size_t count) {
   run_ranks(n, [&](Communicator& c) -> Status {
     std::vector<T> buf(count), out(count);
     for (std::size_t i = 0; i < count; ++i) buf[i] = static_cast<T>(c.rank() * count + i);
-    HERD_RETURN_IF_ERROR(c.all_reduce(buf.data(), out.data(), count, elem_type_of<T>(), ReduceOp::kSum));
+    HERD_RETURN_IF_ERROR(c.all_reduce(buf.data(), out.data(), count, dtype_of<T>(), ReduceOp::kSum));
     for (std::size_t i = 0; i < count; ++i) {
       // sum_r (r * count + i) = count * n (n - 1) / 2 + n * i
       const T want = static_cast<T>(count * n * (n - 1) / 2 + n * i);
       COMM_EXPECT(out[i] == want, "element ", i, ": ", out[i], " != ", want);
     }
     // In place gives the same.
-    HERD_RETURN_IF_ERROR(c.all_reduce(buf.data(), count, elem_type_of<T>(), ReduceOp::kSum));
+    HERD_RETURN_IF_ERROR(c.all_reduce(buf.data(), count, dtype_of<T>(), ReduceOp::kSum));
     COMM_EXPECT(buf == out);
     return Status::Ok();
   });
@@ -66,9 +66,9 @@ TEST(LocalCollectives, AllGatherInAndOutOfPlace) {
       const std::size_t count = 333;
       std::vector<float> mine(count), out(n * count), inplace(n * count, -1.0f);
       for (std::size_t i = 0; i < count; ++i) mine[i] = static_cast<float>(c.rank() * count + i);
-      HERD_RETURN_IF_ERROR(c.all_gather(mine.data(), out.data(), count, ElemType::kF32));
+      HERD_RETURN_IF_ERROR(c.all_gather(mine.data(), out.data(), count, DType::kF32));
       std::copy(mine.begin(), mine.end(), inplace.begin() + c.rank() * count);
-      HERD_RETURN_IF_ERROR(c.all_gather(inplace.data() + c.rank() * count, inplace.data(), count, ElemType::kF32));
+      HERD_RETURN_IF_ERROR(c.all_gather(inplace.data() + c.rank() * count, inplace.data(), count, DType::kF32));
       for (std::size_t k = 0; k < n * count; ++k) {
         COMM_EXPECT(out[k] == static_cast<float>(k), "element ", k);
         COMM_EXPECT(inplace[k] == static_cast<float>(k), "in-place element ", k);
@@ -85,9 +85,9 @@ TEST(LocalCollectives, ReduceScatterInAndOutOfPlace) {
       const std::size_t total = n * count;
       std::vector<double> send(total), out(count);
       for (std::size_t i = 0; i < total; ++i) send[i] = static_cast<double>(c.rank() * total + i);
-      HERD_RETURN_IF_ERROR(c.reduce_scatter(send.data(), out.data(), count, ElemType::kF64, ReduceOp::kSum));
+      HERD_RETURN_IF_ERROR(c.reduce_scatter(send.data(), out.data(), count, DType::kF64, ReduceOp::kSum));
       double* in_place = send.data() + c.rank() * count;
-      HERD_RETURN_IF_ERROR(c.reduce_scatter(send.data(), in_place, count, ElemType::kF64, ReduceOp::kSum));
+      HERD_RETURN_IF_ERROR(c.reduce_scatter(send.data(), in_place, count, DType::kF64, ReduceOp::kSum));
       for (std::size_t i = 0; i < count; ++i) {
         const std::size_t g = c.rank() * count + i;  // global element index
         const double want = static_cast<double>(total * n * (n - 1) / 2 + n * g);
@@ -105,7 +105,7 @@ TEST(LocalCollectives, BroadcastFromEveryRoot) {
     for (int root = 0; root < c.size(); ++root) {
       std::vector<std::int64_t> buf(1000, -1);
       if (c.rank() == root) std::iota(buf.begin(), buf.end(), root * 10000);
-      HERD_RETURN_IF_ERROR(c.broadcast(buf.data(), buf.size(), ElemType::kI64, root));
+      HERD_RETURN_IF_ERROR(c.broadcast(buf.data(), buf.size(), DType::kI64, root));
       for (std::size_t i = 0; i < buf.size(); ++i) COMM_EXPECT(buf[i] == root * 10000 + static_cast<std::int64_t>(i));
     }
     return Status::Ok();
@@ -128,9 +128,9 @@ TEST(LocalCollectives, BarrierOrdersWritesBeforeAndAfter) {
 TEST(LocalCollectives, BytesTypesAreMovedButNotReduced) {
   run_ranks(3, [](Communicator& c) -> Status {
     std::vector<std::uint16_t> mine(10, static_cast<std::uint16_t>(c.rank() + 1)), all(30);
-    HERD_RETURN_IF_ERROR(c.all_gather(mine.data(), all.data(), 10, elem_type(DType::kBF16)));
+    HERD_RETURN_IF_ERROR(c.all_gather(mine.data(), all.data(), 10, DType::kBF16));
     for (int k = 0; k < 30; ++k) COMM_EXPECT(all[k] == k / 10 + 1);
-    const Status s = c.all_reduce(mine.data(), 10, ElemType::kBF16, ReduceOp::kSum);
+    const Status s = c.all_reduce(mine.data(), 10, DType::kBF16, ReduceOp::kSum);
     COMM_EXPECT(!s.ok());
     COMM_EXPECT(s.error().message().find("bf16 cannot be reduced") != std::string::npos, s.error().message());
     return Status::Ok();

@@ -97,7 +97,7 @@ TEST(LocalFaults, MismatchedCollectivesAreReportedOnEveryRank) {
   LocalWorld world(3, testing::test_options(/*timeout_s=*/60));
   auto st = world.run([](Communicator& c) -> Status {
     std::vector<float> a(12), b(36);
-    if (c.rank() == 1) return c.all_gather(a.data(), b.data(), 12, ElemType::kF32);
+    if (c.rank() == 1) return c.all_gather(a.data(), b.data(), 12, DType::kF32);
     return c.all_reduce(a.data(), 12, ReduceOp::kSum);
   });
   for (int r = 0; r < 3; ++r) {
@@ -115,7 +115,7 @@ TEST(LocalFaults, UnmatchedReceiveTimesOutNamingTheSender) {
       while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       return Status::Ok();
     }
-    Status s = c.recv(&x, 1, ElemType::kF32, 1, 42);
+    Status s = c.recv(&x, 1, DType::kF32, 1, 42);
     done = true;
     return s;
   });

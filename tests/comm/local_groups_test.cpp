@@ -45,11 +45,11 @@ TEST(LocalGroups, GroupsNumberTheirCollectivesIndependently) {
     double a = 1, b = 10;
     std::vector<Handle> hs;
     if (world.rank() % 2 == 0) {
-      hs.push_back(tp->iall_reduce(&a, &a, 1, ElemType::kF64, ReduceOp::kSum));
-      hs.push_back(dp->iall_reduce(&b, &b, 1, ElemType::kF64, ReduceOp::kSum));
+      hs.push_back(tp->iall_reduce(&a, &a, 1, DType::kF64, ReduceOp::kSum));
+      hs.push_back(dp->iall_reduce(&b, &b, 1, DType::kF64, ReduceOp::kSum));
     } else {
-      hs.push_back(dp->iall_reduce(&b, &b, 1, ElemType::kF64, ReduceOp::kSum));
-      hs.push_back(tp->iall_reduce(&a, &a, 1, ElemType::kF64, ReduceOp::kSum));
+      hs.push_back(dp->iall_reduce(&b, &b, 1, DType::kF64, ReduceOp::kSum));
+      hs.push_back(tp->iall_reduce(&a, &a, 1, DType::kF64, ReduceOp::kSum));
     }
     HERD_RETURN_IF_ERROR(wait_all(hs));
     COMM_EXPECT(a == 2 && b == 20);
@@ -79,10 +79,10 @@ TEST(LocalPointToPoint, RingWithEarlyReceivesAndTags) {
     std::vector<float> act(100), grad(100), out_act(100), out_grad(100);
     for (int i = 0; i < 100; ++i) out_act[i] = c.rank() * 1000 + i, out_grad[i] = -(c.rank() * 1000 + i);
     std::vector<Handle> hs;
-    hs.push_back(c.irecv(grad.data(), 100, ElemType::kF32, next, /*tag=*/1));
-    hs.push_back(c.irecv(act.data(), 100, ElemType::kF32, prev, /*tag=*/0));
-    hs.push_back(c.isend(out_act.data(), 100, ElemType::kF32, next, 0));
-    hs.push_back(c.isend(out_grad.data(), 100, ElemType::kF32, prev, 1));
+    hs.push_back(c.irecv(grad.data(), 100, DType::kF32, next, /*tag=*/1));
+    hs.push_back(c.irecv(act.data(), 100, DType::kF32, prev, /*tag=*/0));
+    hs.push_back(c.isend(out_act.data(), 100, DType::kF32, next, 0));
+    hs.push_back(c.isend(out_grad.data(), 100, DType::kF32, prev, 1));
     HERD_RETURN_IF_ERROR(wait_all(hs));
     for (int i = 0; i < 100; ++i) {
       COMM_EXPECT(act[i] == prev * 1000 + i);
@@ -99,9 +99,9 @@ TEST(LocalPointToPoint, SameTagMessagesArriveInPostingOrder) {
     for (int k = 0; k < 4; ++k) {
       if (c.rank() == 0) {
         v[k] = 100 + k;
-        hs.push_back(c.isend(&v[k], 1, ElemType::kI32, 1, 7));
+        hs.push_back(c.isend(&v[k], 1, DType::kI32, 1, 7));
       } else {
-        hs.push_back(c.irecv(&v[k], 1, ElemType::kI32, 0, 7));
+        hs.push_back(c.irecv(&v[k], 1, DType::kI32, 0, 7));
       }
     }
     HERD_RETURN_IF_ERROR(wait_all(hs));
@@ -114,7 +114,7 @@ TEST(LocalPointToPoint, SizeMismatchFailsBothSides) {
   LocalWorld world(2, testing::test_options());
   auto st = world.run([](Communicator& c) -> Status {
     std::vector<float> buf(8);
-    return c.rank() == 0 ? c.send(buf.data(), 8, ElemType::kF32, 1, 3) : c.recv(buf.data(), 4, ElemType::kF32, 0, 3);
+    return c.rank() == 0 ? c.send(buf.data(), 8, DType::kF32, 1, 3) : c.recv(buf.data(), 4, DType::kF32, 0, 3);
   });
   for (const Status& s : st) {
     ASSERT_FALSE(s.ok());
@@ -126,13 +126,13 @@ TEST(LocalPointToPoint, SizeMismatchFailsBothSides) {
 TEST(LocalPointToPoint, BadPeerAndTagAreErrors) {
   run_ranks(2, [](Communicator& c) -> Status {
     float x = 0;
-    Status s = c.send(&x, 1, ElemType::kF32, c.rank(), 0);
+    Status s = c.send(&x, 1, DType::kF32, c.rank(), 0);
     COMM_EXPECT(!s.ok() && s.error().message().find("must be another group rank") != std::string::npos);
-    s = c.recv(&x, 1, ElemType::kF32, 5, 0);
+    s = c.recv(&x, 1, DType::kF32, 5, 0);
     COMM_EXPECT(!s.ok() && s.error().message().find("peer 5") != std::string::npos);
-    s = c.recv(&x, 1, ElemType::kF32, 1 - c.rank(), -2);
+    s = c.recv(&x, 1, DType::kF32, 1 - c.rank(), -2);
     COMM_EXPECT(!s.ok() && s.error().message().find("tag -2") != std::string::npos);
-    s = c.broadcast(&x, 1, ElemType::kF32, 2);
+    s = c.broadcast(&x, 1, DType::kF32, 2);
     COMM_EXPECT(!s.ok() && s.error().message().find("root 2") != std::string::npos);
     return Status::Ok();
   });
@@ -152,9 +152,9 @@ TEST(LocalAsync, ManyOutstandingOpsOverlapAndWaitInAnyOrder) {
     for (std::size_t i = 0; i < 2 * shard; ++i) grads[i] = static_cast<float>(world.rank());
     for (std::size_t i = 0; i < shard; ++i) tp_sum[i] = 1.0f;
     std::vector<Handle> hs;
-    for (int u = 0; u < 3; ++u) hs.push_back(dp->iall_gather(shards[u].data(), units[u].data(), shard, ElemType::kF32));
-    hs.push_back(dp->ireduce_scatter(grads.data(), gshard.data(), shard, ElemType::kF32, ReduceOp::kSum));
-    hs.push_back(tp->iall_reduce(tp_sum.data(), tp_sum.data(), shard, ElemType::kF32, ReduceOp::kSum));
+    for (int u = 0; u < 3; ++u) hs.push_back(dp->iall_gather(shards[u].data(), units[u].data(), shard, DType::kF32));
+    hs.push_back(dp->ireduce_scatter(grads.data(), gshard.data(), shard, DType::kF32, ReduceOp::kSum));
+    hs.push_back(tp->iall_reduce(tp_sum.data(), tp_sum.data(), shard, DType::kF32, ReduceOp::kSum));
     while (!hs[1].test()) {
     }
     for (int k = static_cast<int>(hs.size()) - 1; k >= 0; --k) HERD_RETURN_IF_ERROR(hs[k].wait());
@@ -202,7 +202,7 @@ TEST(LocalDeterminism, AllReduceAndReduceScatterMatchTheRankOrderSumBitForBit) {
       COMM_EXPECT(std::memcmp(ar.data(), ref.data(), count * sizeof(double)) == 0, "all_reduce differs, n=", n);
       const std::size_t per = count / n;
       std::vector<double> rs(per);
-      HERD_RETURN_IF_ERROR(c.reduce_scatter(in[c.rank()].data(), rs.data(), per, ElemType::kF64, ReduceOp::kSum));
+      HERD_RETURN_IF_ERROR(c.reduce_scatter(in[c.rank()].data(), rs.data(), per, DType::kF64, ReduceOp::kSum));
       COMM_EXPECT(std::memcmp(rs.data(), ref.data() + c.rank() * per, per * sizeof(double)) == 0,
                   "reduce_scatter differs, n=", n);
       return Status::Ok();

@@ -213,7 +213,8 @@ TEST(SliceBatch, IndivisibleLayoutsAreErrorsNamingTheNumbers) {
   EXPECT_EQ(slice_batch(g, 2, 0, 1, 0).error().message(),
             "global batch (3 sequences) is not divisible by dp (2); choose a batch size that is a multiple of dp");
   EXPECT_EQ(slice_batch(g, 1, 0, 4, 0).error().message(),
-            "seq_len (12) is not divisible by 2 x cp (8); context parallelism cuts each sequence into 2 x cp chunks");
+            "seq_len (12) is not divisible by 2 x cp (8): context parallelism cuts each sequence into 2 x cp chunks; "
+            "use a multiple of 8");
   EXPECT_FALSE(slice_batch(g, 1, 1, 1, 0).ok());
 }
 

@@ -25,7 +25,7 @@ TEST(TimedCommunicator, CountsTheWaitForALatePeerInTheWorldAndItsGroups) {
     HERD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> g, timed.new_group({0, 1}, "pair"));
     if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     float x = 1.0f, y = 0.0f;
-    HERD_RETURN_IF_ERROR(g->all_reduce(&x, &y, 1, comm::ElemType::kF32, comm::ReduceOp::kSum));
+    HERD_RETURN_IF_ERROR(g->all_reduce(&x, &y, 1, DType::kF32, comm::ReduceOp::kSum));
     if (y != 2.0f) return make_error("all_reduce through the timed group gave ", y, ", expected 2");
     if (c.rank() == 0) waited = timed.wait_seconds();
     return Status::Ok();

@@ -89,12 +89,14 @@ TEST(Activations, ShapeValidation) {
   LlamaConfig c = *preset("llama3-8b");
   ActivationShape s;
   s.tp = 16;
-  EXPECT_EQ(validate_activation_shape(c, s).error().message(), "num_key_value_heads (8) is not divisible by tp (16)");
+  EXPECT_EQ(validate_activation_shape(c, s).error().message(),
+            "num_key_value_heads (8) is not divisible by tp (16); choose a tp that divides 8");
   s.tp = 1;
   s.seq_len = 100;
   s.cp = 8;
   EXPECT_EQ(validate_activation_shape(c, s).error().message(),
-            "seq_len (100) is not divisible by 2 x cp (16): context parallelism cuts each sequence into 2 x cp chunks");
+            "seq_len (100) is not divisible by 2 x cp (16): context parallelism cuts each sequence into 2 x cp chunks; "
+            "use a multiple of 16");
 }
 
 TEST(Activations, OutputStageKeepsNoLogits) {

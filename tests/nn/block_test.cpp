@@ -154,7 +154,7 @@ void check_saved_bytes(model::Recompute policy) {
   model::ActivationShape shape;
   shape.seq_len = batch.view().seq_len;
   shape.micro_batch = batch.view().batch;
-  shape.dtype = tensor::dtype_of<T>();
+  shape.dtype = dtype_of<T>();
   shape.recompute = policy;
   // Every listed tensor is held under its name, with the listed bytes; nothing else is held.
   std::int64_t listed = 0;

@@ -90,7 +90,7 @@ TEST(DistributedLlama, ValidateLayoutNamesTheNumbers) {
   auto dims = [](std::int64_t tp, std::int64_t dp) { return *topology::ParallelDims::make(tp, 1, 1, dp); };
   EXPECT_TRUE(validate_layout(cfg, dims(4, 2), 8, 4, 8, true).ok());
   auto msg = [](const Status& s) { return s.ok() ? std::string("ok") : s.error().message(); };
-  EXPECT_NE(msg(validate_layout(cfg, dims(2, 2), 8, 4, 8, true)).find("needs 4 ranks but the job has 8"),
+  EXPECT_NE(msg(validate_layout(cfg, dims(2, 2), 8, 4, 8, true)).find("= 4 ranks, but the job has 8"),
             std::string::npos);
   EXPECT_NE(
       msg(validate_layout(cfg, dims(8, 1), 8, 4, 8, true)).find("num_key_value_heads (4) is not divisible by tp (8)"),
@@ -103,10 +103,12 @@ TEST(DistributedLlama, ValidateLayoutNamesTheNumbers) {
   c2.vocab = 30;
   EXPECT_NE(msg(validate_layout(c2, dims(4, 1), 4, 4, 8, true)).find("vocab_size (30) is not divisible by tp (4)"),
             std::string::npos);
-  EXPECT_NE(msg(validate_layout(cfg, dims(1, 4), 4, 6, 8, true)).find("global batch (sequences per step) (6)"),
+  EXPECT_NE(msg(validate_layout(cfg, dims(1, 4), 4, 6, 8, true))
+                .find("global batch (6 sequences) is not divisible by dp (4)"),
             std::string::npos);
-  EXPECT_NE(msg(validate_layout(cfg, dims(4, 1), 4, 4, 6, true)).find("seq_len (with sequence parallelism) (6)"),
-            std::string::npos);
+  EXPECT_NE(
+      msg(validate_layout(cfg, dims(4, 1), 4, 4, 6, true)).find("seq_len / cp (6 / 1 = 6) is not divisible by tp (4)"),
+      std::string::npos);
   EXPECT_TRUE(validate_layout(cfg, dims(4, 1), 4, 4, 6, false).ok());
 }
 

@@ -134,7 +134,7 @@ TEST(Estimate, ImpossibleLayoutsNameTheConstraint) {
   mb3.microbatch = 3;
   const Case cases[] = {
       {layout(16, 1, 2, 16), 512, "num_key_value_heads (8) is not divisible by tp (16)"},
-      {layout(8, 1, 4, 8), 512, "= 256 GPUs, but --gpus is 512"},
+      {layout(8, 1, 4, 8), 512, "= 256 ranks, but the job has 512"},
       {layout(8, 3, 4, 4), 384, "seq_len (8192) is not divisible by 2 x cp (6)"},
       {layout(1, 1, 128, 4), 512, "layers (80) cannot fill pp*v = 128*1 = 128"},
       {layout(8, 1, 1, 1024), 8192, "global batch (512 sequences) is not divisible by dp (1024)"},

@@ -61,7 +61,7 @@ TEST_F(DistCli, BadCpLayoutsAreRefusedWithTheNumbers) {
   EXPECT_NE(r.err.find("seq_len (64) is not divisible by 2 x cp (6)"), std::string::npos) << r.err;
   r = train("--cp 2 --tp 4 --data.seq_len=20");
   EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_NE(r.err.find("CP-local seq_len (seq_len / cp, with sequence parallelism) (10) is not divisible by tp (4)"),
+  EXPECT_NE(r.err.find("seq_len / cp (20 / 2 = 10) is not divisible by tp (4), as sequence parallelism needs"),
             std::string::npos)
       << r.err;
   r = train("--cp 0");

@@ -93,11 +93,11 @@ TEST(Projection, TensorParallelCommunicationMatchesTheHandCount) {
   const double A = 2 * 16 * 32 * 4.0, stats = 2 * 16 * 4.0;
   const double expect = ((5 * 2 + 2) * A + 2 * stats) / 1e9;
   EXPECT_NEAR(p->estimate.time.tp_s, expect, 1e-9 * expect);
-  // The TP shard (about half, the norms are replicated) in herd's flat units, even at dp 1: the
-  // gathered weights and full gradients plus the shard's weights, gradients, m and v, 4 bytes each.
+  // The TP shard (about half, the norms are replicated) in herd's flat units; at dp 1 a unit uses its
+  // shard in place, so the shard's weights, gradients, m and v, 4 bytes each.
   const model::ModelParams full = model::model_params(m), shard = model::model_params_tp_shard(m, 2);
   EXPECT_LT(static_cast<double>(shard.total()), 0.6 * static_cast<double>(full.total()));
-  EXPECT_DOUBLE_EQ(p->state_bytes, 24.0 * static_cast<double>(shard.total()));
+  EXPECT_DOUBLE_EQ(p->state_bytes, 16.0 * static_cast<double>(shard.total()));
 }
 
 TEST(Projection, DataParallelStateIsTheFsdpUnitsBytes) {

@@ -36,37 +36,37 @@ std::string Communicator::describe() const {
   return "group '" + id_.name + "' (global ranks " + rank_list(id_.members) + ")";
 }
 
-Handle Communicator::iall_reduce(const void* send, void* recv, std::size_t count, ElemType t, ReduceOp op) {
+Handle Communicator::iall_reduce(const void* send, void* recv, std::size_t count, DType t, ReduceOp op) {
   OpDesc d;
   d.kind = OpKind::kAllReduce, d.elem = t, d.count = count, d.reduce = op, d.send = send, d.recv = recv;
   return submit(d);
 }
 
-Handle Communicator::iall_gather(const void* send, void* recv, std::size_t count, ElemType t) {
+Handle Communicator::iall_gather(const void* send, void* recv, std::size_t count, DType t) {
   OpDesc d;
   d.kind = OpKind::kAllGather, d.elem = t, d.count = count, d.send = send, d.recv = recv;
   return submit(d);
 }
 
-Handle Communicator::ireduce_scatter(const void* send, void* recv, std::size_t count, ElemType t, ReduceOp op) {
+Handle Communicator::ireduce_scatter(const void* send, void* recv, std::size_t count, DType t, ReduceOp op) {
   OpDesc d;
   d.kind = OpKind::kReduceScatter, d.elem = t, d.count = count, d.reduce = op, d.send = send, d.recv = recv;
   return submit(d);
 }
 
-Handle Communicator::ibroadcast(void* buf, std::size_t count, ElemType t, int root) {
+Handle Communicator::ibroadcast(void* buf, std::size_t count, DType t, int root) {
   OpDesc d;
   d.kind = OpKind::kBroadcast, d.elem = t, d.count = count, d.send = buf, d.recv = buf, d.peer = root;
   return submit(d);
 }
 
-Handle Communicator::isend(const void* buf, std::size_t count, ElemType t, int peer, int tag) {
+Handle Communicator::isend(const void* buf, std::size_t count, DType t, int peer, int tag) {
   OpDesc d;
   d.kind = OpKind::kSend, d.elem = t, d.count = count, d.send = buf, d.peer = peer, d.tag = tag;
   return submit(d);
 }
 
-Handle Communicator::irecv(void* buf, std::size_t count, ElemType t, int peer, int tag) {
+Handle Communicator::irecv(void* buf, std::size_t count, DType t, int peer, int tag) {
   OpDesc d;
   d.kind = OpKind::kRecv, d.elem = t, d.count = count, d.recv = buf, d.peer = peer, d.tag = tag;
   return submit(d);
@@ -82,7 +82,7 @@ Handle Communicator::submit(OpDesc d) {
   const std::string what = std::string(op_name(d.kind)) + " on " + describe();
   auto fail = [&](const std::string& msg) { return Handle(std::make_shared<FailedWork>(make_error(what, ": ", msg))); };
   if ((d.kind == OpKind::kAllReduce || d.kind == OpKind::kReduceScatter) && !is_reducible(d.elem)) {
-    return fail(std::string("dtype ") + elem_name(d.elem) +
+    return fail(std::string("dtype ") + dtype_name(d.elem) +
                 " cannot be reduced; reduce in fp32 or fp64 (or i32/i64 for counts)");
   }
   if (d.kind == OpKind::kSend || d.kind == OpKind::kRecv) {

@@ -39,7 +39,7 @@ namespace herd::comm {
 // One posted operation, as the backend sees it. `peer` is the p2p peer or the broadcast root.
 struct OpDesc {
   OpKind kind = OpKind::kBarrier;
-  ElemType elem = ElemType::kF32;
+  DType elem = DType::kF32;
   std::size_t count = 0;  // elements per rank (all_gather: sent; reduce_scatter: received)
   ReduceOp reduce = ReduceOp::kSum;
   const void* send = nullptr;
@@ -111,38 +111,36 @@ class Communicator {
   virtual const char* backend() const = 0;
 
   // recv = op over ranks of send, elementwise; count elements each.
-  Handle iall_reduce(const void* send, void* recv, std::size_t count, ElemType t, ReduceOp op);
+  Handle iall_reduce(const void* send, void* recv, std::size_t count, DType t, ReduceOp op);
   // recv (size() * count) = the concatenation of every rank's send (count), in rank order.
-  Handle iall_gather(const void* send, void* recv, std::size_t count, ElemType t);
+  Handle iall_gather(const void* send, void* recv, std::size_t count, DType t);
   // recv (count) = chunk `rank()` of op over ranks of send (size() * count).
-  Handle ireduce_scatter(const void* send, void* recv, std::size_t count, ElemType t, ReduceOp op);
+  Handle ireduce_scatter(const void* send, void* recv, std::size_t count, DType t, ReduceOp op);
   // buf (count) on every rank = buf on `root`.
-  Handle ibroadcast(void* buf, std::size_t count, ElemType t, int root);
+  Handle ibroadcast(void* buf, std::size_t count, DType t, int root);
   // Point-to-point to/from group rank `peer`; tag >= 0. A send completes when the matching recv has
   // taken the data (local backend) or MPI says the buffer is free (mpi backend).
-  Handle isend(const void* buf, std::size_t count, ElemType t, int peer, int tag);
-  Handle irecv(void* buf, std::size_t count, ElemType t, int peer, int tag);
+  Handle isend(const void* buf, std::size_t count, DType t, int peer, int tag);
+  Handle irecv(void* buf, std::size_t count, DType t, int peer, int tag);
   Handle ibarrier();
 
-  Status all_reduce(const void* send, void* recv, std::size_t count, ElemType t, ReduceOp op) {
+  Status all_reduce(const void* send, void* recv, std::size_t count, DType t, ReduceOp op) {
     return iall_reduce(send, recv, count, t, op).wait();
   }
-  Status all_reduce(void* buf, std::size_t count, ElemType t, ReduceOp op) {
+  Status all_reduce(void* buf, std::size_t count, DType t, ReduceOp op) {
     return iall_reduce(buf, buf, count, t, op).wait();
   }
-  Status all_gather(const void* send, void* recv, std::size_t count, ElemType t) {
+  Status all_gather(const void* send, void* recv, std::size_t count, DType t) {
     return iall_gather(send, recv, count, t).wait();
   }
-  Status reduce_scatter(const void* send, void* recv, std::size_t count, ElemType t, ReduceOp op) {
+  Status reduce_scatter(const void* send, void* recv, std::size_t count, DType t, ReduceOp op) {
     return ireduce_scatter(send, recv, count, t, op).wait();
   }
-  Status broadcast(void* buf, std::size_t count, ElemType t, int root) {
-    return ibroadcast(buf, count, t, root).wait();
-  }
-  Status send(const void* buf, std::size_t count, ElemType t, int peer, int tag) {
+  Status broadcast(void* buf, std::size_t count, DType t, int root) { return ibroadcast(buf, count, t, root).wait(); }
+  Status send(const void* buf, std::size_t count, DType t, int peer, int tag) {
     return isend(buf, count, t, peer, tag).wait();
   }
-  Status recv(void* buf, std::size_t count, ElemType t, int peer, int tag) {
+  Status recv(void* buf, std::size_t count, DType t, int peer, int tag) {
     return irecv(buf, count, t, peer, tag).wait();
   }
   Status barrier() { return ibarrier().wait(); }
@@ -150,7 +148,7 @@ class Communicator {
   // Typed conveniences: T is float, double, int32_t or int64_t.
   template <typename T>
   Status all_reduce(T* buf, std::size_t count, ReduceOp op) {
-    return all_reduce(buf, count, elem_type_of<T>(), op);
+    return all_reduce(buf, count, dtype_of<T>(), op);
   }
 
   // A sub-group of this communicator's members, given by global ranks in the order that defines

@@ -91,7 +91,7 @@ Json FlightRecorder::to_json(const std::string& reason) const {
     x["group"] = e.group;
     x["group_id"] = e.group_id;
     x["op"] = op_name(e.op);
-    x["dtype"] = elem_name(e.elem);
+    x["dtype"] = dtype_name(e.elem);
     x["count"] = e.count;
     if (e.op == OpKind::kAllReduce || e.op == OpKind::kReduceScatter) x["reduce"] = reduce_name(e.reduce);
     if (e.peer >= 0) x["peer"] = e.peer;

@@ -30,7 +30,7 @@ struct RecordEntry {
   std::string group;
   std::int64_t group_id = 0;
   OpKind op = OpKind::kBarrier;
-  ElemType elem = ElemType::kF32;
+  DType elem = DType::kF32;
   std::size_t count = 0;
   ReduceOp reduce = ReduceOp::kSum;
   int peer = -1;  // group rank of the peer (send/recv) or the root (broadcast); -1 otherwise

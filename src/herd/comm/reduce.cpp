@@ -49,14 +49,14 @@ void reduce_op(ReduceOp op, const void* const* srcs, int n, void* dst, std::size
 
 }  // namespace
 
-void reduce_ordered(ElemType t, ReduceOp op, const void* const* srcs, int n, void* dst, std::size_t count) {
+void reduce_ordered(DType t, ReduceOp op, const void* const* srcs, int n, void* dst, std::size_t count) {
   HERD_CHECK(n >= 1, "reduce_ordered over ", n, " sources");
   switch (t) {
-    case ElemType::kF32: reduce_op<float>(op, srcs, n, dst, count); return;
-    case ElemType::kF64: reduce_op<double>(op, srcs, n, dst, count); return;
-    case ElemType::kI32: reduce_op<std::int32_t>(op, srcs, n, dst, count); return;
-    case ElemType::kI64: reduce_op<std::int64_t>(op, srcs, n, dst, count); return;
-    default: HERD_CHECK(false, "reduce_ordered on non-reducible ", elem_name(t));
+    case DType::kF32: reduce_op<float>(op, srcs, n, dst, count); return;
+    case DType::kF64: reduce_op<double>(op, srcs, n, dst, count); return;
+    case DType::kI32: reduce_op<std::int32_t>(op, srcs, n, dst, count); return;
+    case DType::kI64: reduce_op<std::int64_t>(op, srcs, n, dst, count); return;
+    default: HERD_CHECK(false, "reduce_ordered on non-reducible ", dtype_name(t));
   }
 }
 

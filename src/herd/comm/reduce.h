@@ -17,7 +17,7 @@
 namespace herd::comm {
 
 // srcs: n pointers to `count` elements of type `t` each; dst: `count` elements. t must be reducible.
-void reduce_ordered(ElemType t, ReduceOp op, const void* const* srcs, int n, void* dst, std::size_t count);
+void reduce_ordered(DType t, ReduceOp op, const void* const* srcs, int n, void* dst, std::size_t count);
 
 // The reference the tests compare against: the same order, one element at a time, no blocking.
 template <typename T>

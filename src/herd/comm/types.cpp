@@ -6,47 +6,7 @@
 
 namespace herd::comm {
 
-ElemType elem_type(DType t) {
-  switch (t) {
-    case DType::kF32: return ElemType::kF32;
-    case DType::kF64: return ElemType::kF64;
-    case DType::kBF16: return ElemType::kBF16;
-    case DType::kF16: return ElemType::kF16;
-    case DType::kFP8: return ElemType::kFP8;
-  }
-  HERD_CHECK(false, "unknown DType");
-  return ElemType::kF32;
-}
-
-std::size_t elem_bytes(ElemType t) {
-  switch (t) {
-    case ElemType::kF32: return 4;
-    case ElemType::kF64: return 8;
-    case ElemType::kBF16: return 2;
-    case ElemType::kF16: return 2;
-    case ElemType::kFP8: return 1;
-    case ElemType::kI32: return 4;
-    case ElemType::kI64: return 8;
-  }
-  return 0;
-}
-
-const char* elem_name(ElemType t) {
-  switch (t) {
-    case ElemType::kF32: return "fp32";
-    case ElemType::kF64: return "fp64";
-    case ElemType::kBF16: return "bf16";
-    case ElemType::kF16: return "fp16";
-    case ElemType::kFP8: return "fp8";
-    case ElemType::kI32: return "i32";
-    case ElemType::kI64: return "i64";
-  }
-  return "?";
-}
-
-bool is_reducible(ElemType t) {
-  return t == ElemType::kF32 || t == ElemType::kF64 || t == ElemType::kI32 || t == ElemType::kI64;
-}
+bool is_reducible(DType t) { return t == DType::kF32 || t == DType::kF64 || t == DType::kI32 || t == DType::kI64; }
 
 const char* reduce_name(ReduceOp op) {
   switch (op) {

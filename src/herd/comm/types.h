@@ -1,11 +1,9 @@
 // Vocabulary of the communication layer: element types, reductions, operation kinds and options.
 //
-// Collectives move raw buffers (void* + element count + element type) so that comm/ does not wait on
-// tensor/. Element types are herd::DType plus the two integer types that counts and indices need
-// (token counts for the loss, argmax indices); DType itself is the storage vocabulary of tensors and
-// has no integers, so comm keeps its own ElemType and converts. Only fp32, fp64, int32 and int64 can
-// be reduced; the 16- and 8-bit floats are moved (gathered, broadcast, sent) but never summed here,
-// because herd reduces gradients in FP32 (the Llama 3 paper's FSDP setting).
+// Collectives move raw buffers (void* + element count + herd::DType, which includes the two integer
+// types that counts and indices need). Only fp32, fp64, i32 and i64 can be reduced; the 16- and 8-bit
+// floats are moved (gathered, broadcast, sent) but never summed here, because herd reduces gradients
+// in FP32 (the Llama 3 paper's FSDP setting).
 #pragma once
 
 #include <cstddef>
@@ -17,33 +15,10 @@
 
 namespace herd::comm {
 
-enum class ElemType { kF32, kF64, kBF16, kF16, kFP8, kI32, kI64 };
 enum class ReduceOp { kSum, kMax, kMin };
 enum class OpKind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSend, kRecv, kBarrier };
 
-ElemType elem_type(DType t);
-template <typename T>
-constexpr ElemType elem_type_of();
-template <>
-constexpr ElemType elem_type_of<float>() {
-  return ElemType::kF32;
-}
-template <>
-constexpr ElemType elem_type_of<double>() {
-  return ElemType::kF64;
-}
-template <>
-constexpr ElemType elem_type_of<std::int32_t>() {
-  return ElemType::kI32;
-}
-template <>
-constexpr ElemType elem_type_of<std::int64_t>() {
-  return ElemType::kI64;
-}
-
-std::size_t elem_bytes(ElemType t);
-const char* elem_name(ElemType t);  // "fp32", "fp64", "bf16", "fp16", "fp8", "i32", "i64"
-bool is_reducible(ElemType t);
+bool is_reducible(DType t);            // fp32, fp64, i32, i64
 const char* reduce_name(ReduceOp op);  // "sum", "max", "min"
 const char* op_name(OpKind op);        // "all_reduce", "all_gather", ...
 bool is_collective(OpKind op);         // everything but send and recv

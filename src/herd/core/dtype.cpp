@@ -2,13 +2,15 @@
 
 namespace herd {
 
-std::string_view dtype_name(DType t) {
+const char* dtype_name(DType t) {
   switch (t) {
     case DType::kF64: return "fp64";
     case DType::kF32: return "fp32";
     case DType::kBF16: return "bf16";
     case DType::kF16: return "fp16";
     case DType::kFP8: return "fp8";
+    case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
   }
   return "?";
 }

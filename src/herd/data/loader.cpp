@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "herd/data/shuffle.h"
+#include "herd/model/shard.h"
 
 namespace herd::data {
 
@@ -133,19 +134,15 @@ Status Loader::restore(const LoaderState& st) {
 Result<Batch> slice_batch(const Batch& g, std::int64_t dp, std::int64_t dp_rank, std::int64_t cp,
                           std::int64_t cp_rank) {
   if (dp < 1 || dp_rank < 0 || dp_rank >= dp) return make_error("dp rank ", dp_rank, " is outside dp (", dp, ")");
-  if (cp < 1 || cp_rank < 0 || cp_rank >= cp) return make_error("cp rank ", cp_rank, " is outside cp (", cp, ")");
+  HERD_ASSIGN_OR_RETURN(const model::CpSplit split, model::make_cp_split(g.seq_len, cp, cp_rank));
   if (g.rows % dp != 0) {
     return make_error("global batch (", g.rows, " sequences) is not divisible by dp (", dp,
                       "); choose a batch size that is a multiple of dp");
   }
-  if (g.seq_len % (2 * cp) != 0) {
-    return make_error("seq_len (", g.seq_len, ") is not divisible by 2 x cp (", 2 * cp,
-                      "); context parallelism cuts each sequence into 2 x cp chunks");
-  }
-  const std::int64_t rows = g.rows / dp, chunk = g.seq_len / (2 * cp);
+  const std::int64_t rows = g.rows / dp, chunk = split.chunk();
   Batch s;
   s.rows = rows;
-  s.seq_len = 2 * chunk;
+  s.seq_len = split.local_len();
   const auto n = static_cast<std::size_t>(rows * s.seq_len);
   s.tokens.reserve(n);
   s.targets.reserve(n);
@@ -154,7 +151,7 @@ Result<Batch> slice_batch(const Batch& g, std::int64_t dp, std::int64_t dp_rank,
   s.seq_index.reserve(n);
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t row = dp_rank * rows + r;
-    for (const std::int64_t c : {cp_rank, 2 * cp - 1 - cp_rank}) {
+    for (const std::int64_t c : {split.chunk_of(0), split.chunk_of(1)}) {
       const auto begin = static_cast<std::ptrdiff_t>(row * g.seq_len + c * chunk);
       const auto end = begin + static_cast<std::ptrdiff_t>(chunk);
       s.tokens.insert(s.tokens.end(), g.tokens.begin() + begin, g.tokens.begin() + end);

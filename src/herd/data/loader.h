@@ -95,8 +95,9 @@ class Loader {
 
 // The part of a global batch that one rank computes: rows [dp_rank x B/dp, (dp_rank+1) x B/dp), and of
 // each row the chunks cp_rank and 2 x cp - 1 - cp_rank of 2 x cp equal chunks (load-balanced causal
-// context parallelism, Llama 3 section 3.3.2), concatenated in that order.
-// Errors: B not divisible by dp, T not divisible by 2 x cp, a rank outside its degree.
+// context parallelism, Llama 3 section 3.3.2), concatenated in that order: model::CpSplit, the split
+// CP attention uses. Errors: B not divisible by dp, T not divisible by 2 x cp (model::check_cp_divides_seq's
+// wording), a rank outside its degree.
 Result<Batch> slice_batch(const Batch& global, std::int64_t dp, std::int64_t dp_rank, std::int64_t cp,
                           std::int64_t cp_rank);
 // The same, for a global rank of a mesh (TP and PP ranks of one (dp, cp) get the same slice).

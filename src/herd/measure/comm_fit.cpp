@@ -38,17 +38,17 @@ Result<std::vector<CommSample>> time_local_collectives(int ranks, const std::vec
       };
       const double b = 4.0 * static_cast<double>(n) * static_cast<double>(ranks);  // the whole tensor
       HERD_RETURN_IF_ERROR(run(Collective::kAllReduce, "all_reduce", b, [&] {
-        return c.all_reduce(send.data(), recv.data(), n * static_cast<std::size_t>(ranks), comm::ElemType::kF32,
+        return c.all_reduce(send.data(), recv.data(), n * static_cast<std::size_t>(ranks), DType::kF32,
                             comm::ReduceOp::kSum);
       }));
       HERD_RETURN_IF_ERROR(run(Collective::kAllGather, "all_gather", b,
-                               [&] { return c.all_gather(send.data(), recv.data(), n, comm::ElemType::kF32); }));
+                               [&] { return c.all_gather(send.data(), recv.data(), n, DType::kF32); }));
       HERD_RETURN_IF_ERROR(run(Collective::kReduceScatter, "reduce_scatter", b, [&] {
-        return c.reduce_scatter(send.data(), recv.data(), n, comm::ElemType::kF32, comm::ReduceOp::kSum);
+        return c.reduce_scatter(send.data(), recv.data(), n, DType::kF32, comm::ReduceOp::kSum);
       }));
       HERD_RETURN_IF_ERROR(run(Collective::kSendRecv, "send_recv", 4.0 * static_cast<double>(n), [&]() -> Status {
-        if (c.rank() == 0) return c.send(send.data(), n, comm::ElemType::kF32, 1, 7);
-        if (c.rank() == 1) return c.recv(recv.data(), n, comm::ElemType::kF32, 0, 7);
+        if (c.rank() == 0) return c.send(send.data(), n, DType::kF32, 1, 7);
+        if (c.rank() == 1) return c.recv(recv.data(), n, DType::kF32, 0, 7);
         return Status::Ok();
       }));
     }

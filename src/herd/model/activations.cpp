@@ -1,5 +1,7 @@
 #include "herd/model/activations.h"
 
+#include "herd/model/shard.h"
+
 namespace herd::model {
 
 std::int64_t SavedTensor::elements() const {
@@ -11,28 +13,10 @@ std::int64_t SavedTensor::elements() const {
 std::int64_t SavedTensor::bytes() const { return elements() * static_cast<std::int64_t>(dtype_bytes(dtype)); }
 
 Status validate_activation_shape(const LlamaConfig& cfg, const ActivationShape& s) {
-  if (s.seq_len <= 0) return make_error("seq_len: must be positive, got ", s.seq_len);
-  if (s.micro_batch <= 0) return make_error("micro_batch: must be positive, got ", s.micro_batch);
-  if (s.tp <= 0 || s.cp <= 0) return make_error("tp and cp must be positive, got tp=", s.tp, " cp=", s.cp);
-  if (cfg.n_heads % s.tp != 0) {
-    return make_error("num_attention_heads (", cfg.n_heads, ") is not divisible by tp (", s.tp, ")");
-  }
-  if (cfg.n_kv_heads % s.tp != 0) {
-    return make_error("num_key_value_heads (", cfg.n_kv_heads, ") is not divisible by tp (", s.tp, ")");
-  }
-  if (cfg.ffn_hidden % s.tp != 0) {
-    return make_error("intermediate_size (", cfg.ffn_hidden, ") is not divisible by tp (", s.tp, ")");
-  }
-  if (s.seq_len % (2 * s.cp) != 0) {
-    return make_error("seq_len (", s.seq_len, ") is not divisible by 2 x cp (", 2 * s.cp,
-                      "): context parallelism cuts each sequence into 2 x cp chunks");
-  }
-  const std::int64_t t_local = s.seq_len / s.cp;
-  if (s.sequence_parallel && s.tp > 1 && t_local % s.tp != 0) {
-    return make_error("seq_len / cp (", t_local, ") is not divisible by tp (", s.tp,
-                      ") as sequence parallelism needs; change seq_len or turn sequence parallelism off");
-  }
-  return Status::Ok();
+  if (s.seq_len <= 0) return make_error("seq_len (", s.seq_len, ") must be positive");
+  if (s.micro_batch <= 0) return make_error("micro_batch (", s.micro_batch, ") must be positive");
+  // Activations never hold a whole vocabulary row per rank, so the vocabulary may be padded.
+  return check_shardable(cfg, ShardSpec{s.tp, s.cp, s.seq_len, s.sequence_parallel, /*vocab_padded=*/true});
 }
 
 namespace {

@@ -27,7 +27,8 @@ struct ActivationShape {
   Recompute recompute = Recompute::kNone;
 };
 
-// The divisibility a local shape needs; the message names the numbers.
+// seq_len and micro_batch positive, then model::check_shardable (shard.h) for tp, cp and sequence
+// parallelism; the degrees must be >= 1 (topology::ParallelDims checks them).
 Status validate_activation_shape(const LlamaConfig& cfg, const ActivationShape& s);
 
 struct SavedTensor {

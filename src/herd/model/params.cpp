@@ -1,5 +1,8 @@
 #include "herd/model/params.h"
 
+#include "herd/core/check.h"
+#include "herd/model/shard.h"
+
 namespace herd::model {
 
 namespace {
@@ -34,8 +37,8 @@ ModelParams model_params(const LlamaConfig& c) {
 }
 
 LayerParams layer_params_tp_shard(const LlamaConfig& c, std::int64_t tp) {
-  HERD_CHECK(tp >= 1 && c.n_heads % tp == 0 && c.n_kv_heads % tp == 0 && c.ffn_hidden % tp == 0, "tp (", tp,
-             ") must divide the heads and the MLP width");
+  const Status shardable = check_shardable(c, ShardSpec{.tp = tp, .vocab_padded = true});
+  HERD_CHECK(shardable.ok(), shardable.error().message());
   const LayerParams full = layer_params(c);
   const std::int64_t ab = c.attention_bias ? 1 : 0;
   const std::int64_t mb = c.mlp_bias ? 1 : 0;

@@ -54,7 +54,7 @@ ModelParams model_params(const LlamaConfig& cfg);
 // The shard one tensor-parallel rank holds (Megatron layout): q, k, v, gate and up are split by output
 // columns (biases too), o and down by input rows (their biases stay whole on every rank), norms are
 // replicated; the embedding and the output head are vocab-parallel, ceil(vocab / tp) rows each (the
-// last rank's rows past vocab are padding). The caller checks divisibility of heads and widths.
+// last rank's rows past vocab are padding). The caller checks model::check_shardable (shard.h) first.
 LayerParams layer_params_tp_shard(const LlamaConfig& cfg, std::int64_t tp);
 ModelParams model_params_tp_shard(const LlamaConfig& cfg, std::int64_t tp);
 

@@ -12,6 +12,7 @@
 
 #include "herd/core/error.h"
 #include "herd/model/config.h"
+#include "herd/model/shard.h"
 
 namespace herd::nn {
 
@@ -27,17 +28,16 @@ struct LayerSizes {
   std::int64_t kv_dim() const { return kv_heads * head_dim; }
 };
 
-// The sizes of one TP shard (tp = 1: the whole layer). Errors name the field that does not divide.
+// The sizes of one TP shard (tp = 1: the whole layer). Errors name the field that does not divide
+// (model::check_shardable's wording).
 inline Result<LayerSizes> layer_sizes(const model::LlamaConfig& cfg, std::int64_t tp = 1) {
   if (cfg.mlp != model::MlpKind::kSwiGLU || cfg.norm != model::NormKind::kRMSNorm ||
       cfg.position != model::PositionKind::kRoPE || cfg.attention_bias || cfg.mlp_bias) {
     return make_error("model '", cfg.name,
                       "': the runtime builds Llama 3 layers only (SwiGLU, RMSNorm, RoPE, no biases)");
   }
-  if (cfg.n_heads % tp || cfg.n_kv_heads % tp || cfg.ffn_hidden % tp) {
-    return make_error("model '", cfg.name, "': heads (", cfg.n_heads, "), kv heads (", cfg.n_kv_heads, ") and ffn (",
-                      cfg.ffn_hidden, ") must be divisible by tp (", tp, ")");
-  }
+  // A layer cuts heads and the MLP width; the vocabulary is the stage's business.
+  HERD_RETURN_IF_ERROR(model::check_shardable(cfg, model::ShardSpec{.tp = tp, .vocab_padded = true}));
   return LayerSizes{cfg.hidden, cfg.n_heads / tp, cfg.n_kv_heads / tp, cfg.head_dim, cfg.ffn_hidden / tp, cfg.norm_eps};
 }
 

@@ -8,6 +8,7 @@
 #include "herd/kernels/gemm.h"
 #include "herd/kernels/rmsnorm.h"
 #include "herd/model/activations.h"
+#include "herd/model/weights.h"
 #include "herd/nn/init.h"
 
 namespace herd::nn {
@@ -51,38 +52,20 @@ LlamaModel<T>::LlamaModel(const model::LlamaConfig& cfg, model::Recompute recomp
   Result<LayerSizes> sizes = layer_sizes(cfg, 1);
   HERD_CHECK(sizes.ok(), sizes.error().message());
   HERD_CHECK(seq_len > 0 && seq_len <= cfg.max_seq_len, "seq_len ", seq_len, " vs max ", cfg.max_seq_len);
-  const std::int64_t d = cfg.hidden, V = cfg.vocab;
-
-  std::int64_t off = 0;
-  auto add_unit = [&](const std::string& name, std::int64_t count) {
-    units_.push_back({name, off, count});
-    off += count;
-  };
-  emb_ = 0;
-  named_.push_back({"tok_embedding", 0, V, d});
-  add_unit("embedding", V * d);
+  // Names, offsets and units come from the weight table (model/weights.h); the blocks read their
+  // weights through nn::LayerLayout, which lists a layer's weights in the same order.
+  const std::vector<model::Weight> table = model::llama_weights(cfg, 1);
+  for (const model::Weight& w : table) named_.push_back({w.name, w.offset, w.rows, w.cols});
+  units_ = model::llama_weight_units(table);
   for (std::int64_t l = 0; l < cfg.n_layers; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
     blocks_.emplace_back(*sizes, recompute, "layers." + std::to_string(l) + ".");
-    const LayerLayout& L = blocks_.back().layout();
-    const LayerSizes& s = *sizes;
-    named_.push_back({p + "attn_norm", off + L.attn_norm, d, 1});
-    named_.push_back({p + "wq", off + L.wq, s.q_dim(), d});
-    named_.push_back({p + "wk", off + L.wk, s.kv_dim(), d});
-    named_.push_back({p + "wv", off + L.wv, s.kv_dim(), d});
-    named_.push_back({p + "wo", off + L.wo, d, s.q_dim()});
-    named_.push_back({p + "mlp_norm", off + L.mlp_norm, d, 1});
-    named_.push_back({p + "w_gate", off + L.w_gate, s.ffn, d});
-    named_.push_back({p + "w_up", off + L.w_up, s.ffn, d});
-    named_.push_back({p + "w_down", off + L.w_down, d, s.ffn});
-    add_unit("layers." + std::to_string(l), L.total);
+    HERD_CHECK(blocks_.back().layout().total == units_[static_cast<std::size_t>(l) + 1].count,
+               "nn::LayerLayout and the weight table disagree on layer ", l);
   }
-  final_norm_ = off;
-  output_ = off + d;
-  named_.push_back({"final_norm", final_norm_, d, 1});
-  named_.push_back({"output", output_, V, d});
-  add_unit("head", d + V * d);
-  n_params_ = off;
+  emb_ = param("tok_embedding").offset;
+  final_norm_ = param("final_norm").offset;
+  output_ = param("output").offset;
+  n_params_ = units_.back().offset + units_.back().count;
 
   params_ = aligned_array<T>(static_cast<std::size_t>(n_params_));
   grads_ = aligned_array<T>(static_cast<std::size_t>(n_params_));
@@ -109,19 +92,15 @@ const NamedParam& LlamaModel<T>::param(const std::string& name) const {
 
 template <typename T>
 void LlamaModel<T>::init_weights(std::uint64_t seed) {
-  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(cfg_.n_layers));
-  for (std::size_t i = 0; i < named_.size(); ++i) {
-    const NamedParam& p = named_[i];
-    T* w = params_.get() + p.offset;
-    if (p.is_norm()) {
-      for (std::int64_t j = 0; j < p.count(); ++j) w[j] = T(1);
-      continue;
+  const std::vector<model::Weight> table = model::llama_weights(cfg_, 1);
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const model::Weight& w = table[i];
+    T* p = params_.get() + w.offset;
+    if (w.init == model::WeightInit::kOnes) {
+      for (std::int64_t j = 0; j < w.count(); ++j) p[j] = T(1);
+    } else {
+      fill_normal(p, w.count(), seed, i, model::init_std(w.init, cfg_));
     }
-    double std = 0.02;
-    if (p.name == "tok_embedding") std = 1.0;
-    if (p.name == "output") std = 1.0 / std::sqrt(static_cast<double>(cfg_.hidden));
-    if (p.name.ends_with(".wo") || p.name.ends_with(".w_down")) std = residual_std;
-    fill_normal(w, p.count(), seed, i, std);
   }
 }
 

@@ -19,13 +19,15 @@
 #include "herd/kernels/rope.h"
 #include "herd/model/config.h"
 #include "herd/model/flops.h"
+#include "herd/model/weights.h"
 #include "herd/nn/batch.h"
 #include "herd/nn/block.h"
 #include "herd/tensor/arena.h"
 
 namespace herd::nn {
 
-// One named weight inside the flat buffer; shape is (out, in) for matrices, (n) for norms.
+// One named weight inside the flat buffer; shape is (out, in) for matrices, (n) for norms. The list
+// is model::llama_weights (model/weights.h), the one weight table.
 struct NamedParam {
   std::string name;  // "tok_embedding", "layers.3.wq", "final_norm", "output"
   std::int64_t offset = 0;
@@ -33,13 +35,6 @@ struct NamedParam {
   std::int64_t cols = 1;
   std::int64_t count() const { return rows * cols; }
   bool is_norm() const { return cols == 1; }
-};
-
-// A contiguous range of the flat buffer that FSDP would shard as one unit.
-struct ParamUnit {
-  std::string name;  // "embedding", "layers.3", "head"
-  std::int64_t offset = 0;
-  std::int64_t count = 0;
 };
 
 // The RoPE table configuration of a model: theta, Llama 3.1 frequency scaling and herd's half-split
@@ -63,15 +58,15 @@ class LlamaModel {
   const T* params() const { return params_.get(); }
   T* grads() { return grads_.get(); }
   const std::vector<NamedParam>& named_params() const { return named_; }
-  const std::vector<ParamUnit>& units() const { return units_; }
   const NamedParam& param(const std::string& name) const;  // HERD_CHECK when unknown
   tensor::Arena& arena() { return *arena_; }
   // The largest micro-batch the arena was sized for.
   std::int64_t sized_rows() const { return max_rows_; }
   std::int64_t sized_seq_len() const { return max_seq_; }
 
-  // Llama-style initialisation from a seed: matrices N(0, 0.02), the residual-output projections
-  // (wo, w_down) N(0, 0.02 / sqrt(2 L)), the embedding N(0, 1), the output head N(0, 1/sqrt(d)), norms 1.
+  // Llama-style initialisation from a seed, per the weight table's init kinds (model/weights.h):
+  // matrices N(0, 0.02), the residual-output projections (wo, w_down) N(0, 0.02 / sqrt(2 L)), the
+  // embedding N(0, 1), the output head N(0, 1/sqrt(d)), norms 1. Weight i draws from stream i.
   void init_weights(std::uint64_t seed);
   void zero_grads();
 
@@ -98,7 +93,7 @@ class LlamaModel {
   std::int64_t emb_ = 0, final_norm_ = 0, output_ = 0;  // offsets
   AlignedPtr<T> params_, grads_;
   std::vector<NamedParam> named_;
-  std::vector<ParamUnit> units_;
+  std::vector<model::WeightUnit> units_;  // embedding, layers.0 .. layers.{L-1}, head
   std::vector<TransformerBlock<T>> blocks_;
   std::unique_ptr<kernels::RopeTable<T>> rope_;
   std::unique_ptr<tensor::Arena> arena_;

@@ -14,37 +14,23 @@ namespace {
 
 std::size_t bytes_of(std::int64_t n, std::size_t elem) { return static_cast<std::size_t>(n) * elem; }
 
-// Copies this TP rank's slice of a full (rows, cols) weight to `local`.
+// Copies this TP rank's block of a full (rows, cols) weight to `local` (row-major, the block's shape).
 template <typename T>
-void tp_slice(const ShardedParam& p, int tp, int r, const T* full, T* local) {
-  const std::int64_t R = p.full.rows, C = p.full.cols;
-  switch (p.split) {
-    case TpSplit::kReplicated: std::memcpy(local, full, bytes_of(R * C, sizeof(T))); break;
-    case TpSplit::kRows: std::memcpy(local, full + r * (R / tp) * C, bytes_of((R / tp) * C, sizeof(T))); break;
-    case TpSplit::kCols:
-      for (std::int64_t i = 0; i < R; ++i) {
-        std::memcpy(local + i * (C / tp), full + i * C + r * (C / tp), bytes_of(C / tp, sizeof(T)));
-      }
-      break;
+void tp_slice(const model::Weight& w, const model::TpBlock& b, const T* full, T* local) {
+  for (std::int64_t i = b.r0; i < b.r1; ++i) {
+    std::memcpy(local + (i - b.r0) * b.cols(), full + i * w.cols + b.c0, bytes_of(b.cols(), sizeof(T)));
   }
 }
 
-// Inverse over all ranks: `gathered` holds the tp local slices back to back.
+// Inverse over all ranks: `gathered` holds the tp local blocks back to back (replicated: rank 0's copy).
 template <typename T>
-void tp_unslice(const ShardedParam& p, int tp, const T* gathered, T* full) {
-  const std::int64_t R = p.full.rows, C = p.full.cols;
-  if (p.split == TpSplit::kReplicated) {
-    std::memcpy(full, gathered, bytes_of(R * C, sizeof(T)));  // rank 0's copy
-    return;
-  }
-  for (int r = 0; r < tp; ++r) {
-    const T* src = gathered + r * p.local_count;
-    if (p.split == TpSplit::kRows) {
-      std::memcpy(full + r * (R / tp) * C, src, bytes_of(p.local_count, sizeof(T)));
-    } else {
-      for (std::int64_t i = 0; i < R; ++i) {
-        std::memcpy(full + i * C + r * (C / tp), src + i * (C / tp), bytes_of(C / tp, sizeof(T)));
-      }
+void tp_unslice(const model::Weight& w, int tp, const T* gathered, T* full) {
+  const int ranks = w.split == model::TpSplit::kReplicated ? 1 : tp;
+  for (int r = 0; r < ranks; ++r) {
+    const model::TpBlock b = model::tp_block(w, tp, r);
+    const T* src = gathered + r * w.local_count();
+    for (std::int64_t i = b.r0; i < b.r1; ++i) {
+      std::memcpy(full + i * w.cols + b.c0, src + (i - b.r0) * b.cols(), bytes_of(b.cols(), sizeof(T)));
     }
   }
 }
@@ -70,59 +56,46 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
   HERD_CHECK(ctx.cp_size() == 1 || cph_ != nullptr, "cp > 1 needs the CP attention hooks");
   const int tp = ctx.tp_size();
   Result<nn::LayerSizes> local = nn::layer_sizes(cfg, tp);
-  Result<nn::LayerSizes> full = nn::layer_sizes(cfg, 1);
   HERD_CHECK(local.ok(), local.error().message());
   local_ = *local;
   vocab_ = tp::vocab_shard(cfg.vocab, tp, ctx.tp_rank());
-  const std::int64_t d = cfg.hidden, V = cfg.vocab;
 
-  // Offsets follow nn::LlamaModel's full layout for every weight; only this stage's get a unit.
-  std::int64_t off = 0;
-  auto add = [&](bool mine, const std::string& name, std::int64_t rows, std::int64_t cols, std::int64_t local_off,
-                 TpSplit split) {
-    const std::int64_t local_count = split == TpSplit::kReplicated ? rows * cols : rows * cols / tp;
-    if (mine)
-      params_.push_back({{name, off, rows, cols}, static_cast<int>(units_.size()), local_off, split, local_count});
-    off += rows * cols;
-  };
-  auto add_unit = [&](const std::string& name, std::int64_t count) {
-    units_.push_back(std::make_unique<fsdp::FlatUnit<T>>(name, count, *ctx.fsdp()));
-    norm_ranges_.emplace_back();
-  };
-  add(first_, "tok_embedding", V, d, 0, TpSplit::kRows);
-  if (first_) {
-    emb_ = 0;
-    add_unit("embedding", vocab_.rows * d);
-  }
-  layer0_ = static_cast<int>(units_.size());
-  const nn::LayerLayout L(local_);
-  for (std::int64_t l = 0; l < cfg.n_layers; ++l) {
-    const bool mine = std::find(layers_.begin(), layers_.end(), static_cast<int>(l)) != layers_.end();
-    const std::string p = "layers." + std::to_string(l) + ".";
-    const nn::LayerSizes& s = *full;
-    add(mine, p + "attn_norm", d, 1, L.attn_norm, TpSplit::kReplicated);
-    add(mine, p + "wq", s.q_dim(), d, L.wq, TpSplit::kRows);
-    add(mine, p + "wk", s.kv_dim(), d, L.wk, TpSplit::kRows);
-    add(mine, p + "wv", s.kv_dim(), d, L.wv, TpSplit::kRows);
-    add(mine, p + "wo", d, s.q_dim(), L.wo, TpSplit::kCols);
-    add(mine, p + "mlp_norm", d, 1, L.mlp_norm, TpSplit::kReplicated);
-    add(mine, p + "w_gate", s.ffn, d, L.w_gate, TpSplit::kRows);
-    add(mine, p + "w_up", s.ffn, d, L.w_up, TpSplit::kRows);
-    add(mine, p + "w_down", d, s.ffn, L.w_down, TpSplit::kCols);
+  // The weight table at this TP degree gives every weight's local shape and place in its unit; this
+  // stage keeps the units of its embedding, layers and head.
+  const std::vector<model::Weight> table = model::llama_weights(cfg, tp);
+  const std::vector<model::WeightUnit> table_units = model::llama_weight_units(table);
+  std::vector<int> stage_unit(table_units.size(), -1);  // table unit -> index among this stage's units
+  for (std::size_t t = 0; t < table_units.size(); ++t) {
+    const std::string& name = table_units[t].name;
+    const bool layer = t > 0 && t + 1 < table_units.size();
+    const int l = static_cast<int>(t) - 1;
+    const bool mine = layer ? std::find(layers_.begin(), layers_.end(), l) != layers_.end() : (t == 0 ? first_ : last_);
     if (!mine) continue;
-    HERD_CHECK(static_cast<int>(units_.size()) - layer0_ == static_cast<int>(blocks_.size()),
-               "stage layers must be consecutive and increasing");
-    add_unit("layers." + std::to_string(l), L.total);
-    norm_ranges_.back() = {{L.attn_norm, L.attn_norm + d}, {L.mlp_norm, L.mlp_norm + d}};
-    blocks_.emplace_back(local_, recompute, p);
+    if (layer) {
+      HERD_CHECK(static_cast<int>(units_.size()) - layer0_ == static_cast<int>(blocks_.size()),
+                 "stage layers must be consecutive and increasing");
+      blocks_.emplace_back(local_, recompute, name + ".");
+      HERD_CHECK(blocks_.back().layout().total == table_units[t].local_count,
+                 "nn::LayerLayout and the weight table disagree on ", name);
+    } else if (t == 0) {
+      emb_ = static_cast<int>(units_.size());
+      layer0_ = emb_ + 1;
+    } else {
+      head_ = static_cast<int>(units_.size());
+    }
+    stage_unit[t] = static_cast<int>(units_.size());
+    units_.push_back(std::make_unique<fsdp::FlatUnit<T>>(name, table_units[t].local_count, *ctx.fsdp()));
+    norm_ranges_.emplace_back();
   }
   HERD_CHECK(blocks_.size() == layers_.size(), "stage layers out of range or not increasing");
-  add(last_, "final_norm", d, 1, 0, TpSplit::kReplicated);
-  add(last_, "output", V, d, d, TpSplit::kRows);
-  if (last_) {
-    head_ = static_cast<int>(units_.size());
-    add_unit("head", d + vocab_.rows * d);
-    norm_ranges_.back() = {{0, d}};
+  for (const model::Weight& w : table) {
+    const int u = stage_unit[static_cast<std::size_t>(w.unit_index)];
+    if (u < 0) continue;
+    params_.push_back({w, u});
+    // Replicated weights (the norms) see only this rank's rows under SP: their gradients are TP-summed.
+    if (w.split == model::TpSplit::kReplicated) {
+      norm_ranges_[static_cast<std::size_t>(u)].emplace_back(w.local_offset, w.local_offset + w.local_count());
+    }
   }
   for (nn::TransformerBlock<T>& b : blocks_) {
     b.set_tensor_parallel(tpc_);
@@ -145,7 +118,8 @@ void DistributedStage<T>::load_full(const T* full) {
   std::vector<std::vector<T>> local(units_.size());
   for (std::size_t u = 0; u < units_.size(); ++u) local[u].assign(static_cast<std::size_t>(units_[u]->count()), T(0));
   for (const ShardedParam& p : params_) {
-    tp_slice<T>(p, tp, r, full + p.full.offset, local[static_cast<std::size_t>(p.unit)].data() + p.local_offset);
+    tp_slice<T>(p.w, model::tp_block(p.w, tp, r), full + p.w.offset,
+                local[static_cast<std::size_t>(p.unit)].data() + p.w.local_offset);
   }
   for (std::size_t u = 0; u < units_.size(); ++u) {
     fsdp::FlatUnit<T>& unit = *units_[u];
@@ -160,7 +134,7 @@ void DistributedStage<T>::load_full(const T* full) {
 template <typename T>
 Status DistributedStage<T>::gather_full(bool grads, T* full) {
   const int tp = ctx_.tp_size();
-  const comm::ElemType et = comm::elem_type_of<T>();
+  const DType et = dtype_of<T>();
   std::vector<std::vector<T>> local(units_.size());
   for (std::size_t u = 0; u < units_.size(); ++u) {
     fsdp::FlatUnit<T>& unit = *units_[u];
@@ -171,10 +145,10 @@ Status DistributedStage<T>::gather_full(bool grads, T* full) {
   }
   std::vector<T> all;
   for (const ShardedParam& p : params_) {
-    all.resize(static_cast<std::size_t>(p.local_count * tp));
-    const T* mine = local[static_cast<std::size_t>(p.unit)].data() + p.local_offset;
-    HERD_RETURN_IF_ERROR(ctx_.tp->all_gather(mine, all.data(), static_cast<std::size_t>(p.local_count), et));
-    tp_unslice<T>(p, tp, all.data(), full + p.full.offset);
+    all.resize(static_cast<std::size_t>(p.w.local_count() * tp));
+    const T* mine = local[static_cast<std::size_t>(p.unit)].data() + p.w.local_offset;
+    HERD_RETURN_IF_ERROR(ctx_.tp->all_gather(mine, all.data(), static_cast<std::size_t>(p.w.local_count()), et));
+    tp_unslice<T>(p.w, tp, all.data(), full + p.w.offset);
   }
   return Status::Ok();
 }

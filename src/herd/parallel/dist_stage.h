@@ -1,6 +1,7 @@
 // DistributedStage: a contiguous slice of the Llama model (the embedding, some layers, the final norm +
 // head) on one rank of a TP x CP x DP group, with its FSDP units, TP and CP hooks and optimizer state.
 //
+// Its units and weights are those of the weight table (model::llama_weights at this TP degree).
 // It is the one place that holds the per-unit logic of the distributed runtime: DistributedLlama
 // (parallel/model.h) is a single stage holding every unit, and each chunk of a pipeline rank
 // (pp/executor.h) is one stage holding the units of its virtual stage's layers. A unit holds this TP
@@ -35,6 +36,7 @@
 #include "herd/kernels/rope.h"
 #include "herd/model/config.h"
 #include "herd/model/flops.h"
+#include "herd/model/weights.h"
 #include "herd/nn/batch.h"
 #include "herd/nn/block.h"
 #include "herd/nn/model.h"
@@ -46,16 +48,10 @@
 
 namespace herd::parallel {
 
-// How a full weight is cut over TP.
-enum class TpSplit { kReplicated, kRows, kCols };
-
-// Where one full (nn::LlamaModel) weight lives on this rank.
+// Where one weight of the table (model/weights.h, at this rank's TP degree) lives on this rank.
 struct ShardedParam {
-  nn::NamedParam full;            // name, offset in the full flat buffer, (rows, cols)
-  int unit = 0;                   // index among the stage's units
-  std::int64_t local_offset = 0;  // in the unit's flat (TP-local) buffer
-  TpSplit split = TpSplit::kReplicated;
-  std::int64_t local_count = 0;
+  model::Weight w;  // name, full shape and offset, TP split, local shape and offset in its unit's buffer
+  int unit = 0;     // index among the stage's units
 };
 
 // What one micro-batch keeps from a stage's forward until its backward (pointers into the arena).

@@ -6,32 +6,20 @@
 #include <cstring>
 #include <numeric>
 
+#include "herd/model/shard.h"
 #include "herd/nn/model.h"
 
 namespace herd::parallel {
 
 Status validate_layout(const model::LlamaConfig& cfg, const topology::ParallelDims& dims, std::int64_t world_size,
                        std::int64_t global_batch, std::int64_t seq_len, bool sequence_parallel) {
-  const std::int64_t tp = dims.tp(), dp = dims.dp(), cp = dims.cp();
-  if (dims.world() != world_size) {
-    return make_error("layout ", dims.to_string(), " needs ", dims.world(), " ranks but the job has ", world_size,
-                      "; choose --tp x --cp x --pp x --dp equal to the number of ranks");
-  }
-  auto need = [&](std::int64_t value, const char* what, std::int64_t by, const char* axis) -> Status {
-    if (value % by == 0) return Status::Ok();
-    return make_error(what, " (", value, ") is not divisible by ", axis, " (", by, "); choose a ", axis,
-                      " that divides it");
-  };
-  HERD_RETURN_IF_ERROR(need(cfg.n_heads, "num_attention_heads", tp, "tp"));
-  HERD_RETURN_IF_ERROR(need(cfg.n_kv_heads, "num_key_value_heads", tp, "tp"));
-  HERD_RETURN_IF_ERROR(need(cfg.ffn_hidden, "intermediate_size", tp, "tp"));
-  HERD_RETURN_IF_ERROR(need(cfg.vocab, "vocab_size", tp, "tp"));
-  HERD_RETURN_IF_ERROR(need(global_batch, "global batch (sequences per step)", dp, "dp"));
-  HERD_RETURN_IF_ERROR(need(seq_len, "seq_len", 2 * cp, "2 x cp"));
-  if (sequence_parallel) {
-    const char* what =
-        cp > 1 ? "CP-local seq_len (seq_len / cp, with sequence parallelism)" : "seq_len (with sequence parallelism)";
-    HERD_RETURN_IF_ERROR(need(seq_len / cp, what, tp, "tp"));
+  HERD_RETURN_IF_ERROR(dims.check_world(world_size));
+  HERD_RETURN_IF_ERROR(model::check_shardable(
+      cfg,
+      model::ShardSpec{.tp = dims.tp(), .cp = dims.cp(), .seq_len = seq_len, .sequence_parallel = sequence_parallel}));
+  if (global_batch % dims.dp() != 0) {
+    return make_error("global batch (", global_batch, " sequences) is not divisible by dp (", dims.dp(),
+                      "); choose a batch size that is a multiple of dp");
   }
   return Status::Ok();
 }
@@ -60,7 +48,7 @@ DistributedLlama<T>::DistributedLlama(const model::LlamaConfig& cfg, const Paral
   auto rope = std::make_shared<const kernels::RopeTable<T>>(rc, cfg.max_seq_len);
   stage_ = std::make_unique<DistributedStage<T>>(cfg, ctx, recompute, std::move(layers), true, true, tpc_.get(),
                                                  cph_.get(), std::move(rope), /*release_after_backward=*/true);
-  for (const ShardedParam& p : stage_->params()) full_count_ = std::max(full_count_, p.full.offset + p.full.count());
+  for (const ShardedParam& p : stage_->params()) full_count_ = std::max(full_count_, p.w.offset + p.w.count());
   // The stage's slot bound plus the two (n_loc, d) residual streams.
   const std::int64_t d = cfg.hidden;
   arena_ = std::make_unique<tensor::Arena>(

@@ -47,9 +47,10 @@
 namespace herd::parallel {
 
 // Refuses, before any rank starts, a layout this model cannot run: the degrees must multiply to the
-// world size, tp must divide heads, kv heads, ffn and vocab, dp the global batch (sequences per step),
-// 2 x cp seq_len, and with sequence parallelism tp must divide the CP-local sequence (seq_len / cp).
-// One line naming the numbers and the fix.
+// world size (topology::ParallelDims::check_world), the shard rules must hold (model::check_shardable:
+// tp divides heads, kv heads, ffn and vocab, 2 x cp divides seq_len, tp divides seq_len / cp under
+// sequence parallelism), and dp must divide the global batch (sequences per step). One line naming
+// the numbers and the fix.
 Status validate_layout(const model::LlamaConfig& cfg, const topology::ParallelDims& dims, std::int64_t world_size,
                        std::int64_t global_batch, std::int64_t seq_len, bool sequence_parallel);
 

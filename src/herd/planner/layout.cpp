@@ -4,6 +4,7 @@
 
 #include "herd/model/activations.h"
 #include "herd/schedule/schedule.h"
+#include "herd/topology/parallel_dims.h"
 
 namespace herd::planner {
 
@@ -58,14 +59,8 @@ std::string Layout::to_flags() const {
 
 Status validate_layout(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
                        const Layout& l, std::int64_t gpus) {
-  const std::pair<const char*, std::int64_t> degrees[] = {{"tp", l.tp}, {"cp", l.cp}, {"pp", l.pp}, {"dp", l.dp}};
-  for (const auto& [name, d] : degrees) {
-    if (d < 1) return make_error(name, " (", d, ") must be at least 1");
-  }
-  if (l.gpus() != gpus) {
-    return make_error("tp (", l.tp, ") x cp (", l.cp, ") x pp (", l.pp, ") x dp (", l.dp, ") = ", l.gpus(),
-                      " GPUs, but --gpus is ", gpus, "; choose degrees whose product is ", gpus);
-  }
+  // The degrees and their product: the mesh's rules, worded once by topology::ParallelDims.
+  if (auto dims = topology::ParallelDims::make(l.tp, l.cp, l.pp, l.dp, gpus); !dims.ok()) return dims.error();
   if (gpus > cluster.max_accelerators()) {
     return make_error("--gpus (", gpus, ") exceeds cluster ", cluster.name, " (", cluster.max_accelerators(),
                       " accelerators)");

@@ -50,10 +50,11 @@ struct Layout {
   std::string to_flags() const;
 };
 
-// Everything a layout must satisfy before it is costed: degrees multiply to the GPU count that fits
-// the cluster; tp divides heads, kv heads and the MLP width; 2*cp divides the sequence (and tp the
-// local sequence under sequence parallelism); the layers fill pp*v virtual stages; dp*microbatch
-// divides the global batch; N is in [1, M]; zero in 0..3.
+// Everything a layout must satisfy before it is costed: degrees >= 1 multiplying to the GPU count
+// (topology::ParallelDims), which fits the cluster; the shard rules (model::check_shardable through
+// model::validate_activation_shape: tp divides heads, kv heads and the MLP width, the vocabulary is
+// padded; 2*cp divides the sequence, tp the local sequence under sequence parallelism); the layers
+// fill pp*v virtual stages; dp*microbatch divides the global batch; N is in [1, M]; zero in 0..3.
 Status validate_layout(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
                        const Layout& layout, std::int64_t gpus);
 

@@ -51,6 +51,12 @@ StateBytes state_bytes(double p, const Layout& l, double shard, std::int64_t mic
   }
   s.optimizer = 12.0 * p / (l.zero >= 1 ? shard : 1.0);  // fp32 master + Adam m and v
   if (e == 4.0 && l.zero == 0) s.optimizer = 8.0 * p;    // fp32 weights are the master: m and v only
+  if (e == 4.0 && l.zero >= 1 && shard == 1.0) {
+    // An fp32 FSDP group of one uses its shards in place (parallel/fsdp/flat_unit.h): the working
+    // weights are the master and the gradients accumulate in the gradient shard.
+    s.weights = 0.0;
+    s.grads = 4.0 * p;
+  }
   return s;
 }
 

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "herd/core/check.h"
+
 namespace herd::tensor {
 
 Arena::Arena(std::size_t capacity_bytes)
@@ -23,13 +25,6 @@ void* Arena::allocate(std::size_t bytes, const std::string& tag) {
   s.peak = std::max(s.peak, s.current);
   records_.push_back(Record{rounded, &s});
   return p;
-}
-
-Tensor Arena::tensor(const Dims& shape, DType dtype, const std::string& tag, bool zero) {
-  const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * dtype_bytes(dtype);
-  void* p = allocate(bytes, tag);
-  if (zero) std::memset(p, 0, bytes);
-  return Tensor::borrow(p, shape, dtype);
 }
 
 void Arena::reset(const Mark& m) {

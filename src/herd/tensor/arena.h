@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "herd/core/aligned.h"
-#include "herd/tensor/tensor.h"
 
 namespace herd::tensor {
 
@@ -42,8 +41,6 @@ class Arena {
   T* allocate_array(std::int64_t count, const std::string& tag = "") {
     return static_cast<T*>(allocate(static_cast<std::size_t>(count) * sizeof(T), tag));
   }
-  // A borrowed, contiguous tensor in the arena (uninitialised unless `zero`).
-  Tensor tensor(const Dims& shape, DType dtype, const std::string& tag = "", bool zero = false);
 
   Mark mark() const { return Mark{used_, records_.size()}; }
   void reset(const Mark& m);  // frees everything allocated after m

@@ -33,11 +33,14 @@ Result<ParallelDims> ParallelDims::make(std::int64_t tp, std::int64_t cp, std::i
   }
   ParallelDims p;
   p.size_ = {tp, cp, pp, dp};
-  if (world_size > 0 && p.world() != world_size) {
-    return make_error("tp (", tp, ") x cp (", cp, ") x pp (", pp, ") x dp (", dp, ") = ", p.world(),
-                      " ranks, but the job has ", world_size, "; choose degrees whose product is ", world_size);
-  }
+  if (world_size > 0) HERD_RETURN_IF_ERROR(p.check_world(world_size));
   return p;
+}
+
+Status ParallelDims::check_world(std::int64_t world_size) const {
+  if (world() == world_size) return Status::Ok();
+  return make_error("tp (", tp(), ") x cp (", cp(), ") x pp (", pp(), ") x dp (", dp(), ") = ", world(),
+                    " ranks, but the job has ", world_size, "; choose degrees whose product is ", world_size);
 }
 
 std::int64_t ParallelDims::stride(Dim d) const {

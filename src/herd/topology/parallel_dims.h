@@ -39,6 +39,8 @@ class ParallelDims {
   std::int64_t dp() const { return size_[3]; }
   std::int64_t size(Dim d) const { return size_[static_cast<int>(d)]; }
   std::int64_t world() const { return size_[0] * size_[1] * size_[2] * size_[3]; }
+  // The product rule alone, for a mesh built before the world size is known; make() calls it.
+  Status check_world(std::int64_t world_size) const;
 
   // Distance in global rank between neighbours along d: 1, TP, TP*CP, TP*CP*PP.
   std::int64_t stride(Dim d) const;

@@ -138,7 +138,7 @@ Status save_dist_checkpoint(const std::string& dir, std::int64_t step, const Jso
   }
   // Rank 0's failure to create the directory must stop every rank, not only rank 0.
   int ok = made.ok() ? 1 : 0;
-  HERD_RETURN_IF_ERROR(world.broadcast(&ok, 1, comm::ElemType::kI32, 0));
+  HERD_RETURN_IF_ERROR(world.broadcast(&ok, 1, DType::kI32, 0));
   if (!ok) return made.ok() ? make_error(tmp.string(), ": rank 0 could not create the checkpoint directory") : made;
 
   std::vector<T> buf;
@@ -171,7 +171,7 @@ Status save_dist_checkpoint(const std::string& dir, std::int64_t step, const Jso
     w = write_synced((tmp / rank_file(world.rank(), "json")).string(), text.data(), text.size());
   }
   int all_ok = w.ok() ? 1 : 0;
-  HERD_RETURN_IF_ERROR(world.all_reduce(&all_ok, 1, comm::ElemType::kI32, comm::ReduceOp::kMin));
+  HERD_RETURN_IF_ERROR(world.all_reduce(&all_ok, 1, DType::kI32, comm::ReduceOp::kMin));
   if (!all_ok) return w.ok() ? make_error(tmp.string(), ": another rank failed to write its shard") : w;
 
   Status merged = Status::Ok();
@@ -206,7 +206,7 @@ Status save_dist_checkpoint(const std::string& dir, std::int64_t step, const Jso
     }
   }
   int done = merged.ok() ? 1 : 0;
-  HERD_RETURN_IF_ERROR(world.broadcast(&done, 1, comm::ElemType::kI32, 0));
+  HERD_RETURN_IF_ERROR(world.broadcast(&done, 1, DType::kI32, 0));
   HERD_RETURN_IF_ERROR(barrier(world, "commit"));
   if (!done) return merged.ok() ? make_error(dir, ": rank 0 failed to commit the checkpoint") : merged;
   return Status::Ok();

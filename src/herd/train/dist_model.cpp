@@ -1,8 +1,8 @@
 // Adapter from parallel::DistributedLlama to RankModel, including the checkpoint pieces of its shards.
 //
 // A full weight (R, C) lives in one FSDP unit's TP-local flat buffer at [local_offset, local_offset +
-// local_count): all of it (replicated norms), rows [t R/tp, (t+1) R/tp) (q/k/v, gate/up, embedding,
-// head) or columns [t C/tp, (t+1) C/tp) (o, down), stored row-major either way. This DP rank owns the
+// local_count): TP rank t's block of it, model::tp_block (model/weights.h: all of a replicated norm,
+// a band of rows or of columns), stored row-major either way. This DP rank owns the
 // unit elements [shard_begin, shard_begin + S), so its piece of the weight is the intersection, with
 // e0/e1 measured from the start of the TP block. Replicated norms are saved by TP rank 0 only (each
 // element stored once) and loaded by every TP rank.
@@ -20,25 +20,20 @@ void append_stage_pieces(parallel::DistributedStage<T>& stage, const parallel::P
                          std::vector<ShardPiece<T>>& out) {
   const std::int64_t tp = ctx.tp_size(), t = ctx.tp_rank();
   for (const parallel::ShardedParam& p : stage.params()) {
-    if (!for_load && p.split == parallel::TpSplit::kReplicated && t != 0) continue;
+    const model::Weight& w = p.w;
+    if (!for_load && w.split == model::TpSplit::kReplicated && t != 0) continue;
     parallel::fsdp::FlatUnit<T>& unit = stage.unit(p.unit);
     const std::int64_t s0 = unit.shard_begin(), s1 = std::min(s0 + unit.shard_size(), unit.count());
-    const std::int64_t a = std::max(s0, p.local_offset), b = std::min(s1, p.local_offset + p.local_count);
+    const std::int64_t a = std::max(s0, w.local_offset), b = std::min(s1, w.local_offset + w.local_count());
     if (a >= b) continue;
     ShardPiece<T> s;
-    s.name = p.full.name;
-    s.rows = p.full.rows;
-    s.cols = p.full.cols;
-    s.r0 = 0, s.r1 = s.rows, s.c0 = 0, s.c1 = s.cols;
-    if (p.split == parallel::TpSplit::kRows) {
-      s.r0 = t * (s.rows / tp);
-      s.r1 = s.r0 + s.rows / tp;
-    } else if (p.split == parallel::TpSplit::kCols) {
-      s.c0 = t * (s.cols / tp);
-      s.c1 = s.c0 + s.cols / tp;
-    }
-    s.e0 = a - p.local_offset;
-    s.e1 = b - p.local_offset;
+    s.name = w.name;
+    s.rows = w.rows;
+    s.cols = w.cols;
+    const model::TpBlock block = model::tp_block(w, tp, t);
+    s.r0 = block.r0, s.r1 = block.r1, s.c0 = block.c0, s.c1 = block.c1;
+    s.e0 = a - w.local_offset;
+    s.e1 = b - w.local_offset;
     s.param = unit.shard_params() + (a - s0);
     s.m = stage.adam_m(p.unit) + (a - s0);
     s.v = stage.adam_v(p.unit) + (a - s0);
@@ -82,13 +77,15 @@ class DistributedLlamaModel final : public RankModel<T> {
   std::int64_t optimizer_steps() const override { return model_.steps(); }
   void set_optimizer_steps(std::int64_t s) override { model_.set_steps(s); }
 
-  // Each flat unit holds its gathered weights and full gradient buffer (padded) through the step, and
-  // its shard's master weights, reduced gradients and both AdamW moments.
+  // Each flat unit holds its gathered weights and full gradient buffer (padded) through the step (not
+  // in a group of one, which uses its shards in place), and its shard's master weights, reduced
+  // gradients and both AdamW moments.
   RankMemoryUse memory_use() override {
     double elems = 0;
     for (std::int64_t u = 0; u < model_.unit_count(); ++u) {
       const parallel::fsdp::FlatUnit<T>& unit = model_.unit(u);
-      elems += 2.0 * static_cast<double>(unit.padded()) + 4.0 * static_cast<double>(unit.shard_size());
+      elems += (unit.in_place() ? 0.0 : 2.0 * static_cast<double>(unit.padded())) +
+               4.0 * static_cast<double>(unit.shard_size());
     }
     return {elems * sizeof(T), static_cast<double>(model_.arena().peak())};
   }
@@ -99,8 +96,8 @@ class DistributedLlamaModel final : public RankModel<T> {
     HERD_ASSIGN_OR_RETURN(std::vector<T> full, model_.gather_full_weights());
     std::vector<std::pair<std::string, std::vector<T>>> out;
     for (const parallel::ShardedParam& p : model_.params()) {
-      const T* b = full.data() + p.full.offset;
-      out.emplace_back(p.full.name, std::vector<T>(b, b + p.full.count()));
+      const T* b = full.data() + p.w.offset;
+      out.emplace_back(p.w.name, std::vector<T>(b, b + p.w.count()));
     }
     return out;
   }

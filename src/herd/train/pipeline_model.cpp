@@ -43,7 +43,7 @@ template <typename T>
 class PipelineLlamaModel final : public RankModel<T> {
  public:
   using Stage = parallel::DistributedStage<T>;
-  using Executor = parallel::pp::PipelineExecutor<T, Stage>;
+  using Executor = parallel::pp::PipelineExecutor<T>;
 
   PipelineLlamaModel(const parallel::ParallelContext& ctx, const model::LlamaConfig& m, model::Recompute r)
       : ctx_(ctx), cfg_(m), recompute_(r), layout_(m, model::Recompute::kFull, 1, 1) {
@@ -107,7 +107,8 @@ class PipelineLlamaModel final : public RankModel<T> {
     for (Stage& c : ex_->chunks()) {
       for (std::int64_t u = 0; u < c.unit_count(); ++u) {
         const parallel::fsdp::FlatUnit<T>& unit = c.unit(u);
-        elems += 2.0 * static_cast<double>(unit.padded()) + 4.0 * static_cast<double>(unit.shard_size());
+        elems += (unit.in_place() ? 0.0 : 2.0 * static_cast<double>(unit.padded())) +
+                 4.0 * static_cast<double>(unit.shard_size());
       }
     }
     const double saved = static_cast<double>(peak_activation_bytes_);

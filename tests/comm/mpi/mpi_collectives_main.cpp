@@ -43,8 +43,8 @@ void all_reduce_sum(Communicator& c, std::size_t count) {
   const std::size_t n = c.size();
   std::vector<T> buf(count), out(count);
   for (std::size_t i = 0; i < count; ++i) buf[i] = static_cast<T>(c.rank() * count + i);
-  expect_ok(c.all_reduce(buf.data(), out.data(), count, elem_type_of<T>(), ReduceOp::kSum));
-  expect_ok(c.all_reduce(buf.data(), count, elem_type_of<T>(), ReduceOp::kSum));
+  expect_ok(c.all_reduce(buf.data(), out.data(), count, dtype_of<T>(), ReduceOp::kSum));
+  expect_ok(c.all_reduce(buf.data(), count, dtype_of<T>(), ReduceOp::kSum));
   for (std::size_t i = 0; i < count; ++i) {
     const T want = static_cast<T>(count * n * (n - 1) / 2 + n * i);
     ASSERT_EQ(out[i], want) << "element " << i;
@@ -80,17 +80,17 @@ TEST_P(MpiBoth, AllGatherReduceScatterBroadcastBarrier) {
   const std::size_t count = 513;
   std::vector<float> mine(count), all(n * count), inplace(n * count);
   for (std::size_t i = 0; i < count; ++i) mine[i] = static_cast<float>(c.rank() * count + i);
-  expect_ok(c.all_gather(mine.data(), all.data(), count, ElemType::kF32));
+  expect_ok(c.all_gather(mine.data(), all.data(), count, DType::kF32));
   std::copy(mine.begin(), mine.end(), inplace.begin() + c.rank() * count);
-  expect_ok(c.all_gather(inplace.data() + c.rank() * count, inplace.data(), count, ElemType::kF32));
+  expect_ok(c.all_gather(inplace.data() + c.rank() * count, inplace.data(), count, DType::kF32));
   for (std::size_t k = 0; k < n * count; ++k) {
     ASSERT_EQ(all[k], static_cast<float>(k));
     ASSERT_EQ(inplace[k], static_cast<float>(k));
   }
   std::vector<double> send(n * count), out(count);
   for (std::size_t i = 0; i < n * count; ++i) send[i] = static_cast<double>(c.rank() * n * count + i);
-  expect_ok(c.reduce_scatter(send.data(), out.data(), count, ElemType::kF64, ReduceOp::kSum));
-  expect_ok(c.reduce_scatter(send.data(), send.data() + c.rank() * count, count, ElemType::kF64, ReduceOp::kSum));
+  expect_ok(c.reduce_scatter(send.data(), out.data(), count, DType::kF64, ReduceOp::kSum));
+  expect_ok(c.reduce_scatter(send.data(), send.data() + c.rank() * count, count, DType::kF64, ReduceOp::kSum));
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t g = c.rank() * count + i;
     const double want = static_cast<double>(n * count * n * (n - 1) / 2 + n * g);
@@ -102,7 +102,7 @@ TEST_P(MpiBoth, AllGatherReduceScatterBroadcastBarrier) {
     if (c.rank() == root) {
       for (int i = 0; i < 100; ++i) b[i] = root * 1000 + i;
     }
-    expect_ok(c.broadcast(b.data(), 100, ElemType::kI64, root));
+    expect_ok(c.broadcast(b.data(), 100, DType::kI64, root));
     for (int i = 0; i < 100; ++i) ASSERT_EQ(b[i], root * 1000 + i);
   }
   expect_ok(c.barrier());
@@ -132,7 +132,7 @@ TEST(MpiDeterminism, MatchesTheRankOrderSumBitForBit) {
   expect_ok(c.all_reduce(v.data(), count, ReduceOp::kSum));
   EXPECT_EQ(std::memcmp(v.data(), ref.data(), count * sizeof(double)), 0);
   std::vector<double> rs(count / n);
-  expect_ok(c.reduce_scatter(in[c.rank()].data(), rs.data(), count / n, ElemType::kF64, ReduceOp::kSum));
+  expect_ok(c.reduce_scatter(in[c.rank()].data(), rs.data(), count / n, DType::kF64, ReduceOp::kSum));
   EXPECT_EQ(std::memcmp(rs.data(), ref.data() + c.rank() * (count / n), (count / n) * sizeof(double)), 0);
 }
 
@@ -146,15 +146,15 @@ TEST(MpiGroups, MeshGroupsPointToPointAndAsync) {
   EXPECT_EQ((*tp)->rank(), world.rank() % 2);
   std::int64_t a = std::int64_t{1} << world.rank(), b = a;
   std::vector<Handle> hs;
-  hs.push_back((*dp)->iall_reduce(&b, &b, 1, ElemType::kI64, ReduceOp::kSum));
-  hs.push_back((*tp)->iall_reduce(&a, &a, 1, ElemType::kI64, ReduceOp::kSum));
+  hs.push_back((*dp)->iall_reduce(&b, &b, 1, DType::kI64, ReduceOp::kSum));
+  hs.push_back((*tp)->iall_reduce(&a, &a, 1, DType::kI64, ReduceOp::kSum));
   // Pipeline-style ring on the world: receives posted first, tags per direction.
   const int next = (world.rank() + 1) % n, prev = (world.rank() + n - 1) % n;
   std::vector<float> fwd(64), bwd(64), out_f(64, world.rank() + 0.5f), out_b(64, -world.rank() - 0.5f);
-  hs.push_back(world.irecv(bwd.data(), 64, ElemType::kF32, next, 1));
-  hs.push_back(world.irecv(fwd.data(), 64, ElemType::kF32, prev, 0));
-  hs.push_back(world.isend(out_f.data(), 64, ElemType::kF32, next, 0));
-  hs.push_back(world.isend(out_b.data(), 64, ElemType::kF32, prev, 1));
+  hs.push_back(world.irecv(bwd.data(), 64, DType::kF32, next, 1));
+  hs.push_back(world.irecv(fwd.data(), 64, DType::kF32, prev, 0));
+  hs.push_back(world.isend(out_f.data(), 64, DType::kF32, next, 0));
+  hs.push_back(world.isend(out_b.data(), 64, DType::kF32, prev, 1));
   for (int k = static_cast<int>(hs.size()) - 1; k >= 0; --k) expect_ok(hs[k].wait());
   std::int64_t want_tp = 0, want_dp = 0;
   for (auto r : dims.group(world.rank(), topology::Dim::kTP)) want_tp += std::int64_t{1} << r;
@@ -165,7 +165,7 @@ TEST(MpiGroups, MeshGroupsPointToPointAndAsync) {
   EXPECT_EQ(bwd[5], -next - 0.5f);
   // Bad input is an error value, as on the local backend.
   float x = 0;
-  const Status s = world.send(&x, 1, ElemType::kF32, world.rank(), 0);
+  const Status s = world.send(&x, 1, DType::kF32, world.rank(), 0);
   EXPECT_FALSE(s.ok());
   // The flight recorder saw the p2p ops of this test with their peers and tags.
   const auto entries = world.recorder().entries();

@@ -32,17 +32,17 @@ Status rank_body(Communicator& boot) {
   for (std::size_t i = 0; i < count * n; ++i) h[i] = static_cast<float>(r * 1000 + i % 1000);
   cudaMemcpy(d_send, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice);
   // all_reduce: sum_r (r * 1000 + i % 1000) = 1000 n (n - 1) / 2 + n (i % 1000), exact in fp32.
-  HERD_RETURN_IF_ERROR(c->all_reduce(d_send, d_recv, count, ElemType::kF32, ReduceOp::kSum));
+  HERD_RETURN_IF_ERROR(c->all_reduce(d_send, d_recv, count, DType::kF32, ReduceOp::kSum));
   cudaMemcpy(out.data(), d_recv, count * sizeof(float), cudaMemcpyDeviceToHost);
   for (std::size_t i = 0; i < count; ++i) {
     EXPECT_OR_FAIL(out[i] == 1000.0f * n * (n - 1) / 2 + n * static_cast<float>(i % 1000), "all_reduce ", i);
   }
-  HERD_RETURN_IF_ERROR(c->all_gather(d_send, d_recv, count, ElemType::kF32));
+  HERD_RETURN_IF_ERROR(c->all_gather(d_send, d_recv, count, DType::kF32));
   cudaMemcpy(out.data(), d_recv, count * n * sizeof(float), cudaMemcpyDeviceToHost);
   for (std::size_t k = 0; k < count * n; ++k) {
     EXPECT_OR_FAIL(out[k] == static_cast<float>((k / count) * 1000 + (k % count) % 1000), "all_gather ", k);
   }
-  HERD_RETURN_IF_ERROR(c->broadcast(d_send, count, ElemType::kF32, 0));
+  HERD_RETURN_IF_ERROR(c->broadcast(d_send, count, DType::kF32, 0));
   cudaMemcpy(out.data(), d_send, count * sizeof(float), cudaMemcpyDeviceToHost);
   for (std::size_t i = 0; i < count; ++i) EXPECT_OR_FAIL(out[i] == static_cast<float>(i % 1000), "broadcast ", i);
   HERD_RETURN_IF_ERROR(c->barrier());
@@ -50,7 +50,7 @@ Status rank_body(Communicator& boot) {
   CommOptions det = o;
   det.deterministic = true;
   HERD_ASSIGN_OR_RETURN(auto cd, nccl::make_communicator(boot, r, det));
-  const Status s = cd->all_reduce(d_send, count, ElemType::kF32, ReduceOp::kSum);
+  const Status s = cd->all_reduce(d_send, count, DType::kF32, ReduceOp::kSum);
   EXPECT_OR_FAIL(!s.ok() && s.error().message().find("comm.deterministic=false") != std::string::npos);
   cudaFree(d_send);
   cudaFree(d_recv);

@@ -181,7 +181,7 @@ TEST(CpSplit, SequenceNotDivisibleByTwoCpIsAOneLineError) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message(),
             "seq_len (100) is not divisible by 2 x cp (16): context parallelism cuts each sequence into 2 x cp "
-            "chunks; use a seq_len that is a multiple of 16");
+            "chunks; use a multiple of 16");
   EXPECT_FALSE(make_cp_split(16, 4, 4).ok());
   // The mask builder, which every CP layer goes through, reports the same error on every rank.
   comm::LocalWorld world(2, test_options());

@@ -82,7 +82,7 @@ void run_case(const Case& c) {
     opt.micro_batch = rows;
     opt.seq_len = seq / kCp;
     opt.recompute = c.recompute;
-    using Ex = PipelineExecutor<double, DistributedStage<double>>;
+    using Ex = PipelineExecutor<double>;
     typename Ex::StageFactory factory = [&](int, std::vector<int> layers, bool first, bool last) {
       return DistributedStage<double>(cfg, ctx, c.recompute, std::move(layers), first, last, &tpc, &cph, rope, false);
     };

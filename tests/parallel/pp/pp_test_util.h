@@ -1,7 +1,7 @@
 // Shared pieces of the pipeline tests: a tiny model, the single-rank reference run (nn::LlamaModel in
-// double, AdamW over its flat buffer) and the same steps through a PipelineExecutor whose ranks run
-// as threads on the local backend. Both start from the same seeded weights and see the same packed
-// micro-batches (two documents per row, some ignored targets).
+// double, AdamW over its flat buffer) and the same steps through a PipelineExecutor of production
+// stages (DistributedStage at TP = CP = DP = 1) whose ranks run as threads on the local backend. Both start from the
+// same seeded weights and see the same packed micro-batches (two documents per row, some ignored targets).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -93,17 +93,21 @@ RunOutput run_reference(const model::LlamaConfig& cfg, int m, const RunSpec& rs)
   return out;
 }
 
-// Copies a model-layout buffer of T into doubles for comparison.
+// Copies a chunk's weights (or reduced gradients) into the full-layout doubles: only its own entries.
 template <typename T>
-void to_double(const StageModule<T>& ch, const T* local, std::vector<double>& full) {
-  for (const StageUnit& u : ch.units()) {
-    for (std::int64_t i = 0; i < u.count; ++i) {
-      full[static_cast<std::size_t>(u.global + i)] = static_cast<double>(local[u.local + i]);
+Status to_double(DistributedStage<T>& ch, bool grads, std::size_t n, std::vector<double>& full) {
+  std::vector<T> mine(n, T(0));
+  HERD_RETURN_IF_ERROR(ch.gather_full(grads, mine.data()));
+  for (const ShardedParam& p : ch.params()) {
+    for (std::int64_t i = p.w.offset; i < p.w.offset + p.w.count(); ++i) {
+      full[static_cast<std::size_t>(i)] = static_cast<double>(mine[static_cast<std::size_t>(i)]);
     }
   }
+  return Status::Ok();
 }
 
-// The same steps through the pipeline; each rank writes its own units into the full-layout outputs.
+// The same steps through the pipeline of production stages (DistributedStage at TP = CP = DP = 1);
+// each rank writes its own units into the full-layout outputs.
 template <typename T = double>
 RunOutput run_pipeline(const model::LlamaConfig& cfg, const schedule::ScheduleSpec& spec, const RunSpec& rs,
                        bool lighter_ends = true) {
@@ -127,12 +131,7 @@ RunOutput run_pipeline(const model::LlamaConfig& cfg, const schedule::ScheduleSp
     opt.lighter_ends = lighter_ends;
     opt.recv_lookahead = rs.recv_lookahead;
     HERD_ASSIGN_OR_RETURN(auto ex, PipelineExecutor<T>::make(ctx, cfg, spec, opt));
-    std::vector<std::vector<T>> mom, var;
-    for (StageModule<T>& c : ex->chunks()) {
-      c.load_params(init.params());
-      mom.emplace_back(static_cast<std::size_t>(c.param_count()), T(0));
-      var.emplace_back(static_cast<std::size_t>(c.param_count()), T(0));
-    }
+    for (DistributedStage<T>& c : ex->chunks()) c.load_full(init.params());
     for (int step = 0; step < rs.steps; ++step) {
       const parallel::testing::Batch b = parallel::testing::make_batch(
           spec.microbatches * rs.rows_per_mb, rs.seq_len, cfg.vocab, 100u + static_cast<std::uint32_t>(step));
@@ -142,16 +141,13 @@ RunOutput run_pipeline(const model::LlamaConfig& cfg, const schedule::ScheduleSp
       COMM_EXPECT(st.tokens == real_tokens(mbs), "tokens ", st.tokens, " vs ", real_tokens(mbs));
       if (ex->pp_rank() == 0) out.losses[static_cast<std::size_t>(step)] = st.loss();
       out.stats[static_cast<std::size_t>(ex->pp_rank())] = st;
-      for (std::size_t c = 0; c < ex->chunks().size(); ++c) {
-        StageModule<T>& ch = ex->chunks()[c];
-        if (step == 0) to_double(ch, ch.grads(), out.grads);
-        kernels::adamw_step<T>(ch.params(), ch.grads(), mom[c].data(), var[c].data(), ch.param_count(), test_adamw(),
-                               step + 1);
+      for (DistributedStage<T>& ch : ex->chunks()) {
+        if (step == 0) HERD_RETURN_IF_ERROR(to_double(ch, /*grads=*/true, n, out.grads));
+        ch.adamw(test_adamw(), /*clip=*/1.0, step + 1);  // no clipping: AdamW over the (whole) shards
       }
     }
     for (std::size_t c = 0; c < ex->chunks().size(); ++c) {
-      const StageModule<T>& ch = ex->chunks()[c];
-      to_double(ch, ch.params(), out.weights);
+      HERD_RETURN_IF_ERROR(to_double(ex->chunks()[c], /*grads=*/false, n, out.weights));
       out.chunk_saved[static_cast<std::size_t>(ex->pp_rank()) + c * static_cast<std::size_t>(spec.pp)] =
           ex->chunk_saved_bytes()[c];
     }

@@ -30,7 +30,7 @@ constexpr int kMaxStage = 4;
 
 struct Arrival {
   OpKind kind = OpKind::kBarrier;
-  ElemType elem = ElemType::kF32;
+  DType elem = DType::kF32;
   std::size_t count = 0;
   ReduceOp reduce = ReduceOp::kSum;
   int root = -1;
@@ -48,7 +48,7 @@ struct Slot {
 struct P2PMsg {
   const void* buf = nullptr;
   std::size_t count = 0;
-  ElemType elem = ElemType::kF32;
+  DType elem = DType::kF32;
   bool done = false;  // the receiver has copied it (or refused it: error)
   std::string error;
 };

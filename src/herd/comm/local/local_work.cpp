@@ -42,7 +42,7 @@ int LocalWork::work_phases() const {
 std::string LocalWork::describe_op() const {
   std::string s = std::string(op_name(op_.kind)) + " #" + std::to_string(op_.seq) + " on group '" + g_->name +
                   "' (global ranks " + rank_list(g_->members) + ")";
-  if (op_.kind != OpKind::kBarrier) s += ", " + std::string(elem_name(op_.elem)) + " x " + std::to_string(op_.count);
+  if (op_.kind != OpKind::kBarrier) s += ", " + std::string(dtype_name(op_.elem)) + " x " + std::to_string(op_.count);
   if (!is_collective(op_.kind)) {
     s += std::string(op_.kind == OpKind::kSend ? " to" : " from") + " global rank " +
          std::to_string(g_->members[op_.peer]) + " tag " + std::to_string(op_.tag);
@@ -85,7 +85,7 @@ void LocalWork::post_locked() {
     if (b.kind != a.kind || b.elem != a.elem || b.count != a.count || (reduces && b.reduce != a.reduce) ||
         b.root != a.root) {
       auto show = [](const Arrival& x) {
-        return std::string(op_name(x.kind)) + "(" + elem_name(x.elem) + " x " + std::to_string(x.count) +
+        return std::string(op_name(x.kind)) + "(" + dtype_name(x.elem) + " x " + std::to_string(x.count) +
                (x.root >= 0 ? ", root " + std::to_string(x.root) : "") + ")";
       };
       w_->abort_locked("collective #" + std::to_string(op_.seq) + " on group '" + g_->name + "': global rank " +
@@ -105,7 +105,7 @@ void LocalWork::post_locked() {
 
 void LocalWork::run_phase(int phase, const std::vector<Arrival>& arr) {
   const int n = static_cast<int>(arr.size());
-  const std::size_t eb = elem_bytes(op_.elem);
+  const std::size_t eb = dtype_bytes(op_.elem);
   const Arrival& me = arr[grank_];
   std::vector<const void*> srcs(n);
   switch (op_.kind) {
@@ -174,9 +174,9 @@ bool LocalWork::step_recv(std::unique_lock<std::mutex>& lk) {
   const int sender = g_->members[op_.peer];
   if (m->count != op_.count || m->elem != op_.elem) {
     const std::string err = "send/recv mismatch on group '" + g_->name + "' tag " + std::to_string(op_.tag) +
-                            ": global rank " + std::to_string(sender) + " sent " + elem_name(m->elem) + " x " +
+                            ": global rank " + std::to_string(sender) + " sent " + dtype_name(m->elem) + " x " +
                             std::to_string(m->count) + ", global rank " + std::to_string(global_) + " expected " +
-                            elem_name(op_.elem) + " x " + std::to_string(op_.count);
+                            dtype_name(op_.elem) + " x " + std::to_string(op_.count);
     m->error = err;
     m->done = true;
     w_->notify({sender});
@@ -186,7 +186,7 @@ bool LocalWork::step_recv(std::unique_lock<std::mutex>& lk) {
   recorder_->set_state(op_.record_id, OpState::kStarted);
   w_->active++;
   lk.unlock();
-  copy_bytes(op_.recv, m->buf, op_.count * elem_bytes(op_.elem));
+  copy_bytes(op_.recv, m->buf, op_.count * dtype_bytes(op_.elem));
   lk.lock();
   if (--w_->active == 0 && w_->aborted) w_->notify_all();
   m->done = true;

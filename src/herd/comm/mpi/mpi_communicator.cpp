@@ -45,15 +45,15 @@ std::string host_name() {
     if (herd_mpi_rc_ != MPI_SUCCESS) mpi_failed(#call, herd_mpi_rc_, __FILE__, __LINE__); \
   } while (0)
 
-MPI_Datatype mpi_type(ElemType t) {
+MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case ElemType::kF32: return MPI_FLOAT;
-    case ElemType::kF64: return MPI_DOUBLE;
-    case ElemType::kI32: return MPI_INT32_T;
-    case ElemType::kI64: return MPI_INT64_T;
-    case ElemType::kBF16: return MPI_UINT16_T;  // moved, never reduced
-    case ElemType::kF16: return MPI_UINT16_T;
-    case ElemType::kFP8: return MPI_UINT8_T;
+    case DType::kF32: return MPI_FLOAT;
+    case DType::kF64: return MPI_DOUBLE;
+    case DType::kI32: return MPI_INT32_T;
+    case DType::kI64: return MPI_INT64_T;
+    case DType::kBF16: return MPI_UINT16_T;  // moved, never reduced
+    case DType::kF16: return MPI_UINT16_T;
+    case DType::kFP8: return MPI_UINT8_T;
   }
   return MPI_BYTE;
 }
@@ -177,7 +177,7 @@ class MpiWork final : public Work {
   }
 
  private:
-  std::size_t eb() const { return elem_bytes(op_.elem); }
+  std::size_t eb() const { return dtype_bytes(op_.elem); }
   std::pair<std::size_t, std::size_t> chunk(int i) const {
     return {op_.count * static_cast<std::size_t>(i) / n_, op_.count * static_cast<std::size_t>(i + 1) / n_};
   }
@@ -326,7 +326,7 @@ class MpiWork final : public Work {
   std::string describe() const {
     std::string s = std::string(op_name(op_.kind)) + " #" + std::to_string(op_.seq) + " on group '" + g_->name +
                     "' (global ranks " + rank_list(g_->members) + ")";
-    if (op_.kind != OpKind::kBarrier) s += ", " + std::string(elem_name(op_.elem)) + " x " + std::to_string(op_.count);
+    if (op_.kind != OpKind::kBarrier) s += ", " + std::string(dtype_name(op_.elem)) + " x " + std::to_string(op_.count);
     if (!is_collective(op_.kind)) s += " tag " + std::to_string(op_.tag);
     return s;
   }

@@ -36,15 +36,15 @@ std::string where(int rank) {
     }                                                                                          \
   } while (0)
 
-ncclDataType_t nccl_type(ElemType t) {
+ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case ElemType::kF32: return ncclFloat32;
-    case ElemType::kF64: return ncclFloat64;
-    case ElemType::kI32: return ncclInt32;
-    case ElemType::kI64: return ncclInt64;
-    case ElemType::kBF16: return ncclBfloat16;
-    case ElemType::kF16: return ncclFloat16;
-    case ElemType::kFP8: return ncclUint8;  // moved, never reduced
+    case DType::kF32: return ncclFloat32;
+    case DType::kF64: return ncclFloat64;
+    case DType::kI32: return ncclInt32;
+    case DType::kI64: return ncclInt64;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kF16: return ncclFloat16;
+    case DType::kFP8: return ncclUint8;  // moved, never reduced
   }
   return ncclUint8;
 }
@@ -154,7 +154,7 @@ Result<std::shared_ptr<NcclGroup>> init_group(Communicator& bootstrap, int devic
   HERD_CUDA_TRY(cudaSetDevice(device), me);
   ncclUniqueId id;
   if (bootstrap.rank() == 0) HERD_NCCL_TRY(ncclGetUniqueId(&id), me);
-  HERD_RETURN_IF_ERROR(bootstrap.broadcast(&id, sizeof id, ElemType::kFP8, 0));
+  HERD_RETURN_IF_ERROR(bootstrap.broadcast(&id, sizeof id, DType::kFP8, 0));
   HERD_CUDA_TRY(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking), me);
   HERD_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&g->barrier_buf), sizeof(int)), me);
   HERD_NCCL_TRY(ncclCommInitRank(&g->comm, bootstrap.size(), id, bootstrap.rank()), me);

@@ -9,17 +9,6 @@
 
 namespace herd::parallel::cp {
 
-Result<CpSplit> make_cp_split(std::int64_t seq_len, std::int64_t cp, std::int64_t rank) {
-  if (cp < 1) return make_error("cp: must be at least 1, got ", cp);
-  if (rank < 0 || rank >= cp) return make_error("cp rank ", rank, " is outside cp (", cp, ")");
-  if (seq_len <= 0 || seq_len % (2 * cp) != 0) {
-    return make_error(
-        "seq_len (", seq_len, ") is not divisible by 2 x cp (", 2 * cp,
-        "): context parallelism cuts each sequence into 2 x cp chunks; use a seq_len that is a multiple of ", 2 * cp);
-  }
-  return CpSplit{seq_len, cp, rank};
-}
-
 Result<CpMask> make_cp_mask(comm::Communicator& group, std::int64_t batch, std::int64_t seq_len,
                             const std::int32_t* pos, const std::int32_t* doc) {
   HERD_CHECK(batch > 0 && pos != nullptr);
@@ -38,7 +27,7 @@ Result<CpMask> make_cp_mask(comm::Communicator& group, std::int64_t batch, std::
   std::int32_t* mine = all.data() + group.rank() * 2 * n;
   std::copy(m.pos_q.begin(), m.pos_q.end(), mine);
   std::copy(m.doc_q.begin(), m.doc_q.end(), mine + n);
-  HERD_RETURN_IF_ERROR(group.all_gather(mine, all.data(), static_cast<std::size_t>(2 * n), comm::ElemType::kI32));
+  HERD_RETURN_IF_ERROR(group.all_gather(mine, all.data(), static_cast<std::size_t>(2 * n), DType::kI32));
   m.pos_k.resize(static_cast<std::size_t>(batch * seq_len));
   m.doc_k.resize(m.pos_k.size());
   for (std::int64_t r = 0; r < cp; ++r) {
@@ -108,8 +97,7 @@ Result<const T*> gather_kv(comm::Communicator& group, const Shape& s, const T* k
     std::memcpy(mine + i * 2 * s.kvd, k + i * s.ld_k, static_cast<std::size_t>(s.kvd) * sizeof(T));
     std::memcpy(mine + i * 2 * s.kvd + s.kvd, v + i * s.ld_v, static_cast<std::size_t>(s.kvd) * sizeof(T));
   }
-  HERD_RETURN_IF_ERROR(
-      group.all_gather(mine, ws.gathered.data(), static_cast<std::size_t>(s.block()), comm::elem_type_of<T>()));
+  HERD_RETURN_IF_ERROR(group.all_gather(mine, ws.gathered.data(), static_cast<std::size_t>(s.block()), dtype_of<T>()));
   if (s.B == 1) return static_cast<const T*>(ws.gathered.data());  // rank-major is already (1, T, ...)
   ws.kv.resize(ws.gathered.size());
   permute_rows(s, ws.gathered.data(), ws.kv.data(), /*to_batch_major=*/true);
@@ -145,8 +133,8 @@ Status cp_attention_backward(comm::Communicator& group, const CpMask& mask, cons
     rank_major = ws.gathered.data();
   }
   T* mine = rank_major + s.rank * s.block();
-  HERD_RETURN_IF_ERROR(group.reduce_scatter(rank_major, mine, static_cast<std::size_t>(s.block()),
-                                            comm::elem_type_of<T>(), comm::ReduceOp::kSum));
+  HERD_RETURN_IF_ERROR(
+      group.reduce_scatter(rank_major, mine, static_cast<std::size_t>(s.block()), dtype_of<T>(), comm::ReduceOp::kSum));
   for (std::int64_t i = 0; i < s.B * s.L; ++i) {
     std::memcpy(dk + i * s.ld_k, mine + i * 2 * s.kvd, static_cast<std::size_t>(s.kvd) * sizeof(T));
     std::memcpy(dv + i * s.ld_v, mine + i * 2 * s.kvd + s.kvd, static_cast<std::size_t>(s.kvd) * sizeof(T));

@@ -27,25 +27,14 @@
 #include "herd/comm/communicator.h"
 #include "herd/core/error.h"
 #include "herd/kernels/attention.h"
+#include "herd/model/shard.h"
 
 namespace herd::parallel::cp {
 
-// The load-balanced split of a sequence of seq_len tokens over cp ranks.
-struct CpSplit {
-  std::int64_t seq_len = 0;
-  std::int64_t cp = 1;
-  std::int64_t rank = 0;
-
-  std::int64_t chunk() const { return seq_len / (2 * cp); }  // c
-  std::int64_t local_len() const { return 2 * chunk(); }     // 2c
-  // The sequence chunk held in local slot 0 or 1: rank, then 2 cp - 1 - rank.
-  std::int64_t chunk_of(int slot) const { return slot == 0 ? rank : 2 * cp - 1 - rank; }
-  // The sequence index of local token t, 0 <= t < 2c.
-  std::int64_t global_index(std::int64_t t) const { return chunk_of(t < chunk() ? 0 : 1) * chunk() + t % chunk(); }
-};
-
-// Errors: cp or rank out of range, seq_len not divisible by 2 x cp (the message names both numbers).
-Result<CpSplit> make_cp_split(std::int64_t seq_len, std::int64_t cp, std::int64_t rank);
+// The load-balanced split (chunks r and 2 CP - 1 - r of rank r) is model::CpSplit (model/shard.h),
+// the one split that the data loader's slice_batch uses too.
+using model::CpSplit;
+using model::make_cp_split;
 
 // The mask of one micro-batch on one CP rank: the local queries' positions and document ids, and
 // every key's, in the gathered order. Built once per micro-batch (one small all-gather of int32s) and

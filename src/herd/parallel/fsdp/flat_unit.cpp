@@ -19,6 +19,7 @@ FlatUnit<T>::FlatUnit(std::string name, std::int64_t count, comm::Communicator& 
     : name_(std::move(name)), count_(count), dp_(&dp) {
   shard_ = (count + dp.size() - 1) / dp.size();
   begin_ = shard_ * dp.rank();
+  in_place_ = dp.size() == 1;
   params_ = zeros<T>(shard_);
   grads_ = zeros<T>(shard_);
 }
@@ -31,9 +32,13 @@ FlatUnit<T>::~FlatUnit() {
 
 template <typename T>
 void FlatUnit<T>::begin_gather() {
+  if (in_place_) {
+    held_ = true;  // the shard is the whole unit
+    return;
+  }
   if (full_) return;
   full_ = aligned_array<T>(static_cast<std::size_t>(padded()));
-  handle_ = dp_->iall_gather(params_.get(), full_.get(), static_cast<std::size_t>(shard_), comm::elem_type_of<T>());
+  handle_ = dp_->iall_gather(params_.get(), full_.get(), static_cast<std::size_t>(shard_), dtype_of<T>());
   in_flight_ = true;
 }
 
@@ -48,11 +53,13 @@ Status FlatUnit<T>::wait_gather() {
 template <typename T>
 void FlatUnit<T>::release() {
   HERD_CHECK(!in_flight_, "FSDP unit ", name_, " released while its all-gather is in flight");
+  held_ = false;
   full_.reset();
 }
 
 template <typename T>
 T* FlatUnit<T>::full_grads() {
+  if (in_place_) return grads_.get();  // accumulates into the shard; zero_grads() zeroes it
   if (!full_grads_) full_grads_ = zeros<T>(padded());
   return full_grads_.get();
 }
@@ -60,8 +67,9 @@ T* FlatUnit<T>::full_grads() {
 template <typename T>
 void FlatUnit<T>::begin_reduce_scatter_grads() {
   HERD_CHECK(!grads_in_flight_, "FSDP unit ", name_, ": gradient reduce-scatter posted twice");
-  grad_handle_ = dp_->ireduce_scatter(full_grads(), grads_.get(), static_cast<std::size_t>(shard_),
-                                      comm::elem_type_of<T>(), comm::ReduceOp::kSum);
+  if (in_place_) return;  // the sum over a group of one is the buffer itself
+  grad_handle_ = dp_->ireduce_scatter(full_grads(), grads_.get(), static_cast<std::size_t>(shard_), dtype_of<T>(),
+                                      comm::ReduceOp::kSum);
   grads_in_flight_ = true;
 }
 

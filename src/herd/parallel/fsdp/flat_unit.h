@@ -11,6 +11,10 @@
 // per step whatever the accumulation count, and a result that does not depend on how the step was split. The padding is
 // zero and stays zero.
 //
+// A group of one (dp = 1, the one-rank layout) uses its shard in place: full_params() is the shard,
+// full_grads() accumulates into the gradient shard, and neither the gather nor the reduce-scatter
+// copies anything.
+//
 // Bytes per unit per step with P = count x sizeof(T): all-gather (dp-1)/dp P sent per rank per
 // gather (one per forward, plus one per backward when resharded after forward), reduce-scatter
 // (dp-1)/dp P.
@@ -39,6 +43,8 @@ class FlatUnit {
   std::int64_t shard_size() const { return shard_; }   // S
   std::int64_t shard_begin() const { return begin_; }  // r S, in unit elements
   std::int64_t padded() const { return shard_ * dp_->size(); }
+  // A group of one: the full buffers are the shards (no second copy of the weights or gradients).
+  bool in_place() const { return in_place_; }
 
   T* shard_params() { return params_.get(); }  // (S) master weights
   T* shard_grads() { return grads_.get(); }    // (S) reduced gradients of the step
@@ -49,9 +55,9 @@ class FlatUnit {
   void begin_gather();
   // Waits for it (posting it first if needed); then full_params() is valid.
   Status wait_gather();
-  bool gathered() const { return full_ != nullptr && !in_flight_; }
-  T* full_params() { return full_.get(); }  // (padded)
-  void release();                           // frees the full parameters
+  bool gathered() const { return in_place_ ? held_ : full_ != nullptr && !in_flight_; }
+  T* full_params() { return in_place_ ? (held_ ? params_.get() : nullptr) : full_.get(); }  // (padded)
+  void release();                                                                           // frees the full parameters
 
   // The full gradient buffer of this step (padded), zeroed at its first use after zero_grads().
   T* full_grads();
@@ -68,6 +74,7 @@ class FlatUnit {
   AlignedPtr<T> params_, grads_, full_, full_grads_;
   comm::Handle handle_, grad_handle_;
   bool in_flight_ = false, grads_in_flight_ = false;
+  bool in_place_ = false, held_ = false;  // a group of one: the shard is the full buffer
 };
 
 }  // namespace herd::parallel::fsdp

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 
 #include "herd/comm/types.h"
 #include "herd/core/check.h"
@@ -30,12 +29,12 @@ std::shared_ptr<const kernels::RopeTable<T>> make_rope(const model::LlamaConfig&
 
 }  // namespace
 
-template <typename T, typename Stage>
-Result<std::unique_ptr<PipelineExecutor<T, Stage>>> PipelineExecutor<T, Stage>::make(const ParallelContext& ctx,
-                                                                                     const model::LlamaConfig& cfg,
-                                                                                     const schedule::ScheduleSpec& spec,
-                                                                                     const ExecutorOptions& options,
-                                                                                     StageFactory factory) {
+template <typename T>
+Result<std::unique_ptr<PipelineExecutor<T>>> PipelineExecutor<T>::make(const ParallelContext& ctx,
+                                                                       const model::LlamaConfig& cfg,
+                                                                       const schedule::ScheduleSpec& spec,
+                                                                       const ExecutorOptions& options,
+                                                                       StageFactory factory) {
   HERD_ASSIGN_OR_RETURN(PipelinePlan plan, plan_pipeline(cfg, spec, options.lighter_ends));
   if (ctx.pp == nullptr || ctx.pp->size() != spec.pp) {
     return make_error("pp (", spec.pp, ") must equal the pipeline group's size (", ctx.pp ? ctx.pp->size() : 0, ")");
@@ -45,25 +44,14 @@ Result<std::unique_ptr<PipelineExecutor<T, Stage>>> PipelineExecutor<T, Stage>::
                       ") must be positive with seq_len at most max_seq_len (", cfg.max_seq_len, ")");
   }
   if (options.recv_lookahead < 0) return make_error("recv_lookahead (", options.recv_lookahead, ") must be >= 0");
-  if (!factory) {
-    if constexpr (std::is_same_v<Stage, StageModule<T>>) {
-      const auto rope = make_rope<T>(cfg);
-      factory = [cfg, options, rope](int, std::vector<int> layers, bool first, bool last) {
-        return StageModule<T>(cfg, options.recompute, std::move(layers), first, last, rope);
-      };
-    } else {
-      HERD_CHECK(false, "a distributed pipeline needs a stage factory");
-    }
-  }
   std::unique_ptr<PipelineExecutor> ex(new PipelineExecutor(ctx, cfg, std::move(plan), options, factory));
   HERD_RETURN_IF_ERROR(ex->open_channels());
   return ex;
 }
 
-template <typename T, typename Stage>
-PipelineExecutor<T, Stage>::PipelineExecutor(const ParallelContext& ctx, const model::LlamaConfig& cfg,
-                                             PipelinePlan plan, const ExecutorOptions& options,
-                                             const StageFactory& factory)
+template <typename T>
+PipelineExecutor<T>::PipelineExecutor(const ParallelContext& ctx, const model::LlamaConfig& cfg, PipelinePlan plan,
+                                      const ExecutorOptions& options, const StageFactory& factory)
     : comm_(ctx.pp),
       cfg_(cfg),
       plan_(std::move(plan)),
@@ -72,10 +60,20 @@ PipelineExecutor<T, Stage>::PipelineExecutor(const ParallelContext& ctx, const m
       pp_(plan_.schedule.spec.pp),
       v_(plan_.schedule.spec.v) {
   const int n_st = pp_ * v_;
+  StageFactory build = factory;
+  if (!build) {
+    tpc_ = std::make_unique<tp::TpCollectives<T>>(*ctx.tp, ctx.sequence_parallel);
+    if (ctx.cp_size() > 1) cph_ = std::make_unique<cp::CpAttentionHooks<T>>(*ctx.cp);
+    rope_ = make_rope<T>(cfg);
+    build = [this, ctx](int, std::vector<int> layers, bool first, bool last) {
+      return Stage(cfg_, ctx, opt_.recompute, std::move(layers), first, last, tpc_.get(), cph_.get(), rope_,
+                   /*release_after_backward=*/false);
+    };
+  }
   std::int64_t slot_bytes = 0;
   for (int c = 0; c < v_; ++c) {
     const int s = rank_ + c * pp_;
-    chunks_.push_back(factory(s, plan_.layers.layers[static_cast<std::size_t>(s)], s == 0, s == n_st - 1));
+    chunks_.push_back(build(s, plan_.layers.layers[static_cast<std::size_t>(s)], s == 0, s == n_st - 1));
     slot_bytes = std::max(slot_bytes, chunks_.back().slot_bytes(opt_.micro_batch, opt_.seq_len));
   }
   // The step's last backward of each chunk: where its FSDP units reduce-scatter.
@@ -93,28 +91,28 @@ PipelineExecutor<T, Stage>::PipelineExecutor(const ParallelContext& ctx, const m
   }
 }
 
-template <typename T, typename Stage>
-Status PipelineExecutor<T, Stage>::open_channels() {
+template <typename T>
+Status PipelineExecutor<T>::open_channels() {
   // Ring neighbours (stage s on rank s % PP sends to s + 1 on the next rank, gradients go back).
   const int next = (rank_ + 1) % pp_, prev = (rank_ + pp_ - 1) % pp_;
   std::int32_t out[2] = {rank_, rank_}, in[2] = {-1, -1};
   std::vector<comm::Handle> h;
-  h.push_back(comm_->irecv(&in[0], 1, comm::ElemType::kI32, prev, kHandshakeTag));
-  h.push_back(comm_->irecv(&in[1], 1, comm::ElemType::kI32, next, kHandshakeTag));
-  h.push_back(comm_->isend(&out[0], 1, comm::ElemType::kI32, next, kHandshakeTag));
-  h.push_back(comm_->isend(&out[1], 1, comm::ElemType::kI32, prev, kHandshakeTag));
+  h.push_back(comm_->irecv(&in[0], 1, DType::kI32, prev, kHandshakeTag));
+  h.push_back(comm_->irecv(&in[1], 1, DType::kI32, next, kHandshakeTag));
+  h.push_back(comm_->isend(&out[0], 1, DType::kI32, next, kHandshakeTag));
+  h.push_back(comm_->isend(&out[1], 1, DType::kI32, prev, kHandshakeTag));
   HERD_RETURN_IF_ERROR(comm::wait_all(h));
   HERD_CHECK(in[0] == prev && in[1] == next, "pipeline handshake got ranks ", in[0], ", ", in[1]);
   return Status::Ok();
 }
 
-template <typename T, typename Stage>
-void PipelineExecutor<T, Stage>::zero_grads() {
+template <typename T>
+void PipelineExecutor<T>::zero_grads() {
   for (Stage& c : chunks_) c.zero_grads();
 }
 
-template <typename T, typename Stage>
-T* PipelineExecutor<T, Stage>::acquire_buffer() {
+template <typename T>
+T* PipelineExecutor<T>::acquire_buffer() {
   if (free_buffers_.empty()) {
     buffers_.push_back(aligned_array<T>(static_cast<std::size_t>(opt_.micro_batch * opt_.seq_len * cfg_.hidden)));
     return buffers_.back().get();
@@ -124,15 +122,14 @@ T* PipelineExecutor<T, Stage>::acquire_buffer() {
   return b;
 }
 
-template <typename T, typename Stage>
-void PipelineExecutor<T, Stage>::release_buffer(T* b) {
+template <typename T>
+void PipelineExecutor<T>::release_buffer(T* b) {
   HERD_CHECK(b != nullptr, "releasing a null boundary buffer");
   free_buffers_.push_back(b);
 }
 
-template <typename T, typename Stage>
-Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBatch>& mbs,
-                                                   std::optional<T> external_scale) {
+template <typename T>
+Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& mbs, std::optional<T> external_scale) {
   const schedule::ScheduleSpec& spec = plan_.schedule.spec;
   const int n_st = pp_ * v_;
   if (static_cast<int>(mbs.size()) != spec.microbatches) {
@@ -171,7 +168,7 @@ Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBa
     return static_cast<std::size_t>(chunks_.front().boundary_rows(mbs[static_cast<std::size_t>(m)].rows()) *
                                     cfg_.hidden);
   };
-  const comm::ElemType et = comm::elem_type_of<T>();
+  const DType et = dtype_of<T>();
 
   const std::vector<Action>& acts = plan_.schedule.ranks[static_cast<std::size_t>(rank_)];
   const std::size_t n_act = acts.size();
@@ -242,13 +239,9 @@ Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBa
         f.slot = free_slots_.back();
         free_slots_.pop_back();
         tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
-        if constexpr (std::is_same_v<Stage, StageModule<T>>) {
-          f.state = chunk.forward(slot, mb, f.x);
-        } else {
-          // The last chunk runs its head's backward in the forward (the loss scale is known): the
-          // logits are computed once, and x comes back as dLoss/dx for the chunk's backward.
-          HERD_ASSIGN_OR_RETURN(f.state, chunk.forward(slot, mb, f.x, loss_scale, /*fuse_head=*/true));
-        }
+        // The last chunk runs its head's backward in the forward (the loss scale is known): the
+        // logits are computed once, and x comes back as dLoss/dx for the chunk's backward.
+        HERD_ASSIGN_OR_RETURN(f.state, chunk.forward(slot, mb, f.x, loss_scale, /*fuse_head=*/true));
         const std::int64_t saved = static_cast<std::int64_t>(slot.used());
         chunk_saved_[static_cast<std::size_t>(a.stage / pp_)] = saved;
         held += saved;
@@ -256,11 +249,7 @@ Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBa
         stats.peak_slots = std::max(stats.peak_slots, static_cast<int>(slots_.size() - free_slots_.size()));
         if (chunk.last()) {
           loss_sum += f.state.loss.loss_sum;
-          if constexpr (std::is_same_v<Stage, StageModule<T>>) {
-            release_buffer(f.x);  // the head keeps its own copy of the final residual
-          } else {
-            f.dy = f.x;  // dLoss/dx, the backward's input
-          }
+          f.dy = f.x;  // dLoss/dx, the backward's input
           f.x = nullptr;
         }
         break;
@@ -277,12 +266,8 @@ Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBa
                    " without its forward or output gradient");
         tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
         held -= static_cast<std::int64_t>(slot.used());
-        if constexpr (std::is_same_v<Stage, StageModule<T>>) {
-          chunk.backward(slot, mb, f.state, loss_scale, f.dy);
-        } else {
-          const bool last_of_step = i == last_backward_[static_cast<std::size_t>(a.stage / pp_)];
-          HERD_RETURN_IF_ERROR(chunk.backward(slot, mb, f.state, loss_scale, f.dy, last_of_step));
-        }
+        const bool last_of_step = i == last_backward_[static_cast<std::size_t>(a.stage / pp_)];
+        HERD_RETURN_IF_ERROR(chunk.backward(slot, mb, f.state, loss_scale, f.dy, last_of_step));
         free_slots_.push_back(f.slot);
         f.slot = -1;
         if (chunk.first()) {
@@ -308,7 +293,7 @@ Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBa
 
   // Every pipeline rank reports the step's loss: broadcast from the rank holding the last stage.
   double totals[2] = {loss_sum, static_cast<double>(stats.tokens)};
-  HERD_RETURN_IF_ERROR(comm_->broadcast(totals, 2, comm::ElemType::kF64, (n_st - 1) % pp_));
+  HERD_RETURN_IF_ERROR(comm_->broadcast(totals, 2, DType::kF64, (n_st - 1) % pp_));
   stats.loss_sum = totals[0];
   stats.tokens = static_cast<std::int64_t>(totals[1]);
   return stats;
@@ -316,7 +301,5 @@ Result<StepStats> PipelineExecutor<T, Stage>::step(const std::vector<nn::MicroBa
 
 template class PipelineExecutor<float>;
 template class PipelineExecutor<double>;
-template class PipelineExecutor<float, DistributedStage<float>>;
-template class PipelineExecutor<double, DistributedStage<double>>;
 
 }  // namespace herd::parallel::pp

@@ -1,13 +1,14 @@
 // PipelineExecutor: runs one pipeline rank's action list from schedule/ verbatim.
 //
-// Each rank holds V model chunks (virtual stages r, r + PP, ...) and walks its list. A chunk is a
-// Stage: StageModule (TP = 1, full weights, the reference the pp tests compare with) or
-// DistributedStage (parallel/dist_stage.h: TP-local, FSDP-sharded over CP x DP, with the TP and CP
-// hooks), which is how the 4D runtime composes PP with the other axes. For a DistributedStage the
-// executor also builds the step's CP masks once (prepare_micro_batches) and selects the micro-batch's
+// Each rank holds V model chunks (virtual stages r, r + PP, ...) and walks its list. A chunk is the
+// production stage, a DistributedStage (parallel/dist_stage.h: TP-local, FSDP-sharded over CP x DP,
+// with the TP and CP hooks), which is how the 4D runtime composes PP with the other axes; at degree 1
+// on TP, CP and DP it is the plain pipeline stage the pp tests compare with the single-rank model. The
+// executor builds the step's CP masks once (prepare_micro_batches) and selects the micro-batch's
 // before each compute, tells each chunk which backward is its last of the step (FSDP reduce-scatters
-// its units there) and waits for those reduce-scatters at the end of the step. Boundary tensors are the
-// chunk's local rows (n_loc, d): the CP-local rows, further cut over TP with sequence parallelism.
+// its units there) and waits for those reduce-scatters at the end of the step. The last chunk runs its
+// head's backward inside the forward (the loss scale is known), so the logits are computed once. Boundary tensors are
+// the chunk's local rows (n_loc, d): the CP-local rows, further cut over TP with sequence parallelism.
 //   kRecv*     waits for a receive that was posted ahead: before each action the executor posts every
 //              receive up to the compute action `recv_lookahead` computes later, so the data of the
 //              next compute is usually in flight while the current one runs;
@@ -41,7 +42,6 @@
 #include "herd/parallel/context.h"
 #include "herd/parallel/dist_stage.h"
 #include "herd/parallel/pp/plan.h"
-#include "herd/parallel/pp/stage.h"
 #include "herd/tensor/arena.h"
 
 namespace herd::parallel::pp {
@@ -63,15 +63,17 @@ struct StepStats {
   int peak_boundary_buffers = 0;           // most (N, d) boundary buffers alive at once
 };
 
-template <typename T, typename Stage = StageModule<T>>
+template <typename T>
 class PipelineExecutor {
  public:
+  using Stage = DistributedStage<T>;
   // Builds the chunk of virtual stage `stage` holding `layers` (first / last: embedding / head).
   using StageFactory = std::function<Stage(int stage, std::vector<int> layers, bool first, bool last)>;
 
   // Plans (refusing bad layouts with one line), builds this rank's chunks and opens the channels.
   // ctx.pp must have spec.pp members; every pipeline rank calls make() with the same arguments.
-  // factory: required for a DistributedStage; empty builds StageModules.
+  // factory: empty builds DistributedStages over ctx with TP and CP hooks and a RoPE table owned by
+  // the executor (units stay gathered across the step's micro-batches).
   static Result<std::unique_ptr<PipelineExecutor>> make(const ParallelContext& ctx, const model::LlamaConfig& cfg,
                                                         const schedule::ScheduleSpec& spec,
                                                         const ExecutorOptions& options, StageFactory factory = {});
@@ -99,6 +101,10 @@ class PipelineExecutor {
 
   comm::Communicator* comm_;
   model::LlamaConfig cfg_;
+  // The default factory's shared pieces (they must outlive the chunks, declared first).
+  std::unique_ptr<tp::TpCollectives<T>> tpc_;
+  std::unique_ptr<cp::CpAttentionHooks<T>> cph_;
+  std::shared_ptr<const kernels::RopeTable<T>> rope_;
   PipelinePlan plan_;
   ExecutorOptions opt_;
   int rank_, pp_, v_;

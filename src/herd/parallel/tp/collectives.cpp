@@ -18,30 +18,29 @@ void TpCollectives<T>::gather(const T* local, T* full, std::int64_t n, std::int6
     return;
   }
   if (!status_.ok()) return;
-  record(tp_->all_gather(local, full, ucount(local_rows(n) * cols), comm::elem_type_of<T>()));
+  record(tp_->all_gather(local, full, ucount(local_rows(n) * cols), dtype_of<T>()));
 }
 
 template <typename T>
 void TpCollectives<T>::reduce(const T* partial, T* local, std::int64_t n, std::int64_t cols) const {
   if (!status_.ok()) return;
   if (sp_) {
-    record(tp_->reduce_scatter(partial, local, ucount(local_rows(n) * cols), comm::elem_type_of<T>(),
-                               comm::ReduceOp::kSum));
+    record(tp_->reduce_scatter(partial, local, ucount(local_rows(n) * cols), dtype_of<T>(), comm::ReduceOp::kSum));
   } else {
-    record(tp_->all_reduce(partial, local, ucount(n * cols), comm::elem_type_of<T>(), comm::ReduceOp::kSum));
+    record(tp_->all_reduce(partial, local, ucount(n * cols), dtype_of<T>(), comm::ReduceOp::kSum));
   }
 }
 
 template <typename T>
 void TpCollectives<T>::all_reduce(T* buf, std::int64_t count) const {
   if (!status_.ok() || tp_->size() == 1) return;
-  record(tp_->all_reduce(buf, ucount(count), comm::elem_type_of<T>(), comm::ReduceOp::kSum));
+  record(tp_->all_reduce(buf, ucount(count), dtype_of<T>(), comm::ReduceOp::kSum));
 }
 
 template <typename T>
 void TpCollectives<T>::all_gather(const T* send, T* recv, std::int64_t count) const {
   if (!status_.ok()) return;
-  record(tp_->all_gather(send, recv, ucount(count), comm::elem_type_of<T>()));
+  record(tp_->all_gather(send, recv, ucount(count), dtype_of<T>()));
 }
 
 VocabShard vocab_shard(std::int64_t vocab, int tp_size, int tp_rank) {
