@@ -46,11 +46,7 @@ class PipelineLlamaModel final : public RankModel<T> {
   using Executor = parallel::pp::PipelineExecutor<T>;
 
   PipelineLlamaModel(const parallel::ParallelContext& ctx, const model::LlamaConfig& m, model::Recompute r)
-      : ctx_(ctx), cfg_(m), recompute_(r), layout_(m, model::Recompute::kFull, 1, 1) {
-    tpc_ = std::make_unique<parallel::tp::TpCollectives<T>>(*ctx.tp, ctx.sequence_parallel);
-    if (ctx.cp_size() > 1) cph_ = std::make_unique<parallel::cp::CpAttentionHooks<T>>(*ctx.cp);
-    rope_ = std::make_shared<const kernels::RopeTable<T>>(nn::rope_config(m), m.max_seq_len);
-  }
+      : ctx_(ctx), cfg_(m), recompute_(r), layout_(m, model::Recompute::kFull, 1, 1) {}
 
   Status build(const schedule::ScheduleSpec& spec, std::int64_t micro_batch, std::int64_t seq_len) {
     parallel::pp::ExecutorOptions opt;
@@ -58,11 +54,8 @@ class PipelineLlamaModel final : public RankModel<T> {
     opt.seq_len = seq_len / ctx_.cp_size();
     opt.recompute = recompute_;
     boundary_bytes_ = static_cast<std::int64_t>(micro_batch * opt.seq_len * cfg_.hidden * sizeof(T));
-    typename Executor::StageFactory factory = [this](int, std::vector<int> layers, bool first, bool last) {
-      return Stage(cfg_, ctx_, recompute_, std::move(layers), first, last, tpc_.get(), cph_.get(), rope_,
-                   /*release_after_backward=*/false);
-    };
-    HERD_ASSIGN_OR_RETURN(ex_, Executor::make(ctx_, cfg_, spec, opt, factory));
+    // The executor builds its chunks as DistributedStages over ctx (TP and CP hooks, one RoPE table).
+    HERD_ASSIGN_OR_RETURN(ex_, Executor::make(ctx_, cfg_, spec, opt));
     return Status::Ok();
   }
 
@@ -142,9 +135,6 @@ class PipelineLlamaModel final : public RankModel<T> {
   model::LlamaConfig cfg_;
   model::Recompute recompute_;
   nn::LlamaModel<T> layout_;  // the full layout (names, offsets) and the initial weights
-  std::unique_ptr<parallel::tp::TpCollectives<T>> tpc_;
-  std::unique_ptr<parallel::cp::CpAttentionHooks<T>> cph_;
-  std::shared_ptr<const kernels::RopeTable<T>> rope_;
   std::unique_ptr<Executor> ex_;
   std::int64_t steps_ = 0;
   std::int64_t peak_activation_bytes_ = 0, peak_boundary_bytes_ = 0;
