@@ -29,12 +29,21 @@ if(HERD_USE_DNNL AND HERD_DNNL_INCLUDE AND HERD_DNNL_LIB)
 endif()
 
 # herd's own CPU kernels (attention, norms, softmax) use OpenMP for threads and `omp simd` for
-# vectorised reductions, and are compiled for the host's vector ISA (AVX-512 on the reference machine).
+# vectorised reductions. The default build is portable x86-64: the hot kernels carry GCC target_clones
+# (core/cpu_isa.h) and run the AVX-512, AVX2 or baseline clone the CPU supports, so one binary (and
+# one benchmark record) means the same on every x86-64 machine. HERD_NATIVE=ON compiles everything
+# that links the kernels for the build host instead (-march=native, one path, not portable).
 find_package(OpenMP REQUIRED COMPONENTS CXX)
-option(HERD_NATIVE "Compile the runtime kernels for the host CPU (-march=native)" ON)
+option(HERD_NATIVE "Compile for the build host's CPU (-march=native) instead of runtime ISA dispatch" OFF)
 add_library(herd_cpu_flags INTERFACE)
+# Prefer 512-bit vectors where AVX-512 is enabled (the x86-64-v4 clone, or a native AVX-512 host).
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  target_compile_options(herd_cpu_flags INTERFACE -mprefer-vector-width=512)
+endif()
 if(HERD_NATIVE)
-  target_compile_options(herd_cpu_flags INTERFACE -march=native -mprefer-vector-width=512)
+  # Defined for every target, so that all translation units agree on the kernels' build mode.
+  add_compile_options(-march=native)
+  add_compile_definitions(HERD_CPU_NATIVE=1)
 endif()
 list(APPEND HERD_EXTERNAL_kernels herd_openblas OpenMP::OpenMP_CXX herd_cpu_flags)
 

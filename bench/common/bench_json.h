@@ -1,6 +1,8 @@
 // The envelope every benchmark writes: {"figure", "machine", "commit", "date", "results": [...]}.
 // The machine is described by what the OS reports (CPU model, cores, memory), so results from
-// different machines are never compared by accident.
+// different machines are never compared by accident, and by the instruction-set path herd's CPU
+// kernels took on it ("kernel_isa": x86-64-v4 / x86-64-v3 / x86-64 under runtime dispatch, or
+// "native" for a -DHERD_NATIVE=ON build; core/cpu_isa.h).
 #pragma once
 
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "herd/core/cpu_isa.h"
 #include "herd/core/json.h"
 
 #ifndef HERD_GIT_COMMIT
@@ -41,6 +44,7 @@ inline Json machine_description() {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   m["host"] = host;
+  m["kernel_isa"] = cpu_isa_path();
   return m;
 }
 

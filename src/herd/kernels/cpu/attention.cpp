@@ -52,8 +52,8 @@ TileMask classify(const Span& q, const Span& k) {
 
 // Sets s[i][j] = -inf where key j is not visible to query i.
 template <typename T>
-void apply_mask(T* s, std::int64_t qn, std::int64_t kn, const std::int32_t* pq, const std::int32_t* dq,
-                const std::int32_t* pk, const std::int32_t* dk) {
+HERD_CPU_CLONES void apply_mask(T* s, std::int64_t qn, std::int64_t kn, const std::int32_t* pq, const std::int32_t* dq,
+                                const std::int32_t* pk, const std::int32_t* dk) {
   const T neg_inf = -std::numeric_limits<T>::infinity();
   for (std::int64_t i = 0; i < qn; ++i) {
     T* si = s + i * kn;
@@ -68,8 +68,8 @@ void apply_mask(T* s, std::int64_t qn, std::int64_t kn, const std::int32_t* pq, 
 
 // The same on a transposed tile s^T (kn, qn).
 template <typename T>
-void apply_mask_transposed(T* s, std::int64_t kn, std::int64_t qn, const std::int32_t* pq, const std::int32_t* dq,
-                           const std::int32_t* pk, const std::int32_t* dk) {
+HERD_CPU_CLONES void apply_mask_transposed(T* s, std::int64_t kn, std::int64_t qn, const std::int32_t* pq,
+                                           const std::int32_t* dq, const std::int32_t* pk, const std::int32_t* dk) {
   const T neg_inf = -std::numeric_limits<T>::infinity();
   for (std::int64_t j = 0; j < kn; ++j) {
     T* sj = s + j * qn;
@@ -84,7 +84,7 @@ void apply_mask_transposed(T* s, std::int64_t kn, std::int64_t qn, const std::in
 
 // dst (D, kn) = src rows (kn, D) with row stride ld, transposed.
 template <typename T>
-void transpose_rows(const T* src, std::int64_t ld, std::int64_t kn, std::int64_t d, T* dst) {
+HERD_CPU_CLONES void transpose_rows(const T* src, std::int64_t ld, std::int64_t kn, std::int64_t d, T* dst) {
   for (std::int64_t j = 0; j < kn; ++j)
     for (std::int64_t c = 0; c < d; ++c) dst[c * kn + j] = src[j * ld + c];
 }
@@ -120,7 +120,7 @@ bool worth_threads(const AttentionDims& d) {
 // rows (n, D) with row stride ld -> dst (n, D) contiguous. Packing the strided K/V/Q/dO rows keeps
 // the micro-GEMM's operands dense: rows 512 floats apart would all fall into a few L1 sets.
 template <typename T>
-void pack_rows(const T* src, std::int64_t ld, std::int64_t n, std::int64_t d, T* dst) {
+HERD_CPU_CLONES void pack_rows(const T* src, std::int64_t ld, std::int64_t n, std::int64_t d, T* dst) {
   // Explicit vector moves: GCC turns a plain copy loop into a memmove call, which costs more than the
   // copy itself for a 64-float row.
   constexpr std::int64_t L = cpu::Vec64<T>::kLanes;
@@ -135,7 +135,7 @@ void pack_rows(const T* src, std::int64_t ld, std::int64_t n, std::int64_t d, T*
 
 // dst rows (n, D) with row stride ld <- src (n, D) contiguous.
 template <typename T>
-void unpack_rows(const T* src, std::int64_t n, std::int64_t d, T* dst, std::int64_t ld) {
+HERD_CPU_CLONES void unpack_rows(const T* src, std::int64_t n, std::int64_t d, T* dst, std::int64_t ld) {
   constexpr std::int64_t L = cpu::Vec64<T>::kLanes;
   for (std::int64_t j = 0; j < n; ++j) {
     const T* sj = src + j * d;
@@ -151,8 +151,8 @@ void unpack_rows(const T* src, std::int64_t n, std::int64_t d, T* dst, std::int6
 // s^T (kn, qn) = K (q * scale)^T: the query tile is transposed once and reused for every key tile,
 // and the softmax statistics of the qn queries are vectors along a row of s^T.
 template <typename T>
-void attention_forward(const AttentionDims& d, const AttentionMask& m, const T* q, const T* k, const T* v, T* out,
-                       T* lse) {
+HERD_CPU_CLONES void attention_forward(const AttentionDims& d, const AttentionMask& m, const T* q, const T* k,
+                                       const T* v, T* out, T* lse) {
   check_dims(d, m);
   const Strides st = strides_of(d);
   const std::int64_t D = d.head_dim, group = d.q_heads / d.kv_heads;
@@ -255,8 +255,8 @@ void attention_forward(const AttentionDims& d, const AttentionMask& m, const T* 
 // dQ accumulates in a task-local (group, Tq, D) buffer copied out at the end, beside Q and dO
 // packed once per task.
 template <typename T>
-void attention_backward(const AttentionDims& d, const AttentionMask& m, const T* q, const T* k, const T* v,
-                        const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+HERD_CPU_CLONES void attention_backward(const AttentionDims& d, const AttentionMask& m, const T* q, const T* k,
+                                        const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   check_dims(d, m);
   const Strides st = strides_of(d);
   const std::int64_t D = d.head_dim, group = d.q_heads / d.kv_heads;

@@ -1,4 +1,6 @@
 // Helpers shared by the CPU kernels: a vectorisable exp, per-thread scratch, and loop partitioning.
+// Every kernel with a vectorised loop carries HERD_CPU_CLONES (core/cpu_isa.h): it is compiled for
+// AVX-512, AVX2 and baseline x86-64 and the CPU picks at load time.
 //
 // std::exp does not vectorise without -ffast-math, and softmax-style loops (attention, cross-entropy)
 // spend their non-GEMM time in exp. fast_exp<float> is a branch-free Cephes-style range reduction
@@ -11,6 +13,8 @@
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+#include "herd/core/cpu_isa.h"  // HERD_CPU_CLONES: the kernels that carry it are built per ISA level
 
 namespace herd::kernels::cpu {
 

@@ -29,8 +29,8 @@ T* workspace_or_scratch(T* ws, const CrossEntropyTiles& tiles) {
 
 // Folds one logits tile (rn, vn) into the running (max, sum-exp) and picks up target logits.
 template <typename T>
-void update_stats(const T* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin,
-                  const std::int32_t* targets, T* row_max, T* row_sumexp, T* target_logit) {
+HERD_CPU_CLONES void update_stats(const T* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin,
+                                  const std::int32_t* targets, T* row_max, T* row_sumexp, T* target_logit) {
 #pragma omp parallel for schedule(static) if (rn * vn > 65536)
   for (std::int64_t i = 0; i < rn; ++i) {
     const T* li = logits + i * vn;
@@ -51,8 +51,8 @@ void update_stats(const T* logits, std::int64_t rn, std::int64_t vn, std::int64_
 
 // Turns a logits tile into G = (softmax - onehot) * scale, zero for ignored rows.
 template <typename T>
-void logits_to_grad(T* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin, const std::int32_t* targets,
-                    const T* lse, T scale) {
+HERD_CPU_CLONES void logits_to_grad(T* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin,
+                                    const std::int32_t* targets, const T* lse, T scale) {
 #pragma omp parallel for schedule(static) if (rn * vn > 65536)
   for (std::int64_t i = 0; i < rn; ++i) {
     T* li = logits + i * vn;

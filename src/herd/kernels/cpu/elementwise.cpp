@@ -14,8 +14,8 @@
 namespace herd::kernels {
 
 template <typename T>
-void embedding_forward(const std::int32_t* ids, std::int64_t n, const T* table, std::int64_t vocab_begin,
-                       std::int64_t rows, std::int64_t dim, T* out) {
+HERD_CPU_CLONES void embedding_forward(const std::int32_t* ids, std::int64_t n, const T* table,
+                                       std::int64_t vocab_begin, std::int64_t rows, std::int64_t dim, T* out) {
 #pragma omp parallel for schedule(static) if (n * dim > 32768)
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t r = static_cast<std::int64_t>(ids[i]) - vocab_begin;
@@ -29,8 +29,8 @@ void embedding_forward(const std::int32_t* ids, std::int64_t n, const T* table, 
 }
 
 template <typename T>
-void embedding_backward(const std::int32_t* ids, std::int64_t n, const T* dout, std::int64_t vocab_begin,
-                        std::int64_t rows, std::int64_t dim, T* dtable) {
+HERD_CPU_CLONES void embedding_backward(const std::int32_t* ids, std::int64_t n, const T* dout,
+                                        std::int64_t vocab_begin, std::int64_t rows, std::int64_t dim, T* dtable) {
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t r = static_cast<std::int64_t>(ids[i]) - vocab_begin;
     if (r < 0 || r >= rows) continue;
@@ -42,8 +42,8 @@ void embedding_backward(const std::int32_t* ids, std::int64_t n, const T* dout, 
 }
 
 template <typename T>
-void rmsnorm_forward(const T* x, std::int64_t ldx, const T* w, std::int64_t n, std::int64_t dim, double eps, T* y,
-                     std::int64_t ldy, T* rstd) {
+HERD_CPU_CLONES void rmsnorm_forward(const T* x, std::int64_t ldx, const T* w, std::int64_t n, std::int64_t dim,
+                                     double eps, T* y, std::int64_t ldy, T* rstd) {
 #pragma omp parallel for schedule(static) if (n * dim > 32768)
   for (std::int64_t i = 0; i < n; ++i) {
     const T* xi = x + i * ldx;
@@ -59,8 +59,9 @@ void rmsnorm_forward(const T* x, std::int64_t ldx, const T* w, std::int64_t n, s
 }
 
 template <typename T>
-void rmsnorm_backward(const T* dy, std::int64_t lddy, const T* x, std::int64_t ldx, const T* w, const T* rstd,
-                      std::int64_t n, std::int64_t dim, T* dx, std::int64_t lddx, Accumulate acc, T* dw) {
+HERD_CPU_CLONES void rmsnorm_backward(const T* dy, std::int64_t lddy, const T* x, std::int64_t ldx, const T* w,
+                                      const T* rstd, std::int64_t n, std::int64_t dim, T* dx, std::int64_t lddx,
+                                      Accumulate acc, T* dw) {
   // dw is a sum over rows: each thread sums its contiguous row range into its own slice of `partial`
   // (owned by the calling thread), then the slices are added in thread order (deterministic).
   const int nth = (n * dim > 32768) ? std::max(1, omp_get_max_threads()) : 1;
@@ -101,8 +102,8 @@ void rmsnorm_backward(const T* dy, std::int64_t lddy, const T* x, std::int64_t l
 }
 
 template <typename T>
-void swiglu_forward(const T* gate, std::int64_t ldg, const T* up, std::int64_t ldu, std::int64_t n, std::int64_t width,
-                    T* out, std::int64_t ldo) {
+HERD_CPU_CLONES void swiglu_forward(const T* gate, std::int64_t ldg, const T* up, std::int64_t ldu, std::int64_t n,
+                                    std::int64_t width, T* out, std::int64_t ldo) {
 #pragma omp parallel for schedule(static) if (n * width > 32768)
   for (std::int64_t i = 0; i < n; ++i) {
     const T* g = gate + i * ldg;
@@ -114,8 +115,9 @@ void swiglu_forward(const T* gate, std::int64_t ldg, const T* up, std::int64_t l
 }
 
 template <typename T>
-void swiglu_backward(const T* dout, std::int64_t lddo, const T* gate, std::int64_t ldg, const T* up, std::int64_t ldu,
-                     std::int64_t n, std::int64_t width, T* dgate, std::int64_t lddg, T* dup, std::int64_t lddu) {
+HERD_CPU_CLONES void swiglu_backward(const T* dout, std::int64_t lddo, const T* gate, std::int64_t ldg, const T* up,
+                                     std::int64_t ldu, std::int64_t n, std::int64_t width, T* dgate, std::int64_t lddg,
+                                     T* dup, std::int64_t lddu) {
 #pragma omp parallel for schedule(static) if (n * width > 32768)
   for (std::int64_t i = 0; i < n; ++i) {
     const T* d = dout + i * lddo;

@@ -5,11 +5,13 @@
 #include <cmath>
 
 #include "herd/core/check.h"
+#include "herd/core/cpu_isa.h"
 
 namespace herd::kernels {
 
 template <typename T>
-void adamw_step(T* params, const T* grads, T* m, T* v, std::int64_t n, const AdamWConfig& cfg, std::int64_t step) {
+HERD_CPU_CLONES void adamw_step(T* params, const T* grads, T* m, T* v, std::int64_t n, const AdamWConfig& cfg,
+                                std::int64_t step) {
   HERD_CHECK(step >= 1, "AdamW step counts from 1, got ", step);
   const double bc1 = 1.0 - std::pow(cfg.beta1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(cfg.beta2, static_cast<double>(step));
@@ -30,7 +32,7 @@ void adamw_step(T* params, const T* grads, T* m, T* v, std::int64_t n, const Ada
 }
 
 template <typename T>
-double sum_squares(const T* x, std::int64_t n) {
+HERD_CPU_CLONES double sum_squares(const T* x, std::int64_t n) {
   double s = 0;
 #pragma omp parallel for simd reduction(+ : s) schedule(static) if (n > 65536)
   for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
@@ -38,7 +40,7 @@ double sum_squares(const T* x, std::int64_t n) {
 }
 
 template <typename T>
-void scale_buffer(T* x, std::int64_t n, T s) {
+HERD_CPU_CLONES void scale_buffer(T* x, std::int64_t n, T s) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)
   for (std::int64_t i = 0; i < n; ++i) x[i] *= s;
 }

@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "herd/core/check.h"
+#include "herd/core/cpu_isa.h"
 
 namespace herd::kernels {
 
@@ -53,8 +54,8 @@ namespace {
 
 // sign = +1 rotates by +angle (forward), -1 by -angle (backward: the transpose).
 template <typename T>
-void rotate(const RopeTable<T>& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads, T* x,
-            std::int64_t ld, T sign) {
+HERD_CPU_CLONES void rotate(const RopeTable<T>& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads,
+                            T* x, std::int64_t ld, T sign) {
   const std::int64_t d = table.config().head_dim;
   const std::int64_t half = d / 2;
   const bool interleaved = table.config().layout == RopeLayout::kInterleaved;

@@ -14,6 +14,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "herd/core/cpu_isa.h"
+
+// Without AVX-512 (the AVX2 and baseline clones of a kernel, core/cpu_isa.h) GCC warns that passing a
+// 64-byte vector by value has no stable ABI, at every call of vload/vstore in the including file.
+// They are always inlined into the kernel that calls them, so no such value crosses a call boundary;
+// the warning is off for the rest of the (kernels/cpu/ only) translation unit that includes this.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace herd::kernels::cpu {
 
 template <typename T>
@@ -23,19 +31,20 @@ struct Vec64 {
 };
 
 template <typename T>
-inline typename Vec64<T>::type vload(const T* p) {
+[[gnu::always_inline]] inline typename Vec64<T>::type vload(const T* p) {
   typename Vec64<T>::type v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 template <typename T>
-inline void vstore(T* p, typename Vec64<T>::type v) {
+[[gnu::always_inline]] inline void vstore(T* p, const typename Vec64<T>::type& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
 template <typename T>
-void tile_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t a_is, std::int64_t a_ps,
-               const T* b, std::int64_t ldb, T* c, std::int64_t ldc, bool accumulate) {
+HERD_CPU_CLONES void tile_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t a_is,
+                               std::int64_t a_ps, const T* b, std::int64_t ldb, T* c, std::int64_t ldc,
+                               bool accumulate) {
   using V = typename Vec64<T>::type;
   constexpr int L = Vec64<T>::kLanes;
   constexpr int kMR = 4;
