@@ -6,7 +6,6 @@
 #include <array>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <iostream>
 
 #include "common/bench_json.h"
@@ -77,9 +76,7 @@ Json run_peer(const std::string& python, const std::string& tokenizer, const std
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string tokenizer = std::string(HERD_SOURCE_DIR) + "/assets/tokenizer/llama3/tokenizer.model";
-  if (!std::filesystem::exists(tokenizer))
-    tokenizer = std::string(HERD_SOURCE_DIR) + "/../shared/data/tokenizer/llama3/tokenizer.model";
+  std::string tokenizer = std::string(HERD_SOURCE_DIR) + "/assets/tokenizer/llama3/tokenizer.model";  // fetch-assets.sh
   std::string corpus = std::string(HERD_SOURCE_DIR) + "/corpus/sotu.jsonl.xz";
   std::string python = "python3", out_path;
   int passes = 5;

@@ -82,7 +82,7 @@ def make_data(herd, out):
     """Token shards of the State of the Union corpus with an 8,192-id BPE (cached in `out`)."""
     if os.path.exists(os.path.join(out, "meta.json")):
         return
-    corpus = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../shared/data/corpus/sotu.jsonl.xz")
+    corpus = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../corpus/sotu.jsonl.xz")
     tok = out + ".model"
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     subprocess.run([herd, "data", "train-tokenizer", "--input", corpus, "--output", tok], check=True)

@@ -1,5 +1,6 @@
-// Where the data tests find their inputs: the Llama 3 tokenizer (fetched into assets/ by
-// scripts/fetch-assets.sh, or the shared copy), the golden encodings (../shared) and the vendored corpus.
+// Where the data tests find their inputs: the Llama 3 tokenizer (not committed: its licence is Meta's;
+// scripts/fetch-assets.sh installs it in assets/), and the vendored golden encodings
+// (tests/fixtures/tokenizer/llama3/, provenance in its NOTICE.md) and corpus (corpus/).
 #pragma once
 
 #include <unistd.h>
@@ -9,15 +10,13 @@
 
 namespace herd::data::testing {
 
+// Empty when scripts/fetch-assets.sh has not run.
 inline std::string llama3_tokenizer_path() {
-  for (const std::string& p : {std::string(HERD_SOURCE_DIR) + "/assets/tokenizer/llama3/tokenizer.model",
-                               std::string(HERD_SHARED_DIR) + "/data/tokenizer/llama3/tokenizer.model"}) {
-    if (std::filesystem::exists(p)) return p;
-  }
-  return "";
+  const std::string p = std::string(HERD_SOURCE_DIR) + "/assets/tokenizer/llama3/tokenizer.model";
+  return std::filesystem::exists(p) ? p : "";
 }
 
-inline std::string golden_dir() { return std::string(HERD_SHARED_DIR) + "/data/tokenizer/llama3"; }
+inline std::string golden_dir() { return std::string(HERD_SOURCE_DIR) + "/tests/fixtures/tokenizer/llama3"; }
 inline std::string corpus_path() { return std::string(HERD_SOURCE_DIR) + "/corpus/sotu.jsonl.xz"; }
 
 // A fresh empty directory under the system temp dir, unique per test.

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 
 #include "data/test_paths.h"
@@ -30,10 +29,6 @@ const Tokenizer& llama3() {
 #define REQUIRE_LLAMA3() \
   if (llama3_tokenizer_path().empty()) GTEST_SKIP() << "no tokenizer.model: run scripts/fetch-assets.sh"
 
-// The golden encodings live in ../shared (test data, not shipped with herd): skip, saying so, without it.
-#define REQUIRE_GOLDEN(name) \
-  if (!std::filesystem::exists(golden_dir() + "/" + name)) GTEST_SKIP() << "no " << golden_dir() << "/" << name
-
 std::vector<Json> sotu_records() {
   auto text = read_file_bytes(corpus_path());
   HERD_CHECK(text.ok(), text.error().message());
@@ -50,7 +45,6 @@ std::vector<Json> sotu_records() {
 
 TEST(Llama3Tokenizer, LoadsTheVocabularyAndSpecialTokens) {
   REQUIRE_LLAMA3();
-  REQUIRE_GOLDEN("special-tokens.json");
   const Tokenizer& tok = llama3();
   EXPECT_EQ(tok.n_ordinary(), 128000);
   EXPECT_EQ(tok.vocab_size(), 128256);
@@ -67,7 +61,6 @@ TEST(Llama3Tokenizer, LoadsTheVocabularyAndSpecialTokens) {
 
 TEST(Llama3Tokenizer, MatchesEveryGoldenIdOfTheShortStrings) {
   REQUIRE_LLAMA3();
-  REQUIRE_GOLDEN("golden-llama3.json");
   auto golden = read_json_file(golden_dir() + "/golden-llama3.json");
   ASSERT_TRUE(golden.ok()) << golden.error().message();
   ASSERT_GE(golden->size(), 10u);
@@ -82,7 +75,6 @@ TEST(Llama3Tokenizer, MatchesEveryGoldenIdOfTheShortStrings) {
 
 TEST(Llama3Tokenizer, MatchesEveryGoldenIdOfFourWholeAddresses) {
   REQUIRE_LLAMA3();
-  REQUIRE_GOLDEN("golden-llama3-sotu.json");
   auto golden = read_json_file(golden_dir() + "/golden-llama3-sotu.json");
   ASSERT_TRUE(golden.ok()) << golden.error().message();
   ASSERT_EQ(golden->size(), 4u);
@@ -103,7 +95,7 @@ TEST(Llama3Tokenizer, MatchesEveryGoldenIdOfFourWholeAddresses) {
 }
 
 // decode(encode(x)) == x for every address, and the total is the reference count of the corpus
-// (2,085,350 tokens, /work/shared/data/README.md): one extra or missing merge anywhere would change it.
+// (2,085,350 tokens, tests/fixtures/tokenizer/llama3/NOTICE.md): one extra or missing merge anywhere would change it.
 TEST(Llama3Tokenizer, RoundTripsTheWholeCorpusWithTheReferenceTokenCount) {
   REQUIRE_LLAMA3();
   auto docs = read_documents(corpus_path(), {});

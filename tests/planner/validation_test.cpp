@@ -1,7 +1,7 @@
-// The planner against published figures (/work/shared/validation/public-cases.json): Llama 3 Table 4
-// (MFU within 3 points, fits in 80 GB, Meta's degrees in the plan's top 5) and the scaling book's
-// Llama 3 70B on TPU v5p answers and sharding verdicts. The rows are read from the shared file, not
-// copied here.
+// The planner against published figures (tests/fixtures/validation/public-cases.json, sources in its
+// README.md): Llama 3 Table 4 (MFU within 3 points, fits in 80 GB, Meta's degrees in the plan's top 5)
+// and the scaling book's Llama 3 70B on TPU v5p answers and sharding verdicts. The rows are read from
+// the fixture, not copied into this file.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,7 +16,7 @@ namespace herd::planner {
 namespace {
 
 Json cases() {
-  Result<Json> j = read_json_file(std::string(HERD_SHARED_DIR) + "/validation/public-cases.json");
+  Result<Json> j = read_json_file(std::string(HERD_SOURCE_DIR) + "/tests/fixtures/validation/public-cases.json");
   HERD_CHECK(j.ok(), j.error().message());
   return *j;
 }
