@@ -1,8 +1,9 @@
 # The dependency table of ARCHITECTURE.md, in one place.
 #
 # Each folder under src/herd/ is one library, herd_<folder>, that links exactly the folders listed for
-# it here. tools/check_includes.cmake reads the same table and fails when a source or test includes a
-# folder that is not listed, so this file, the build graph and the design document cannot drift apart.
+# it here. cmake/check_includes.cmake (ctest dependency_table.*) reads the same table and fails when a
+# source or test includes a folder that is not listed, so this file, the build graph and the design
+# document cannot drift apart.
 # Folders are listed in dependency order (a folder only names folders above it).
 
 set(HERD_FOLDERS core model topology schedule planner tensor kernels nn comm measure parallel data train cli)

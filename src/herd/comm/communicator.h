@@ -178,7 +178,7 @@ class Communicator {
   std::uint64_t p2p_seq_ = 0;
 };
 
-// "3 (group rank 1)" lists for error messages: global ranks of `group_ranks` within `c`.
+// "0,1,2": a rank list for error messages, comma-separated without spaces.
 std::string rank_list(const std::vector<int>& global_ranks);
 
 }  // namespace herd::comm
