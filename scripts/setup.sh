@@ -10,6 +10,8 @@ packages=(
   libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev clang-format
   libopenblas-dev libopenmpi-dev openmpi-bin iproute2
   libdnnl-dev  # kernels: oneDNN sgemm (optional, docs/blas.md)
+  ccache       # reused compilations across builds and clones (CMakeLists.txt uses it when present)
+  qemu-user    # tests: the kernels on the ISA paths this CPU does not take (tests/CMakeLists.txt)
   libblis-dev  # only bench/kernels/blas_compare loads it, at run time
   pkg-config libpcre2-dev liblzma-dev
 )
@@ -29,6 +31,8 @@ fi
 if [ -x scripts/fetch-assets.sh ]; then scripts/fetch-assets.sh; fi
 
 # Same flags as scripts/test.sh (-Werror), so the test command reuses this build instead of redoing it.
+# ccache rewrites paths under the checkout to relative ones, so another clone's objects are reused.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHERD_WERROR=ON >/dev/null
 cmake --build build -j "$(nproc)"
 echo "setup: herd built at build/herd"

@@ -5,7 +5,8 @@
 // in the default run, of each weight tensor; see FullMatrix for the one tensor that needs 2e-5).
 //
 // The default run covers a few layouts for 6 steps; HERD_PARITY_FULL=1 runs the matrix,
-// TP in {1,2,4} x DP in {1,2,4} (at most 8 ranks) x SP on/off, 20 steps each, in double and fp32:
+// TP in {1,2,4} x DP in {1,2,4} (at most 8 ranks) x SP on/off, 20 steps each, in double and fp32
+// (a few seconds: ctest sets it, tests/CMakeLists.txt):
 //   HERD_PARITY_FULL=1 ./build/tests/herd_parallel_tests --gtest_filter='DistributedTraining.*'
 #include <gtest/gtest.h>
 

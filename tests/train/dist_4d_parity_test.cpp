@@ -3,9 +3,9 @@
 // the single-rank loss curve and final weights within 1e-10 relative in double and 1e-5 in fp32.
 //
 // The default run is a fast subset (every axis combination with CP at least once, SP on and off, one
-// fp32 layout, a checkpoint resharded across CP layouts). HERD_PARITY_FULL=1 runs the whole matrix:
-// every factorization tp x cp x dp of 8 ranks the parity model allows, SP on and off, in double, the
-// same layouts in fp32, and a handful of 16-rank layouts (docs/4d.md).
+// fp32 layout, a checkpoint resharded across CP layouts). HERD_PARITY_FULL=1 (`ctest -L full`, minutes)
+// runs the whole matrix: every factorization tp x cp x dp of 8 ranks the parity model allows, SP on
+// and off, in double, the same layouts in fp32, and a handful of 16-rank layouts (docs/4d.md).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
