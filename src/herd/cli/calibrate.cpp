@@ -7,12 +7,13 @@
 // the planner's causal FLOPs over time x the GEMM rate); RMSNorm forward + backward (-> the streaming
 // bandwidth of herd's elementwise kernels); a 16^3 GEMM (-> per-op overhead); and all-reduce,
 // all-gather, reduce-scatter and send/recv of the local communicator at three sizes on 2 and 4 thread
-// ranks. The communicator's latency and bandwidth are a least-squares fit of the planner's own
-// collective formulas (cost.h) to the 2-rank runs; the table then shows the fitted model next to every
-// measurement, 4-rank runs included (predicted through host_share: those ranks time-slice the cores).
-// Last, a real single-rank training step on one thread against the planner's projection of it from
-// those kernel rates: their ratio, the runtime efficiency, derates every compute rate; and the same
-// work per rank on two thread ranks (DP = 2), communication taken out: the multi-rank efficiency.
+// ranks. The communicator's latency and bandwidth are a least-squares fit of the planner's own collective
+// formulas (core/collective_bw.h, measure/comm_fit.h) to the 2-rank runs; the table then shows the fitted
+// model next to every measurement, 4-rank runs included (predicted through host_share: those ranks
+// time-slice the cores). Last, a real single-rank training step on one thread against the planner's
+// projection of it from those kernel rates: their ratio, the runtime efficiency, derates every compute
+// rate; and the same work per rank on two thread ranks (DP = 2), communication taken out: the multi-rank
+// efficiency.
 // The committed preset's numbers came from this command; docs/projection.md. The timers, the communicator's
 // timing and fit and the host readers are measure/'s; this file drives them and writes the cluster.
 #include <algorithm>
