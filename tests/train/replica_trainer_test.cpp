@@ -44,7 +44,7 @@ JobResult<T> run_layout(TrainConfig c, std::int64_t tp, std::int64_t dp, std::in
   return out;
 }
 
-TEST(DistTrainer, ReplicaLayoutsMatchTheSingleRankRunInDouble) {
+TEST(ReplicaTrainer, ReplicaLayoutsMatchTheSingleRankRunInDouble) {
   const TrainConfig c = parity_config();
   const auto ref = testing::reference_run<double>(c, parity_model(), parity_docs(80, 7));
   EXPECT_LT(ref.losses.back(), ref.losses.front() - 0.5);  // it learns: the comparison is not of noise
@@ -53,7 +53,7 @@ TEST(DistTrainer, ReplicaLayoutsMatchTheSingleRankRunInDouble) {
   }
 }
 
-TEST(DistTrainer, ReplicaLayoutMatchesInFloat) {
+TEST(ReplicaTrainer, ReplicaLayoutMatchesInFloat) {
   const TrainConfig c = parity_config();
   const auto ref = testing::reference_run<float>(c, parity_model(), parity_docs(80, 7));
   expect_matches(ref, run_layout<float>(c, 2, 2), 1e-5, "tp2 dp2 fp32");
@@ -67,7 +67,7 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
-TEST(DistTrainer, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
+TEST(ReplicaTrainer, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
   TrainConfig c = parity_config(10);
   const auto ref = testing::reference_run<double>(c, parity_model(), parity_docs(80, 7));
   for (auto [tp, dp] : {std::pair{1, 4}, {4, 1}}) {
@@ -90,7 +90,7 @@ TEST(DistTrainer, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
   }
 }
 
-TEST(DistTrainer, CorruptShardIsRefusedNamingTheFile) {
+TEST(ReplicaTrainer, CorruptShardIsRefusedNamingTheFile) {
   TempDir dir("herd_dist_corrupt");
   TrainConfig c = parity_config(2);
   c.checkpoint.dir = dir.path.string();
@@ -108,7 +108,7 @@ TEST(DistTrainer, CorruptShardIsRefusedNamingTheFile) {
   EXPECT_NE(ck.error().message().find("rank_00001.bin: checksum mismatch"), std::string::npos) << ck.error().message();
 }
 
-TEST(DistTrainer, BadLayoutsAreRefusedWithTheNumbers) {
+TEST(ReplicaTrainer, BadLayoutsAreRefusedWithTheNumbers) {
   const model::LlamaConfig m = parity_model();  // 8 heads, 4 KV heads, vocab 64, batch 4
   auto err = [&](std::int64_t tp, std::int64_t dp, std::int64_t world) {
     TrainConfig c = parity_config();
@@ -138,7 +138,7 @@ TEST(DistTrainer, BadLayoutsAreRefusedWithTheNumbers) {
   EXPECT_TRUE(out.dump_paths.empty());
 }
 
-TEST(DistTrainer, AStalledRankStopsTheJobNamingIt) {
+TEST(ReplicaTrainer, AStalledRankStopsTheJobNamingIt) {
   TrainConfig c = parity_config(4);
   testing::set_layout(c, 2, 1, 1, 2);
   c.parallel.comm_timeout_s = 2;  // headroom for a loaded (or sanitized) machine
@@ -157,7 +157,7 @@ TEST(DistTrainer, AStalledRankStopsTheJobNamingIt) {
   for (const std::string& p : out.dump_paths) fs::remove(p);
 }
 
-TEST(DistTrainer, ADeadRankStopsTheJob) {
+TEST(ReplicaTrainer, ADeadRankStopsTheJob) {
   TrainConfig c = parity_config(4);
   testing::set_layout(c, 1, 1, 1, 2);
   c.parallel.comm_timeout_s = 5;
