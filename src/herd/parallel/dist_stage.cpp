@@ -98,7 +98,8 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
     }
   }
   for (nn::TransformerBlock<T>& b : blocks_) {
-    b.set_tensor_parallel(tpc_);
+    // A TP group of one runs the blocks' single-rank code: no gathers, reduces or their copies.
+    b.set_tensor_parallel(ctx.tp_size() > 1 ? tpc_ : nullptr);
     b.set_attention(cph_);
   }
   for (auto& u : units_) {

@@ -13,7 +13,7 @@ std::size_t ucount(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 template <typename T>
 void TpCollectives<T>::gather(const T* local, T* full, std::int64_t n, std::int64_t cols) const {
-  if (!sp_) {
+  if (!sp_ || tp_->size() == 1) {  // every rank holds all rows: nothing to communicate
     if (full != local) std::memcpy(full, local, sizeof(T) * ucount(n * cols));
     return;
   }
@@ -24,6 +24,10 @@ void TpCollectives<T>::gather(const T* local, T* full, std::int64_t n, std::int6
 template <typename T>
 void TpCollectives<T>::reduce(const T* partial, T* local, std::int64_t n, std::int64_t cols) const {
   if (!status_.ok()) return;
+  if (tp_->size() == 1) {  // the partial sum is the sum
+    if (local != partial) std::memcpy(local, partial, sizeof(T) * ucount(n * cols));
+    return;
+  }
   if (sp_) {
     record(tp_->reduce_scatter(partial, local, ucount(local_rows(n) * cols), dtype_of<T>(), comm::ReduceOp::kSum));
   } else {
