@@ -70,7 +70,8 @@ TEST(Flops, ScalingBook70B) {
 }
 
 TEST(Flops, ValidationFileConventionFor405B) {
-  // tests/fixtures/validation/public-cases.json derives tokens/s from 6N + 6*L*h*s: 430 TFLOP/s -> 169.5 tokens/s per GPU.
+  // tests/fixtures/validation/public-cases.json derives tokens/s from 6N + 6*L*h*s: 430 TFLOP/s -> 169.5 tokens/s per
+  // GPU.
   LlamaConfig c = *preset("llama3-405b");
   const double f = *train_model_flops_per_token(c, 8192, AttentionMask::causal());
   EXPECT_NEAR(430e12 / f, 169.5, 0.1);
