@@ -33,6 +33,9 @@ if [ -x scripts/fetch-assets.sh ]; then scripts/fetch-assets.sh; fi
 # Same flags as scripts/test.sh (-Werror), so the test command reuses this build instead of redoing it.
 # ccache rewrites paths under the checkout to relative ones, so another clone's objects are reused.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+# The sanitizer build carries debug info (-g), for which ccache would also hash the working directory and
+# so miss in every new clone; without it the objects are reused, their debug info naming the first clone.
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHERD_WERROR=ON >/dev/null
 cmake --build build -j "$(nproc)"
 echo "setup: herd built at build/herd"
