@@ -58,3 +58,14 @@ TEST(ParallelDims, ValidationNamesTheNumbers) {
 
 }  // namespace
 }  // namespace herd::topology
+
+namespace herd::topology {
+namespace {
+
+TEST(ParallelDims, DescribesItselfWithTheRankCount) {
+  EXPECT_EQ(ParallelDims::make(2, 1, 4, 2)->to_string(), "tp2 x cp1 x pp4 x dp2 (16 ranks)");
+  EXPECT_EQ(ParallelDims::make(1, 1, 1, 1)->to_string(), "tp1 x cp1 x pp1 x dp1 (1 rank)");
+}
+
+}  // namespace
+}  // namespace herd::topology

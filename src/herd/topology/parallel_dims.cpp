@@ -108,7 +108,7 @@ std::vector<std::vector<std::int64_t>> ParallelDims::groups(std::initializer_lis
 
 std::string ParallelDims::to_string() const {
   return "tp" + std::to_string(tp()) + " x cp" + std::to_string(cp()) + " x pp" + std::to_string(pp()) + " x dp" +
-         std::to_string(dp()) + " (" + std::to_string(world()) + " ranks)";
+         std::to_string(dp()) + " (" + std::to_string(world()) + (world() == 1 ? " rank)" : " ranks)");
 }
 
 }  // namespace herd::topology
