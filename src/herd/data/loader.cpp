@@ -71,24 +71,29 @@ std::int64_t Loader::doc_at(std::int64_t epoch, std::int64_t cursor) {
   return order_[static_cast<std::size_t>(cursor)];
 }
 
-std::optional<Batch> Loader::next() {
-  if (state_.finished) return std::nullopt;
-  const std::int64_t B = config_.batch_size, T = config_.seq_len, n_docs = docs_->n_docs();
+Batch Batch::padding(std::int64_t rows, std::int64_t seq_len, std::int32_t pad_id) {
   Batch b;
-  b.rows = B;
-  b.seq_len = T;
-  const auto n = static_cast<std::size_t>(B * T);
-  b.tokens.assign(n, config_.pad_id);
+  b.rows = rows;
+  b.seq_len = seq_len;
+  const auto n = static_cast<std::size_t>(rows * seq_len);
+  b.tokens.assign(n, pad_id);
   b.targets.assign(n, -1);
   b.positions.assign(n, 0);
   b.doc_ids.assign(n, -1);
   b.seq_index.resize(n);
+  for (std::size_t i = 0; i < n; ++i) b.seq_index[i] = static_cast<std::int32_t>(i % static_cast<std::size_t>(seq_len));
+  return b;
+}
+
+std::optional<Batch> Loader::next() {
+  if (state_.finished) return std::nullopt;
+  const std::int64_t B = config_.batch_size, T = config_.seq_len, n_docs = docs_->n_docs();
+  Batch b = Batch::padding(B, T, config_.pad_id);
   LoaderState& s = state_;
   for (std::int64_t r = 0; r < B; ++r) {
     std::int64_t segment_start = 0;
     for (std::int64_t t = 0; t < T; ++t) {
       const auto i = static_cast<std::size_t>(r * T + t);
-      b.seq_index[i] = static_cast<std::int32_t>(t);
       if (!config_.loop && s.epoch > 0) continue;  // one pass done: padding
       std::int64_t d = doc_at(s.epoch, s.cursor);
       while (docs_->doc_size(d) == 0) {  // empty documents hold no tokens; skip them

@@ -52,6 +52,10 @@ struct Batch {
 
   std::int64_t n_targets() const;  // tokens that carry a loss
   bool operator==(const Batch&) const = default;
+
+  // (rows, seq_len) of padding: pad_id tokens carrying no loss, in no document. The loader fills such a
+  // batch; a one-pass loader's last batch keeps what it could not fill.
+  static Batch padding(std::int64_t rows, std::int64_t seq_len, std::int32_t pad_id = 0);
 };
 
 struct LoaderState {

@@ -233,16 +233,14 @@ Status check_manifest(const Json& m, const std::string& mpath) {
       return make_error(where, ".file: '", file, "' is not a file name inside the step directory");
     }
     HERD_ASSIGN_OR_RETURN(std::int64_t bytes, json_int(f, where, "bytes"));
-    HERD_ASSIGN_OR_RETURN(const std::string checksum, json_string(f, where, "checksum"));
-    (void)checksum;
+    if (Result<std::string> c = json_string(f, where, "checksum"); !c.ok()) return c.error();
     if (!f.contains("pieces") || !f["pieces"].is_array()) return make_error(where, ".pieces: expected an array");
     const std::int64_t elems = bytes / (elem == "fp64" ? 8 : 4);
     for (std::size_t k = 0; k < f["pieces"].size(); ++k) {
       const Json& p = f["pieces"][k];
       const std::string pw = where + ".pieces[" + std::to_string(k) + "]";
       if (!p.is_object()) return make_error(pw, ": expected an object");
-      HERD_ASSIGN_OR_RETURN(const std::string name, json_string(p, pw, "name"));
-      (void)name;
+      if (Result<std::string> n = json_string(p, pw, "name"); !n.ok()) return n.error();
       std::int64_t v[9];
       const char* keys[9] = {"rows", "cols", "r0", "r1", "c0", "c1", "e0", "e1", "offset"};
       for (int j = 0; j < 9; ++j) {

@@ -70,26 +70,6 @@ double unigram_entropy(const data::TokenDocuments& docs) {
   return h;
 }
 
-namespace {
-
-// A global micro-batch of `rows` sequences that carries no loss (a one-pass loader ran out): what the
-// loader's own padding is, so every layout's pipeline still gets its M micro-batches.
-data::Batch empty_batch(std::int64_t rows, std::int64_t seq_len) {
-  data::Batch b;
-  b.rows = rows;
-  b.seq_len = seq_len;
-  const auto n = static_cast<std::size_t>(rows * seq_len);
-  b.tokens.assign(n, 0);
-  b.targets.assign(n, -1);
-  b.positions.assign(n, 0);
-  b.doc_ids.assign(n, -1);
-  b.seq_index.resize(n);
-  for (std::size_t i = 0; i < n; ++i) b.seq_index[i] = static_cast<std::int32_t>(i % static_cast<std::size_t>(seq_len));
-  return b;
-}
-
-}  // namespace
-
 template <typename T>
 Result<std::unique_ptr<Trainer<T>>> Trainer<T>::make(const TrainConfig& cfg, const model::LlamaConfig& model_cfg,
                                                      const parallel::ParallelContext& ctx,
@@ -155,21 +135,22 @@ Result<data::Loader*> Trainer<T>::loader_for(const BatchShape& shape) {
 }
 
 template <typename T>
-Result<bool> Trainer<T>::next_slices(data::Loader& loader, std::vector<data::Batch>& slices, std::int64_t& real,
-                                     std::int64_t& tokens) {
-  slices.clear();
-  real = 0;
-  tokens = 0;
+Result<bool> Trainer<T>::next_slices(data::Loader& loader, StepSlices& out) {
+  out.data.clear();
+  out.views.clear();
+  out.real = 0;
+  out.tokens = 0;
   bool any = false;
   for (std::int64_t k = 0; k < layout_.microbatches; ++k) {
     std::optional<data::Batch> b = loader.next();
     if (b) any = true;
-    const data::Batch g = b ? std::move(*b) : empty_batch(loader.config().batch_size, loader.config().seq_len);
-    real += g.n_targets();
-    tokens += g.rows * g.seq_len;
+    const data::Batch g = b ? std::move(*b) : data::Batch::padding(loader.config().batch_size, loader.config().seq_len);
+    out.real += g.n_targets();
+    out.tokens += g.rows * g.seq_len;
     HERD_ASSIGN_OR_RETURN(data::Batch s, data::slice_batch(g, ctx_.dims, ctx_.rank));
-    slices.push_back(std::move(s));
+    out.data.emplace_back(std::move(s));
   }
+  for (const MicroBatchData& d : out.data) out.views.push_back(d.view());
   return any;
 }
 
@@ -200,17 +181,12 @@ Result<double> Trainer<T>::evaluate() {
   HERD_ASSIGN_OR_RETURN(data::Loader loader, data::Loader::make(val_docs_, lc));
   double sum = 0;
   std::int64_t count = 0;
-  std::vector<data::Batch> slices;
+  StepSlices step;
   for (std::int64_t i = 0; i < cfg_.eval.batches; ++i) {
-    std::int64_t real = 0, tokens = 0;
-    HERD_ASSIGN_OR_RETURN(bool any, next_slices(loader, slices, real, tokens));
+    HERD_ASSIGN_OR_RETURN(bool any, next_slices(loader, step));
     if (!any) break;
-    std::vector<MicroBatchData> data;
-    std::vector<nn::MicroBatch> views;
-    for (data::Batch& s : slices) data.emplace_back(std::move(s));
-    for (const MicroBatchData& d : data) views.push_back(d.view());
-    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss r, model_->evaluate_step(views));
-    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss g, reduce_loss(r, real));
+    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss r, model_->evaluate_step(step.views));
+    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss g, reduce_loss(r, step.real));
     sum += g.loss_sum;
     count += g.count;
   }
@@ -245,7 +221,7 @@ Status Trainer<T>::run(std::int64_t stop_after) {
   Timer wall;
   const std::int64_t tokens_at_start = tokens_;
   const Result<Projection> plan = plan_run(cfg_, model_cfg_, !quiet && lead);
-  std::vector<data::Batch> slices;
+  StepSlices step;
   while (step_ < steps) {
     HERD_RETURN_IF_ERROR(maybe_inject_fault());
     Timer step_timer;
@@ -255,16 +231,12 @@ Status Trainer<T>::run(std::int64_t stop_after) {
       HERD_RETURN_IF_ERROR(next->restore(current_->state()));
       current_ = next;
     }
-    std::int64_t real = 0, step_tokens = 0;
-    HERD_ASSIGN_OR_RETURN(bool any, next_slices(*current_, slices, real, step_tokens));
+    HERD_ASSIGN_OR_RETURN(bool any, next_slices(*current_, step));
     HERD_CHECK(any, "a looping loader ran out of batches");
-    std::vector<MicroBatchData> data;
-    std::vector<nn::MicroBatch> views;
-    for (data::Batch& s : slices) data.emplace_back(std::move(s));
-    for (const MicroBatchData& d : data) views.push_back(d.view());
+    const std::int64_t real = step.real, step_tokens = step.tokens;
     model_->zero_grads();
     const T scale = real > 0 ? T(1) / static_cast<T>(real) : T(0);
-    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss local, model_->forward_backward_step(views, scale));
+    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss local, model_->forward_backward_step(step.views, scale));
     HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss loss, reduce_loss(local, real));
     const double lr = lr_.at(step_);
     StepRecord rec;
@@ -300,7 +272,6 @@ Status Trainer<T>::run(std::int64_t stop_after) {
       if ((step_ == 1 || rec.val_loss) && val_docs_) j["unigram_entropy"] = unigram_entropy_;
       metrics_.write(j);
     }
-    if (on_step) on_step(rec);
     if (!quiet && lead && (step_ % cfg_.train.log_every == 0 || last || rec.val_loss)) {
       const double avg_tps = static_cast<double>(tokens_ - tokens_at_start) / wall.seconds();
       const double eta = static_cast<double>(steps - step_) * static_cast<double>(step_tokens) / avg_tps;

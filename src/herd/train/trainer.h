@@ -34,6 +34,7 @@
 #include "herd/train/config.h"
 #include "herd/train/lr_schedule.h"
 #include "herd/train/metrics.h"
+#include "herd/train/micro_batch_data.h"
 #include "herd/train/rank_model.h"
 
 namespace herd::train {
@@ -84,10 +85,8 @@ class Trainer {
 
   std::int64_t step() const { return step_; }
   std::int64_t resumed_from() const { return resumed_from_; }
-  double val_unigram_entropy() const { return unigram_entropy_; }
   const std::vector<StepRecord>& history() const { return history_; }
   RankModel<T>& model() { return *model_; }
-  std::function<void(const StepRecord&)> on_step;
   bool quiet = false;             // no progress or projection lines (tests; ranks other than 0)
   double step_seconds_total = 0;  // wall time of the steps run so far (benchmarks)
   // Seconds this rank has spent blocked in collectives so far (the launcher's TimedCommunicator);
@@ -99,11 +98,16 @@ class Trainer {
   Status resume();
   Status maybe_inject_fault();
   Result<data::Loader*> loader_for(const BatchShape& shape);
-  // The micro-batch slices of this rank for one global step: M global micro-batches from `loader`
-  // (padded with empty ones once a one-pass loader runs out), each cut to this rank's rows. `real`
-  // receives the real tokens of the global step, `tokens` all its tokens; false once nothing was read.
-  Result<bool> next_slices(data::Loader& loader, std::vector<data::Batch>& slices, std::int64_t& real,
-                           std::int64_t& tokens);
+  // This rank's part of one global step: M global micro-batches from a loader, each cut to this rank's
+  // rows, and the real and total tokens of the whole global step.
+  struct StepSlices {
+    std::vector<MicroBatchData> data;
+    std::vector<nn::MicroBatch> views;  // into data
+    std::int64_t real = 0, tokens = 0;
+  };
+  // Fills `out` (padded with empty micro-batches once a one-pass loader runs out); false once the loader
+  // had nothing left.
+  Result<bool> next_slices(data::Loader& loader, StepSlices& out);
   // Loss sum and real tokens summed over the DP and CP groups, checked against the global count.
   Result<kernels::CrossEntropyLoss> reduce_loss(const kernels::CrossEntropyLoss& local, std::int64_t real);
 
