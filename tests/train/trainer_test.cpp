@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "common/test_model.h"
 #include "herd/train/checkpoint.h"
 #include "herd/train/dist_model.h"
+#include "herd/train/generate.h"
 #include "herd/train/launch.h"
 
 namespace herd::train {
@@ -216,6 +218,28 @@ TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedNamingTheFileUnlessFallback) 
       Result<JobResult<float>> resumed = run(c, l);
       ASSERT_TRUE(resumed.ok()) << resumed.error().message();
       EXPECT_EQ(resumed->resumed_from, 4);
+    }
+  }
+}
+
+// The reference model `herd generate` loads from a checkpoint of any layout holds exactly the weights
+// the run ended with (gathered from its ranks), tensor by tensor.
+TEST(Checkpoint, GenerateLoadsEveryLayoutsWeightsExactly) {
+  for (Layout l : kLayouts) {
+    SCOPED_TRACE(name(l));
+    TempDir d("herd_generate_load");
+    TrainConfig c = test_config(d.path.string());
+    c.train.steps = 3;
+    c.schedule.ramp = false;
+    Result<JobResult<float>> r = run(c, l);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    Result<LoadedModel> lm = load_model(d.path.string());
+    ASSERT_TRUE(lm.ok()) << lm.error().message();
+    ASSERT_EQ(r->weights.size(), lm->model->named_params().size());
+    for (const auto& [wname, w] : r->weights) {
+      const nn::NamedParam& p = lm->model->param(wname);
+      ASSERT_EQ(static_cast<std::int64_t>(w.size()), p.count()) << wname;
+      EXPECT_TRUE(std::equal(w.begin(), w.end(), lm->model->params() + p.offset)) << wname;
     }
   }
 }
