@@ -14,6 +14,7 @@
 #include "herd/model/flops.h"
 #include "herd/parallel/model.h"
 #include "herd/train/checkpoint.h"
+#include "herd/train/fault_log.h"
 #include "herd/train/micro_batch_data.h"
 #include "herd/train/pipeline_model.h"
 #include "herd/train/projection.h"
@@ -197,12 +198,15 @@ template <typename T>
 Status Trainer<T>::maybe_inject_fault() {
   const FaultSection& f = cfg_.fault;
   const std::int64_t next = step_ + 1;
-  if (f.kill_rank == ctx_.rank && f.kill_step == next) {
+  const std::string& dir = cfg_.checkpoint.dir;
+  if (f.kill_rank == ctx_.rank && f.kill_step == next && !fault_fired(dir, "kill@" + std::to_string(next))) {
+    mark_fault_fired(dir, "kill@" + std::to_string(next));
     log_warning("fault.kill_rank: rank ", ctx_.rank, " exits at step ", next);
     if (std::string(ctx_.world->backend()) == "mpi") std::_Exit(3);
     return make_error("rank ", ctx_.rank, " stopped by fault.kill_rank at step ", next);
   }
-  if (f.hang_rank == ctx_.rank && f.hang_step == next) {
+  if (f.hang_rank == ctx_.rank && f.hang_step == next && !fault_fired(dir, "hang@" + std::to_string(next))) {
+    mark_fault_fired(dir, "hang@" + std::to_string(next));
     log_warning("fault.hang_rank: rank ", ctx_.rank, " stops for ", f.hang_seconds, " s at step ", next);
     std::this_thread::sleep_for(std::chrono::duration<double>(f.hang_seconds));
   }
