@@ -79,7 +79,7 @@ void print_reliability(std::ostream& os, const planner::Reliability& r) {
      << " GB/s (" << r.storage_bw_source << "); async snapshot to host memory " << format_seconds(r.snapshot_s)
      << " at " << format_fixed(s.snapshot_bw_gb_per_s, 0) << " GB/s per accelerator\n";
   os << "  restart: " << format_seconds(s.restart_s) << " from an interruption to the first step (--restart-s)\n";
-  Table t({"checkpoint", "stall", "interval (Daly)", "steps", "ETT", "checkpoints", "lost work", "restarts"});
+  Table t({"checkpoint", "stall", "interval", "steps", "ETT", "checkpoints", "lost work", "restarts"});
   for (const planner::CheckpointPolicy* p : {&r.sync, &r.async}) {
     const planner::TimeShares& x = p->shares;
     t.add({std::string(planner::checkpoint_mode_name(p->mode)) + (p->mode == s.mode ? " *" : ""),
