@@ -46,7 +46,8 @@ TEST(Reliability, YoungAndDalyIntervalsMatchHandComputation) {
   EXPECT_EQ(*checkpoint_interval_steps(1000.0, 3.0, 10000.0), 1);
   EXPECT_EQ(*checkpoint_interval_steps(10.0, 3.0, 10000.0, 401.0), 41);
   for (auto bad : {checkpoint_interval_steps(0.0, 3.0, 1e4), checkpoint_interval_steps(1.0, -1.0, 1e4),
-                   checkpoint_interval_steps(1.0, 3.0, std::nan("")), checkpoint_interval_steps(1.0, 3.0, 1e4, -5)}) {
+                   checkpoint_interval_steps(1.0, 3.0, std::nan("")), checkpoint_interval_steps(1.0, 3.0, INFINITY),
+                   checkpoint_interval_steps(1.0, 3.0, 1e4, -5)}) {
     EXPECT_FALSE(bad.ok());
   }
   EXPECT_NE(checkpoint_interval_steps(0.0, 3.0, 1e4).error().message().find("step_s"), std::string::npos);

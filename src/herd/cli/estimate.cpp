@@ -84,16 +84,17 @@ void print_reliability(std::ostream& os, const planner::Reliability& r) {
     const planner::TimeShares& x = p->shares;
     t.add({std::string(planner::checkpoint_mode_name(p->mode)) + (p->mode == s.mode ? " *" : ""),
            format_seconds(p->stall_s), format_seconds(p->interval_s), std::to_string(p->interval_steps),
-           format_fixed(100 * x.productive, 1) + "%", format_fixed(100 * x.checkpoint, 2) + "%",
+           format_fixed(100 * x.productive, 2) + "%", format_fixed(100 * x.checkpoint, 2) + "%",
            format_fixed(100 * x.lost_work, 2) + "%", format_fixed(100 * x.restart, 2) + "%"});
   }
   t.print(os);
   const planner::TimeShares& x = r.chosen().shares;
-  os << "  ETT " << format_fixed(100 * x.productive, 1) << "% (" << planner::checkpoint_mode_name(s.mode)
-     << ", *): of every 100 hours, " << format_fixed(100 * x.productive, 1) << " train, "
-     << format_fixed(100 * x.restart, 1) << " restart after " << format_fixed(r.interruptions_per_day, 1)
-     << " interruptions a day, " << format_fixed(100 * x.lost_work, 1) << " redo work lost since the last checkpoint, "
-     << format_fixed(100 * x.checkpoint, 1) << " wait for checkpoints\n";
+  os << "  ETT " << format_fixed(100 * x.productive, 2) << "% (" << planner::checkpoint_mode_name(s.mode)
+     << ", *): of every 100 hours, " << format_fixed(100 * x.productive, 2) << " train, "
+     << format_fixed(100 * x.restart, 2) << " restart after "
+     << format_fixed(r.interruptions_per_day, r.interruptions_per_day < 10 ? 2 : 1) << " interruptions a day, "
+     << format_fixed(100 * x.lost_work, 2) << " redo work lost since the last checkpoint, "
+     << format_fixed(100 * x.checkpoint, 2) << " wait for checkpoints\n";
 }
 
 namespace {

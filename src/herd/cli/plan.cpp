@@ -90,7 +90,7 @@ int run_plan(const PlanOptions& o) {
            format_fixed(100 * e.time.bubble_s / e.time.step_s, 1) + "%",
            format_fixed(100 * e.time.exposed_comm_s() / e.time.step_s, 1) + "%",
            format_fixed(100 * planner::project_reliability(e, in->cluster, in->reliability).chosen().shares.productive,
-                        1) +
+                        2) +
                "%"});
   }
   t.print(std::cout);

@@ -69,12 +69,14 @@ TimeShares expected_time_shares(double interval_s, double stall_s, double lag_s,
 Result<std::int64_t> checkpoint_interval_steps(double step_s, double stall_s, double mtbf_s, double min_interval_s) {
   if (!(step_s > 0) || !std::isfinite(step_s)) return make_error("step_s: must be positive, got ", step_s);
   if (!(stall_s >= 0) || !std::isfinite(stall_s)) return make_error("stall_s: must not be negative, got ", stall_s);
-  if (!(mtbf_s > 0)) return make_error("mtbf_s: must be positive, got ", mtbf_s);
+  if (!(mtbf_s > 0) || !std::isfinite(mtbf_s)) {
+    return make_error("mtbf_s: must be positive and finite, got ", mtbf_s, " (job_mtbf_s of a positive rate)");
+  }
   if (!(min_interval_s >= 0) || !std::isfinite(min_interval_s)) {
     return make_error("min_interval_s: must not be negative, got ", min_interval_s);
   }
-  const double best = std::isfinite(mtbf_s) ? daly_interval_s(stall_s, mtbf_s) : 0.0;
-  if (!std::isfinite(best) || best / step_s > 1e15) return std::int64_t{1} << 50;  // no interruptions expected
+  const double best = std::max(daly_interval_s(stall_s, mtbf_s), min_interval_s);
+  if (best / step_s > 1e15) return static_cast<std::int64_t>(1e15);  // beyond any run's length
   std::int64_t steps = std::max<std::int64_t>(1, std::llround(best / step_s));
   steps = std::max(steps, static_cast<std::int64_t>(std::ceil(min_interval_s / step_s)));
   return steps;
@@ -116,7 +118,7 @@ Reliability project_reliability(const Estimate& e, const topology::Cluster& clus
     r.storage_bw_source = "cluster " + cluster.name;
   } else {
     r.storage_bw_gb_per_s = kDefaultStorageGbPerS;
-    r.storage_bw_source = "default (Llama 3's storage; cluster " + cluster.name + " gives none)";
+    r.storage_bw_source = "default: Llama 3's storage, cluster " + cluster.name + " gives none";
   }
   r.snapshot_s = e.checkpoint.total() / (spec.snapshot_bw_gb_per_s * 1e9);
   const double storage_s = e.checkpoint_total_bytes / (r.storage_bw_gb_per_s * 1e9);
