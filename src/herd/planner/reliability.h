@@ -79,7 +79,7 @@ TimeShares expected_time_shares(double interval_s, double stall_s, double durabl
 // The trainer's entry point: steps between checkpoints for a step time, a checkpoint's stall on the
 // step and the job's MTBF (job_mtbf_s), all in seconds: Daly's interval rounded to whole steps, at
 // least one step and at least `min_interval_s` (an asynchronous write's duration: one write in flight).
-// Errors name the argument.
+// Errors name the argument (a non-positive step, a negative stall, an MTBF that is not finite and positive).
 Result<std::int64_t> checkpoint_interval_steps(double step_s, double stall_s, double mtbf_s, double min_interval_s = 0);
 
 // One checkpointing mode at the recommended interval.
