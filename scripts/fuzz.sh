@@ -39,14 +39,14 @@ for t in "${targets[@]}"; do
   log="build/fuzz/artifacts/$t/fuzz.log"
   # -rss_limit_mb: a parser that allocates what a corrupt size field asks for is a bug too.
   if ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "build/fuzz/herd_fuzz_$t" "${limit[@]}" -rss_limit_mb=2048 -max_len=65536 -timeout=20 \
+    "build/fuzz/fuzz/herd_fuzz_$t" "${limit[@]}" -rss_limit_mb=2048 -max_len=65536 -timeout=20 \
     -artifact_prefix="build/fuzz/artifacts/$t/" "$work" "fuzz/corpus/$t" >"$log" 2>&1; then
     :
   else
     failed+=("$t")
   fi
   [ "$work" = "build/fuzz/corpus/$t" ] || rm -rf "$work"
-  runs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | tail -1 | awk '{print $2, "executions in", $5, "s"}')
+  runs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | tail -1 | awk '{print $2, "executions in", $5, "s"}' || true)
   summary+=("$(printf '%-14s %s (limit %s)%s' "$t" "${runs:-?}" "$budget" \
     "$([[ " ${failed[*]} " == *" $t "* ]] && echo '  CRASH: see '"$log")")")
 done
