@@ -13,6 +13,7 @@ packages=(
   ccache       # reused compilations across builds and clones (CMakeLists.txt uses it when present)
   qemu-user    # tests: the kernels on the ISA paths this CPU does not take (tests/CMakeLists.txt)
   libblis-dev  # only bench/kernels/blas_compare loads it, at run time
+  clang libclang-rt-14-dev  # fuzz/: libFuzzer targets with ASan + UBSan (scripts/fuzz.sh)
   pkg-config libpcre2-dev liblzma-dev
 )
 missing=()

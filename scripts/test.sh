@@ -5,7 +5,8 @@
 # The sanitizer pass builds only the test executables and the herd binary (target herd_tests). Tests
 # labelled `full` (the whole parity matrix, minutes) run with `ctest --test-dir build -L full`, not here;
 # those labelled `isa` (the kernels under qemu on the ISA paths this CPU does not take) run in the
-# Release pass only. Each phase prints its wall time; ctest prints each test's.
+# Release pass only. Then every libFuzzer target (fuzz/, scripts/fuzz.sh) runs HERD_FUZZ_RUNS executions
+# (default 3000, a few seconds; 0 skips) from a fixed seed on its committed seed corpus, so it repeats. Each phase prints its wall time; ctest prints each test's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -29,5 +30,9 @@ if [ "${HERD_TEST_ASAN:-1}" != "0" ]; then
   phase "AddressSanitizer + UndefinedBehaviorSanitizer: ctest"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     HERD_SANITIZED=1 ctest --test-dir build/asan -j "$jobs" --output-on-failure --timeout 1800 -LE "full|isa"
+fi
+if [ "${HERD_FUZZ_RUNS:-3000}" != "0" ]; then
+  phase "libFuzzer targets (clang, ASan + UBSan): ${HERD_FUZZ_RUNS:-3000} runs each from a fixed seed"
+  scripts/fuzz.sh --runs "${HERD_FUZZ_RUNS:-3000}"
 fi
 phase "done"

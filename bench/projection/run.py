@@ -19,10 +19,12 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../common"))
+from benchlib import commit, load_average, machine, make_data  # noqa: E402
 
 # name, model, args. --global-batch is the sequences per step, --microbatch-size per data-parallel rank
 # (so M = global batch / (dp x micro-batch size)), the flags herd plan prints.
@@ -48,45 +50,6 @@ LAYOUTS = [
     ("tp2 pp2 M4", "tiny", "--tp 2 --pp 2 --global-batch 16 --microbatch-size 4"),
     ("tp2 cp2 pp2 v2 M4", "tiny", "--tp 2 --cp 2 --pp 2 --v 2 --global-batch 8 --microbatch-size 2"),
 ]
-
-
-def load_average():
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
-
-
-def machine():
-    cpu = ""
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem = 0.0
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal"):
-                mem = int(line.split()[1]) / (1024 * 1024)
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem, 1), "host": platform.node()}
-
-
-def commit():
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def make_data(herd, out):
-    """Token shards of the State of the Union corpus with an 8,192-id BPE (cached in `out`)."""
-    if os.path.exists(os.path.join(out, "meta.json")):
-        return
-    corpus = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../corpus/sotu.jsonl.xz")
-    tok = out + ".model"
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    subprocess.run([herd, "data", "train-tokenizer", "--input", corpus, "--output", tok], check=True)
-    subprocess.run([herd, "data", "--input", corpus, "--tokenizer", tok, "--output", out], check=True)
 
 
 def main():

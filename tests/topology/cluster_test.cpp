@@ -16,7 +16,9 @@ TEST(Cluster, PresetsValidateAndRoundTrip) {
     ASSERT_TRUE(back.ok()) << back.error().message();
     EXPECT_EQ(back->tiers.size(), c->tiers.size());
     EXPECT_EQ(back->max_accelerators(), c->max_accelerators());
+    EXPECT_EQ(back->storage_bw_gb_per_s, c->storage_bw_gb_per_s);
   }
+  EXPECT_EQ(cluster_preset("llama3-h100")->storage_bw_gb_per_s, 2000);  // Tectonic, 2 TB/s sustained
   EXPECT_EQ(cluster_preset("llama3-h100")->max_accelerators(), 24576);
   EXPECT_EQ(cluster_preset("tpu-v5p")->max_accelerators(), 8960);
 }
@@ -34,6 +36,8 @@ TEST(Cluster, MalformedFieldsAreNamed) {
       {"/accelerator/memory_gib", "eighty", "accelerator.memory_gib"},
       {"/accelerator/peak_tflops/bf16", -989, "accelerator.peak_tflops.bf16"},
       {"/tiers/3/efficiency", 1.5, "tiers[3].efficiency"},
+      {"/storage_bw_gb_per_s", -1.0, "storage_bw_gb_per_s: must be 0"},
+      {"/storage_bw_gb_per_s", "fast", "storage_bw_gb_per_s: expected a number"},
   };
   for (const Case& c : cases) {
     Json j = llama3_json();

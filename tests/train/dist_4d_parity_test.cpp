@@ -219,7 +219,7 @@ TEST(Parity4dFull, EveryEightAndSomeSixteenRankLayouts) {
 // splits) onto the uninterrupted single-rank curve: TP2 x CP2 x DP2 -> TP1 x CP4 x DP2 and TP4;
 // TP2 x CP2 x PP2 (V 2) -> TP1 x CP1 x PP4 x DP2 (V 1) and the unpipelined TP2 x CP2 x DP2.
 template <typename T = double>
-void expect_resumes(const Layout& from, const std::vector<Layout>& to, double tol = 1e-10) {
+void expect_resumes(const Layout& from, const std::vector<Layout>& to, double tol = 1e-10, double weight_tol = 1e-10) {
   TrainConfig c = config_for(from, 10);
   const auto ref = testing::reference_run<T>(c, parity_model(from.layers()), parity_docs(80, 7));
   for (const Layout& t : to) {
@@ -236,7 +236,7 @@ void expect_resumes(const Layout& from, const std::vector<Layout>& to, double to
     ASSERT_EQ(t.layers(), from.layers());  // the same model on both sides
     const auto [loss, weight] = worst_errors(ref, run<T>(c, t), 5);
     EXPECT_LE(loss, tol) << from.name() << " resumed at " << t.name();
-    EXPECT_LE(weight, tol) << from.name() << " resumed at " << t.name();
+    EXPECT_LE(weight, weight_tol) << from.name() << " resumed at " << t.name();
     fs::remove_all(dir);
   }
 }
@@ -253,14 +253,16 @@ TEST(Checkpoint4d, PipelineCheckpointResumesAtOtherPipelineLayouts) {
 
 // One checkpoint format for every layout: a single-rank run's checkpoint resumes at TP2 x DP2 and at
 // TP2 x CP2 x PP2, and theirs at one rank, each continuing the uninterrupted single-rank run within the
-// fp32 parity bound (and 1e-10 in double). The same 6-layer model on every side.
+// fp32 parity bound of the full matrix (loss 1e-5, final weights 3e-5: AdamW divides small gradients by
+// their own RMS, so a layout's summation order shows most in weak tensors), and 1e-10 in double. The same
+// 6-layer model on every side.
 TEST(Parity4dCheckpoint, OneRankResumesAtTp2Dp2AndTp2Cp2Pp2AndBack) {
   const Layout one{1, 1, 1, true, 1, 1, 2, 0, 6};
   const Layout tp2dp2{2, 1, 2, true, 1, 1, 2, 0, 6};
   const Layout fourd{2, 2, 1, true, 2, 1, 2, 2, 6};
-  expect_resumes<float>(one, {tp2dp2, fourd}, 1e-5);
-  expect_resumes<float>(tp2dp2, {one}, 1e-5);
-  expect_resumes<float>(fourd, {one}, 1e-5);
+  expect_resumes<float>(one, {tp2dp2, fourd}, 1e-5, 3e-5);
+  expect_resumes<float>(tp2dp2, {one}, 1e-5, 3e-5);
+  expect_resumes<float>(fourd, {one}, 1e-5, 3e-5);
   expect_resumes<double>(one, {fourd});
 }
 

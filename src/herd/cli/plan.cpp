@@ -1,5 +1,6 @@
-// herd plan: search every valid layout, print the top K by step time, why each rejected family of
-// degrees failed, and (--explain) the winner's full estimate.
+// herd plan: search every valid layout, print the top K by step time (with each one's effective
+// training time), the winner's reliability, why each rejected family of degrees failed, and
+// (--explain) the winner's full estimate.
 #include <iostream>
 #include <map>
 
@@ -7,12 +8,14 @@
 #include "herd/cli/planner_options.h"
 #include "herd/cli/table.h"
 #include "herd/core/format.h"
+#include "herd/planner/reliability.h"
 #include "herd/planner/report.h"
 #include "herd/planner/search.h"
 
 namespace herd::cli {
 
 void print_estimate(std::ostream& os, const planner::Estimate& e, const PlannerInputs& in);
+void print_reliability(std::ostream& os, const planner::Reliability& r);
 
 namespace {
 
@@ -61,7 +64,11 @@ int run_plan(const PlanOptions& o) {
   }
   if (o.p.json) {
     Json list = Json::array();
-    for (const planner::Estimate& e : r->ranked) list.push_back(planner::estimate_to_json(e));
+    for (const planner::Estimate& e : r->ranked) {
+      Json j = planner::estimate_to_json(e);
+      j["reliability"] = planner::reliability_to_json(planner::project_reliability(e, in->cluster, in->reliability));
+      list.push_back(j);
+    }
     std::cout << list.dump(2) << "\n";
     return 0;
   }
@@ -72,7 +79,7 @@ int run_plan(const PlanOptions& o) {
             << " within memory, " << r->layouts_simulated << " simulated; search " << format_fixed(r->search_s, 3)
             << " s\n\n";
   Table t({"#", "tp", "cp", "pp", "dp", "v", "mb", "M", "N", "recompute", "step s", "tokens/s", "TFLOP/s/GPU", "MFU",
-           "memory", "bubble", "exp. comm"});
+           "memory", "bubble", "exp. comm", "ETT"});
   int i = 0;
   for (const planner::Estimate& e : r->ranked) {
     const planner::Layout& l = e.layout;
@@ -81,12 +88,16 @@ int run_plan(const PlanOptions& o) {
            model::recompute_name(l.recompute), format_fixed(e.time.step_s, 3), format_fixed(e.tokens_per_s, 0),
            format_fixed(e.tflops_per_gpu, 0), format_fixed(100 * e.mfu, 1) + "%", format_bytes(e.memory.total_bytes),
            format_fixed(100 * e.time.bubble_s / e.time.step_s, 1) + "%",
-           format_fixed(100 * e.time.exposed_comm_s() / e.time.step_s, 1) + "%"});
+           format_fixed(100 * e.time.exposed_comm_s() / e.time.step_s, 1) + "%",
+           format_fixed(100 * planner::project_reliability(e, in->cluster, in->reliability).chosen().shares.productive,
+                        2) +
+               "%"});
   }
   t.print(std::cout);
   // The winner as flags: `herd estimate` and `herd train` take this line as it is.
   std::cout << "\nlayout #1: " << r->ranked.front().layout.to_flags() << " --seq-len " << in->train.seq_len
             << " --global-batch " << in->train.global_batch << "\n";
+  print_reliability(std::cout, planner::project_reliability(r->ranked.front(), in->cluster, in->reliability));
   if (!r->rejected.empty()) {
     std::cout << "\nRejected families (" << r->rejected.size() << ")\n";
     Table rej({"tp", "cp", "pp", "dp", "reason"});

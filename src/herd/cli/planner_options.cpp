@@ -1,5 +1,6 @@
 #include "herd/cli/planner_options.h"
 
+#include <cmath>
 #include <fstream>
 
 #include "herd/cli/app.h"
@@ -58,6 +59,18 @@ void add_planner_options(CLI::App* app, PlannerOptions& o) {
   app->add_flag("--json", o.json, "Print JSON instead of tables");
   app->add_option("--svg", o.svg, "Write an SVG report (memory and time bars, pipeline timeline) to this file");
   app->add_option("--html", o.html, "Write an HTML report to this file");
+  app->add_option("--failure-rate", o.failure_rate,
+                  "Unexpected interruptions per accelerator-hour (default: Llama 3's 419 in 54 days on 16,384 GPUs)");
+  app->add_option("--checkpoint-bandwidth", o.checkpoint_bw,
+                  "Aggregate storage write bandwidth for checkpoints, GB/s (default: the cluster's, else 2000)");
+  app->add_option("--snapshot-bandwidth", o.snapshot_bw,
+                  "Device-to-host copy per accelerator for asynchronous checkpoints, GB/s")
+      ->capture_default_str();
+  app->add_option("--restart-s", o.restart_s, "Seconds from an interruption to the restarted job's first step")
+      ->capture_default_str();
+  app->add_option("--checkpoint-mode", o.checkpoint_mode,
+                  "Checkpointing the reliability figures assume: async (snapshot, background write) or sync")
+      ->capture_default_str();
 }
 
 Result<bool> parse_bool_option(const std::string& name, const std::string& value) {
@@ -88,6 +101,16 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
   HERD_ASSIGN_OR_RETURN(in.train.precision, planner::parse_precision(o.precision));
   HERD_RETURN_IF_ERROR(apply_layout_knobs(o.knobs, in.base));
   in.base.zero = o.zero;
+  in.reliability.failure_rate_per_hour = o.failure_rate;
+  if (o.checkpoint_bw && !(*o.checkpoint_bw > 0 && std::isfinite(*o.checkpoint_bw))) {
+    return make_error("--checkpoint-bandwidth: must be a positive aggregate storage bandwidth in GB/s, got ",
+                      *o.checkpoint_bw, " (e.g. 2000, Llama 3's 2 TB/s; leave it out for the cluster's)");
+  }
+  in.reliability.checkpoint_bw_gb_per_s = o.checkpoint_bw.value_or(0.0);
+  in.reliability.snapshot_bw_gb_per_s = o.snapshot_bw;
+  in.reliability.restart_s = o.restart_s;
+  HERD_ASSIGN_OR_RETURN(in.reliability.mode, planner::parse_checkpoint_mode(o.checkpoint_mode));
+  HERD_RETURN_IF_ERROR(planner::validate(in.reliability));
   if (in.base.reshard_after_forward && in.base.zero != 3) {
     return make_error("--reshard-after-forward true needs --zero 3 (only FSDP shards parameters), got --zero ", o.zero);
   }

@@ -11,6 +11,7 @@
 #include "herd/core/error.h"
 #include "herd/model/config.h"
 #include "herd/planner/layout.h"
+#include "herd/planner/reliability.h"
 #include "herd/topology/cluster.h"
 
 namespace herd::cli {
@@ -41,6 +42,12 @@ struct PlannerOptions {
   int zero = 3;
   bool json = false;
   std::string svg, html;
+  // Reliability projection (planner/reliability.h); checkpoint_bw unset = the cluster's storage.
+  double failure_rate = planner::kLlama3FailureRatePerHour;
+  std::optional<double> checkpoint_bw;
+  double snapshot_bw = planner::kDefaultSnapshotGbPerS;
+  double restart_s = planner::kDefaultRestartS;
+  std::string checkpoint_mode = "async";
 };
 
 // Adds the shared options to a subcommand.
@@ -51,6 +58,7 @@ struct PlannerInputs {
   topology::Cluster cluster;
   planner::TrainingSpec train;
   planner::Layout base;  // knobs from the command line (degrees filled in by the caller)
+  planner::ReliabilitySpec reliability;
 };
 Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o);
 

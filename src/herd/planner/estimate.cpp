@@ -162,6 +162,9 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
     if (in.embedding) p += static_cast<double>(mp.embedding);
     if (in.output) p += static_cast<double>(mp.output);
     if (p > p_max) p_max = p, p_rank = r;
+    const CheckpointBytes ck = rank_checkpoint_bytes(cfg, train, l, in);
+    est.checkpoint_total_bytes += ck.total() * static_cast<double>(l.tp * l.cp * l.dp);
+    if (ck.total() > est.checkpoint.total()) est.checkpoint = ck;
     // The quick pass sizes the ranks that can be worst: the first (most in flight), the second (a full
     // set of layers) and the last (output head and logits).
     if (!options.simulate && r > 1 && r != spec.pp - 1) continue;

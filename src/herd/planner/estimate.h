@@ -56,6 +56,10 @@ struct Estimate {
   MemoryBreakdown memory;                 // the worst pipeline rank
   std::vector<double> rank_memory_bytes;  // every pipeline rank's total
   TimeBreakdown time;
+  // Checkpoint state (planner/memory.h): the largest per-accelerator share, on the pipeline rank with
+  // the most parameters, and the whole job's (every byte once).
+  CheckpointBytes checkpoint;
+  double checkpoint_total_bytes = 0;
   std::vector<DimComm> comm;
   double model_flops_per_token = 0;
   double tokens_per_s = 0;

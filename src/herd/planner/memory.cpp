@@ -60,6 +60,24 @@ StateBytes state_bytes(double p, const Layout& l, double shard, std::int64_t mic
   return s;
 }
 
+// The local (TP-shard) parameters of one pipeline rank: its transformer layers, and the embedding
+// and output head where it holds them.
+struct RankParams {
+  double layers = 0, embedding_output = 0;
+};
+RankParams rank_params(const model::LlamaConfig& cfg, const Layout& l, const RankMemoryInput& in) {
+  const model::LayerParams lp = model::layer_params_tp_shard(cfg, l.tp);
+  const model::ModelParams mp = model::model_params_tp_shard(cfg, l.tp);
+  RankParams r;
+  r.layers = static_cast<double>(in.layers) * static_cast<double>(lp.total());
+  if (in.embedding) r.embedding_output += static_cast<double>(mp.embedding + mp.position_embedding);
+  if (in.output) {
+    r.embedding_output +=
+        static_cast<double>(mp.final_norm + (cfg.tie_embeddings && !in.embedding ? mp.embedding : mp.output));
+  }
+  return r;
+}
+
 }  // namespace
 
 MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
@@ -67,11 +85,9 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
   const model::LayerParams lp = model::layer_params_tp_shard(cfg, l.tp);
   const model::ModelParams mp = model::model_params_tp_shard(cfg, l.tp);
   const double shard = static_cast<double>(l.dp * l.cp);
-  const double p_layers = static_cast<double>(in.layers) * static_cast<double>(lp.total());
-  double p_eo = 0;
-  if (in.embedding) p_eo += static_cast<double>(mp.embedding + mp.position_embedding);
-  if (in.output)
-    p_eo += static_cast<double>(mp.final_norm + (cfg.tie_embeddings && !in.embedding ? mp.embedding : mp.output));
+  const RankParams rp = rank_params(cfg, l, in);
+  const double p_layers = rp.layers;
+  const double p_eo = rp.embedding_output;
   const std::int64_t mbs = l.microbatches(train);
   const double e = element_bytes(train.precision);
   const StateBytes sl = state_bytes(p_layers, l, shard, mbs, e);
@@ -138,6 +154,19 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
                      "allowance: 5% of dynamically allocated bytes (caching allocator)"});
   for (const MemoryPart& p : m.parts) m.total_bytes += p.bytes;
   return m;
+}
+
+CheckpointBytes rank_checkpoint_bytes(const model::LlamaConfig& cfg, const TrainingSpec& train, const Layout& l,
+                                      const RankMemoryInput& in) {
+  const RankParams rp = rank_params(cfg, l, in);
+  const double p = (rp.layers + rp.embedding_output) / static_cast<double>(l.dp * l.cp);
+  const double e = element_bytes(train.precision);
+  CheckpointBytes c;
+  // state_bytes' optimizer_state: 12 bytes per parameter = fp32 master (4) + AdamW m and v (8).
+  c.weights = e == 4.0 ? 0.0 : e * p;
+  c.master = 4.0 * p;
+  c.moments = 8.0 * p;
+  return c;
 }
 
 JobMemory job_memory(const model::LlamaConfig& cfg, double batch_tokens, int k, double accelerator_bytes) {

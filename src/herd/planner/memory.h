@@ -52,6 +52,20 @@ model::ActivationShape activation_shape(const TrainingSpec& train, const Layout&
 MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
                             const Layout& layout, const RankMemoryInput& in);
 
+// What one accelerator of a pipeline rank writes to a checkpoint: the training state rank_memory
+// counts (the same parameters, the same precision policy), each byte stored once. The dp x cp
+// replicas of a TP/PP shard hold the same state, so each writes 1/(dp x cp) of it, as FSDP shards it.
+// Weights replicated across TP (the RMSNorm vectors) are counted on every TP rank, as the memory model
+// holds them. Gradients and activations are not saved: a step restarts from its first micro-batch.
+struct CheckpointBytes {
+  double weights = 0;  // working weights (bf16); 0 in fp32, where the master copy is the weights
+  double master = 0;   // fp32 master weights
+  double moments = 0;  // AdamW first and second moments, fp32
+  double total() const { return weights + master + moments; }
+};
+CheckpointBytes rank_checkpoint_bytes(const model::LlamaConfig& cfg, const TrainingSpec& train, const Layout& layout,
+                                      const RankMemoryInput& in);
+
 // The scaling book's whole-job view (Part 6): bf16 parameters, fp32 Adam moments (8 bytes per
 // parameter, no separate master copy), and `checkpoints_per_layer` bf16 tensors of (tokens, hidden)
 // per layer for the whole batch; and the fewest accelerators whose memory holds it.

@@ -82,6 +82,56 @@ Json estimate_to_json(const Estimate& e) {
 
 namespace {
 
+Json shares_to_json(const TimeShares& t) {
+  return {
+      {"productive", t.productive}, {"checkpoint", t.checkpoint}, {"lost_work", t.lost_work}, {"restart", t.restart}};
+}
+
+Json policy_to_json(const CheckpointPolicy& p) {
+  return {{"ett", p.shares.productive},
+          {"checkpoint_interval_s", p.interval_s},
+          {"checkpoint_interval_steps", p.interval_steps},
+          {"young_interval_s", p.young_interval_s},
+          {"daly_interval_s", p.daly_interval_s},
+          {"checkpoint_stall_s", p.stall_s},
+          {"checkpoint_durable_lag_s", p.durable_lag_s},
+          {"wall_time_shares", shares_to_json(p.shares)}};
+}
+
+}  // namespace
+
+Json reliability_to_json(const Reliability& r) {
+  const CheckpointPolicy& c = r.chosen();
+  Json j;
+  j["ett"] = c.shares.productive;
+  j["checkpoint_mode"] = checkpoint_mode_name(r.spec.mode);
+  j["checkpoint_interval_s"] = c.interval_s;
+  j["checkpoint_interval_steps"] = c.interval_steps;
+  j["interruptions_per_day"] = r.interruptions_per_day;
+  j["mtbf_s"] = r.mtbf_s;
+  j["failure_rate_per_hour"] = r.spec.failure_rate_per_hour;
+  j["accelerators"] = r.accelerators;
+  j["restart_s"] = r.spec.restart_s;
+  j["step_time_s"] = r.step_s;
+  j["checkpoint_bytes_per_rank"] = r.checkpoint_per_rank.total();
+  j["checkpoint_bytes_per_rank_parts"] = {{"weights", r.checkpoint_per_rank.weights},
+                                          {"master", r.checkpoint_per_rank.master},
+                                          {"moments", r.checkpoint_per_rank.moments}};
+  j["checkpoint_bytes_total"] = r.checkpoint_total_bytes;
+  j["checkpoint_bandwidth_gb_per_s"] = r.storage_bw_gb_per_s;
+  j["checkpoint_bandwidth_source"] = r.storage_bw_source;
+  j["snapshot_bandwidth_gb_per_s"] = r.spec.snapshot_bw_gb_per_s;
+  j["checkpoint_write_s"] = r.write_s;
+  j["checkpoint_snapshot_s"] = r.snapshot_s;
+  j["checkpoint_stall_s"] = c.stall_s;
+  j["wall_time_shares"] = shares_to_json(c.shares);
+  j["sync"] = policy_to_json(r.sync);
+  j["async"] = policy_to_json(r.async);
+  return j;
+}
+
+namespace {
+
 struct Segment {
   std::string label;
   double value;

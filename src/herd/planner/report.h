@@ -1,5 +1,5 @@
 // Reports of an estimate: the JSON other tools read (field names fixed by the planner issue: fits, mfu,
-// tflops_per_gpu, tokens_per_s, step_time_s, memory, time, layout), and a picture a person would
+// tflops_per_gpu, tokens_per_s, step_time_s, memory, time, layout; and its reliability), and a picture a person would
 // rather look at than read: stacked bars for memory and step time and the pipeline timeline, as SVG
 // or as a self-contained HTML page.
 #pragma once
@@ -8,10 +8,14 @@
 
 #include "herd/core/json.h"
 #include "herd/planner/estimate.h"
+#include "herd/planner/reliability.h"
 
 namespace herd::planner {
 
 Json estimate_to_json(const Estimate& e);
+// The `reliability` object of `herd estimate --json` and of each `herd plan --json` entry (field names
+// fixed by the fault-tolerance issue: ett, checkpoint_interval_s, interruptions_per_day).
+Json reliability_to_json(const Reliability& r);
 std::string report_svg(const Estimate& e, const std::string& title);
 std::string report_html(const Estimate& e, const std::string& title);
 

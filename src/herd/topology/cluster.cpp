@@ -39,6 +39,10 @@ Status validate(const Cluster& c) {
   if (!(a.background_jobs >= 0) || !std::isfinite(a.background_jobs)) {
     return make_error("accelerator.background_jobs: must not be negative, got ", a.background_jobs);
   }
+  if (!(c.storage_bw_gb_per_s >= 0) || !std::isfinite(c.storage_bw_gb_per_s)) {
+    return make_error("storage_bw_gb_per_s: must be 0 (not given) or a positive aggregate bandwidth in GB/s, got ",
+                      c.storage_bw_gb_per_s);
+  }
   if (c.tiers.empty()) return make_error("tiers: the cluster needs at least one network tier");
   std::int64_t prev = 1;
   for (std::size_t i = 0; i < c.tiers.size(); ++i) {
@@ -148,6 +152,7 @@ Result<Cluster> cluster_from_json(const Json& j) {
     HERD_ASSIGN_OR_RETURN(Tier t, tier_from_json(j["tiers"][i], "tiers[" + std::to_string(i) + "]"));
     c.tiers.push_back(std::move(t));
   }
+  HERD_ASSIGN_OR_RETURN(c.storage_bw_gb_per_s, json_number_or(j, "", "storage_bw_gb_per_s", 0.0));
   HERD_RETURN_IF_ERROR(validate(c));
   return c;
 }
@@ -181,6 +186,7 @@ Json cluster_to_json(const Cluster& c) {
     j["accelerator"]["multi_rank_efficiency"] = a.multi_rank_efficiency;
     j["accelerator"]["background_jobs"] = a.background_jobs;
   }
+  if (c.storage_bw_gb_per_s > 0) j["storage_bw_gb_per_s"] = c.storage_bw_gb_per_s;
   j["tiers"] = Json::array();
   for (const Tier& t : c.tiers) {
     Json tj = {{"name", t.name},

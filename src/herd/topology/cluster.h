@@ -69,6 +69,9 @@ struct Cluster {
   std::string name;
   Accelerator accelerator;
   std::vector<Tier> tiers;
+  // Aggregate write bandwidth of the storage checkpoints go to, GB/s, shared by the job's accelerators
+  // (the planner's reliability projection); 0 when the cluster file gives none.
+  double storage_bw_gb_per_s = 0;
   std::int64_t max_accelerators() const { return tiers.empty() ? 1 : tiers.back().size; }
   double memory_bytes() const { return accelerator.memory_gib * 1024.0 * 1024.0 * 1024.0; }
 };

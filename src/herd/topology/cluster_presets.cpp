@@ -100,6 +100,8 @@ Result<Cluster> cluster_preset(const std::string& name) {
                {"rack", 16, 50, 5, 0.85, 1, {}},
                {"pod", 3072, 50, 10, 0.85, 1, {}},
                {"cluster", 24576, 50, 20, 0.85, 7, {}}};
+    // Checkpoints go to Tectonic: 2 TB/s sustained, 7 TB/s peak (paper 3.3.1); the sustained figure.
+    c.storage_bw_gb_per_s = 2000;
   } else if (name == "dgx-h100") {
     // DGX H100 SuperPOD: 8 x ConnectX-7 400 Gbps NDR InfiniBand per server, rail-optimised
     // non-blocking fat tree: 32 servers (256 GPUs) per scalable unit, a spine across units and a
