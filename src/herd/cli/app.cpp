@@ -76,7 +76,7 @@ CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
         if (n && *n >= lo && *n <= hi) return "";
         return "must be an integer from " + range + ", got '" + v + "'";
       },
-      "INT in " + range);
+      "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
 CLI::Validator number_in(double lo, double hi) {
@@ -87,7 +87,7 @@ CLI::Validator number_in(double lo, double hi) {
         if (x && *x >= lo && *x <= hi) return "";
         return "must be a number from " + range + ", got '" + v + "'";
       },
-      "in " + range);
+      "[" + short_number(lo) + ", " + short_number(hi) + "]");
 }
 
 CLI::Validator finite_number() {
