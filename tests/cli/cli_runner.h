@@ -23,12 +23,13 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-// `args` is appended to the binary's path verbatim (shell syntax).
-inline CliResult run_herd(const std::string& args) {
+// `args` is appended to the binary's path verbatim (shell syntax); `env` ("NAME=value ...", may be
+// empty) is set for the command alone.
+inline CliResult run_herd_env(const std::string& env, const std::string& args) {
   static int counter = 0;
   const std::string base =
       ::testing::TempDir() + "herd_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const std::string cmd = std::string(HERD_BINARY) + " " + args + " >" + base + ".out 2>" + base + ".err";
+  const std::string cmd = env + " " + std::string(HERD_BINARY) + " " + args + " >" + base + ".out 2>" + base + ".err";
   CliResult r;
   const int raw = std::system(cmd.c_str());
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -38,6 +39,8 @@ inline CliResult run_herd(const std::string& args) {
   std::remove((base + ".err").c_str());
   return r;
 }
+
+inline CliResult run_herd(const std::string& args) { return run_herd_env("", args); }
 
 inline int count_lines(const std::string& s) {
   int n = 0;

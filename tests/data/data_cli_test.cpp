@@ -96,6 +96,7 @@ TEST(DataCli, ShardsDecodeBackToTheDocumentsWithAHeldOutSplit) {
   ASSERT_FALSE(bad_meta.ok());
   EXPECT_NE(bad_meta.error().message().find(out + "/meta.json: pad_id"), std::string::npos)
       << bad_meta.error().message();
+  std::ofstream(out + "/meta.json") << meta->dump(2) << "\n";  // restored: verify below reads it
   // The loader reads the directory as the trainer will: one evaluation pass over val.
   LoaderConfig lc{.seq_len = 16,
                   .batch_size = 2,

@@ -1,7 +1,14 @@
 #include "herd/cli/app.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
+
+#include "herd/core/aligned.h"
+#include "herd/core/format.h"
 
 namespace herd::cli {
 
@@ -10,15 +17,42 @@ int report_error(const std::string& command, const Error& error) {
   return 1;
 }
 
+namespace {
+
+// The whole string as an integer / a finite double; nullopt for anything else (trailing text, overflow,
+// nan, inf, 1e400).
+std::optional<std::int64_t> whole_integer(const std::string& v) {
+  if (v.empty()) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (errno != 0 || end != v.c_str() + v.size()) return std::nullopt;
+  return static_cast<std::int64_t>(n);
+}
+
+std::optional<double> whole_finite_number(const std::string& v) {
+  if (v.empty()) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (end != v.c_str() + v.size() || !std::isfinite(x) || (errno == ERANGE && std::fabs(x) > 1)) return std::nullopt;
+  return x;
+}
+
+// A bound as a person writes it: 0.5, 1e+06, 100.
+std::string short_number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+}  // namespace
+
 CLI::Validator positive_integer() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        try {
-          std::size_t used = 0;
-          const long long n = std::stoll(v, &used);
-          if (used == v.size() && n > 0) return "";
-        } catch (const std::exception&) {
-        }
+        const std::optional<std::int64_t> n = whole_integer(v);
+        if (n && *n > 0) return "";
         return "must be a positive integer, got '" + v + "'";
       },
       "POSITIVE");
@@ -27,18 +61,54 @@ CLI::Validator positive_integer() {
 CLI::Validator positive_number() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        try {
-          std::size_t used = 0;
-          const double x = std::stod(v, &used);
-          if (used == v.size() && x > 0) return "";
-        } catch (const std::exception&) {
-        }
+        const std::optional<double> x = whole_finite_number(v);
+        if (x && *x > 0) return "";
         return "must be a positive number, got '" + v + "'";
       },
       "POSITIVE");
 }
 
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
+  const std::string range = std::to_string(lo) + " to " + std::to_string(hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& v) -> std::string {
+        const std::optional<std::int64_t> n = whole_integer(v);
+        if (n && *n >= lo && *n <= hi) return "";
+        return "must be an integer from " + range + ", got '" + v + "'";
+      },
+      "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+CLI::Validator number_in(double lo, double hi) {
+  const std::string range = short_number(lo) + " to " + short_number(hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& v) -> std::string {
+        const std::optional<double> x = whole_finite_number(v);
+        if (x && *x >= lo && *x <= hi) return "";
+        return "must be a number from " + range + ", got '" + v + "'";
+      },
+      "[" + short_number(lo) + ", " + short_number(hi) + "]");
+}
+
+CLI::Validator finite_number() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        if (whole_finite_number(v)) return "";
+        return "must be a finite number, got '" + v + "'";
+      },
+      "");
+}
+
 namespace {
+
+// Every floating-point option (CLI11 names their type FLOAT) of `app` and its subcommands gets
+// finite_number(), so nan, inf and 1e400 are refused whatever else the option checks.
+void require_finite_floats(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_name().rfind("FLOAT", 0) == 0) opt->check(finite_number());
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) require_finite_floats(*sub);
+}
 
 // CLI11's own messages for a missing or malformed option are already one line; we add where to look.
 int report_parse_error(const CLI::App& root, const CLI::ParseError& e) {
@@ -75,6 +145,8 @@ int run_cli(int argc, const char* const* argv) {
   subs.push_back(add_plot_command(root));
   subs.push_back(add_calibrate_command(root));
 
+  require_finite_floats(root);
+
   if (argc > 1 && argv[1][0] != '-') {
     const std::string name = argv[1];
     std::string known;
@@ -105,7 +177,20 @@ int run_cli(int argc, const char* const* argv) {
     return report_parse_error(root, e);
   }
   for (const Subcommand& s : subs) {
-    if (s.app->parsed()) return s.run();
+    if (!s.app->parsed()) continue;
+    // Last line of defence of the CLI contract (one line, non-zero exit, no abort): memory a command
+    // could not get outside a training rank (the launcher reports those with the planner's estimate).
+    try {
+      return s.run();
+    } catch (const std::bad_alloc& e) {
+      std::string asked = "an allocation failed";
+      if (const auto* failed = dynamic_cast<const AllocationFailed*>(&e)) {
+        asked = "an allocation of " + format_bytes(static_cast<double>(failed->bytes())) + " (" +
+                std::to_string(failed->bytes()) + " bytes) failed";
+      }
+      return report_error(s.app->get_name(),
+                          Error("out of memory: " + asked + "; use a smaller model, batch, sequence or input"));
+    }
   }
   std::cout << root.help();
   return 2;

@@ -33,9 +33,15 @@ Subcommand add_generate_command(CLI::App& root);
 Subcommand add_plot_command(CLI::App& root);
 Subcommand add_calibrate_command(CLI::App& root);
 
-// Option validators whose messages read "must be a positive integer, got 0".
+// Option validators. CLI11 prefixes the option's name, so a bad value reads as one short line such as
+// "--top-p: must be a number from 0 to 1, got '1.5'" (bounds printed as written, never as 300 digits).
+// The number validators reject nan and inf, and values beyond a double (1e400).
 CLI::Validator positive_integer();
 CLI::Validator positive_number();
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
+CLI::Validator number_in(double lo, double hi);
+// Any finite number; run_cli adds it to every floating-point option of every command.
+CLI::Validator finite_number();
 
 // Parses argv and runs the chosen subcommand; returns the process exit status.
 int run_cli(int argc, const char* const* argv);

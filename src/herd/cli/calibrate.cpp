@@ -356,7 +356,7 @@ Subcommand add_calibrate_command(CLI::App& root) {
   app->add_option("--background-jobs", o->background_jobs,
                   "Other jobs sharing the cores: -1 measures them from /proc; 0 declares an idle host (the "
                   "all-core GEMM rate then sets thread_scaling)")
-      ->check(CLI::Range(-1.0, 1e6))
+      ->check(number_in(-1.0, 1e6))
       ->capture_default_str();
   return {app, [o] { return run_calibrate(*o); }};
 }

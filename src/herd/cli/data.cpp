@@ -19,6 +19,7 @@
 #include "herd/data/shard.h"
 #include "herd/data/shuffle.h"
 #include "herd/data/tokenizer.h"
+#include "herd/data/verify.h"
 
 namespace herd::cli {
 
@@ -59,12 +60,17 @@ void add_corpus_options(CLI::App* app, CorpusArgs& c) {
       ->check(CLI::IsMember({"file", "blank-lines"}));
   app->add_option("--val-fraction", c.val_fraction, "Share of documents held out for evaluation (by document)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.5));
+      ->check(number_in(0.0, 0.5));
   app->add_option("--seed", c.seed, "Seed of the held-out choice")->capture_default_str();
 }
 
-// Every document of every input, in input order, and which of them are held out.
-Result<std::vector<std::string>> read_corpus(const CorpusArgs& c) {
+// Every document of every input, in input order, with where each came from (for error messages).
+struct Corpus {
+  std::vector<std::string> docs;
+  std::vector<std::string> origin;  // "PATH" (a whole text file) or "PATH, document K" (K from 1)
+};
+
+Result<Corpus> read_corpus(const CorpusArgs& c) {
   if (c.inputs.empty()) return make_error("--input: at least one corpus file is required");
   data::CorpusOptions o;
   o.field = c.field;
@@ -72,12 +78,17 @@ Result<std::vector<std::string>> read_corpus(const CorpusArgs& c) {
              : c.format == "text" ? data::CorpusFormat::kText
                                   : data::CorpusFormat::kAuto;
   o.text_split = c.text_split == "blank-lines" ? data::TextSplit::kBlankLines : data::TextSplit::kFile;
-  std::vector<std::string> all;
+  Corpus all;
   for (const std::string& path : c.inputs) {
     HERD_ASSIGN_OR_RETURN(std::vector<std::string> docs, data::read_documents(path, o));
-    for (std::string& d : docs) all.push_back(std::move(d));
+    if (docs.empty()) log_warning(path, ": no documents (the file is empty or blank); skipped");
+    const bool one = docs.size() == 1;
+    for (std::size_t k = 0; k < docs.size(); ++k) {
+      all.docs.push_back(std::move(docs[k]));
+      all.origin.push_back(one ? path : detail::concat(path, ", document ", k + 1));
+    }
   }
-  if (all.empty()) return make_error("--input: the corpus has no documents");
+  if (all.docs.empty()) return make_error("--input: the corpus has no documents; every input file is empty");
   return all;
 }
 
@@ -117,8 +128,9 @@ int run_data(const DataOptions& o) {
   Timer timer;
   auto tok = data::Tokenizer::load(o.tokenizer);
   if (!tok.ok()) return report_error("data", tok.error());
-  auto docs = read_corpus(o.corpus);
-  if (!docs.ok()) return report_error("data", docs.error());
+  auto corpus = read_corpus(o.corpus);
+  if (!corpus.ok()) return report_error("data", corpus.error());
+  const std::vector<std::string>* docs = &corpus->docs;
   const std::vector<bool> held =
       data::heldout_mask(static_cast<std::int64_t>(docs->size()), o.corpus.val_fraction, o.corpus.seed);
   data::TokenDocuments split[2];  // train, val
@@ -129,7 +141,7 @@ int run_data(const DataOptions& o) {
     ids.clear();
     ids.push_back(tok->bos_id());
     const Status s = tok->encode_into((*docs)[d], ids);
-    if (!s.ok()) return report_error("data", s.error().with_context(detail::concat("document ", d)));
+    if (!s.ok()) return report_error("data", s.error().with_context(corpus->origin[d]));
     ids.push_back(tok->eos_id());
     split[held[d] ? 1 : 0].add_doc(ids);
     bytes += static_cast<std::int64_t>((*docs)[d].size());
@@ -182,8 +194,9 @@ int run_train_tokenizer(const TrainTokenizerOptions& o) {
   const char* cmd = "data train-tokenizer";
   if (o.output.empty()) return report_error(cmd, make_error("--output: the tokenizer file to write is required"));
   Timer timer;
-  auto docs = read_corpus(o.corpus);
-  if (!docs.ok()) return report_error(cmd, docs.error());
+  auto corpus = read_corpus(o.corpus);
+  if (!corpus.ok()) return report_error(cmd, corpus.error());
+  std::vector<std::string>* docs = &corpus->docs;
   // Train on the training split only, so that held-out text never shapes the vocabulary.
   const std::vector<bool> held =
       data::heldout_mask(static_cast<std::int64_t>(docs->size()), o.corpus.val_fraction, o.corpus.seed);
@@ -204,20 +217,15 @@ int run_train_tokenizer(const TrainTokenizerOptions& o) {
 }
 
 int run_verify(const std::string& dir) {
+  auto splits = data::verify_dataset(dir);
+  if (!splits.ok()) return report_error("data verify", splits.error());
   Table t({"split", "shards", "documents", "tokens", "vocab"});
-  for (const char* split : {"train", "val"}) {
-    auto paths = data::split_shard_paths(dir, split);
-    if (!paths.ok()) {
-      if (std::string(split) == "val") continue;
-      return report_error("data verify", paths.error());
-    }
-    auto docs = data::read_split(dir, split);
-    if (!docs.ok()) return report_error("data verify", docs.error());
-    t.add({split, std::to_string(paths->size()), std::to_string(docs->n_docs()), format_thousands(docs->n_tokens()),
-           std::to_string(docs->vocab_size)});
+  for (const data::VerifiedSplit& s : *splits) {
+    t.add({s.name, std::to_string(s.shards.size()), std::to_string(s.documents), format_thousands(s.tokens),
+           std::to_string(s.vocab_size)});
   }
   t.print(std::cout);
-  std::cout << "All checksums match.\n";
+  std::cout << "All checksums match. meta.json lists exactly these shards and counts.\n";
   return 0;
 }
 
@@ -236,7 +244,7 @@ Subcommand add_data_command(CLI::App& root) {
   app->add_option("--output", data_opts->output, "Directory for train-*.bin, val-*.bin and meta.json");
   app->add_option("--shard-tokens", data_opts->shard_tokens, "Most tokens per shard file (whole documents)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   app->add_flag("--json", data_opts->json, "Print the summary as JSON");
 
   CLI::App* tok = app->add_subcommand("train-tokenizer", "Train a small byte-level BPE vocabulary (tiktoken format)");
@@ -244,7 +252,7 @@ Subcommand add_data_command(CLI::App& root) {
   tok->add_option("--output", tok_opts->output, "The tokenizer file to write");
   tok->add_option("--vocab-size", tok_opts->vocab_size, "Ids in all, including 3 special tokens at the end")
       ->capture_default_str()
-      ->check(CLI::Range(260, 1 << 20));
+      ->check(integer_in(260, 1 << 20));
 
   CLI::App* verify = app->add_subcommand("verify", "Check every shard of a herd data directory (checksums, ids)");
   verify->add_option("dir", *verify_dir, "The directory written by herd data")->required();

@@ -185,21 +185,21 @@ Subcommand add_estimate_command(CLI::App& root) {
   auto o = std::make_shared<EstimateOptions>();
   CLI::App* app = root.add_subcommand("estimate", "Memory and step time of one 4D layout, broken down");
   add_planner_options(app, o->p);
-  app->add_option("--tp", o->tp, "Tensor-parallel degree")->required()->check(CLI::PositiveNumber);
-  app->add_option("--cp", o->cp, "Context-parallel degree")->required()->check(CLI::PositiveNumber);
-  app->add_option("--pp", o->pp, "Pipeline-parallel degree")->required()->check(CLI::PositiveNumber);
-  app->add_option("--dp", o->dp, "Data-parallel (FSDP) degree")->required()->check(CLI::PositiveNumber);
+  app->add_option("--tp", o->tp, "Tensor-parallel degree")->required()->check(positive_integer());
+  app->add_option("--cp", o->cp, "Context-parallel degree")->required()->check(positive_integer());
+  app->add_option("--pp", o->pp, "Pipeline-parallel degree")->required()->check(positive_integer());
+  app->add_option("--dp", o->dp, "Data-parallel (FSDP) degree")->required()->check(positive_integer());
   app->add_option(
          "--checkpoints-per-layer", o->checkpoints_per_layer,
          "Also print the scaling book's whole-job memory with this many bf16 (tokens, hidden) checkpoints per layer")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   app->add_option("--train-tokens", o->train_tokens, "Also print the training time for this many tokens")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   app->add_option("--assume-mfu", o->assume_mfu, "With --train-tokens: also the time at this MFU (e.g. 0.4)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0.0, 1.0));
   app->add_option("--job-gpus", o->job_gpus,
                   "With --train-tokens: accelerators for the training-time figures (default --gpus)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   return {app, [o] { return run_estimate(*o); }};
 }
 

@@ -131,15 +131,15 @@ Subcommand add_generate_command(CLI::App& root) {
   app->add_option("--tokenizer", opts->tokenizer, "Tokenizer file; default: the one named in the checkpoint");
   app->add_option("--max-tokens", opts->max_tokens, "Tokens to generate")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   app->add_option("--temperature", opts->temperature, "0 = greedy; else softmax temperature")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(number_in(0.0, 100.0));
   app->add_option("--top-p", opts->top_p, "Nucleus sampling mass (with --temperature > 0)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0.0, 1.0));
   app->add_option("--seed", opts->seed, "Sampling seed")->capture_default_str();
-  app->add_option("--samples", opts->samples, "Independent samples")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--samples", opts->samples, "Independent samples")->capture_default_str()->check(positive_integer());
   return {app, [opts] { return run_generate(*opts); }};
 }
 

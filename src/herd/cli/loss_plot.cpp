@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "herd/core/json.h"
+#include "herd/core/xml.h"
 
 namespace herd::cli {
 
@@ -80,13 +81,18 @@ std::string loss_curve_svg(const LossCurves& c, const std::string& title, const 
   std::ostringstream o;
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
     << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o << "<text x=\"" << W / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << title << "</text>\n";
-  for (double y = y0; y <= y1 + ys / 2; y += ys) {
+  o << "<text x=\"" << W / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << xml_text(title)
+    << "</text>\n";
+  // Ticks by index, not by `y += ys`: at 1e20 a step of 5000 is below the spacing of doubles, and the
+  // sum would never move (a metrics file with such losses hung herd plot). At most 50 ticks per axis.
+  for (int i = 0; i <= 50 && y0 + i * ys <= y1 + ys / 2; ++i) {
+    const double y = y0 + i * ys;
     o << "<line x1=\"" << left << "\" x2=\"" << W - right << "\" y1=\"" << Y(y) << "\" y2=\"" << Y(y)
       << "\" stroke=\"#e5e5e5\"/><text x=\"" << left - 6 << "\" y=\"" << Y(y) + 4 << "\" text-anchor=\"end\">" << num(y)
       << "</text>\n";
   }
-  for (double x = x0; x <= x1 + xs / 2; x += xs) {
+  for (int i = 0; i <= 50 && x0 + i * xs <= x1 + xs / 2; ++i) {
+    const double x = x0 + i * xs;
     o << "<line x1=\"" << X(x) << "\" x2=\"" << X(x) << "\" y1=\"" << top << "\" y2=\"" << H - bottom
       << "\" stroke=\"#f0f0f0\"/><text x=\"" << X(x) << "\" y=\"" << H - bottom + 16 << "\" text-anchor=\"middle\">"
       << num(x) << "</text>\n";
@@ -97,7 +103,7 @@ std::string loss_curve_svg(const LossCurves& c, const std::string& title, const 
   for (const ReferenceLine& r : refs) {
     o << "<line x1=\"" << left << "\" x2=\"" << W - right << "\" y1=\"" << Y(r.y) << "\" y2=\"" << Y(r.y)
       << "\" stroke=\"#888\" stroke-dasharray=\"6,4\"/><text x=\"" << W - right - 4 << "\" y=\"" << Y(r.y) - 5
-      << "\" text-anchor=\"end\" fill=\"#555\">" << r.label << "</text>\n";
+      << "\" text-anchor=\"end\" fill=\"#555\">" << xml_text(r.label) << "</text>\n";
   }
   auto polyline = [&](const std::vector<CurvePoint>& s, const char* color, double width) {
     o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"" << width << "\" points=\"";

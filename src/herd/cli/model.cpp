@@ -59,6 +59,15 @@ int run_model(const ModelOptions& o) {
   Result<model::LlamaConfig> cfg = model::resolve_model(o.model);
   if (!cfg.ok()) return report_error("model", cfg.error());
   if (o.seq_len <= 0) return report_error("model", make_error("--seq-len: must be positive, got ", o.seq_len));
+  // The FLOP and activation math below assumes a valid shape (an odd length, or one whose activations
+  // overflow 64-bit byte counts, would stop at an internal check): refuse it here, naming the options.
+  model::ActivationShape shape;
+  shape.seq_len = o.seq_len;
+  shape.micro_batch = o.micro_batch;
+  if (Status s = model::validate_activation_shape(*cfg, shape); !s.ok()) {
+    return report_error("model", s.error().with_context("--seq-len " + std::to_string(o.seq_len) +
+                                                        " --microbatch-size " + std::to_string(o.micro_batch)));
+  }
   const auto causal = model::AttentionMask::causal();
   const model::ForwardFlops fwd = *model::forward_flops_per_token(*cfg, o.seq_len, causal);
   const double t6n = *model::train_model_flops_per_token(*cfg, o.seq_len, causal, model::FlopConvention::kSixN);

@@ -125,7 +125,7 @@ Subcommand add_plan_command(CLI::App& root) {
   auto o = std::make_shared<PlanOptions>();
   CLI::App* app = root.add_subcommand("plan", "Search every valid 4D layout and rank them by step time");
   add_planner_options(app, o->p);
-  app->add_option("--top", o->top, "How many layouts to print")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--top", o->top, "How many layouts to print")->capture_default_str()->check(positive_integer());
   app->add_flag("--explain", o->explain, "Print the winner's full memory and time breakdown");
   app->add_option("--max-rejected", o->max_rejected, "Rejected families to list")->capture_default_str();
   return {app, [o] { return run_plan(*o); }};

@@ -3,14 +3,16 @@
 #include <cmath>
 #include <fstream>
 
+#include "herd/cli/app.h"
+
 namespace herd::cli {
 
 void add_layout_knob_options(CLI::App* app, LayoutKnobs& k) {
-  app->add_option("--v", k.v, "Virtual pipeline stages per rank (default 1)")->check(CLI::PositiveNumber);
+  app->add_option("--v", k.v, "Virtual pipeline stages per rank (default 1)")->check(positive_integer());
   app->add_option("--microbatch-size", k.microbatch, "Sequences per micro-batch on one data-parallel rank")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   app->add_option("--n", k.n, "Contiguous micro-batches per chunk, the Llama 3 N (default min(PP, M))")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   app->add_option("--recompute", k.recompute, "Activation recompute: none, selective or full (default none)");
   app->add_option("--sequence-parallel", k.sequence_parallel,
                   "Sequence parallelism with TP: true or false (default true)");
@@ -43,17 +45,17 @@ void add_planner_options(CLI::App* app, PlannerOptions& o) {
   app->add_option("--cluster", o.cluster,
                   "A cluster preset (llama3-h100, dgx-h100, dgx-a100, h200, tpu-v5p) or a JSON file")
       ->required();
-  app->add_option("--gpus", o.gpus, "Accelerators in the job")->required()->check(CLI::PositiveNumber);
-  app->add_option("--seq-len", o.seq_len, "Sequence length")->capture_default_str()->check(CLI::PositiveNumber);
-  app->add_option("--global-batch", o.global_batch, "Sequences per optimizer step")->check(CLI::PositiveNumber);
+  app->add_option("--gpus", o.gpus, "Accelerators in the job")->required()->check(positive_integer());
+  app->add_option("--seq-len", o.seq_len, "Sequence length")->capture_default_str()->check(positive_integer());
+  app->add_option("--global-batch", o.global_batch, "Sequences per optimizer step")->check(positive_integer());
   app->add_option("--global-batch-tokens", o.global_batch_tokens,
                   "Tokens per optimizer step (a multiple of --seq-len), instead of --global-batch")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   app->add_option("--precision", o.precision, "Matmul precision: bf16, fp16 or fp8")->capture_default_str();
   add_layout_knob_options(app, o.knobs);
   app->add_option("--zero", o.zero, "0 plain DP (all-reduce), 1, 2, or 3 (FSDP, the paper's choice)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 3));
+      ->check(integer_in(0, 3));
   app->add_flag("--json", o.json, "Print JSON instead of tables");
   app->add_option("--svg", o.svg, "Write an SVG report (memory and time bars, pipeline timeline) to this file");
   app->add_option("--html", o.html, "Write an HTML report to this file");

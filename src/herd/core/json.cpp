@@ -1,10 +1,22 @@
 #include "herd/core/json.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace herd {
+
+namespace {
+
+// "[json.exception.out_of_range.406] number overflow parsing '1e400'" -> "number overflow parsing '1e400'".
+std::string without_exception_tag(const std::string& what) {
+  const std::size_t close = what.find("] ");
+  return what.rfind("[json.exception.", 0) == 0 && close != std::string::npos ? what.substr(close + 2) : what;
+}
+
+}  // namespace
 
 Result<Json> parse_json_text(const std::string& text, const std::string& source_name) {
   Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -15,6 +27,11 @@ Result<Json> parse_json_text(const std::string& text, const std::string& source_
       (void)again;
     } catch (const Json::parse_error& e) {
       return make_error(source_name, ": not valid JSON (byte ", e.byte, "); fix the syntax");
+    } catch (const Json::out_of_range& e) {
+      // A number beyond a double (1e400): nlohmann reports it as out_of_range, not as a parse_error.
+      return make_error(source_name, ": ", without_exception_tag(e.what()), "; write a number within +-1.7e308");
+    } catch (const Json::exception& e) {
+      return make_error(source_name, ": not valid JSON (", without_exception_tag(e.what()), "); fix the syntax");
     }
     return make_error(source_name, ": not valid JSON; fix the syntax");
   }
@@ -22,6 +39,8 @@ Result<Json> parse_json_text(const std::string& text, const std::string& source_
 }
 
 Result<Json> read_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return make_error(path, ": is a directory, not a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error(path, ": cannot open file; check the path");
   std::ostringstream ss;
@@ -57,6 +76,13 @@ Error mistyped(const std::string& parent, const std::string& key, const char* wh
 }
 
 Result<std::int64_t> to_int(const Json& v, const std::string& parent, const std::string& key) {
+  if (v.is_number_unsigned()) {
+    // Above 2^63 - 1 the value would wrap to a negative int64.
+    if (v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      return mistyped(parent, key, "an integer below 2^63", v);
+    }
+    return static_cast<std::int64_t>(v.get<std::uint64_t>());
+  }
   if (v.is_number_integer()) return v.get<std::int64_t>();
   if (v.is_number_float()) {
     double d = v.get<double>();

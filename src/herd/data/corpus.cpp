@@ -3,6 +3,7 @@
 
 #include <lzma.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -53,6 +54,10 @@ Result<std::string> xz_decompress(std::string_view compressed, const std::string
 }
 
 Result<std::string> read_file_bytes(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return make_error(path, ": is a directory; pass the corpus files in it (e.g. ", path, "/*.jsonl)");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error(path, ": cannot open file; check the path");
   std::ostringstream ss;
@@ -122,6 +127,8 @@ Result<std::vector<std::string>> read_documents(const std::string& path, const C
   }
   if (format == CorpusFormat::kJsonl) return parse_jsonl_documents(content, options.field, path);
   if (options.text_split == TextSplit::kBlankLines) return split_blank_lines(content);
+  // An empty or blank text file holds no document (it would otherwise train as BOS EOS alone).
+  if (content.find_first_not_of(" \t\r\n\f\v") == std::string::npos) return std::vector<std::string>();
   std::vector<std::string> one;
   one.push_back(std::move(content));
   return one;

@@ -24,14 +24,15 @@ struct CorpusOptions {
   TextSplit text_split = TextSplit::kFile;  // text: the whole file, or paragraphs between blank lines
 };
 
-// The file's bytes, xz-decoded when the name ends in ".xz". Errors name the file.
+// The file's bytes, xz-decoded when the name ends in ".xz". Errors name the file (a directory is one).
 Result<std::string> read_file_bytes(const std::string& path);
 
 // Decodes an .xz stream held in memory; `source` names it in errors.
 Result<std::string> xz_decompress(std::string_view compressed, const std::string& source);
 
 // The documents of one file, in file order. Empty documents are kept only for JSONL (so that line i
-// stays document i); blank-line splitting drops empty paragraphs.
+// stays document i); blank-line splitting drops empty paragraphs, and an empty or blank text file
+// holds no document. A directory is an error (inputs are files).
 Result<std::vector<std::string>> read_documents(const std::string& path, const CorpusOptions& options);
 
 // JSONL content to documents: error "PATH:LINE: field 'text' missing" and the like.

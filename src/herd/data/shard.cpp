@@ -75,9 +75,13 @@ Status write_shard(const std::string& path, const TokenDocuments& docs) {
 }
 
 Result<TokenDocuments> read_shard(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return make_error(path, ": is a directory, not a token shard");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return make_error(path, ": cannot open shard; run herd data to create it");
-  std::string buf(static_cast<std::size_t>(in.tellg()), '\0');
+  const std::streamoff size = in.tellg();
+  if (size < 0) return make_error(path, ": cannot read the shard's size");
+  std::string buf(static_cast<std::size_t>(size), '\0');
   in.seekg(0);
   if (!in.read(buf.data(), static_cast<std::streamsize>(buf.size()))) return make_error(path, ": read failed");
   const auto bad = [&](const auto&... why) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -112,6 +113,10 @@ std::vector<std::string> special_tokens_for(std::int64_t n_ordinary) {
 }
 
 Result<Tokenizer> Tokenizer::load(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return make_error("tokenizer file '", path, "' is a directory; pass the tiktoken file inside it");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return make_error("tokenizer file '", path,

@@ -1,5 +1,7 @@
 #include "herd/model/activations.h"
 
+#include <algorithm>
+
 #include "herd/model/shard.h"
 
 namespace herd::model {
@@ -15,6 +17,17 @@ std::int64_t SavedTensor::bytes() const { return elements() * static_cast<std::i
 Status validate_activation_shape(const LlamaConfig& cfg, const ActivationShape& s) {
   if (s.seq_len <= 0) return make_error("seq_len (", s.seq_len, ") must be positive");
   if (s.micro_batch <= 0) return make_error("micro_batch (", s.micro_batch, ") must be positive");
+  // Byte counts are int64: a shape whose layers' activations could pass 2^62 bytes (4 EiB) is refused
+  // before any integer product (micro-batch 2^31 x seq_len 2^31 once gave negative bytes). The bound is
+  // computed in floating point and is generous: every saved tensor of a layer at full width, 8 bytes each.
+  const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  const double tokens = d(s.micro_batch) * d(s.seq_len);
+  const double width = 8 * d(cfg.hidden) + 4 * d(cfg.ffn_hidden) + 4 * d(cfg.q_dim()) + 4 * d(cfg.kv_dim()) + 8;
+  if (tokens * width * 8 * std::max(d(cfg.n_layers), 1.0) > 4611686018427387904.0) {
+    return make_error("micro_batch x seq_len (", s.micro_batch, " x ", s.seq_len, " = ", tokens,
+                      " tokens) is too large: the activations would pass 2^62 bytes; use a smaller micro-batch or "
+                      "sequence length");
+  }
   // Activations never hold a whole vocabulary row per rank, so the vocabulary may be padded.
   return check_shardable(cfg, ShardSpec{s.tp, s.cp, s.seq_len, s.sequence_parallel, /*vocab_padded=*/true});
 }

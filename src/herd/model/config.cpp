@@ -8,6 +8,16 @@ const char* mlp_name(MlpKind k) { return k == MlpKind::kSwiGLU ? "swiglu" : "gel
 const char* norm_name(NormKind k) { return k == NormKind::kRMSNorm ? "rmsnorm" : "layernorm"; }
 const char* position_name(PositionKind k) { return k == PositionKind::kRoPE ? "rope" : "learned"; }
 
+namespace {
+
+// The ceilings of validate() (config.h).
+constexpr std::int64_t kMaxModelWidth = std::int64_t{1} << 24;      // hidden, ffn, head_dim, vocab
+constexpr std::int64_t kMaxModelCount = std::int64_t{1} << 16;      // layers, heads, kv heads
+constexpr std::int64_t kMaxModelPositions = std::int64_t{1} << 30;  // max_position_embeddings
+constexpr double kMaxModelParams = 1125899906842624.0;              // 2^50 parameters
+
+}  // namespace
+
 Status validate(const LlamaConfig& c) {
   const std::pair<const char*, std::int64_t> positive[] = {{"hidden_size", c.hidden},
                                                            {"intermediate_size", c.ffn_hidden},
@@ -19,6 +29,41 @@ Status validate(const LlamaConfig& c) {
                                                            {"max_position_embeddings", c.max_seq_len}};
   for (const auto& [field, value] : positive) {
     if (value <= 0) return make_error(field, ": must be a positive integer, got ", value);
+  }
+  // Parameter and FLOP counts are 64-bit integers: sizes far beyond any real model would overflow them
+  // (hidden_size 2^31 gave negative counts), so each size has a ceiling and so has the total, which is
+  // computed in floating point before any integer product.
+  const std::pair<const char*, std::int64_t> sized[] = {{"hidden_size", c.hidden},
+                                                        {"intermediate_size", c.ffn_hidden},
+                                                        {"head_dim", c.head_dim},
+                                                        {"vocab_size", c.vocab}};
+  for (const auto& [field, value] : sized) {
+    if (value > kMaxModelWidth) {
+      return make_error(field, ": ", value, " is beyond herd's limit of ", kMaxModelWidth,
+                        " (2^24); check the config for a typo");
+    }
+  }
+  const std::pair<const char*, std::int64_t> counted[] = {
+      {"num_hidden_layers", c.n_layers}, {"num_attention_heads", c.n_heads}, {"num_key_value_heads", c.n_kv_heads}};
+  for (const auto& [field, value] : counted) {
+    if (value > kMaxModelCount) {
+      return make_error(field, ": ", value, " is beyond herd's limit of ", kMaxModelCount,
+                        " (2^16); check the config for a typo");
+    }
+  }
+  if (c.max_seq_len > kMaxModelPositions) {
+    return make_error("max_position_embeddings: ", c.max_seq_len, " is beyond herd's limit of ", kMaxModelPositions,
+                      " (2^30); check the config for a typo");
+  }
+  {
+    const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+    const double q = d(c.n_heads) * d(c.head_dim), kv = d(c.n_kv_heads) * d(c.head_dim);
+    const double per_layer = d(c.hidden) * (2 * q + 2 * kv + 3 * d(c.ffn_hidden) + 4) + 2 * q + 3 * d(c.ffn_hidden);
+    const double total = d(c.n_layers) * per_layer + 2 * d(c.vocab) * d(c.hidden) + d(c.max_seq_len) * d(c.hidden);
+    if (total > kMaxModelParams) {
+      return make_error("the configuration has about ", total, " parameters, beyond herd's limit of ", kMaxModelParams,
+                        " (2^50, 64-bit byte counts must hold 8 bytes per parameter and more); check the sizes");
+    }
   }
   if (c.n_heads % c.n_kv_heads != 0) {
     return make_error("num_key_value_heads (", c.n_kv_heads, ") must divide num_attention_heads (", c.n_heads,

@@ -54,7 +54,10 @@ struct LlamaConfig {
   std::int64_t kv_dim() const { return n_kv_heads * head_dim; }
 };
 
-// Checks the relations every consumer relies on; the message names the field and the numbers.
+// Checks the relations every consumer relies on, and ceilings (each width and the vocabulary at most
+// 2^24, layers and heads 2^16, positions 2^30, about 2^50 parameters in all) so that every count and
+// byte figure derived from a configuration fits a signed 64-bit integer; the message names the field and
+// the numbers.
 Status validate(const LlamaConfig& cfg);
 
 // Presets: llama3-8b, llama3-70b, llama3-405b (Llama 3.1 dimensions), and tiny (~10.5M) and small

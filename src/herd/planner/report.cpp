@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "herd/core/format.h"
+#include "herd/core/xml.h"
 #include "herd/schedule/render.h"
 
 namespace herd::planner {
@@ -140,41 +141,26 @@ struct Segment {
 const char* kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                          "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<')
-      o += "&lt;";
-    else if (c == '>')
-      o += "&gt;";
-    else if (c == '&')
-      o += "&amp;";
-    else
-      o += c;
-  }
-  return o;
-}
-
 // One horizontal stacked bar with a legend underneath; returns the height used.
 double stacked_bar(std::ostringstream& os, double y, const std::string& title, const std::vector<Segment>& segs,
                    double scale_max, const std::string& total_label, double width) {
-  os << "<text x='10' y='" << y + 14 << "' font-size='14' font-weight='bold'>" << esc(title) << "</text>\n";
+  os << "<text x='10' y='" << y + 14 << "' font-size='14' font-weight='bold'>" << xml_text(title) << "</text>\n";
   double x = 10;
   const double bar_y = y + 22;
   for (const Segment& s : segs) {
     const double w = scale_max > 0 ? s.value / scale_max * width : 0;
     if (w <= 0) continue;
     os << "<rect x='" << x << "' y='" << bar_y << "' width='" << w << "' height='26' fill='" << s.color << "'><title>"
-       << esc(s.label) << "</title></rect>\n";
+       << xml_text(s.label) << "</title></rect>\n";
     x += w;
   }
-  os << "<text x='" << x + 6 << "' y='" << bar_y + 18 << "' font-size='12'>" << esc(total_label) << "</text>\n";
+  os << "<text x='" << x + 6 << "' y='" << bar_y + 18 << "' font-size='12'>" << xml_text(total_label) << "</text>\n";
   double ly = bar_y + 44, lx = 10;
   for (const Segment& s : segs) {
     if (s.value <= 0) continue;
     if (lx > width - 150) lx = 10, ly += 18;
     os << "<rect x='" << lx << "' y='" << ly - 10 << "' width='10' height='10' fill='" << s.color << "'/>";
-    os << "<text x='" << lx + 14 << "' y='" << ly << "' font-size='11'>" << esc(s.label) << "</text>\n";
+    os << "<text x='" << lx + 14 << "' y='" << ly << "' font-size='11'>" << xml_text(s.label) << "</text>\n";
     lx += 215;
   }
   return ly - y + 16;
@@ -186,10 +172,10 @@ std::string report_svg(const Estimate& e, const std::string& title) {
   const double width = 900;
   std::ostringstream body;
   double y = 10;
-  body << "<text x='10' y='" << y + 16 << "' font-size='16' font-weight='bold'>" << esc(title) << "</text>\n";
-  body << "<text x='10' y='" << y + 34 << "' font-size='12'>" << esc(e.layout.to_string()) << " on " << e.gpus
+  body << "<text x='10' y='" << y + 16 << "' font-size='16' font-weight='bold'>" << xml_text(title) << "</text>\n";
+  body << "<text x='10' y='" << y + 34 << "' font-size='12'>" << xml_text(e.layout.to_string()) << " on " << e.gpus
        << " GPUs: MFU " << format_fixed(100 * e.mfu, 1) << "%, " << format_fixed(e.tflops_per_gpu, 0)
-       << " TFLOP/s per GPU, step " << esc(format_seconds(e.time.step_s)) << "</text>\n";
+       << " TFLOP/s per GPU, step " << xml_text(format_seconds(e.time.step_s)) << "</text>\n";
   y += 44;
   std::vector<Segment> mem;
   for (std::size_t i = 0; i < e.memory.parts.size(); ++i) {
@@ -242,25 +228,25 @@ std::string report_svg(const Estimate& e, const std::string& title) {
 
 std::string report_html(const Estimate& e, const std::string& title) {
   std::ostringstream os;
-  os << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>" << esc(title)
+  os << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>" << xml_text(title)
      << "</title><style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:right}"
         "td:first-child,th:first-child{text-align:left}</style></head><body>\n";
   os << report_svg(e, title);
   os << "<h3>Memory (pipeline rank " << e.memory.rank
      << ")</h3><table><tr><th>part</th><th>bytes</th><th>what</th></tr>\n";
   for (const MemoryPart& p : e.memory.parts) {
-    os << "<tr><td>" << esc(p.name) << "</td><td>" << format_bytes(p.bytes) << "</td><td style='text-align:left'>"
-       << esc(p.note) << "</td></tr>\n";
+    os << "<tr><td>" << xml_text(p.name) << "</td><td>" << format_bytes(p.bytes) << "</td><td style='text-align:left'>"
+       << xml_text(p.note) << "</td></tr>\n";
   }
   os << "</table><h3>Communication</h3><table><tr><th>dim</th><th>size</th><th>tier</th><th>GB/s</th><th>total</th>"
         "<th>exposed</th><th>overlap rule</th></tr>\n";
   for (const DimComm& d : e.comm) {
-    os << "<tr><td>" << d.dim << "</td><td>" << d.size << "</td><td>" << esc(d.tier) << "</td><td>"
+    os << "<tr><td>" << d.dim << "</td><td>" << d.size << "</td><td>" << xml_text(d.tier) << "</td><td>"
        << format_fixed(d.bw_gb_per_s, 1) << "</td><td>" << format_seconds(d.total_s) << "</td><td>"
-       << format_seconds(d.exposed_s) << "</td><td style='text-align:left'>" << esc(d.overlap) << "</td></tr>\n";
+       << format_seconds(d.exposed_s) << "</td><td style='text-align:left'>" << xml_text(d.overlap) << "</td></tr>\n";
   }
   os << "</table><h3>Assumptions</h3><ul>\n";
-  for (const std::string& a : e.assumptions) os << "<li>" << esc(a) << "</li>\n";
+  for (const std::string& a : e.assumptions) os << "<li>" << xml_text(a) << "</li>\n";
   os << "</ul></body></html>\n";
   return os.str();
 }

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "herd/core/xml.h"
+
 namespace herd::schedule {
 
 namespace {
@@ -108,7 +110,7 @@ std::string render_svg(const Schedule& s, const SimResult& sim, const SvgOptions
         "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#d0d0d0\" stroke-width=\"2\"/></pattern></defs>\n"
      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
      << "<text x=\"" << left << "\" y=\"26\" font-size=\"16\" font-weight=\"bold\">"
-     << (o.title.empty() ? header(s, sim) : o.title) << "</text>\n";
+     << xml_text(o.title.empty() ? header(s, sim) : o.title) << "</text>\n";
 
   for (int r = 0; r < pp; ++r) {
     const double y = top + r * (row + gap);
@@ -148,7 +150,7 @@ std::string render_svg(const Schedule& s, const SimResult& sim, const SvgOptions
        << "\" font-size=\"11\" text-anchor=\"middle\">" << tick_label(t, tick) << "</text>\n";
   }
   os << "<text x=\"" << fixed(left + plot_w / 2, 1) << "\" y=\"" << axis_y + 36
-     << "\" font-size=\"12\" text-anchor=\"middle\">time (" << o.time_unit << ")</text>\n";
+     << "\" font-size=\"12\" text-anchor=\"middle\">time (" << xml_text(o.time_unit) << ")</text>\n";
 
   // Legend.
   const double ly = axis_y + 50;

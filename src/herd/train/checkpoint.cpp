@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "herd/core/log.h"
@@ -222,6 +223,7 @@ Status check_manifest(const Json& m, const std::string& mpath) {
   HERD_ASSIGN_OR_RETURN(std::string elem, json_string(m, mpath, "elem"));
   if (elem != "fp32" && elem != "fp64") return make_error(mpath, ": elem '", elem, "' is not fp32 or fp64");
   if (!m.contains("layout") || !m["layout"].is_object()) return make_error(mpath, ": layout: expected an object");
+  if (Result<std::string> l = json_string_or(m["layout"], mpath + ": layout", "layout", ""); !l.ok()) return l.error();
   if (!m.contains("meta") || !m["meta"].is_object()) return make_error(mpath, ": meta: expected an object");
   if (!m.contains("files") || !m["files"].is_array()) return make_error(mpath, ": files: expected an array");
   for (std::size_t i = 0; i < m["files"].size(); ++i) {
@@ -248,9 +250,12 @@ Status check_manifest(const Json& m, const std::string& mpath) {
       }
       const std::int64_t rows = v[0], cols = v[1], r0 = v[2], r1 = v[3], c0 = v[4], c1 = v[5], e0 = v[6], e1 = v[7],
                          off = v[8];
+      // Ordered so that no product or sum can overflow: rows x cols must fit int64 before the block's
+      // size is taken, and the offset must lie inside the file before the range is added to it.
       const bool ok = rows > 0 && cols > 0 && rows < (std::int64_t{1} << 40) && cols < (std::int64_t{1} << 40) &&
-                      0 <= r0 && r0 < r1 && r1 <= rows && 0 <= c0 && c0 < c1 && c1 <= cols && 0 <= e0 && e0 <= e1 &&
-                      e1 <= (r1 - r0) * (c1 - c0) && off >= 0 && off + 3 * (e1 - e0) <= elems;
+                      rows <= std::numeric_limits<std::int64_t>::max() / cols && 0 <= r0 && r0 < r1 && r1 <= rows &&
+                      0 <= c0 && c0 < c1 && c1 <= cols && 0 <= e0 && e0 <= e1 && e1 <= (r1 - r0) * (c1 - c0) &&
+                      off >= 0 && off <= elems && e1 - e0 <= (elems - off) / 3;
       if (!ok) {
         return make_error(pw, ": block [", r0, ", ", r1, ") x [", c0, ", ", c1, "), range [", e0, ", ", e1,
                           ") at offset ", off, " does not fit a ", rows, " x ", cols, " tensor and a file of ", elems,

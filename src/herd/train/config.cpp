@@ -26,7 +26,9 @@ Result<T> convert(const Json& v, const std::string& key) {
     return make_error(key, ": expected true or false, got ", json_preview(v));
   } else if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, int>) {
     const double limit = std::is_same_v<T, int> ? 2e9 : 9e15;
-    if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() >= static_cast<std::uint64_t>(limit)) {
+      // Above 2^63 the int64 read below would wrap to a negative number.
+    } else if (v.is_number_integer()) {
       const std::int64_t i = v.get<std::int64_t>();
       if (std::fabs(static_cast<double>(i)) < limit) return static_cast<T>(i);
     } else if (v.is_number_float()) {

@@ -3,6 +3,7 @@
 
 #include "herd/core/log.h"
 #include "herd/kernels/gemm.h"
+#include "herd/train/out_of_memory.h"
 #include "herd/train/trainer.h"
 
 namespace herd::train {
@@ -47,6 +48,8 @@ Status run_job(const TrainConfig& cfg, const JobInputs& in, const RankModelFacto
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::make_mpi_world(opts));
   // Every rank checks the layout before the first collective, so a bad layout stops all of them alike.
   HERD_RETURN_IF_ERROR(check_layout(cfg, in.model, world->size()));
+  // One rank per process; how many share this host is mpirun's business, so the check is per rank.
+  HERD_RETURN_IF_ERROR(check_host_memory(cfg, in.model, 1));
   kernels::set_num_threads(cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads)
                                                  : blas_threads_per_rank(world->size()));
   Status s = run_rank<T>(*world, cfg, in.model, in.data, factory, out, stop_after, gather);

@@ -7,6 +7,7 @@
 #include "herd/comm/local/local_world.h"
 #include "herd/kernels/gemm.h"
 #include "herd/measure/comm_timer.h"
+#include "herd/train/out_of_memory.h"
 #include "herd/train/trainer.h"
 
 namespace herd::train {
@@ -16,9 +17,12 @@ int blas_threads_per_rank(int ranks) {
   return std::max(1, cores / std::max(1, ranks));
 }
 
+namespace {
+
 template <typename T>
-Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const model::LlamaConfig& m, const JobData& data,
-                const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after, bool gather) {
+Status run_rank_unguarded(comm::Communicator& world_in, const TrainConfig& cfg, const model::LlamaConfig& m,
+                          const JobData& data, const RankModelFactory<T>& factory, JobResult<T>* out,
+                          std::int64_t stop_after, bool gather) {
   // Every group is split from the timed world, so the time spent waiting on any collective is counted.
   measure::TimedCommunicator world(world_in);
   HERD_ASSIGN_OR_RETURN(
@@ -47,22 +51,48 @@ Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const mode
   return Status::Ok();
 }
 
+}  // namespace
+
+template <typename T>
+Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const model::LlamaConfig& m, const JobData& data,
+                const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after, bool gather) {
+  // The rank boundary: running out of memory is a one-line error (out_of_memory.h), not an abort. The
+  // rank's objects are gone by the time the handler runs, so what it allocates is small.
+  try {
+    return run_rank_unguarded<T>(world_in, cfg, m, data, factory, out, stop_after, gather);
+  } catch (const std::bad_alloc& e) {
+    return out_of_memory_error(e, cfg, m);
+  }
+}
+
 template <typename T>
 Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m, const JobData& data,
                      const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after, bool gather) {
   const std::int64_t world_size = cfg.parallel.world();
   // Refused before any rank starts: the layout must fit the model and the batch.
   HERD_RETURN_IF_ERROR(check_layout(cfg, m, world_size));
+  // Every rank is a thread of this process, so all of them share this host's memory.
+  HERD_RETURN_IF_ERROR(check_host_memory(cfg, m, world_size));
   const comm::CommOptions opts = comm_options(cfg);
   const int saved_threads = kernels::num_threads();
   kernels::set_num_threads(cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads)
                                                  : blas_threads_per_rank(static_cast<int>(world_size)));
   comm::LocalWorld lw(static_cast<int>(world_size), opts);
-  const std::vector<Status> st = lw.run([&](comm::Communicator& world) -> Status {
-    return run_rank<T>(world, cfg, m, data, factory, out, stop_after, gather);
+  // A rank out of memory is the cause; the peers' errors (a collective it never joined) are the effect.
+  std::vector<char> out_of_memory(static_cast<std::size_t>(world_size), 0);
+  std::vector<Status> st = lw.run([&](comm::Communicator& world) -> Status {
+    try {
+      return run_rank_unguarded<T>(world, cfg, m, data, factory, out, stop_after, gather);
+    } catch (const std::bad_alloc& e) {
+      out_of_memory[static_cast<std::size_t>(world.rank())] = 1;
+      return out_of_memory_error(e, cfg, m);
+    }
   });
   kernels::set_num_threads(saved_threads);
   if (out != nullptr) out->dump_paths = lw.dump_paths();
+  for (std::size_t r = 0; r < st.size(); ++r) {
+    if (out_of_memory[r]) return st[r].error().with_context("rank " + std::to_string(r));
+  }
   return comm::first_error(st);
 }
 
