@@ -20,7 +20,7 @@ inline std::string as_text(const std::uint8_t* data, std::size_t size) {
 inline const std::filesystem::path& scratch_dir() {
   static const std::filesystem::path dir = [] {
     const std::filesystem::path base = std::filesystem::exists("/dev/shm") ? std::filesystem::path("/dev/shm")
-                                                                            : std::filesystem::temp_directory_path();
+                                                                           : std::filesystem::temp_directory_path();
     std::filesystem::path d = base / ("herd-fuzz-" + std::to_string(::getpid()));
     std::filesystem::create_directories(d);
     return d;

@@ -21,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       at = nl + 1;
     }
   }
-  const std::string path = fuzz::write_input("config.json", reinterpret_cast<const std::uint8_t*>(file.data()),
-                                             file.size());
+  const std::string path =
+      fuzz::write_input("config.json", reinterpret_cast<const std::uint8_t*>(file.data()), file.size());
   Result<train::TrainConfig> cfg = train::read_config(path, overrides);
   if (!cfg.ok()) return 0;
   if (!train::validate(*cfg).ok()) return 0;
