@@ -311,6 +311,9 @@ Status Trainer<T>::run(std::int64_t stop_after) {
                                                        "names the path and the reason)");
       checkpoint_failed_here_ = false;
       if (cfg_.checkpoint.on_error == "stop") {
+        // Every rank stops here; a later save already in flight completes first (or fails and is
+        // removed), so nothing half-written stays behind.
+        writer_->wait();
         return why.error().with_context("checkpoint.on_error=stop");
       }
       if (lead)

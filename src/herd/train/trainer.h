@@ -14,8 +14,12 @@
 // (section 3.4.1: half the micro-batch at half the length, then half at full length), held-out
 // evaluation over eval.batches global batches (a one-pass loader; the same sequences whatever the
 // layout), MFU, the metrics file and the progress line on rank 0, checkpoints (checkpoint.h:
-// written by every rank, readable by any layout, with checkpoint.fallback), and injected faults
-// (fault.* in the config: a rank that exits or stops at a step, to show how the job fails).
+// written by every rank from a host snapshot on a background thread, checkpoint_writer.h; readable by
+// any layout, with checkpoint.fallback), and injected faults (fault.* in the config). Once per step,
+// between the gradient norm and the update, the ranks all-reduce a small control vector (a preemption
+// signal, a non-finite loss or norm, a failed save) so that all of them take the same decision: stop
+// after a checkpoint (preempt.h), skip the update or stop (the NaN/Inf guard, train.nonfinite), follow
+// checkpoint.on_error. docs/checkpoints.md.
 // A checkpoint holds the weights, both AdamW moments, the optimizer step, the tokens seen and the
 // loader's position; there is no other randomness in a step, so a resumed run continues bit for bit.
 #pragma once
