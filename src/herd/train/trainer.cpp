@@ -286,7 +286,7 @@ Status Trainer<T>::run(std::int64_t stop_after) {
       ++nonfinite_run_;
       const std::string what = "step " + std::to_string(step_ + 1) + ": non-finite loss (" +
                                std::to_string(loss_value) + ") or gradient norm (" + std::to_string(rec.grad_norm) +
-                               "), first in " + rec.nonfinite;
+                               "), non-finite values in " + rec.nonfinite;
       if (cfg_.train.nonfinite == "stop" || nonfinite_run_ > cfg_.train.max_nonfinite_skips) {
         HERD_RETURN_IF_ERROR(finish_checkpoints());  // an earlier, finite save in flight still completes
         return make_error(what, cfg_.train.nonfinite == "stop"
