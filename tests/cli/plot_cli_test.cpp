@@ -1,6 +1,6 @@
 // `herd plot` writes an SVG of a metrics file: every step's loss as a polyline, the evaluations, and the
-// unigram entropy as a reference line; a malformed metrics line is a one-line error naming the file,
-// the line and the field.
+// unigram entropy as a reference line; steps the NaN guard skipped (loss null) are left out; a malformed
+// metrics line is a one-line error naming the file, the line and the field.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -34,6 +34,15 @@ TEST(PlotCli, WritesAnSvgOfTheMetrics) {
   EXPECT_NE(text.find("<svg"), std::string::npos);
   EXPECT_NE(text.find("unigram entropy 6.50"), std::string::npos);
   EXPECT_NE(text.find("<polyline"), std::string::npos);
+
+  // A step the NaN guard skipped (its non-finite numbers written as null) is left out of the curve.
+  std::ofstream(metrics) << "{\"step\": 1, \"loss\": 3.5}\n{\"step\": 2, \"loss\": null, \"grad_norm\": null, "
+                            "\"skipped\": true, \"nonfinite\": \"attention\"}\n{\"step\": 3, \"loss\": 3.25}\n";
+  r = herd::testing::run_herd("plot " + metrics + " --svg " + svg);
+  EXPECT_EQ(r.status, 0) << r.err;
+  c = read_loss_curves(metrics);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->train.size(), 2u);
 
   std::ofstream(metrics) << "{\"step\": 1}\n";
   r = herd::testing::run_herd("plot " + metrics + " --svg " + svg);

@@ -161,10 +161,14 @@ class ReplicaModel final : public RankModel<T> {
   Result<kernels::CrossEntropyLoss> forward_backward(const nn::MicroBatch& mb, T loss_scale, bool) override {
     return model_.forward_backward(mb, loss_scale);
   }
-  Result<double> step(const kernels::AdamWConfig& cfg, double lr, double max_norm) override {
+  Result<double> grad_norm() override {
     HERD_RETURN_IF_ERROR(
         ctx_.dp->all_reduce(model_.grads(), static_cast<std::size_t>(model_.param_count()), comm::ReduceOp::kSum));
-    return opt_.step(model_.params(), model_.grads(), cfg, lr, max_norm);
+    return opt_.grad_norm(model_.grads());
+  }
+  Status apply_update(const kernels::AdamWConfig& cfg, double lr, double max_norm, double norm) override {
+    opt_.apply(model_.params(), model_.grads(), cfg, lr, max_norm, norm);
+    return Status::Ok();
   }
   std::int64_t optimizer_steps() const override { return opt_.steps(); }
   void set_optimizer_steps(std::int64_t s) override { opt_.set_steps(s); }
@@ -218,6 +222,7 @@ class ReplicaModel final : public RankModel<T> {
     s.param = model_.params() + flat;
     s.m = opt_.m() + flat;
     s.v = opt_.v() + flat;
+    s.g = model_.grads() + flat;
   }
 
   parallel::ParallelContext ctx_;

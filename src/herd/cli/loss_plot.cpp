@@ -23,6 +23,10 @@ Result<LossCurves> read_loss_curves(const std::string& metrics_path) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = metrics_path + ":" + std::to_string(n);
     HERD_ASSIGN_OR_RETURN(Json j, parse_json_text(line, where));
+    // A step the NaN guard skipped has no finite loss (written as null): not a point of the curve.
+    if (j.is_object() &&
+        ((j.contains("skipped") && j["skipped"] == true) || (j.contains("loss") && j["loss"].is_null())))
+      continue;
     HERD_ASSIGN_OR_RETURN(double step, json_number(j, where, "step"));
     HERD_ASSIGN_OR_RETURN(double loss, json_number(j, where, "loss"));
     c.train.push_back({step, loss});

@@ -23,6 +23,7 @@
 #include "herd/train/dist_model.h"
 #include "herd/train/generate.h"
 #include "herd/train/job.h"
+#include "herd/train/preempt.h"
 #include "herd/train/trainer.h"
 
 namespace herd::cli {
@@ -126,8 +127,10 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   }
   const bool samples = !cfg->data.tokenizer.empty() && cfg->generate.samples > 0;
   train::JobResult<float> out;
+  train::install_preemption_handlers();  // SIGTERM/SIGUSR1: a checkpoint at the next step, then exit 143
   Status s = train::run_job<float>(*cfg, *in, train::distributed_llama_factory<float>(), &out, o.stop_after, samples);
   if (!s.ok()) return report_error("train", s.error());
+  if (out.preempted) return train::kPreemptedExitCode;
   if (lead && samples) print_samples(*cfg, in->model, out.weights);
   return 0;
 }

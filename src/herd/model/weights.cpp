@@ -86,6 +86,19 @@ std::vector<Weight> llama_weights(const LlamaConfig& c, std::int64_t tp) {
   return out;
 }
 
+const char* weight_group(const std::string& name) {
+  auto ends_with = [&](const char* suffix) {
+    const std::string s(suffix);
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  if (name == "tok_embedding") return "embedding";
+  if (name == "output") return "output";
+  if (ends_with("norm")) return "norm";
+  if (ends_with(".wq") || ends_with(".wk") || ends_with(".wv") || ends_with(".wo")) return "attention";
+  if (ends_with(".w_gate") || ends_with(".w_up") || ends_with(".w_down")) return "mlp";
+  return "other";
+}
+
 std::vector<WeightUnit> llama_weight_units(const std::vector<Weight>& weights) {
   std::vector<WeightUnit> units;
   for (const Weight& w : weights) {

@@ -74,4 +74,10 @@ struct TpBlock {
 // local shape, (rows / tp, cols), (rows, cols / tp) or (rows, cols), which llama_weights stores.
 TpBlock tp_block(const Weight& w, std::int64_t tp, std::int64_t rank);
 
+// The tensor group of a weight name, for messages about where something went wrong (the NaN guard):
+// "embedding", "attention" (wq, wk, wv, wo), "mlp" (w_gate, w_up, w_down), "norm" (every RMSNorm
+// weight) or "output" (the head); "other" for a name the table does not make.
+const char* weight_group(const std::string& name);
+inline constexpr const char* kWeightGroups[] = {"embedding", "attention", "mlp", "norm", "output", "other"};
+
 }  // namespace herd::model

@@ -109,15 +109,25 @@ Result<kernels::CrossEntropyLoss> DistributedLlama<T>::evaluate(const nn::MicroB
 }
 
 template <typename T>
-Result<double> DistributedLlama<T>::step(const kernels::AdamWConfig& base, double lr, double max_norm) {
+Result<double> DistributedLlama<T>::grad_norm() {
   double sq = stage_->counted_sum_squares();
   HERD_RETURN_IF_ERROR(ctx_.tp->all_reduce<double>(&sq, 1, comm::ReduceOp::kSum));
   HERD_RETURN_IF_ERROR(ctx_.fsdp()->all_reduce<double>(&sq, 1, comm::ReduceOp::kSum));  // every CP x DP shard
-  const double norm = std::sqrt(sq);
+  return std::sqrt(sq);
+}
+
+template <typename T>
+void DistributedLlama<T>::apply(const kernels::AdamWConfig& base, double lr, double max_norm, double norm) {
   kernels::AdamWConfig cfg = base;
   cfg.lr = lr;
   ++step_;
   stage_->adamw(cfg, max_norm > 0 ? kernels::clip_coefficient(norm, max_norm) : 1.0, step_);
+}
+
+template <typename T>
+Result<double> DistributedLlama<T>::step(const kernels::AdamWConfig& base, double lr, double max_norm) {
+  HERD_ASSIGN_OR_RETURN(const double norm, grad_norm());
+  apply(base, lr, max_norm, norm);
   return norm;
 }
 

@@ -91,6 +91,10 @@ class DistributedLlama {
   Result<kernels::CrossEntropyLoss> evaluate(const nn::MicroBatch& mb);
   // Global-norm clipping (max_norm 0: none) and AdamW on the shards; returns the norm before clipping.
   Result<double> step(const kernels::AdamWConfig& base, double lr, double max_norm);
+  // The two halves of step(): the global gradient norm (collective over TP and CP x DP), then clipping
+  // by it and AdamW on this rank's shards (local).
+  Result<double> grad_norm();
+  void apply(const kernels::AdamWConfig& base, double lr, double max_norm, double norm);
   std::int64_t steps() const { return step_; }
   // AdamW state of unit u's shard (shard_size() elements each) and the step count, for checkpoints.
   T* adam_m(std::int64_t u) { return stage_->adam_m(u); }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <thread>
 
 #include "herd/core/log.h"
 
@@ -125,11 +127,158 @@ Status barrier(comm::Communicator& world, const char* what) {
 
 }  // namespace
 
+std::string tmp_dir_name(std::int64_t step) { return ".tmp-" + step_dir_name(step); }
+
+template <typename T>
+void snapshot_pieces(const std::vector<ShardPiece<T>>& pieces, ShardSnapshot& out) {
+  std::size_t total = 0;
+  for (const ShardPiece<T>& p : pieces) total += 3 * static_cast<std::size_t>(p.count());
+  out.bytes.resize(total * sizeof(T));
+  out.pieces = Json::array();
+  out.elem = elem_tag<T>();
+  T* dst = reinterpret_cast<T*>(out.bytes.data());
+  std::int64_t offset = 0;
+  for (const ShardPiece<T>& p : pieces) {
+    out.pieces.push_back({{"name", p.name},
+                          {"rows", p.rows},
+                          {"cols", p.cols},
+                          {"r0", p.r0},
+                          {"r1", p.r1},
+                          {"c0", p.c0},
+                          {"c1", p.c1},
+                          {"e0", p.e0},
+                          {"e1", p.e1},
+                          {"offset", offset}});
+    const std::size_t n = static_cast<std::size_t>(p.count());
+    std::memcpy(dst, p.param, n * sizeof(T));
+    std::memcpy(dst + n, p.m, n * sizeof(T));
+    std::memcpy(dst + 2 * n, p.v, n * sizeof(T));
+    dst += 3 * n;
+    offset += 3 * p.count();
+  }
+}
+
+Status write_shard(const std::string& tmp, int rank, const ShardSnapshot& snap) {
+  const std::string bin = rank_file(rank, "bin");
+  HERD_RETURN_IF_ERROR(write_synced((fs::path(tmp) / bin).string(), snap.bytes.data(), snap.bytes.size()));
+  const Json entry = {{"rank", rank},
+                      {"file", bin},
+                      {"bytes", static_cast<std::int64_t>(snap.bytes.size())},
+                      {"checksum", hex64(checksum64(snap.bytes.data(), snap.bytes.size()))},
+                      {"pieces", snap.pieces}};
+  const std::string text = entry.dump();
+  // The index appears whole or not at all: rank 0 takes a present index as a finished shard.
+  const std::string index = (fs::path(tmp) / rank_file(rank, "json")).string();
+  HERD_RETURN_IF_ERROR(write_synced(index + ".part", text.data(), text.size()));
+  if (::rename((index + ".part").c_str(), index.c_str()) != 0) {
+    return make_error(index, ": rename failed (", std::strerror(errno), ")");
+  }
+  return Status::Ok();
+}
+
+Status publish_shard_failure(const std::string& tmp, int rank, const Status& why) {
+  std::error_code ec;
+  fs::remove(fs::path(tmp) / rank_file(rank, "bin"), ec);  // frees what the failed write took
+  const Json note = {{"rank", rank}, {"error", why.ok() ? std::string("unknown") : why.error().message()}};
+  const std::string text = note.dump();
+  const std::string index = (fs::path(tmp) / rank_file(rank, "json")).string();
+  HERD_RETURN_IF_ERROR(write_synced(index + ".part", text.data(), text.size()));
+  if (::rename((index + ".part").c_str(), index.c_str()) != 0) {
+    return make_error(index, ": rename failed (", std::strerror(errno), ")");
+  }
+  return Status::Ok();
+}
+
+Result<Json> await_shard_indexes(const std::string& tmp_dir, int world_size, double timeout_s,
+                                 const std::atomic<bool>* cancel, int skip_rank) {
+  const fs::path tmp(tmp_dir);
+  Json files = Json::array();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  Status failed = Status::Ok();
+  for (int r = 0; r < world_size; ++r) {
+    if (r == skip_rank) continue;
+    const fs::path index = tmp / rank_file(r, "json");
+    std::error_code ec;
+    while (!fs::exists(index, ec)) {
+      if (cancel != nullptr && cancel->load()) return make_error(tmp.string(), ": checkpoint write cancelled");
+      if (std::chrono::steady_clock::now() > deadline) {
+        return make_error(index.string(), ": rank ", r, " did not write its shard within ", timeout_s,
+                          " s (parallel.comm_timeout_s)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    HERD_ASSIGN_OR_RETURN(Json e, read_json_file(index.string()));
+    if (e.is_object() && e.contains("error") && failed.ok()) {
+      failed = make_error("rank ", r, ": ", e["error"].is_string() ? e["error"].get<std::string>() : e["error"].dump());
+    }
+    files.push_back(std::move(e));
+  }
+  if (!failed.ok()) return failed.error();
+  return files;
+}
+
+Status commit_checkpoint(const CommitSpec& spec, const std::atomic<bool>* cancel) {
+  const std::string name = step_dir_name(spec.step);
+  const fs::path tmp = fs::path(spec.dir) / tmp_dir_name(spec.step);
+  HERD_ASSIGN_OR_RETURN(Json files, await_shard_indexes(tmp.string(), spec.world_size, spec.timeout_s, cancel));
+  for (int r = 0; r < spec.world_size; ++r) fs::remove(tmp / rank_file(r, "json"));
+  const Json manifest = {{"format", kFormat},     {"step", spec.step}, {"elem", spec.elem},
+                         {"layout", spec.layout}, {"meta", spec.meta}, {"files", files}};
+  const std::string text = manifest.dump(1);
+  HERD_RETURN_IF_ERROR(write_synced((tmp / "manifest.json").string(), text.data(), text.size()));
+  const fs::path final_path = fs::path(spec.dir) / name;
+  std::error_code ec;
+  fs::remove_all(final_path, ec);
+  fs::rename(tmp, final_path, ec);
+  if (ec) return make_error(final_path.string(), ": rename failed (", ec.message(), ")");
+  fsync_dir(spec.dir);
+  std::vector<std::string> all = list_checkpoints(spec.dir);  // newest first
+  for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(spec.keep, 1)); i < all.size(); ++i) {
+    fs::remove_all(all[i], ec);
+  }
+  return Status::Ok();
+}
+
+int remove_stale_tmp(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return 0;
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(".tmp-step_", 0) == 0) stale.push_back(e.path());
+  }
+  for (const fs::path& p : stale) fs::remove_all(p, ec);
+  return static_cast<int>(stale.size());
+}
+
+Status check_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return make_error("checkpoint.dir '", dir, "': cannot create it (", ec.message(), "); choose a writable directory");
+  }
+  const std::string probe = (fs::path(dir) / ".write-probe").string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    return make_error("checkpoint.dir '", dir, "' is not writable (", std::strerror(errno),
+                      "); choose a writable directory");
+  }
+  const char byte = 0;
+  const bool ok = ::write(fd, &byte, 1) == 1 && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (!ok) {
+    return make_error("checkpoint.dir '", dir, "': a test write failed (", std::strerror(err),
+                      "); free space or choose another directory");
+  }
+  return Status::Ok();
+}
+
 template <typename T>
 Status save_dist_checkpoint(const std::string& dir, std::int64_t step, const Json& meta, const Json& layout,
                             comm::Communicator& world, const std::vector<ShardPiece<T>>& pieces, std::int64_t keep) {
-  const std::string name = step_dir_name(step);
-  const fs::path tmp = fs::path(dir) / (".tmp-" + name);
+  const fs::path tmp = fs::path(dir) / tmp_dir_name(step);
   Status made = Status::Ok();
   if (world.rank() == 0) {
     std::error_code ec;
@@ -142,68 +291,25 @@ Status save_dist_checkpoint(const std::string& dir, std::int64_t step, const Jso
   HERD_RETURN_IF_ERROR(world.broadcast(&ok, 1, DType::kI32, 0));
   if (!ok) return made.ok() ? make_error(tmp.string(), ": rank 0 could not create the checkpoint directory") : made;
 
-  std::vector<T> buf;
-  Json index = Json::array();
-  for (const ShardPiece<T>& p : pieces) {
-    index.push_back({{"name", p.name},
-                     {"rows", p.rows},
-                     {"cols", p.cols},
-                     {"r0", p.r0},
-                     {"r1", p.r1},
-                     {"c0", p.c0},
-                     {"c1", p.c1},
-                     {"e0", p.e0},
-                     {"e1", p.e1},
-                     {"offset", static_cast<std::int64_t>(buf.size())}});
-    buf.insert(buf.end(), p.param, p.param + p.count());
-    buf.insert(buf.end(), p.m, p.m + p.count());
-    buf.insert(buf.end(), p.v, p.v + p.count());
-  }
-  const std::size_t bytes = buf.size() * sizeof(T);
-  const std::string bin = rank_file(world.rank(), "bin");
-  Status w = write_synced((tmp / bin).string(), buf.data(), bytes);
-  if (w.ok()) {
-    const Json entry = {{"rank", world.rank()},
-                        {"file", bin},
-                        {"bytes", static_cast<std::int64_t>(bytes)},
-                        {"checksum", hex64(checksum64(buf.data(), bytes))},
-                        {"pieces", index}};
-    const std::string text = entry.dump();
-    w = write_synced((tmp / rank_file(world.rank(), "json")).string(), text.data(), text.size());
-  }
+  ShardSnapshot snap;
+  snapshot_pieces<T>(pieces, snap);
+  const Status w = write_shard(tmp.string(), world.rank(), snap);
   int all_ok = w.ok() ? 1 : 0;
   HERD_RETURN_IF_ERROR(world.all_reduce(&all_ok, 1, DType::kI32, comm::ReduceOp::kMin));
-  if (!all_ok) return w.ok() ? make_error(tmp.string(), ": another rank failed to write its shard") : w;
-
+  if (!all_ok) {
+    if (world.rank() == 0) {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+    }
+    return w.ok() ? make_error(tmp.string(), ": another rank failed to write its shard") : w;
+  }
   Status merged = Status::Ok();
   if (world.rank() == 0) {
-    Json files = Json::array();
-    for (int r = 0; r < world.size() && merged.ok(); ++r) {
-      Result<Json> e = read_json_file((tmp / rank_file(r, "json")).string());
-      if (!e.ok()) {
-        merged = e.error();
-        break;
-      }
-      files.push_back(*e);
-      fs::remove(tmp / rank_file(r, "json"));
-    }
-    if (merged.ok()) {
-      const Json manifest = {{"format", kFormat}, {"step", step}, {"elem", elem_tag<T>()},
-                             {"layout", layout},  {"meta", meta}, {"files", files}};
-      const std::string text = manifest.dump(1);
-      merged = write_synced((tmp / "manifest.json").string(), text.data(), text.size());
-    }
-    if (merged.ok()) {
-      const fs::path final_path = fs::path(dir) / name;
+    CommitSpec spec{dir, step, world.size(), elem_tag<T>(), meta, layout, keep, 0.0};
+    merged = commit_checkpoint(spec);
+    if (!merged.ok()) {
       std::error_code ec;
-      fs::remove_all(final_path, ec);
-      fs::rename(tmp, final_path, ec);
-      if (ec) merged = make_error(final_path.string(), ": rename failed (", ec.message(), ")");
-      fsync_dir(dir);
-      std::vector<std::string> all = list_checkpoints(dir);  // newest first
-      for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 1)); i < all.size(); ++i) {
-        fs::remove_all(all[i], ec);
-      }
+      fs::remove_all(tmp, ec);
     }
   }
   int done = merged.ok() ? 1 : 0;
@@ -396,6 +502,8 @@ template Status save_dist_checkpoint<float>(const std::string&, std::int64_t, co
                                             comm::Communicator&, const std::vector<ShardPiece<float>>&, std::int64_t);
 template Status save_dist_checkpoint<double>(const std::string&, std::int64_t, const Json&, const Json&,
                                              comm::Communicator&, const std::vector<ShardPiece<double>>&, std::int64_t);
+template void snapshot_pieces<float>(const std::vector<ShardPiece<float>>&, ShardSnapshot&);
+template void snapshot_pieces<double>(const std::vector<ShardPiece<double>>&, ShardSnapshot&);
 template Status DistCheckpoint::load_into<float>(std::vector<ShardPiece<float>>&) const;
 template Status DistCheckpoint::load_into<double>(std::vector<ShardPiece<double>>&) const;
 

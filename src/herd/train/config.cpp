@@ -142,6 +142,10 @@ const std::vector<Field>& registry() {
       bind_field("train.projection_file", &C::train, &TrainSection::projection_file,
                  "JSON of planned vs measured step time and memory (docs/projection.md); empty: none"),
       bind_field("train.peak_gflops_per_core", &C::train, &TrainSection::peak_gflops_per_core, "fp32 peak for MFU"),
+      bind_field("train.nonfinite", &C::train, &TrainSection::nonfinite,
+                 "a NaN/Inf loss or gradient norm: skip the step (no update) or stop the job"),
+      bind_field("train.max_nonfinite_skips", &C::train, &TrainSection::max_nonfinite_skips,
+                 "consecutive skipped non-finite steps after which the job stops"),
       bind_field("eval.every", &C::eval, &EvalSection::every, "steps between evaluations; 0: at the end only"),
       bind_field("eval.batches", &C::eval, &EvalSection::batches, "micro-batches per evaluation"),
       bind_field("checkpoint.dir", &C::checkpoint, &CheckpointSection::dir, "checkpoint directory; empty: none"),
@@ -150,6 +154,10 @@ const std::vector<Field>& registry() {
       bind_field("checkpoint.resume", &C::checkpoint, &CheckpointSection::resume, "resume from the newest in dir"),
       bind_field("checkpoint.fallback", &C::checkpoint, &CheckpointSection::fallback,
                  "on a corrupt newest checkpoint, use the previous good one"),
+      bind_field("checkpoint.async", &C::checkpoint, &CheckpointSection::async,
+                 "write from a host snapshot on a background thread while training continues"),
+      bind_field("checkpoint.on_error", &C::checkpoint, &CheckpointSection::on_error,
+                 "a failed save (disk full, read-only): stop the job, or continue (warn, retry at the next)"),
       bind_field("generate.samples", &C::generate, &GenerateSection::samples, "samples printed after training"),
       bind_field("generate.max_tokens", &C::generate, &GenerateSection::max_tokens, "tokens per sample"),
       bind_field("generate.prompt", &C::generate, &GenerateSection::prompt, "prompt of the samples"),
@@ -160,6 +168,12 @@ const std::vector<Field>& registry() {
                  "rank that stops at fault.hang_step; -1: none"),
       bind_field("fault.hang_step", &C::fault, &FaultSection::hang_step, "step at whose start the rank stops"),
       bind_field("fault.hang_seconds", &C::fault, &FaultSection::hang_seconds, "how long the rank stops"),
+      bind_field("fault.fail_checkpoint_step", &C::fault, &FaultSection::fail_checkpoint_step,
+                 "the checkpoint save at this step fails as a full disk would (once per job); 0: none"),
+      bind_field("fault.nan_step", &C::fault, &FaultSection::nan_step,
+                 "fault.nan_rank's gradient gets a NaN at this step (once per job); 0: none"),
+      bind_field("fault.nan_rank", &C::fault, &FaultSection::nan_rank,
+                 "the rank whose gradient fault.nan_step poisons"),
       bind_field("comm.deterministic", &C::comm, &CommSection::deterministic,
                  "fixed rank-order reductions, bit-exact; false: MPI's native collectives"),
       bind_field("comm.dump_dir", &C::comm, &CommSection::dump_dir, "flight-recorder dumps; empty: the temp dir"),
@@ -324,6 +338,23 @@ Status validate(const TrainConfig& c) {
     }
   }
   if (!(c.fault.hang_seconds >= 0)) return make_error("fault.hang_seconds: must be >= 0, got ", c.fault.hang_seconds);
+  if (c.fault.nan_rank < 0 || c.fault.nan_rank >= c.parallel.world()) {
+    return make_error("fault.nan_rank (", c.fault.nan_rank, ") is not a rank of the ", c.parallel.world(),
+                      "-rank job; use 0 to ", c.parallel.world() - 1);
+  }
+  if (c.fault.nan_step < 0) return make_error("fault.nan_step: must be >= 0 (0: none), got ", c.fault.nan_step);
+  if (c.fault.fail_checkpoint_step < 0) {
+    return make_error("fault.fail_checkpoint_step: must be >= 0 (0: none), got ", c.fault.fail_checkpoint_step);
+  }
+  if (c.checkpoint.on_error != "stop" && c.checkpoint.on_error != "continue") {
+    return make_error("checkpoint.on_error: '", c.checkpoint.on_error, "' is unknown; use stop or continue");
+  }
+  if (c.train.nonfinite != "skip" && c.train.nonfinite != "stop") {
+    return make_error("train.nonfinite: '", c.train.nonfinite, "' is unknown; use skip or stop");
+  }
+  if (c.train.max_nonfinite_skips < 0) {
+    return make_error("train.max_nonfinite_skips: must be >= 0, got ", c.train.max_nonfinite_skips);
+  }
   HERD_RETURN_IF_ERROR(positive(c.comm.recorder_size, "comm.recorder_size"));
   if (c.projection.background_jobs < 0 && c.projection.background_jobs != -1) {
     return make_error("projection.background_jobs: must be >= 0, or -1 to measure, got ", c.projection.background_jobs);

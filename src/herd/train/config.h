@@ -50,14 +50,16 @@ struct ScheduleSection {
 };
 
 struct TrainSection {
-  std::int64_t steps = 300;             // optimizer steps
-  std::int64_t global_batch = 8;        // sequences per optimizer step, whatever the layout
-  std::int64_t threads = 0;             // kernel threads per rank; 0: the launcher's rule (cores / ranks)
-  std::int64_t seed = 1234;             // weight initialisation
-  std::int64_t log_every = 10;          // progress line period in steps
-  std::string metrics_file = "";        // JSON lines, one object per step; empty: none
-  std::string projection_file = "";     // JSON: the planner's step time and memory vs measured; empty: none
-  double peak_gflops_per_core = 117.0;  // for MFU: fp32 FMA peak of one core (ENVIRONMENT.md)
+  std::int64_t steps = 300;              // optimizer steps
+  std::int64_t global_batch = 8;         // sequences per optimizer step, whatever the layout
+  std::int64_t threads = 0;              // kernel threads per rank; 0: the launcher's rule (cores / ranks)
+  std::int64_t seed = 1234;              // weight initialisation
+  std::int64_t log_every = 10;           // progress line period in steps
+  std::string metrics_file = "";         // JSON lines, one object per step; empty: none
+  std::string projection_file = "";      // JSON: the planner's step time and memory vs measured; empty: none
+  double peak_gflops_per_core = 117.0;   // for MFU: fp32 FMA peak of one core (ENVIRONMENT.md)
+  std::string nonfinite = "skip";        // a NaN/Inf loss or gradient norm: skip the step, or stop the job
+  std::int64_t max_nonfinite_skips = 3;  // consecutive skipped steps after which the job stops
 };
 
 struct EvalSection {
@@ -66,11 +68,13 @@ struct EvalSection {
 };
 
 struct CheckpointSection {
-  std::string dir = "";      // checkpoint directory; empty: no checkpoints
-  std::int64_t every = 100;  // steps between checkpoints (and one at the end)
-  std::int64_t keep = 2;     // keep the newest K
-  bool resume = true;        // resume from the newest checkpoint in dir when there is one
-  bool fallback = false;     // on a corrupt newest checkpoint, resume from the previous good one
+  std::string dir = "";           // checkpoint directory; empty: no checkpoints
+  std::int64_t every = 100;       // steps between checkpoints (and one at the end)
+  std::int64_t keep = 2;          // keep the newest K
+  bool resume = true;             // resume from the newest checkpoint in dir when there is one
+  bool fallback = false;          // on a corrupt newest checkpoint, resume from the previous good one
+  bool async = true;              // write from a host snapshot on a background thread while training goes on
+  std::string on_error = "stop";  // a failed save: stop (the job ends with its error) or continue (warn)
 };
 
 struct GenerateSection {
@@ -100,6 +104,9 @@ struct FaultSection {
   std::int64_t hang_rank = -1;  // this rank stops for fault.hang_seconds at the start of fault.hang_step
   std::int64_t hang_step = 0;
   double hang_seconds = 3600;
+  std::int64_t fail_checkpoint_step = 0;  // the save at this step fails as a full disk would; 0: none
+  std::int64_t nan_step = 0;              // fault.nan_rank's gradient gets a NaN at this step; 0: none
+  std::int64_t nan_rank = 0;
 };
 
 // Communicator behaviour (comm::CommOptions; the timeout is parallel.comm_timeout_s). These were the

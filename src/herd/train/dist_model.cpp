@@ -37,6 +37,7 @@ void append_stage_pieces(parallel::DistributedStage<T>& stage, const parallel::P
     s.param = unit.shard_params() + (a - s0);
     s.m = stage.adam_m(p.unit) + (a - s0);
     s.v = stage.adam_v(p.unit) + (a - s0);
+    s.g = unit.shard_grads() + (a - s0);
     out.push_back(s);
   }
 }
@@ -71,8 +72,10 @@ class DistributedLlamaModel final : public RankModel<T> {
     }
     return total;
   }
-  Result<double> step(const kernels::AdamWConfig& cfg, double lr, double max_norm) override {
-    return model_.step(cfg, lr, max_norm);
+  Result<double> grad_norm() override { return model_.grad_norm(); }
+  Status apply_update(const kernels::AdamWConfig& cfg, double lr, double max_norm, double norm) override {
+    model_.apply(cfg, lr, max_norm, norm);
+    return Status::Ok();
   }
   std::int64_t optimizer_steps() const override { return model_.steps(); }
   void set_optimizer_steps(std::int64_t s) override { model_.set_steps(s); }

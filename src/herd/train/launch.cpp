@@ -48,6 +48,10 @@ Status run_rank_unguarded(comm::Communicator& world_in, const TrainConfig& cfg, 
     out->comm_seconds = world.wait_seconds();
     out->resumed_from = trainer->resumed_from();
   }
+  // Every rank agreed on the stop; with MPI each process reports it for its own exit code.
+  if (out != nullptr && (world.rank() == 0 || std::string(world.backend()) == "mpi")) {
+    out->preempted = trainer->preempted();
+  }
   return Status::Ok();
 }
 

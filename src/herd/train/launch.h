@@ -39,7 +39,8 @@ struct JobResult {
   double comm_seconds = 0;                                      // rank 0's time inside collectives
   std::vector<std::string> dump_paths;                          // flight-recorder dumps after a failure
   std::int64_t resumed_from = -1;                               // the checkpoint step resumed from; -1: none
-  bool quiet = false;  // set by the caller: rank 0 prints no progress or projection lines either
+  bool preempted = false;  // the job stopped on SIGTERM/SIGUSR1 after a checkpoint (exit code 143)
+  bool quiet = false;      // set by the caller: rank 0 prints no progress or projection lines either
 };
 
 // BLAS threads for each of `ranks` ranks on this machine's cores.

@@ -27,7 +27,13 @@ class AdamW {
   // Clips grads to max_norm (0: no clipping) and applies one AdamW update at rate `lr`; returns the
   // gradient norm before clipping.
   double step(T* params, T* grads, const kernels::AdamWConfig& base, double lr, double max_norm) {
-    const double norm = std::sqrt(kernels::sum_squares<T>(grads, n_));
+    const double norm = grad_norm(grads);
+    apply(params, grads, base, lr, max_norm, norm);
+    return norm;
+  }
+  // The two halves of step(): the gradient norm, then clipping by it and the update.
+  double grad_norm(const T* grads) const { return std::sqrt(kernels::sum_squares<T>(grads, n_)); }
+  void apply(T* params, T* grads, const kernels::AdamWConfig& base, double lr, double max_norm, double norm) {
     if (max_norm > 0) {
       const double c = kernels::clip_coefficient(norm, max_norm);
       if (c < 1.0) kernels::scale_buffer<T>(grads, n_, static_cast<T>(c));
@@ -36,7 +42,6 @@ class AdamW {
     cfg.lr = lr;
     ++step_;
     kernels::adamw_step<T>(params, grads, m_.get(), v_.get(), n_, cfg, step_);
-    return norm;
   }
 
   std::int64_t size() const { return n_; }

@@ -74,19 +74,21 @@ class PipelineLlamaModel final : public RankModel<T> {
     peak_boundary_bytes_ = std::max(peak_boundary_bytes_, st.peak_boundary_buffers * boundary_bytes_);
     return kernels::CrossEntropyLoss{st.loss_sum, st.tokens};
   }
-  Result<double> step(const kernels::AdamWConfig& base, double lr, double max_norm) override {
+  Result<double> grad_norm() override {
     double sq = 0;
     for (const Stage& c : ex_->chunks()) sq += c.counted_sum_squares();
     HERD_RETURN_IF_ERROR(ctx_.tp->all_reduce<double>(&sq, 1, comm::ReduceOp::kSum));
     HERD_RETURN_IF_ERROR(ctx_.fsdp()->all_reduce<double>(&sq, 1, comm::ReduceOp::kSum));
     HERD_RETURN_IF_ERROR(ctx_.pp->all_reduce<double>(&sq, 1, comm::ReduceOp::kSum));  // different units
-    const double norm = std::sqrt(sq);
+    return std::sqrt(sq);
+  }
+  Status apply_update(const kernels::AdamWConfig& base, double lr, double max_norm, double norm) override {
     kernels::AdamWConfig cfg = base;
     cfg.lr = lr;
     ++steps_;
     const double clip = max_norm > 0 ? kernels::clip_coefficient(norm, max_norm) : 1.0;
     for (Stage& c : ex_->chunks()) c.adamw(cfg, clip, steps_);
-    return norm;
+    return Status::Ok();
   }
   std::int64_t optimizer_steps() const override { return steps_; }
   void set_optimizer_steps(std::int64_t s) override { steps_ = s; }

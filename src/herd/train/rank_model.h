@@ -34,6 +34,7 @@ struct ShardPiece {
   T* param = nullptr;                           // e1 - e0 elements each
   T* m = nullptr;
   T* v = nullptr;
+  T* g = nullptr;  // the step's reduced gradient of the same elements (the NaN guard reads it)
   std::int64_t count() const { return e1 - e0; }
 };
 
@@ -71,9 +72,20 @@ class RankModel {
     zero_grads();
     return r;
   }
-  // Reduces the gradients across ranks, clips by the global norm (max_norm 0: no clipping) and applies
-  // AdamW at rate lr to this rank's shard. Returns the global gradient norm before clipping.
-  virtual Result<double> step(const kernels::AdamWConfig& cfg, double lr, double max_norm) = 0;
+  // The optimizer step in two halves, so the trainer can look at the norm before anything changes (the
+  // NaN guard skips a step with a non-finite norm): grad_norm() reduces the gradients across ranks where
+  // that is still to do and returns the global gradient norm (collective; the same on every rank);
+  // apply_update() clips by that norm (max_norm 0: no clipping) and applies AdamW at rate lr to this
+  // rank's shard (local). A step that is skipped never calls apply_update: weights, moments and the
+  // optimizer's step count stay as they were.
+  virtual Result<double> grad_norm() = 0;
+  virtual Status apply_update(const kernels::AdamWConfig& cfg, double lr, double max_norm, double norm) = 0;
+  // Both halves; returns the global gradient norm before clipping.
+  Result<double> step(const kernels::AdamWConfig& cfg, double lr, double max_norm) {
+    HERD_ASSIGN_OR_RETURN(const double norm, grad_norm());
+    HERD_RETURN_IF_ERROR(apply_update(cfg, lr, max_norm, norm));
+    return norm;
+  }
   virtual std::int64_t optimizer_steps() const = 0;
   virtual void set_optimizer_steps(std::int64_t steps) = 0;
   // This rank's pieces of every named tensor (parameters and both AdamW moments).

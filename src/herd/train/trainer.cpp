@@ -6,17 +6,22 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <iterator>
+#include <limits>
 #include <thread>
 
 #include "herd/core/log.h"
 #include "herd/core/timer.h"
 #include "herd/kernels/gemm.h"
 #include "herd/model/flops.h"
+#include "herd/model/weights.h"
 #include "herd/parallel/model.h"
 #include "herd/train/checkpoint.h"
 #include "herd/train/fault_log.h"
 #include "herd/train/micro_batch_data.h"
 #include "herd/train/pipeline_model.h"
+#include "herd/train/preempt.h"
 #include "herd/train/projection.h"
 
 namespace herd::train {
@@ -108,7 +113,31 @@ Result<std::unique_ptr<Trainer<T>>> Trainer<T>::make(const TrainConfig& cfg, con
   const double threads = static_cast<double>(kernels::num_threads()) * static_cast<double>(ctx.dims.world());
   t->peak_flops_ = cfg.train.peak_gflops_per_core * 1e9 * std::min(cores, threads);
 
-  if (!cfg.checkpoint.dir.empty() && cfg.checkpoint.resume) HERD_RETURN_IF_ERROR(t->resume());
+  if (!cfg.checkpoint.dir.empty()) {
+    // Before any save: the directory must take writes (a one-line error now, not at the first save), and
+    // rank 0 removes what killed or failed saves left (no rank saves before the first step's collectives).
+    if (ctx.rank == 0) {
+      Status w = check_checkpoint_dir(cfg.checkpoint.dir);
+      const int stale = w.ok() ? remove_stale_tmp(cfg.checkpoint.dir) : 0;
+      if (stale > 0) log_info("checkpoint.dir: removed ", stale, " unfinished save(s) (.tmp-step_*)");
+      int ok = w.ok() ? 1 : 0;
+      HERD_RETURN_IF_ERROR(ctx.world->broadcast(&ok, 1, DType::kI32, 0));
+      HERD_RETURN_IF_ERROR(w);
+    } else {
+      int ok = 0;
+      HERD_RETURN_IF_ERROR(ctx.world->broadcast(&ok, 1, DType::kI32, 0));
+      if (!ok) return make_error("checkpoint.dir '", cfg.checkpoint.dir, "' is not usable (rank 0 says why)");
+    }
+    CheckpointWriter::Options wo;
+    wo.dir = cfg.checkpoint.dir;
+    wo.rank = ctx.rank;
+    wo.world_size = ctx.dims.world();
+    wo.keep = cfg.checkpoint.keep;
+    wo.timeout_s = cfg.parallel.comm_timeout_s;
+    wo.async = cfg.checkpoint.async;
+    t->writer_ = std::make_unique<CheckpointWriter>(wo);
+    if (cfg.checkpoint.resume) HERD_RETURN_IF_ERROR(t->resume());
+  }
   HERD_ASSIGN_OR_RETURN(t->current_, t->loader_for(t->ramp_.at(t->tokens_)));
   if (!cfg.train.metrics_file.empty() && ctx.rank == 0) {
     HERD_ASSIGN_OR_RETURN(t->metrics_, MetricsWriter::open(cfg.train.metrics_file, t->resumed_from_ >= 0));
@@ -244,19 +273,73 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss loss, reduce_loss(local, real));
     const double lr = lr_.at(step_);
     StepRecord rec;
-    HERD_ASSIGN_OR_RETURN(rec.grad_norm, model_->step(ac, lr, cfg_.optim.grad_clip));
+    const double loss_value = real > 0 ? loss.loss_sum / static_cast<double>(real) : 0.0;
+    maybe_inject_nan();
+    HERD_ASSIGN_OR_RETURN(rec.grad_norm, model_->grad_norm());
+    if (writer_) note_checkpoint_outcome(writer_->poll());
+    HERD_ASSIGN_OR_RETURN(const StepControl ctl,
+                          agree_step(!std::isfinite(loss_value) || !std::isfinite(rec.grad_norm)));
+    if (ctl.nonfinite) {
+      // The NaN guard: nothing of this step is applied (weights, moments and the optimizer's step count
+      // stay), the same decision on every rank.
+      HERD_ASSIGN_OR_RETURN(rec.nonfinite, locate_nonfinite(loss_value, rec.grad_norm));
+      ++nonfinite_run_;
+      const std::string what = "step " + std::to_string(step_ + 1) + ": non-finite loss (" +
+                               std::to_string(loss_value) + ") or gradient norm (" + std::to_string(rec.grad_norm) +
+                               "), non-finite values in " + rec.nonfinite;
+      if (cfg_.train.nonfinite == "stop" || nonfinite_run_ > cfg_.train.max_nonfinite_skips) {
+        HERD_RETURN_IF_ERROR(finish_checkpoints());  // an earlier, finite save in flight still completes
+        return make_error(what, cfg_.train.nonfinite == "stop"
+                                    ? "; train.nonfinite=stop ends the job (nothing of this step is saved)"
+                                    : "; more than train.max_nonfinite_skips (" +
+                                          std::to_string(cfg_.train.max_nonfinite_skips) +
+                                          ") steps in a row; lower optim.lr or raise optim.grad_clip");
+      }
+      if (lead) {
+        log_warning(what, "; the step is skipped (", nonfinite_run_, " in a row, at most ",
+                    cfg_.train.max_nonfinite_skips, ", train.max_nonfinite_skips)");
+      }
+      rec.skipped = true;
+    } else {
+      nonfinite_run_ = 0;
+      HERD_RETURN_IF_ERROR(model_->apply_update(ac, lr, cfg_.optim.grad_clip, rec.grad_norm));
+    }
+    if (ctl.checkpoint_failed) {
+      const Status why = checkpoint_failed_here_ ? checkpoint_error_
+                                                 : make_error(
+                                                       "checkpoint: another rank's save failed (its message "
+                                                       "names the path and the reason)");
+      checkpoint_failed_here_ = false;
+      if (cfg_.checkpoint.on_error == "stop") {
+        // Every rank stops here; a later save already in flight completes first (or fails and is
+        // removed), so nothing half-written stays behind.
+        writer_->wait();
+        return why.error().with_context("checkpoint.on_error=stop");
+      }
+      if (lead)
+        log_warning(why.error().message(), "; checkpoint.on_error=continue: training on, the next save retries");
+    }
     ++step_;
     tokens_ += step_tokens;
-    const double dt = step_timer.seconds();
+    const double dt = step_timer.seconds();  // the step itself; checkpoint_s is reported apart
     step_seconds_total += dt;
+    const bool last = step_ == steps || step_ == stop_after;
+    if (writer_ && (step_ % cfg_.checkpoint.every == 0 || last || ctl.stop)) {
+      HERD_ASSIGN_OR_RETURN(rec.checkpoint_s, start_checkpoint());
+    }
+    if (ctl.stop && !writer_ && lead) log_warning("preempted without checkpoint.dir: nothing is saved");
+    if (writer_ && (last || ctl.stop)) {
+      Timer wait;
+      HERD_RETURN_IF_ERROR(finish_checkpoints());
+      rec.checkpoint_s += wait.seconds();
+    }
     rec.step = step_;
-    rec.loss = real > 0 ? loss.loss_sum / static_cast<double>(real) : 0.0;
+    rec.loss = loss_value;
     rec.lr = lr;
     rec.tokens = tokens_;
     rec.tokens_per_s = static_cast<double>(step_tokens) / dt;
     rec.mfu = rec.tokens_per_s * flops_per_token_ / peak_flops_;
     if (comm_wait_clock) rec.comm_wait_s = comm_wait_clock() - wait_at_start;
-    const bool last = step_ == steps || step_ == stop_after;
     if ((cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) || step_ == steps) {
       HERD_ASSIGN_OR_RETURN(double v, evaluate());
       if (!std::isnan(v)) rec.val_loss = v;
@@ -272,6 +355,15 @@ Status Trainer<T>::run(std::int64_t stop_after) {
                 {"mfu", rec.mfu},
                 {"elapsed_s", wall.seconds()},
                 {"layout", ctx_.dims.to_string()}};
+      // JSON has no NaN or Inf: a non-finite number is written as null, and the record says why.
+      for (const char* k : {"loss", "grad_norm", "tokens_per_s", "mfu"}) {
+        if (!std::isfinite(j[k].get<double>())) j[k] = nullptr;
+      }
+      if (rec.skipped) {
+        j["skipped"] = true;
+        j["nonfinite"] = rec.nonfinite;
+      }
+      if (rec.checkpoint_s >= 0) j["checkpoint_s"] = rec.checkpoint_s;
       if (rec.val_loss) j["val_loss"] = *rec.val_loss;
       if ((step_ == 1 || rec.val_loss) && val_docs_) j["unigram_entropy"] = unigram_entropy_;
       metrics_.write(j);
@@ -285,8 +377,13 @@ Status Trainer<T>::run(std::int64_t stop_after) {
       if (ctx_.dims.world() > 1) line += " | " + ctx_.dims.to_string();
       log_info(line);
     }
-    if (!cfg_.checkpoint.dir.empty() && (step_ % cfg_.checkpoint.every == 0 || last)) {
-      HERD_RETURN_IF_ERROR(save_checkpoint());
+    if (ctl.stop) {
+      preempted_ = true;
+      if (lead) {
+        log_warning("preempted: stopped after step ", step_,
+                    writer_ ? " with a checkpoint" : " (no checkpoint.dir, nothing saved)", "; exit code 143");
+      }
+      break;
     }
     if (step_ == stop_after) break;
   }
@@ -296,6 +393,27 @@ Status Trainer<T>::run(std::int64_t stop_after) {
 
 template <typename T>
 Status Trainer<T>::save_checkpoint() {
+  if (!writer_) return make_error("checkpoint.dir is empty; set it to save checkpoints");
+  Result<double> started = start_checkpoint();
+  if (!started.ok()) return started.error();
+  return finish_checkpoints();
+}
+
+template <typename T>
+Result<double> Trainer<T>::start_checkpoint() {
+  Timer t;
+  writer_->wait_idle();  // at most one write in flight; its snapshot buffer is reused
+  note_checkpoint_outcome(writer_->poll());
+  const std::vector<ShardPiece<T>> pieces = model_->shard_pieces();
+  for (const ShardPiece<T>& p : pieces) {
+    for (std::int64_t i = 0; i < p.count(); ++i) {
+      if (!std::isfinite(p.param[i])) {
+        return make_error("step ", step_, ": weight '", p.name, "' (", model::weight_group(p.name),
+                          ") holds a non-finite value; a non-finite checkpoint is never saved");
+      }
+    }
+  }
+  snapshot_pieces<T>(pieces, writer_->buffer());
   const Json meta = {{"tokens", tokens_},
                      {"optimizer_steps", model_->optimizer_steps()},
                      {"loader", current_->state().to_json()},
@@ -304,15 +422,130 @@ Status Trainer<T>::save_checkpoint() {
                      {"model", model::config_to_hf_json(model_cfg_)}};
   const Json layout = {{"tp", ctx_.dims.tp()}, {"cp", ctx_.dims.cp()},       {"pp", ctx_.dims.pp()},
                        {"dp", ctx_.dims.dp()}, {"world", ctx_.dims.world()}, {"layout", layout_.layout.to_string()}};
-  return save_dist_checkpoint<T>(cfg_.checkpoint.dir, step_, meta, layout, *ctx_.world, model_->shard_pieces(),
-                                 cfg_.checkpoint.keep);
+  const std::string key = "ckptfail@" + std::to_string(step_);
+  bool fail = false;
+  if (cfg_.fault.fail_checkpoint_step == step_ && ctx_.rank == 0 && !fault_fired(cfg_.checkpoint.dir, key)) {
+    mark_fault_fired(cfg_.checkpoint.dir, key);
+    log_warning("fault.fail_checkpoint_step: the save of step ", step_, " fails as a full disk would");
+    fail = true;
+  }
+  writer_->start(step_, meta, layout, fail);
+  if (!cfg_.checkpoint.async) note_checkpoint_outcome(writer_->poll());
+  return t.seconds();
+}
+
+template <typename T>
+void Trainer<T>::note_checkpoint_outcome(const std::optional<CheckpointWriter::Outcome>& o) {
+  if (!o || o->status.ok()) return;
+  checkpoint_error_ = o->status.error().with_context("checkpoint of step " + std::to_string(o->step));
+  checkpoint_failed_here_ = true;
+}
+
+template <typename T>
+Status Trainer<T>::finish_checkpoints() {
+  if (!writer_) return Status::Ok();
+  note_checkpoint_outcome(writer_->wait());
+  int failed = checkpoint_failed_here_ ? 1 : 0;
+  HERD_RETURN_IF_ERROR(ctx_.world->all_reduce(&failed, 1, DType::kI32, comm::ReduceOp::kMax));
+  if (!failed) return Status::Ok();
+  const Status why = checkpoint_failed_here_ ? checkpoint_error_
+                                             : make_error(
+                                                   "checkpoint: another rank's save failed (its message "
+                                                   "names the path and the reason)");
+  checkpoint_failed_here_ = false;
+  if (cfg_.checkpoint.on_error == "stop") return why.error().with_context("checkpoint.on_error=stop");
+  if (ctx_.rank == 0) log_warning(why.error().message(), "; checkpoint.on_error=continue");
+  return Status::Ok();
+}
+
+template <typename T>
+Result<typename Trainer<T>::StepControl> Trainer<T>::agree_step(bool nonfinite_here) {
+  double v[3] = {preemption_requested() ? 1.0 : 0.0, nonfinite_here ? 1.0 : 0.0, checkpoint_failed_here_ ? 1.0 : 0.0};
+  HERD_RETURN_IF_ERROR(ctx_.world->all_reduce(v, 3, DType::kF64, comm::ReduceOp::kMax));
+  StepControl c;
+  c.stop = v[0] > 0;
+  c.nonfinite = v[1] > 0;
+  c.checkpoint_failed = v[2] > 0;
+  return c;
+}
+
+template <typename T>
+void Trainer<T>::maybe_inject_nan() {
+  const std::int64_t next = step_ + 1;
+  const std::string key = "nan@" + std::to_string(next);
+  if (cfg_.fault.nan_step != next || cfg_.fault.nan_rank != ctx_.rank || fault_fired(cfg_.checkpoint.dir, key)) return;
+  mark_fault_fired(cfg_.checkpoint.dir, key);
+  // The first attention weight this rank holds, so the guard's report is easy to check.
+  std::vector<ShardPiece<T>> pieces = model_->shard_pieces();
+  const ShardPiece<T>* target = nullptr;
+  for (const ShardPiece<T>& p : pieces) {
+    if (p.count() > 0 && p.g != nullptr &&
+        (target == nullptr || (std::string(model::weight_group(p.name)) == "attention" &&
+                               std::string(model::weight_group(target->name)) != "attention"))) {
+      target = &p;
+    }
+  }
+  if (target == nullptr) return;
+  target->g[0] = std::numeric_limits<T>::quiet_NaN();
+  log_warning("fault.nan_step: rank ", ctx_.rank, " puts a NaN into the gradient of ", target->name, " (",
+              model::weight_group(target->name), ") at step ", next);
+}
+
+template <typename T>
+Result<std::string> Trainer<T>::locate_nonfinite(double loss, double norm) {
+  constexpr std::size_t kGroups = std::size(model::kWeightGroups);
+  double flags[kGroups] = {};
+  for (const ShardPiece<T>& p : model_->shard_pieces()) {
+    if (p.g == nullptr) continue;
+    const char* g = model::weight_group(p.name);
+    std::size_t k = 0;
+    while (k + 1 < kGroups && std::string(model::kWeightGroups[k]) != g) ++k;
+    if (flags[k] > 0) continue;
+    for (std::int64_t i = 0; i < p.count(); ++i) {
+      if (!std::isfinite(p.g[i])) {
+        flags[k] = 1;
+        break;
+      }
+    }
+  }
+  HERD_RETURN_IF_ERROR(ctx_.world->all_reduce(flags, kGroups, DType::kF64, comm::ReduceOp::kMax));
+  std::string out;
+  for (std::size_t k = 0; k < kGroups; ++k) {
+    if (flags[k] > 0) out += (out.empty() ? "" : ",") + std::string(model::kWeightGroups[k]);
+  }
+  if (out.empty()) out = std::isfinite(loss) && std::isfinite(norm) ? "unknown" : "loss";
+  return out;
 }
 
 template <typename T>
 Status Trainer<T>::resume() {
-  HERD_ASSIGN_OR_RETURN(std::optional<DistCheckpoint> found,
-                        open_latest_checkpoint(cfg_.checkpoint.dir, cfg_.checkpoint.fallback));
-  if (!found) return Status::Ok();
+  // Rank 0 picks the checkpoint (the newest that verifies, with checkpoint.fallback) and every rank opens
+  // that one, so the ranks cannot disagree on the step they resume from.
+  std::optional<DistCheckpoint> found;
+  Status picked = Status::Ok();
+  std::int64_t step = -1;  // -1: none; -2: rank 0 failed
+  if (ctx_.rank == 0) {
+    Result<std::optional<DistCheckpoint>> r = open_latest_checkpoint(cfg_.checkpoint.dir, cfg_.checkpoint.fallback);
+    if (!r.ok()) {
+      picked = r.error();
+      step = -2;
+    } else if (*r) {
+      found = std::move(**r);
+      step = found->step;
+    }
+  }
+  HERD_RETURN_IF_ERROR(ctx_.world->broadcast(&step, 1, DType::kI64, 0));
+  if (step == -2) {
+    if (!picked.ok()) return picked;
+    return make_error("checkpoint.dir '", cfg_.checkpoint.dir, "': rank 0 found no checkpoint to resume from");
+  }
+  if (step == -1) return Status::Ok();
+  if (!found) {
+    HERD_ASSIGN_OR_RETURN(
+        DistCheckpoint ck,
+        open_dist_checkpoint((std::filesystem::path(cfg_.checkpoint.dir) / step_dir_name(step)).string()));
+    found = std::move(ck);
+  }
   const DistCheckpoint& ck = *found;
   std::vector<ShardPiece<T>> pieces = model_->load_pieces();
   HERD_RETURN_IF_ERROR(ck.load_into<T>(pieces));

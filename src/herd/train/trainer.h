@@ -14,8 +14,12 @@
 // (section 3.4.1: half the micro-batch at half the length, then half at full length), held-out
 // evaluation over eval.batches global batches (a one-pass loader; the same sequences whatever the
 // layout), MFU, the metrics file and the progress line on rank 0, checkpoints (checkpoint.h:
-// written by every rank, readable by any layout, with checkpoint.fallback), and injected faults
-// (fault.* in the config: a rank that exits or stops at a step, to show how the job fails).
+// written by every rank from a host snapshot on a background thread, checkpoint_writer.h; readable by
+// any layout, with checkpoint.fallback), and injected faults (fault.* in the config). Once per step,
+// between the gradient norm and the update, the ranks all-reduce a small control vector (a preemption
+// signal, a non-finite loss or norm, a failed save) so that all of them take the same decision: stop
+// after a checkpoint (preempt.h), skip the update or stop (the NaN/Inf guard, train.nonfinite), follow
+// checkpoint.on_error. docs/checkpoints.md.
 // A checkpoint holds the weights, both AdamW moments, the optimizer step, the tokens seen and the
 // loader's position; there is no other randomness in a step, so a resumed run continues bit for bit.
 #pragma once
@@ -31,6 +35,7 @@
 #include "herd/data/shard.h"
 #include "herd/model/config.h"
 #include "herd/parallel/context.h"
+#include "herd/train/checkpoint_writer.h"
 #include "herd/train/config.h"
 #include "herd/train/lr_schedule.h"
 #include "herd/train/metrics.h"
@@ -49,6 +54,9 @@ struct StepRecord {
   double mfu = 0;
   double comm_wait_s = -1;  // this rank's time blocked in collectives during the step; -1: not measured
   std::optional<double> val_loss;
+  double checkpoint_s = -1;  // the step's critical-path seconds spent on a checkpoint; -1: none
+  bool skipped = false;      // the NaN guard skipped the update (a non-finite loss or gradient norm)
+  std::string nonfinite;     // where the non-finite values were: the tensor groups, or "loss"
 };
 
 // The model the config names (a preset or config.json, with model.vocab applied) checked against the
@@ -77,9 +85,12 @@ class Trainer {
                                                std::shared_ptr<const data::TokenDocuments> val_docs);
 
   // Runs until train.steps, or until step stop_after (> 0), with a checkpoint there when checkpoint.dir
-  // is set. Collective: every rank calls it.
+  // is set, or until a preemption (preempt.h): then it saves a checkpoint, waits for it and returns Ok
+  // with preempted() true. Collective: every rank calls it.
   Status run(std::int64_t stop_after = 0);
+  // Saves a checkpoint of the current step and waits until it is written (collective).
   Status save_checkpoint();
+  bool preempted() const { return preempted_; }
   // Mean loss over eval.batches global batches of the held-out split (NaN without one). Collective.
   Result<double> evaluate();
 
@@ -97,6 +108,24 @@ class Trainer {
   Trainer() = default;
   Status resume();
   Status maybe_inject_fault();
+  // Checkpoints (checkpoint_writer.h): copies this rank's pieces into the writer's snapshot and starts
+  // the write (asynchronous unless checkpoint.async=false); returns the seconds this took on the step's
+  // critical path. A non-finite weight refuses the save.
+  Result<double> start_checkpoint();
+  // Waits for the write in flight and agrees with every rank on its outcome (collective), following
+  // checkpoint.on_error.
+  Status finish_checkpoints();
+  // The outcome of a finished write on this rank: a warning or a pending failure for the control vector.
+  void note_checkpoint_outcome(const std::optional<CheckpointWriter::Outcome>& o);
+  // The NaN guard: fault.nan_step's poisoned gradient, and where the non-finite values are (collective).
+  void maybe_inject_nan();
+  Result<std::string> locate_nonfinite(double loss, double norm);
+  // The per-step control all-reduce over the world (one small collective per step): preemption, a
+  // non-finite loss or norm, a failed checkpoint; every rank takes the same decision from the result.
+  struct StepControl {
+    bool stop = false, nonfinite = false, checkpoint_failed = false;
+  };
+  Result<StepControl> agree_step(bool nonfinite_here);
   Result<data::Loader*> loader_for(const BatchShape& shape);
   // This rank's part of one global step: M global micro-batches from a loader, each cut to this rank's
   // rows, and the real and total tokens of the whole global step.
@@ -125,6 +154,11 @@ class Trainer {
   std::int64_t step_ = 0, tokens_ = 0, resumed_from_ = -1;
   double flops_per_token_ = 0, peak_flops_ = 0, unigram_entropy_ = 0;
   std::vector<StepRecord> history_;
+  std::unique_ptr<CheckpointWriter> writer_;
+  Status checkpoint_error_ = Status::Ok();  // this rank's failed save, until the control vector spreads it
+  bool checkpoint_failed_here_ = false;
+  std::int64_t nonfinite_run_ = 0;  // consecutive skipped steps
+  bool preempted_ = false;
 };
 
 }  // namespace herd::train

@@ -1,0 +1,80 @@
+// `herd train` preempted as a scheduler does it: a real SIGTERM to the process (TP2 x DP2 as threads)
+// while it trains. It exits with code 143 after a checkpoint, and the same command resumes and ends on
+// the losses of an uninterrupted run, bit for bit (the metrics file's numbers round-trip exactly).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "cli/cli_runner.h"
+#include "herd/data/shard.h"
+#include "herd/train/checkpoint.h"
+#include "train/dist_harness.h"
+
+namespace herd::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+class PreemptCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("herd_preempt_cli" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    ASSERT_TRUE(data::write_shard((dir_ / "train-00000.bin").string(), *testing::parity_docs(40, 1)).ok());
+    std::ofstream((dir_ / "config.json").string()) << model::config_to_hf_json(testing::parity_model()).dump();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string args(const std::string& name) {
+    return "train --data.dir=" + dir_.string() + " --model.name=" + (dir_ / "config.json").string() +
+           " --data.seq_len=16 --train.global_batch=8 --parallel.microbatch_size=2 --tp 2 --dp 2" +
+           " --train.steps=150 --optim.lr=1e-2 --eval.every=0 --generate.samples=0 --checkpoint.every=1000" +
+           " --checkpoint.dir=" + (dir_ / name).string() + " --train.metrics_file=" + (dir_ / name).string() + ".jsonl";
+  }
+  // step -> loss of a metrics file (a resumed run appends; a later line wins).
+  std::map<std::int64_t, double> losses(const std::string& name) {
+    std::map<std::int64_t, double> out;
+    std::ifstream in((dir_ / name).string() + ".jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const Json j = Json::parse(line);
+      out[j["step"].get<std::int64_t>()] = j["loss"].get<double>();
+    }
+    return out;
+  }
+  fs::path dir_;
+};
+
+TEST_F(PreemptCli, SigtermExits143WithACheckpointThatResumesBitExactly) {
+  const herd::testing::CliResult full = herd::testing::run_herd(args("full"));
+  ASSERT_EQ(full.status, 0) << full.err;
+
+  // Started in the background; SIGTERM once its metrics file has 3 steps.
+  const std::string metrics = (dir_ / "cut").string() + ".jsonl";
+  const std::string status = (dir_ / "status").string();
+  const std::string cmd = "sh -c '" + std::string(HERD_BINARY) + " " + args("cut") + " >" + dir_.string() +
+                          "/cut.out 2>&1 & p=$!; i=0; while [ $i -lt 3000 ] && [ \"$(cat " + metrics +
+                          " 2>/dev/null | wc -l)\" -lt 3 ]; do sleep 0.01; i=$((i+1)); done; kill -TERM $p; wait $p; " +
+                          "echo $? >" + status + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string code = herd::testing::slurp(status);
+  const std::string out = herd::testing::slurp((dir_ / "cut.out").string());
+  ASSERT_EQ(std::atoi(code.c_str()), 143) << out;
+  EXPECT_NE(out.find("preempted"), std::string::npos) << out;
+  const std::vector<std::string> saved = list_checkpoints((dir_ / "cut").string());
+  ASSERT_EQ(saved.size(), 1u) << out;
+  const std::int64_t stopped = losses("cut").rbegin()->first;
+  ASSERT_LT(stopped, 150) << "the run ended before the signal; nothing was tested";
+  EXPECT_EQ(fs::path(saved[0]).filename().string(), step_dir_name(stopped));
+
+  const herd::testing::CliResult resumed = herd::testing::run_herd(args("cut"));
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  const std::map<std::int64_t, double> want = losses("full"), got = losses("cut");
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [step, loss] : want) EXPECT_EQ(got.at(step), loss) << "step " << step;
+}
+
+}  // namespace
+}  // namespace herd::train
