@@ -39,6 +39,12 @@ CLI::Validator positive_number() {
 }
 
 namespace {
+std::vector<std::string> g_command_line;
+}  // namespace
+
+const std::vector<std::string>& command_line() { return g_command_line; }
+
+namespace {
 
 // CLI11's own messages for a missing or malformed option are already one line; we add where to look.
 int report_parse_error(const CLI::App& root, const CLI::ParseError& e) {
@@ -64,6 +70,7 @@ int run_cli(int argc, const char* const* argv) {
   root.set_version_flag("--version", std::string("herd ") + HERD_VERSION);
   root.footer("Documentation: README.md and docs/ in the herd repository.");
 
+  g_command_line.assign(argv, argv + argc);
   std::vector<Subcommand> subs;
   subs.push_back(add_model_command(root));
   subs.push_back(add_estimate_command(root));
@@ -74,6 +81,7 @@ int run_cli(int argc, const char* const* argv) {
   subs.push_back(add_generate_command(root));
   subs.push_back(add_plot_command(root));
   subs.push_back(add_calibrate_command(root));
+  subs.push_back(add_launch_command(root));
 
   if (argc > 1 && argv[1][0] != '-') {
     const std::string name = argv[1];
@@ -88,6 +96,12 @@ int run_cli(int argc, const char* const* argv) {
                    known.c_str());
       return 2;
     }
+  }
+  // herd launch passes mpirun's options through as they are ("-np 4", "--bind-to none", then "-- herd
+  // train ..."), which no option parser should reinterpret: it reads its own arguments (cli/launch.cpp).
+  if (argc > 2 && std::string(argv[1]) == "launch" && std::string(argv[2]) != "--help" &&
+      std::string(argv[2]) != "-h") {
+    return run_launch(std::vector<std::string>(argv + 2, argv + argc));
   }
   try {
     root.parse(argc, argv);

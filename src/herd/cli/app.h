@@ -32,6 +32,13 @@ Subcommand add_train_command(CLI::App& root);
 Subcommand add_generate_command(CLI::App& root);
 Subcommand add_plot_command(CLI::App& root);
 Subcommand add_calibrate_command(CLI::App& root);
+Subcommand add_launch_command(CLI::App& root);
+
+// herd launch's own argument parsing (cli/launch.cpp): the arguments after "launch".
+int run_launch(const std::vector<std::string>& args);
+
+// The process's command line as run_cli received it (argv[0] included): what a supervisor reruns.
+const std::vector<std::string>& command_line();
 
 // Option validators whose messages read "must be a positive integer, got 0".
 CLI::Validator positive_integer();

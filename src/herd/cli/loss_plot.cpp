@@ -22,6 +22,8 @@ Result<LossCurves> read_loss_curves(const std::string& metrics_path) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = metrics_path + ":" + std::to_string(n);
     HERD_ASSIGN_OR_RETURN(Json j, parse_json_text(line, where));
+    // Records that are not steps (the supervisor's closing {"ett": ...} summary) are not plotted.
+    if (j.is_object() && !j.contains("step") && j.contains("ett")) continue;
     HERD_ASSIGN_OR_RETURN(double step, json_number(j, where, "step"));
     HERD_ASSIGN_OR_RETURN(double loss, json_number(j, where, "loss"));
     c.train.push_back({step, loss});
