@@ -184,6 +184,22 @@ TEST_F(Supervisor, ACorruptNewestCheckpointFallsBackToThePreviousOne) {
   EXPECT_EQ(m.last["redone_steps"].get<std::int64_t>(), 2);  // steps 5 and 6, from the checkpoint at 4
 }
 
+// fault.slow_rank is a time feature: the slowed steps take about slow_factor x as long (a generous bound).
+TEST_F(Supervisor, ASlowRankTakesFactorTimesLongerFromItsStep) {
+  auto r = herd::testing::run_herd(args("slow", 8, "--dp 1") +
+                                   " --fault.slow_rank=0 --fault.slow_factor=4 --fault.slow_from_step=5");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("fault.slow_rank: rank 0's steps take 4 x longer from step 5"), std::string::npos) << r.err;
+  const Metrics m = metrics("slow");
+  double before = 0, after = 0;
+  for (const Json& j : m.steps) {
+    const auto step = j["step"].get<std::int64_t>();
+    if (step >= 2 && step <= 4) before += j["step_s"].get<double>() / 3;
+    if (step >= 5) after += j["step_s"].get<double>() / 4;
+  }
+  EXPECT_GT(after, 2 * before) << "steps 2-4: " << before << " s, steps 5-8: " << after << " s";
+}
+
 TEST_F(Supervisor, ExhaustedRestartsStopWithASummaryAndANonZeroExit) {
   auto r = herd::testing::run_herd(args("exhaust") + " --max-restarts 1 --fault.kill_every=1");
   EXPECT_EQ(r.status, 1) << r.err;
@@ -249,6 +265,27 @@ TEST_F(Supervisor, HerdLaunchRestartsAKilledMpiRankBitIdentical) {
   EXPECT_NE(err.find("failed rank(s): 1"), std::string::npos) << err;
   expect_identical("mpiref", "mpi");
   expect_ett(metrics("mpi"), 1);
+}
+
+// A rank hung in MPI: its peer's collective times out and aborts mpirun; herd launch restarts the job.
+TEST_F(Supervisor, HerdLaunchRestartsAHungMpiJobBitIdentical) {
+  const std::string log = (dir_ / "launch.log").string();
+  auto launch = [&](const std::string& name, const std::string& extra) {
+    const std::string cmd = "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 " + std::string(HERD_BINARY) +
+                            " launch -np 2 --bind-to none -- herd " + args(name) + " " + extra + " > " + log + " 2>&1";
+    return std::system(cmd.c_str());
+  };
+  ASSERT_EQ(launch("mpiref", ""), 0) << herd::testing::slurp(log);
+  ASSERT_EQ(launch("mpihang",
+                   "--max-restarts 1 --parallel.comm_timeout_s=2 --fault.hang_rank=1 --fault.hang_step=5 "
+                   "--fault.hang_seconds=300"),
+            0)
+      << herd::testing::slurp(log);
+  const std::string err = herd::testing::slurp(log);
+  EXPECT_NE(err.find("attempt 0 failed"), std::string::npos) << err;
+  EXPECT_NE(err.find("timeout after"), std::string::npos) << err;
+  expect_identical("mpiref", "mpihang");
+  expect_ett(metrics("mpihang"), 1);
 }
 #endif
 

@@ -321,6 +321,9 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     HERD_ASSIGN_OR_RETURN(rec.grad_norm, model_->step(ac, lr, cfg_.optim.grad_clip));
     ++step_;
     tokens_ += step_tokens;
+    if (comm_wait_clock) rec.comm_wait_s = comm_wait_clock() - wait_at_start;
+    // fault.slow_rank stretches this rank's step (inside its step time, as a slow host's would be).
+    maybe_slow_down(step_timer.seconds() - std::max(0.0, rec.comm_wait_s));
     const double dt = step_timer.seconds();
     step_seconds_total += dt;
     rec.step = step_;
@@ -329,8 +332,6 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     rec.tokens = tokens_;
     rec.tokens_per_s = static_cast<double>(step_tokens) / dt;
     rec.mfu = rec.tokens_per_s * flops_per_token_ / peak_flops_;
-    if (comm_wait_clock) rec.comm_wait_s = comm_wait_clock() - wait_at_start;
-    maybe_slow_down(dt - std::max(0.0, rec.comm_wait_s));
     const bool last = step_ == steps || step_ == stop_after;
     if ((cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) || step_ == steps) {
       HERD_ASSIGN_OR_RETURN(double v, evaluate());
