@@ -62,9 +62,12 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const RankModelFa
     }
     return run_local_job<T>(cfg, in.model, in.data, factory, out, stop_after, gather);
   }
+  // Every rank names its dump after the same job: rank 0's id, broadcast once before training. The
+  // first world holds the MPI runtime (MPI is finalised with its last communicator) until the world
+  // that carries the id exists.
+  std::unique_ptr<comm::Communicator> first;
   if (cfg.diagnostics.job_id.empty()) {
-    // Every rank names its dump after the same job: rank 0's id, broadcast once before training.
-    HERD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> first, comm::make_mpi_world(comm_options(cfg)));
+    HERD_ASSIGN_OR_RETURN(first, comm::make_mpi_world(comm_options(cfg)));
     const std::string mine = make_job_id();
     char id[64] = {0};
     std::snprintf(id, sizeof id, "%s", mine.c_str());
@@ -73,6 +76,7 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const RankModelFa
   }
   const comm::CommOptions opts = comm_options(cfg);
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::make_mpi_world(opts));
+  first.reset();
   // This process watches itself: a rank silent past the timeout (hung outside communication; one in a
   // collective is ended by the collective's own timeout first) dumps its recorder and exits, and mpirun
   // then ends the others.

@@ -271,14 +271,14 @@ Status Trainer<T>::maybe_inject_fault() {
   return Status::Ok();
 }
 
-// fault.slow_rank: the rank's step takes slow_factor x its compute time (a straggler; it persists
-// across restarts, as a slow host would). The first slowed step is recorded as "slow@S".
+// fault.slow_rank: the rank's step takes slow_factor x its compute time (a straggler; unlike the one-shot
+// faults it persists across restarts, as a slow host would). Its start is recorded as "slow@S".
 template <typename T>
 void Trainer<T>::maybe_slow_down(double compute_s) {
   const FaultSection& f = cfg_.fault;
   if (f.slow_rank != ctx_.rank || step_ < f.slow_from_step || f.slow_factor <= 1) return;
   const std::string key = "slow@" + std::to_string(f.slow_from_step);
-  if (step_ == f.slow_from_step || (step_ == resumed_from_ + 1 && !fault_fired(cfg_.checkpoint.dir, key))) {
+  if (step_ == f.slow_from_step || step_ == resumed_from_ + 1) {  // the first slowed step of this process
     if (!fault_fired(cfg_.checkpoint.dir, key)) mark_fault_fired(cfg_.checkpoint.dir, key);
     log_warning("fault.slow_rank: rank ", ctx_.rank, "'s steps take ", f.slow_factor, " x longer from step ",
                 f.slow_from_step);
