@@ -287,6 +287,26 @@ TEST_F(Supervisor, HerdLaunchRestartsAHungMpiJobBitIdentical) {
   expect_identical("mpiref", "mpihang");
   expect_ett(metrics("mpihang"), 1);
 }
+
+// One MPI rank hung outside communication: no collective waits on it, so only its own heartbeat can
+// catch it. The process dumps its recorder and exits within timeout + 5 s (plus a start allowance).
+TEST_F(Supervisor, TheWatchdogEndsAStalledMpiRankWithinTimeoutPlus5s) {
+  const std::string log = (dir_ / "stall.log").string(), dumps = (dir_ / "dumps").string();
+  const std::string cmd =
+      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
+      "--bind-to none -np 1 " +
+      std::string(HERD_BINARY) + " " + args("mpistall", 8, "--dp 1") +
+      " --parallel.comm_timeout_s=3 --fault.hang_rank=0 --fault.hang_step=2 "
+      "--fault.hang_seconds=300 --diagnostics.dir=" +
+      dumps + " > " + log + " 2>&1";
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(wall, 3 + 5 + 10);
+  const std::string err = herd::testing::slurp(log);
+  EXPECT_NE(err.find("watchdog: rank 0 has shown no sign of life"), std::string::npos) << err;
+  EXPECT_FALSE(fs::is_empty(dumps));
+}
 #endif
 
 }  // namespace
