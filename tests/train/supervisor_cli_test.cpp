@@ -307,6 +307,18 @@ TEST_F(Supervisor, TheWatchdogEndsAStalledMpiRankWithinTimeoutPlus5s) {
   EXPECT_NE(err.find("watchdog: rank 0 has shown no sign of life"), std::string::npos) << err;
   EXPECT_FALSE(fs::is_empty(dumps));
 }
+
+// Under a bare mpirun the supervisor cannot sit outside the job: --max-restarts says to use herd launch.
+TEST_F(Supervisor, MaxRestartsUnderABareMpirunPointsToHerdLaunch) {
+  const std::string log = (dir_ / "bare.log").string();
+  const std::string cmd =
+      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
+      "--bind-to none -np 1 " +
+      std::string(HERD_BINARY) + " " + args("bare", 8, "--dp 1") + " --max-restarts 2 > " + log + " 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  const std::string err = herd::testing::slurp(log);
+  EXPECT_NE(err.find("run `herd launch -np N --max-restarts 2 -- herd train ...`"), std::string::npos) << err;
+}
 #endif
 
 }  // namespace
