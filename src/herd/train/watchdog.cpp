@@ -58,7 +58,9 @@ void Watchdog::loop() {
       if (done_[i].load()) continue;
       all_done = false;
       const double idle = recorders_[i]->idle_seconds();
-      if (idle > opts_.timeout_s && idle > worst_idle) {
+      const bool started = !recorders_[i]->last_activity().empty();  // the trainer beats "step N"
+      const double limit = started ? opts_.timeout_s : std::max(opts_.timeout_s, opts_.startup_s);
+      if (idle > limit && idle > worst_idle) {
         worst = static_cast<int>(i);
         worst_idle = idle;
       }

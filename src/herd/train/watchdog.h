@@ -12,6 +12,9 @@
 // error (naming the missing ranks) comes first. So a stalled job ends within the timeout + 1 s + the
 // grace (1.5 s) + one poll (0.1 s), under the timeout + 5 s the issue asks for.
 //
+// Before its first step a rank may be silent longer (startup_s: reading and verifying a checkpoint on a
+// loaded host takes a while and calls no collective); its peers' collectives still time out as usual.
+//
 // fitted_comm_timeout() is the default timeout: long enough that no healthy step or checkpoint comes
 // near it, short enough that a hang costs little: max(60 s, 20 x the planner's step time + the
 // checkpoint's write time).
@@ -36,6 +39,7 @@ struct WatchdogOptions {
   double timeout_s = 300;     // a rank silent this long is hung
   double grace_s = 1.5;       // after a failure, how long the ranks get to return before the process ends
   double poll_s = 0.1;        // how often the heartbeats are read
+  double startup_s = 120;     // the silence allowed before a rank's first step (resume, first plan), if longer
   bool exit_process = false;  // end the process when ranks do not return (only where it owns the process)
 };
 
