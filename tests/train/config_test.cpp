@@ -79,12 +79,13 @@ TEST(Config, UnknownKeysAndBadValuesAreOneLineErrorsNamingTheKey) {
 TEST(Config, CommAndProjectionFieldsReachTheCommunicatorOptions) {
   const TrainConfig defaults;
   const comm::CommOptions d = comm_options(defaults);
-  EXPECT_EQ(d.timeout_s, 300.0);
+  EXPECT_EQ(d.timeout_s, 0.0);  // fitted to the run (train/watchdog.h)
   EXPECT_TRUE(d.deterministic);
-  EXPECT_EQ(d.dump_dir, "");
+  EXPECT_EQ(d.dump_dir, std::filesystem::temp_directory_path().string());  // no checkpoint or metrics dir
+  EXPECT_EQ(d.job_id, "");
   EXPECT_EQ(d.recorder_capacity, 2048u);
   Result<TrainConfig> c = load_config(
-      "", {"--parallel.comm_timeout_s=2.5", "--comm.deterministic=false", "--comm.dump_dir=/tmp/d",
+      "", {"--parallel.comm_timeout_s=2.5", "--comm.deterministic=false", "--diagnostics.dir=/tmp/d",
            "--comm.recorder_size=16", "--projection.cluster_file=cal.json", "--projection.background_jobs=0"});
   ASSERT_TRUE(c.ok()) << c.error().message();
   const comm::CommOptions o = comm_options(*c);
@@ -102,11 +103,30 @@ TEST(Config, CommAndProjectionFieldsReachTheCommunicatorOptions) {
            {"--comm.deterministic=maybe", "--comm.deterministic: expected true or false, got \"maybe\""},
            {"--comm.recorder_size=0", "comm.recorder_size: must be positive, got 0"},
            {"--projection.background_jobs=-2", "projection.background_jobs: must be >= 0, or -1 to measure, got -2"},
-           {"--parallel.comm_timeout_s=0", "parallel.comm_timeout_s: must be positive, got 0"}}) {
+           {"--parallel.comm_timeout_s=-1", "parallel.comm_timeout_s: must be >= 0 (0: fitted to the run), got -1"},
+           {"--comm.dump_dir=/tmp/d", "comm.dump_dir is now diagnostics.dir"},
+           {"--diagnostics.job_id=a/b", "diagnostics.job_id 'a/b': use letters, digits"},
+           {"--fault.slow_factor=0.5", "fault.slow_factor: must be >= 1"},
+           {"--fault.kill_every=-1", "fault.kill_every: must be >= 0"},
+           {"--fault.max_restarts=-1", "fault.max_restarts: must be >= 0"},
+           {"--fault.restart_backoff_s=-1", "fault.restart_backoff_s: must be >= 0"},
+           {"--fault.slow_rank=5", "fault.slow_rank (5) is not a rank of the 1-rank job"}}) {
     Result<TrainConfig> r = load_config("", {k.arg});
     ASSERT_FALSE(r.ok()) << k.arg;
     EXPECT_NE(r.error().message().find(k.want), std::string::npos) << r.error().message();
   }
+}
+
+// diagnostics.dir defaults inside the run's directory: the checkpoints', else the metrics file's.
+TEST(Config, DiagnosticsDirDefaultsInsideTheRun) {
+  TrainConfig c;
+  c.train.metrics_file = "/runs/a/metrics.jsonl";
+  EXPECT_EQ(diagnostics_dir(c), "/runs/a");
+  c.checkpoint.dir = "/runs/a/ckpt";
+  EXPECT_EQ(diagnostics_dir(c), "/runs/a/ckpt/diagnostics");
+  c.diagnostics.dir = "/elsewhere";
+  EXPECT_EQ(diagnostics_dir(c), "/elsewhere");
+  EXPECT_EQ(comm_options(c).dump_dir, "/elsewhere");
 }
 
 TEST(Config, SequenceLongerThanTheModelAllowsNamesTheField) {

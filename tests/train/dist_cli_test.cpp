@@ -192,7 +192,7 @@ TEST_F(DistCli, AStalledRankStopsHerdTrainNamingIt) {
   fs::create_directories(dump);
   auto r = herd::testing::run_herd(run_args((dir_ / "m.jsonl").string()) +
                                    " --dp 2 --parallel.comm_timeout_s=2 --fault.hang_rank=1 --fault.hang_step=2 "
-                                   "--fault.hang_seconds=6 --comm.dump_dir=" +
+                                   "--fault.hang_seconds=6 --diagnostics.dir=" +
                                    dump);
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("global ranks 1 had not joined it"), std::string::npos) << r.err;

@@ -100,6 +100,12 @@ CLI::Validator finite_number() {
 }
 
 namespace {
+std::vector<std::string> g_command_line;
+}  // namespace
+
+const std::vector<std::string>& command_line() { return g_command_line; }
+
+namespace {
 
 // Every floating-point option (CLI11 names their type FLOAT) of `app` and its subcommands gets
 // finite_number(), so nan, inf and 1e400 are refused whatever else the option checks.
@@ -134,6 +140,7 @@ int run_cli(int argc, const char* const* argv) {
   root.set_version_flag("--version", std::string("herd ") + HERD_VERSION);
   root.footer("Documentation: README.md and docs/ in the herd repository.");
 
+  g_command_line.assign(argv, argv + argc);
   std::vector<Subcommand> subs;
   subs.push_back(add_model_command(root));
   subs.push_back(add_estimate_command(root));
@@ -144,6 +151,7 @@ int run_cli(int argc, const char* const* argv) {
   subs.push_back(add_generate_command(root));
   subs.push_back(add_plot_command(root));
   subs.push_back(add_calibrate_command(root));
+  subs.push_back(add_launch_command(root));
 
   require_finite_floats(root);
 
@@ -160,6 +168,12 @@ int run_cli(int argc, const char* const* argv) {
                    known.c_str());
       return 2;
     }
+  }
+  // herd launch passes mpirun's options through as they are ("-np 4", "--bind-to none", then "-- herd
+  // train ..."), which no option parser should reinterpret: it reads its own arguments (cli/launch.cpp).
+  if (argc > 2 && std::string(argv[1]) == "launch" && std::string(argv[2]) != "--help" &&
+      std::string(argv[2]) != "-h") {
+    return run_launch(std::vector<std::string>(argv + 2, argv + argc));
   }
   try {
     root.parse(argc, argv);

@@ -32,6 +32,13 @@ Subcommand add_train_command(CLI::App& root);
 Subcommand add_generate_command(CLI::App& root);
 Subcommand add_plot_command(CLI::App& root);
 Subcommand add_calibrate_command(CLI::App& root);
+Subcommand add_launch_command(CLI::App& root);
+
+// herd launch's own argument parsing (cli/launch.cpp): the arguments after "launch".
+int run_launch(const std::vector<std::string>& args);
+
+// The process's command line as run_cli received it (argv[0] included): what a supervisor reruns.
+const std::vector<std::string>& command_line();
 
 // Option validators. CLI11 prefixes the option's name, so a bad value reads as one short line such as
 // "--top-p: must be a number from 0 to 1, got '1.5'" (bounds printed as written, never as 300 digits).

@@ -27,6 +27,8 @@ Result<LossCurves> read_loss_curves(const std::string& metrics_path) {
     if (j.is_object() &&
         ((j.contains("skipped") && j["skipped"] == true) || (j.contains("loss") && j["loss"].is_null())))
       continue;
+    // Records that are not steps (the supervisor's closing {"ett": ...} summary) are not plotted.
+    if (j.is_object() && !j.contains("step") && j.contains("ett")) continue;
     HERD_ASSIGN_OR_RETURN(double step, json_number(j, where, "step"));
     HERD_ASSIGN_OR_RETURN(double loss, json_number(j, where, "loss"));
     c.train.push_back({step, loss});

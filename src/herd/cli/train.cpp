@@ -8,6 +8,11 @@
 // --sequence-parallel --reshard-after-forward, plus --seq-len and --global-batch), with the same
 // meanings, so the line `herd plan` prints trains as it is. They set the config's fields directly,
 // after the file and the --section.field=value overrides. docs/training.md, docs/distributed.md.
+//
+// --max-restarts K (fault.max_restarts) with ranks as threads: this process becomes the supervisor of
+// a child that is this same command line plus the hidden --supervised (train/supervisor.h); under
+// mpirun the supervisor is `herd launch` (cli/launch.cpp). docs/reliability.md.
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -24,6 +29,7 @@
 #include "herd/train/generate.h"
 #include "herd/train/job.h"
 #include "herd/train/preempt.h"
+#include "herd/train/supervisor.h"
 #include "herd/train/trainer.h"
 
 namespace herd::cli {
@@ -34,6 +40,8 @@ struct TrainOptions {
   std::string config;
   std::int64_t stop_after = 0;
   bool print_config = false;
+  bool supervised = false;  // hidden: this process is a supervisor's child (or an MPI rank under herd launch)
+  std::optional<std::int64_t> max_restarts;
   std::optional<std::int64_t> tp, cp, pp, dp, seq_len, global_batch;
   LayoutKnobs knobs;
   std::optional<std::string> schedule, backend;
@@ -49,6 +57,7 @@ Status apply_flags(const TrainOptions& o, train::TrainConfig& cfg) {
   if (o.global_batch) cfg.train.global_batch = *o.global_batch;
   if (o.schedule) cfg.parallel.schedule = *o.schedule;
   if (o.backend) cfg.parallel.backend = *o.backend;
+  if (o.max_restarts) cfg.fault.max_restarts = *o.max_restarts;
   return apply_layout_knobs(o.knobs, cfg.parallel);
 }
 
@@ -100,6 +109,33 @@ void print_samples(const train::TrainConfig& cfg, const model::LlamaConfig& m,
   }
 }
 
+// --max-restarts: this process supervises a child running the same command line (train/supervisor.h).
+int supervise(const train::TrainConfig& cfg) {
+  train::SupervisorOptions so;
+  so.command = command_line();
+  if (so.command.empty()) return report_error("train", make_error("no command line to rerun"));
+  so.command[0] = train::self_executable();
+  so.command.push_back("--supervised");
+  so.max_restarts = cfg.fault.max_restarts;
+  so.backoff_s = cfg.fault.restart_backoff_s;
+  so.job_id = cfg.diagnostics.job_id.empty() ? train::make_job_id() : cfg.diagnostics.job_id;
+  so.diagnostics_dir = train::diagnostics_dir(cfg);
+  so.metrics_file = cfg.train.metrics_file;
+  if (so.metrics_file.empty()) {
+    // The time accounting reads the step records: without a metrics file, one goes with the dumps.
+    std::error_code ec;
+    std::filesystem::create_directories(so.diagnostics_dir, ec);
+    so.metrics_file = (std::filesystem::path(so.diagnostics_dir) / ("metrics_" + so.job_id + ".jsonl")).string();
+    so.command.push_back("--train.metrics_file=" + so.metrics_file);
+  }
+  if (cfg.checkpoint.dir.empty()) {
+    log_warning(
+        "fault.max_restarts without checkpoint.dir: every restart starts again from step 0 (and injected "
+        "faults fire again); set --checkpoint.dir");
+  }
+  return train::run_supervised(so);
+}
+
 int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) {
   Result<train::TrainConfig> cfg = train::read_config(o.config, overrides);
   if (!cfg.ok()) return report_error("train", cfg.error());
@@ -111,6 +147,15 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   }
   Result<comm::Backend> backend = train::resolve_backend(*cfg);
   if (!backend.ok()) return report_error("train", backend.error());
+  if (cfg->fault.max_restarts > 0 && !o.supervised) {
+    if (*backend == comm::Backend::kMpi) {
+      return report_error("train", make_error("fault.max_restarts (", cfg->fault.max_restarts,
+                                              ") under mpirun: one dead rank ends mpirun itself, so the supervisor "
+                                              "must sit outside it; run `herd launch -np N --max-restarts ",
+                                              cfg->fault.max_restarts, " -- herd train ...`"));
+    }
+    return supervise(*cfg);
+  }
   Result<train::JobInputs> in = train::load_job_inputs(*cfg);
   if (!in.ok()) return report_error("train", in.error());
   if (Status s = train::check_layout(*cfg, in->model, *backend == comm::Backend::kMpi ? 0 : cfg->parallel.world());
@@ -128,6 +173,7 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   const bool samples = !cfg->data.tokenizer.empty() && cfg->generate.samples > 0;
   train::JobResult<float> out;
   train::install_preemption_handlers();  // SIGTERM/SIGUSR1: a checkpoint at the next step, then exit 143
+  out.exit_on_hang = true;               // this process is the job: a hung rank must not keep it alive
   Status s = train::run_job<float>(*cfg, *in, train::distributed_llama_factory<float>(), &out, o.stop_after, samples);
   if (!s.ok()) return report_error("train", s.error());
   if (out.preempted) return train::kPreemptedExitCode;
@@ -144,6 +190,11 @@ Subcommand add_train_command(CLI::App& root) {
   app->add_option("config", opts->config, "JSON config file ({\"optim\": {\"lr\": 3e-3}, ...}); optional");
   app->add_option("--stop-after", opts->stop_after, "Stop after this step with a checkpoint (as a preempted job)");
   app->add_flag("--print-config", opts->print_config, "Print the resolved configuration as JSON and exit");
+  app->add_option("--max-restarts", opts->max_restarts,
+                  "Run under a supervisor that restarts a failed job up to K times from its newest checkpoint "
+                  "(fault.max_restarts; with MPI use herd launch)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_flag("--supervised", opts->supervised, "")->group("");  // the supervisor's child
   app->add_option("--tp", opts->tp, "Tensor-parallel degree (parallel.tp)")->check(positive_integer());
   app->add_option("--cp", opts->cp, "Context-parallel degree (parallel.cp)")->check(positive_integer());
   app->add_option("--pp", opts->pp, "Pipeline-parallel degree (parallel.pp)")->check(positive_integer());
@@ -161,8 +212,9 @@ Subcommand add_train_command(CLI::App& root) {
       "Every field of the configuration can be overridden as --section.field=value, e.g. --optim.lr=1e-3 "
       "--train.steps=500; --print-config prints them as JSON, and every run starts with a table of each field "
       "and its meaning. Sections: model, data, optim, schedule, train, eval, checkpoint, generate, parallel, "
-      "fault (injected faults), comm (deterministic, dump_dir, recorder_size: the communicator), projection "
-      "(cluster_file: a herd calibrate output; background_jobs: -1 measures, 0 declares an idle host). The "
+      "fault (injected faults, max_restarts), comm (deterministic, recorder_size: the communicator), diagnostics "
+      "(dir, job_id: flight-recorder dumps), projection (cluster_file: a herd calibrate output; background_jobs: -1 "
+      "measures, 0 declares an idle host). The "
       "layout flags are those of herd estimate and herd plan, so the layout line herd plan prints runs as it "
       "is. See docs/training.md and docs/distributed.md.");
   return {app, [opts, app] { return run_train(*opts, app->remaining()); }};

@@ -34,7 +34,30 @@ double FlightRecorder::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
 }
 
+namespace {
+std::int64_t since_ns(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+void FlightRecorder::beat(const std::string& what) {
+  last_beat_ns_.store(since_ns(t0_), std::memory_order_relaxed);
+  if (what.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  activity_ = what;
+}
+
+double FlightRecorder::idle_seconds() const {
+  return static_cast<double>(since_ns(t0_) - last_beat_ns_.load(std::memory_order_relaxed)) * 1e-9;
+}
+
+std::string FlightRecorder::last_activity() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return activity_;
+}
+
 std::uint64_t FlightRecorder::record(RecordEntry e) {
+  last_beat_ns_.store(since_ns(t0_), std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   e.id = next_id_++;
   e.t_post = now();
@@ -47,6 +70,7 @@ std::uint64_t FlightRecorder::record(RecordEntry e) {
 }
 
 void FlightRecorder::set_state(std::uint64_t id, OpState state) {
+  last_beat_ns_.store(since_ns(t0_), std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   if (id >= next_id_ || next_id_ - id > capacity_) return;
   RecordEntry& e = ring_[id % capacity_];
@@ -82,6 +106,8 @@ Json FlightRecorder::to_json(const std::string& reason) const {
   j["reason"] = reason;
   j["wall_clock_at_creation_ms"] = wall_t0_ms_;
   j["time_now_s"] = now();
+  j["idle_s"] = idle_seconds();
+  j["activity"] = last_activity();
   j["total_recorded"] = total_recorded();
   Json list = Json::array();
   for (const RecordEntry& e : entries()) {
@@ -113,11 +139,18 @@ Result<std::string> FlightRecorder::dump(const std::string& dir, const std::stri
       dir.empty() ? std::filesystem::temp_directory_path(ec) : std::filesystem::path(dir);
   std::filesystem::create_directories(base, ec);
   const std::filesystem::path path = base / ("herd_flight_" + tag + "_rank" + std::to_string(rank_) + ".json");
-  std::ofstream out(path);
-  if (!out)
-    return make_error("flight recorder: cannot write ", path.string(), "; set comm.dump_dir to a writable directory");
-  out << to_json(reason).dump(1) << "\n";
-  if (!out) return make_error("flight recorder: write to ", path.string(), " failed");
+  const std::filesystem::path tmp = path.string() + ".tmp" + std::to_string(static_cast<long>(getpid()));
+  {
+    std::ofstream out(tmp);
+    if (!out) {
+      return make_error("flight recorder: cannot write ", path.string(),
+                        "; set diagnostics.dir to a writable directory");
+    }
+    out << to_json(reason).dump(1) << "\n";
+    if (!out) return make_error("flight recorder: write to ", path.string(), " failed");
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return make_error("flight recorder: cannot rename ", tmp.string(), " to ", path.string(), ": ", ec.message());
   return path.string();
 }
 

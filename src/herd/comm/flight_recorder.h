@@ -7,8 +7,14 @@
 // hundred KiB however long the job runs. On a timeout or a failed peer the backend dumps it as JSON
 // (one file per rank), which is what tells you that rank 3 is still in all_reduce #41 of group 'dp'
 // while everyone else has moved on (the same idea as PyTorch's NCCL flight recorder).
+//
+// The recorder is also the rank's heartbeat: every record and state change, and every beat() (the
+// trainer beats at each step), stamps the time of the rank's last sign of life, which the watchdog
+// (train/watchdog.h) reads from another thread. Dumps are written atomically (a temporary file renamed
+// into place), so a reader never sees half a dump.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -53,10 +59,17 @@ class FlightRecorder {
   std::uint64_t total_recorded() const;
   int rank() const { return rank_; }
 
+  // A sign of life outside communication (the trainer calls it at each step), and `what` the rank is
+  // doing ("step 12"), which a dump and the watchdog report.
+  void beat(const std::string& what = "");
+  // Seconds since the last record, state change or beat.
+  double idle_seconds() const;
+  std::string last_activity() const;
+
   // {"rank", "host", "pid", "reason", "wall_clock_at_creation", "total_recorded", "entries": [...]}.
   Json to_json(const std::string& reason) const;
-  // Writes to_json to <dir>/herd_flight_<tag>_rank<rank>.json (dir empty: the system temp dir) and
-  // returns the path, or an error naming the path.
+  // Writes to_json to <dir>/herd_flight_<tag>_rank<rank>.json (dir empty: the system temp dir; tag:
+  // the job id) through a temporary file and a rename, and returns the path, or an error naming it.
   Result<std::string> dump(const std::string& dir, const std::string& tag, const std::string& reason) const;
 
  private:
@@ -69,6 +82,8 @@ class FlightRecorder {
   mutable std::mutex mu_;  // the owner thread writes; a dump may come from another thread
   std::vector<RecordEntry> ring_;
   std::uint64_t next_id_ = 0;
+  std::atomic<std::int64_t> last_beat_ns_{0};  // steady clock, since t0_
+  std::string activity_;                       // guarded by mu_
 };
 
 }  // namespace herd::comm

@@ -34,8 +34,11 @@ struct CommOptions {
   // default on). The local backend is always deterministic; over MPI it means herd's own
   // point-to-point algorithms instead of MPI's collectives (see docs/comm.md for the cost).
   bool deterministic = true;
-  // Where flight-recorder dumps go on a failure (comm.dump_dir; empty: the system temp dir).
+  // Where flight-recorder dumps go on a failure (diagnostics.dir resolved; empty: the system temp dir).
   std::string dump_dir;
+  // Names the dumps, herd_flight_<job_id>_rank<r>.json (diagnostics.job_id); empty: the backend makes
+  // one (the process id and a counter for local worlds, "mpi" for MPI).
+  std::string job_id;
   // Entries kept per rank by the flight recorder (comm.recorder_size).
   std::size_t recorder_capacity = 2048;
 };

@@ -1,7 +1,9 @@
 // The field registry behind TrainConfig: one line per field binds its key, its member and its doc.
 #include "herd/train/config.h"
 
+#include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <type_traits>
 
@@ -117,7 +119,8 @@ const std::vector<Field>& registry() {
                  "pipeline schedule: flexible (Llama 3), interleaved, 1f1b or gpipe"),
       bind_field("parallel.backend", &C::parallel, &ParallelSection::backend, "local, mpi or auto (mpi iff mpirun)"),
       bind_field("parallel.comm_timeout_s", &C::parallel, &ParallelSection::comm_timeout_s,
-                 "seconds a collective may wait before the job stops"),
+                 "seconds a collective may wait, or a rank stay silent, before the job stops; 0: fitted to the "
+                 "planner's step time"),
       bind_field("optim.lr", &C::optim, &OptimSection::lr, "peak learning rate"),
       bind_field("optim.min_lr_ratio", &C::optim, &OptimSection::min_lr_ratio,
                  "cosine floor as a fraction of the peak"),
@@ -174,10 +177,28 @@ const std::vector<Field>& registry() {
                  "fault.nan_rank's gradient gets a NaN at this step (once per job); 0: none"),
       bind_field("fault.nan_rank", &C::fault, &FaultSection::nan_rank,
                  "the rank whose gradient fault.nan_step poisons"),
+      bind_field("fault.slow_rank", &C::fault, &FaultSection::slow_rank,
+                 "rank whose steps take fault.slow_factor x longer; -1: none"),
+      bind_field("fault.slow_factor", &C::fault, &FaultSection::slow_factor,
+                 "how much longer the slow rank's steps take"),
+      bind_field("fault.slow_from_step", &C::fault, &FaultSection::slow_from_step, "first step of the slow rank"),
+      bind_field("fault.kill_every", &C::fault, &FaultSection::kill_every,
+                 "every K steps a rank drawn from fault.seed exits; 0: never"),
+      bind_field("fault.seed", &C::fault, &FaultSection::seed, "draws the ranks of fault.kill_every"),
+      bind_field("fault.corrupt_checkpoint", &C::fault, &FaultSection::corrupt_checkpoint,
+                 "an injected kill first flips a byte of its shard of the newest checkpoint"),
+      bind_field("fault.max_restarts", &C::fault, &FaultSection::max_restarts,
+                 "restarts of a failed job by the supervisor (herd train --max-restarts); 0: none"),
+      bind_field("fault.restart_backoff_s", &C::fault, &FaultSection::restart_backoff_s,
+                 "wait before the first restart, doubling for each further one (at most 60 s)"),
       bind_field("comm.deterministic", &C::comm, &CommSection::deterministic,
                  "fixed rank-order reductions, bit-exact; false: MPI's native collectives"),
-      bind_field("comm.dump_dir", &C::comm, &CommSection::dump_dir, "flight-recorder dumps; empty: the temp dir"),
       bind_field("comm.recorder_size", &C::comm, &CommSection::recorder_size, "flight-recorder entries per rank"),
+      bind_field("diagnostics.dir", &C::diagnostics, &DiagnosticsSection::dir,
+                 "flight-recorder dumps of a failed job; empty: <checkpoint.dir>/diagnostics, else beside "
+                 "train.metrics_file, else the temp dir"),
+      bind_field("diagnostics.job_id", &C::diagnostics, &DiagnosticsSection::job_id,
+                 "the job's id in dump names; empty: made at start (the supervisor passes its own)"),
       bind_field("projection.cluster_file", &C::projection, &ProjectionSection::cluster_file,
                  "herd calibrate output to plan with; empty: the local-cpu preset"),
       bind_field("projection.background_jobs", &C::projection, &ProjectionSection::background_jobs,
@@ -213,6 +234,9 @@ const char* renamed(const std::string& key) {
   if (key == "train.recompute") return "is now parallel.recompute";
   if (key == "parallel.pp_n") return "is now parallel.n (default min(pp, M), as the planner's)";
   if (key == "parallel.pp_schedule") return "is now parallel.schedule";
+  if (key == "comm.dump_dir") {
+    return "is now diagnostics.dir (where every rank writes its flight-recorder dump); set --diagnostics.dir=DIR";
+  }
   return nullptr;
 }
 
@@ -223,7 +247,7 @@ Error unknown_key(const std::string& key, const std::string& source) {
   if (known.empty()) {
     return make_error(source, "unknown section '", section,
                       "'; sections are model, data, parallel, optim, schedule, train, eval, checkpoint, "
-                      "generate, fault, comm, projection");
+                      "generate, fault, comm, diagnostics, projection");
   }
   return make_error(source, "unknown key '", key, "'; ", section, " has ", known);
 }
@@ -318,8 +342,8 @@ Status validate(const TrainConfig& c) {
   if (c.parallel.backend != "auto" && c.parallel.backend != "local" && c.parallel.backend != "mpi") {
     return make_error("parallel.backend: '", c.parallel.backend, "' is unknown; use local, mpi or auto");
   }
-  if (!(c.parallel.comm_timeout_s > 0)) {
-    return make_error("parallel.comm_timeout_s: must be positive, got ", c.parallel.comm_timeout_s);
+  if (!(c.parallel.comm_timeout_s >= 0)) {
+    return make_error("parallel.comm_timeout_s: must be >= 0 (0: fitted to the run), got ", c.parallel.comm_timeout_s);
   }
   if (c.train.threads < 0) return make_error("train.threads: must be >= 0, got ", c.train.threads);
   if (!(c.train.peak_gflops_per_core > 0)) {
@@ -330,8 +354,9 @@ Status validate(const TrainConfig& c) {
   if (c.generate.samples < 0 || c.generate.max_tokens < 0) {
     return make_error("generate.samples and generate.max_tokens: must be >= 0");
   }
-  for (const auto& [rank, key] :
-       {std::pair{c.fault.kill_rank, "fault.kill_rank"}, {c.fault.hang_rank, "fault.hang_rank"}}) {
+  for (const auto& [rank, key] : {std::pair{c.fault.kill_rank, "fault.kill_rank"},
+                                  {c.fault.hang_rank, "fault.hang_rank"},
+                                  {c.fault.slow_rank, "fault.slow_rank"}}) {
     if (rank < -1 || rank >= c.parallel.world()) {
       return make_error(key, " (", rank, ") is not a rank of the ", c.parallel.world(), "-rank job; use -1 (none) to ",
                         c.parallel.world() - 1);
@@ -354,6 +379,23 @@ Status validate(const TrainConfig& c) {
   }
   if (c.train.max_nonfinite_skips < 0) {
     return make_error("train.max_nonfinite_skips: must be >= 0, got ", c.train.max_nonfinite_skips);
+  }
+  if (!(c.fault.slow_factor >= 1)) {
+    return make_error("fault.slow_factor: must be >= 1 (1: not slowed), got ", c.fault.slow_factor);
+  }
+  HERD_RETURN_IF_ERROR(positive(c.fault.slow_from_step, "fault.slow_from_step"));
+  if (c.fault.kill_every < 0) return make_error("fault.kill_every: must be >= 0 (0: never), got ", c.fault.kill_every);
+  if (c.fault.max_restarts < 0) {
+    return make_error("fault.max_restarts: must be >= 0 (0: no supervisor), got ", c.fault.max_restarts);
+  }
+  if (!(c.fault.restart_backoff_s >= 0)) {
+    return make_error("fault.restart_backoff_s: must be >= 0, got ", c.fault.restart_backoff_s);
+  }
+  for (char ch : c.diagnostics.job_id) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') {
+      return make_error("diagnostics.job_id '", c.diagnostics.job_id,
+                        "': use letters, digits, '-', '_' and '.' only (it names files)");
+    }
   }
   HERD_RETURN_IF_ERROR(positive(c.comm.recorder_size, "comm.recorder_size"));
   if (c.projection.background_jobs < 0 && c.projection.background_jobs != -1) {
@@ -428,9 +470,22 @@ comm::CommOptions comm_options(const TrainConfig& cfg) {
   comm::CommOptions o;
   o.timeout_s = cfg.parallel.comm_timeout_s;
   o.deterministic = cfg.comm.deterministic;
-  o.dump_dir = cfg.comm.dump_dir;
+  o.dump_dir = diagnostics_dir(cfg);
+  o.job_id = cfg.diagnostics.job_id;
   o.recorder_capacity = static_cast<std::size_t>(cfg.comm.recorder_size);
   return o;
+}
+
+std::string diagnostics_dir(const TrainConfig& cfg) {
+  namespace fs = std::filesystem;
+  if (!cfg.diagnostics.dir.empty()) return cfg.diagnostics.dir;
+  if (!cfg.checkpoint.dir.empty()) return (fs::path(cfg.checkpoint.dir) / "diagnostics").string();
+  if (!cfg.train.metrics_file.empty()) {
+    const fs::path parent = fs::path(cfg.train.metrics_file).parent_path();
+    return parent.empty() ? std::string(".") : parent.string();
+  }
+  std::error_code ec;
+  return fs::temp_directory_path(ec).string();
 }
 
 }  // namespace herd::train

@@ -92,12 +92,15 @@ struct ParallelSection : planner::Layout {
   ParallelSection() { microbatch = 0; }
   std::string schedule = "flexible";  // pipeline schedule: flexible (Llama 3), interleaved, 1f1b or gpipe
   std::string backend = "auto";       // local (ranks as threads), mpi (started by mpirun), auto: mpi iff mpirun
-  double comm_timeout_s = 300;        // a collective waiting longer names the missing ranks and stops the job
+  // A collective waiting longer, or a rank silent longer (no step, no comm call), stops the job; 0: fitted
+  // to the run (max(60 s, 20 x the planner's step time + the checkpoint write time); train/watchdog.h).
+  double comm_timeout_s = 0;
 
   std::int64_t world() const { return gpus(); }
 };
 
-// Injected faults, for tests and demonstrations of failure handling (docs/distributed.md). -1: none.
+// Injected faults, for tests and demonstrations of failure handling, and the supervisor's restart policy
+// (docs/reliability.md). Each injected fault fires once per job (train/fault_log.h). -1: none.
 struct FaultSection {
   std::int64_t kill_rank = -1;  // this rank exits at the start of fault.kill_step
   std::int64_t kill_step = 0;
@@ -107,14 +110,27 @@ struct FaultSection {
   std::int64_t fail_checkpoint_step = 0;  // the save at this step fails as a full disk would; 0: none
   std::int64_t nan_step = 0;              // fault.nan_rank's gradient gets a NaN at this step; 0: none
   std::int64_t nan_rank = 0;
+  std::int64_t slow_rank = -1;      // this rank's steps take fault.slow_factor x longer from fault.slow_from_step
+  double slow_factor = 2;           // (it sleeps (factor - 1) x its measured compute time after each step)
+  std::int64_t slow_from_step = 1;  //
+  std::int64_t kill_every = 0;      // every K steps a rank drawn from fault.seed exits; 0: never
+  std::int64_t seed = 1;            // draws the ranks of fault.kill_every
+  bool corrupt_checkpoint = false;  // an injected kill first flips a byte of its shard of the newest checkpoint
+  std::int64_t max_restarts = 0;    // > 0: run under a supervisor that restarts a failed job up to K times
+  double restart_backoff_s = 1;     // wait before the first restart; doubles for each further one (max 60 s)
 };
 
 // Communicator behaviour (comm::CommOptions; the timeout is parallel.comm_timeout_s). These were the
 // HERD_COMM_* environment variables.
 struct CommSection {
   bool deterministic = true;          // fixed rank-order reductions (bit-exact across backends); false: MPI's own
-  std::string dump_dir = "";          // where flight-recorder dumps go on a failure; empty: the system temp dir
   std::int64_t recorder_size = 2048;  // entries kept per rank by the flight recorder
+};
+
+// Where a failed job leaves what explains it: every rank's flight-recorder dump, named after the job.
+struct DiagnosticsSection {
+  std::string dir = "";     // empty: <checkpoint.dir>/diagnostics, else beside train.metrics_file, else temp dir
+  std::string job_id = "";  // names the dumps (herd_flight_<job_id>_rank<r>.json); empty: made at start
 };
 
 // The planner's "planned" and "planned vs measured" lines (train/projection.h). These were the
@@ -136,6 +152,7 @@ struct TrainConfig {
   GenerateSection generate;
   FaultSection fault;
   CommSection comm;
+  DiagnosticsSection diagnostics;
   ProjectionSection projection;
 };
 
@@ -176,7 +193,12 @@ Status validate(const TrainConfig& cfg);
 // The resolved configuration as nested JSON (for manifests and --print-config).
 Json to_json(const TrainConfig& cfg);
 
-// The communicator options of a run: comm.* and parallel.comm_timeout_s.
+// The communicator options of a run: comm.*, parallel.comm_timeout_s (as given: resolve 0 first, see
+// train/watchdog.h), the diagnostics directory and the job id.
 comm::CommOptions comm_options(const TrainConfig& cfg);
+
+// diagnostics.dir resolved: as given, else <checkpoint.dir>/diagnostics, else the directory of
+// train.metrics_file, else the system temp directory.
+std::string diagnostics_dir(const TrainConfig& cfg);
 
 }  // namespace herd::train

@@ -13,6 +13,9 @@
 
 namespace herd::train {
 
+// A job id for dump names and the supervisor's records: "<yyyymmdd-hhmmss>-<pid>".
+std::string make_job_id();
+
 // The backend a config asks for, resolved against how this process was started.
 Result<comm::Backend> resolve_backend(const TrainConfig& cfg);
 
@@ -23,6 +26,9 @@ struct JobInputs {
 };
 Result<JobInputs> load_job_inputs(const TrainConfig& cfg);
 
+// Runs every rank of this process. diagnostics.job_id, when empty, is made here (MPI ranks take rank 0's),
+// parallel.comm_timeout_s 0 is fitted (and logged on the lead rank), and a watchdog watches the ranks
+// (train/watchdog.h; under MPI each process watches itself and ends itself when hung).
 template <typename T>
 Status run_job(const TrainConfig& cfg, const JobInputs& in, const RankModelFactory<T>& factory, JobResult<T>* out,
                std::int64_t stop_after = 0, bool gather = false);

@@ -9,6 +9,7 @@
 #include "herd/measure/comm_timer.h"
 #include "herd/train/out_of_memory.h"
 #include "herd/train/trainer.h"
+#include "herd/train/watchdog.h"
 
 namespace herd::train {
 
@@ -36,6 +37,7 @@ Status run_rank_unguarded(comm::Communicator& world_in, const TrainConfig& cfg, 
                         Trainer<T>::make(cfg, m, ctx, std::move(model), data.train, data.val));
   trainer->quiet = out != nullptr && (world.rank() != 0 || out->quiet);
   trainer->comm_wait_clock = [&world] { return world.wait_seconds(); };
+  trainer->heartbeat = [beat = world_in.recorder_ptr()](const std::string& what) { beat->beat(what); };
   HERD_RETURN_IF_ERROR(trainer->run(stop_after));
   std::vector<std::pair<std::string, std::vector<T>>> weights;
   if (gather) {
@@ -70,8 +72,9 @@ Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const mode
 }
 
 template <typename T>
-Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m, const JobData& data,
+Status run_local_job(const TrainConfig& cfg_in, const model::LlamaConfig& m, const JobData& data,
                      const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after, bool gather) {
+  const TrainConfig cfg = with_comm_timeout(cfg_in, m, false);
   const std::int64_t world_size = cfg.parallel.world();
   // Refused before any rank starts: the layout must fit the model and the batch.
   HERD_RETURN_IF_ERROR(check_layout(cfg, m, world_size));
@@ -82,22 +85,44 @@ Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m, const 
   kernels::set_num_threads(cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads)
                                                  : blas_threads_per_rank(static_cast<int>(world_size)));
   comm::LocalWorld lw(static_cast<int>(world_size), opts);
+  std::vector<std::shared_ptr<comm::FlightRecorder>> heartbeats;
+  for (int r = 0; r < lw.size(); ++r) heartbeats.push_back(lw.recorder(r));
+  WatchdogOptions wo;
+  // A second past the collectives' own timeout: where a peer waits on the hung rank, its error (which
+  // names the missing ranks) comes first; the watchdog catches ranks that no collective waits on.
+  wo.timeout_s = cfg.parallel.comm_timeout_s + 1;
+  wo.grace_s = 1.5;
+  wo.exit_process = out != nullptr && out->exit_on_hang;
   // A rank out of memory is the cause; the peers' errors (a collective it never joined) are the effect.
   std::vector<char> out_of_memory(static_cast<std::size_t>(world_size), 0);
-  std::vector<Status> st = lw.run([&](comm::Communicator& world) -> Status {
-    try {
-      return run_rank_unguarded<T>(world, cfg, m, data, factory, out, stop_after, gather);
-    } catch (const std::bad_alloc& e) {
-      out_of_memory[static_cast<std::size_t>(world.rank())] = 1;
-      return out_of_memory_error(e, cfg, m);
-    }
-  });
+  std::vector<Status> st;
+  std::string fired;
+  {
+    Watchdog dog(
+        heartbeats, 0, wo, [&lw](const std::string& reason) { lw.abort(reason); }, [&lw] { return lw.aborted(); });
+    st = lw.run([&](comm::Communicator& world) -> Status {
+      struct Done {  // the rank is no longer watched once it returns, however it returns
+        Watchdog& d;
+        int r;
+        ~Done() { d.rank_done(r); }
+      } done{dog, world.rank()};
+      try {
+        return run_rank_unguarded<T>(world, cfg, m, data, factory, out, stop_after, gather);
+      } catch (const std::bad_alloc& e) {
+        out_of_memory[static_cast<std::size_t>(world.rank())] = 1;
+        return out_of_memory_error(e, cfg, m);
+      }
+    });
+    fired = dog.fired();
+  }
   kernels::set_num_threads(saved_threads);
   if (out != nullptr) out->dump_paths = lw.dump_paths();
   for (std::size_t r = 0; r < st.size(); ++r) {
     if (out_of_memory[r]) return st[r].error().with_context("rank " + std::to_string(r));
   }
-  return comm::first_error(st);
+  Status s = comm::first_error(st);
+  if (!fired.empty() && !s.ok()) return make_error(fired, "; ", s.error().message());
+  return s;
 }
 
 template Status run_rank<float>(comm::Communicator&, const TrainConfig&, const model::LlamaConfig&, const JobData&,

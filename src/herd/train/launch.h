@@ -41,6 +41,10 @@ struct JobResult {
   std::int64_t resumed_from = -1;                               // the checkpoint step resumed from; -1: none
   bool preempted = false;  // the job stopped on SIGTERM/SIGUSR1 after a checkpoint (exit code 143)
   bool quiet = false;      // set by the caller: rank 0 prints no progress or projection lines either
+  bool quiet = false;      // set by the caller: rank 0 prints no progress or projection lines either
+  // Set by the caller that owns the process (`herd train`): the watchdog ends the process when a hung rank
+  // cannot be joined (train/watchdog.h). Off in tests that run jobs in-process.
+  bool exit_on_hang = false;
 };
 
 // BLAS threads for each of `ranks` ranks on this machine's cores.
@@ -56,8 +60,10 @@ template <typename T>
 Status run_rank(comm::Communicator& world, const TrainConfig& cfg, const model::LlamaConfig& m, const JobData& data,
                 const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after = 0, bool gather = true);
 
-// All ranks as threads of this process (the local backend), one rank included. The error, if any,
-// names the first rank that failed; result.dump_paths lists the flight-recorder files written.
+// All ranks as threads of this process (the local backend), one rank included, under a watchdog
+// (train/watchdog.h; parallel.comm_timeout_s 0 is fitted first). The error, if any, names the first
+// rank that failed, or the rank the watchdog found hung; result.dump_paths lists the flight-recorder
+// files written.
 template <typename T>
 Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m, const JobData& data,
                      const RankModelFactory<T>& factory, JobResult<T>* out, std::int64_t stop_after = 0,

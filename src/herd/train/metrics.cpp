@@ -1,13 +1,46 @@
 // MetricsWriter and the progress line.
 #include "herd/train/metrics.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 
 namespace herd::train {
 
-Result<MetricsWriter> MetricsWriter::open(const std::string& path, bool append) {
+double unix_time() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Result<MetricsWriter> MetricsWriter::open(const std::string& path, std::int64_t resumed_from) {
   MetricsWriter w;
-  w.out_.open(path, append ? std::ios::app : std::ios::trunc);
+  if (resumed_from >= 0) {
+    std::ifstream in(path);
+    std::string kept, line;
+    while (in && std::getline(in, line)) {
+      const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+      const std::int64_t step = j["step"].get<std::int64_t>();
+      if (step <= resumed_from) {
+        kept += line + "\n";
+      } else {
+        w.redone_until_ = std::max(w.redone_until_, step);
+      }
+    }
+    in.close();
+    const std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << kept;
+      if (!out)
+        return make_error("train.metrics_file '", path, "': cannot rewrite it through ", tmp, "; check the directory");
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) return make_error("train.metrics_file '", path, "': cannot replace it: ", ec.message());
+  }
+  w.out_.open(path, resumed_from >= 0 ? std::ios::app : std::ios::trunc);
   if (!w.out_) return make_error("train.metrics_file '", path, "': cannot open for writing; check the directory");
   return w;
 }

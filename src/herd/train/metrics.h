@@ -1,7 +1,12 @@
 // Training metrics: one JSON object per line (--metrics-file) and the human progress line.
 //
 // Each step writes at least {"step", "loss", "lr", "tokens", "tokens_per_s"} plus the gradient norm,
-// the measured MFU and the elapsed time; evaluation steps add "val_loss". Lines are flushed as they
+// the measured MFU, the elapsed time, the step's own time "step_s" and the wall clock "time" (unix
+// seconds, which the supervisor's time accounting reads); evaluation steps add "val_loss".
+// A resumed run rewrites the file first (atomically: a temporary file renamed over it) without the
+// lines of steps after its checkpoint, so redone steps are not duplicated; they carry "redone": true.
+// A supervised job ends with one summary record (train/supervisor.h: {"ett", "restarts", ...}, no
+// "step"), which the rewrite drops: a new summary follows at the end. Lines are flushed as they
 // are written, so a crashed run keeps every completed step and `herd plot` can read a live file.
 // MFU = tokens/s x model FLOPs per token (model/flops.h, 6N + causal attention) / peak, with the peak
 // configurable (train.peak_gflops_per_core x threads; ENVIRONMENT.md measured ~117 GFLOP/s fp32 per core).
@@ -19,14 +24,20 @@ namespace herd::train {
 class MetricsWriter {
  public:
   MetricsWriter() = default;
-  // Appends when `append` (a resumed run continues its file), truncates otherwise.
-  static Result<MetricsWriter> open(const std::string& path, bool append);
+  // resumed_from < 0: a new run, the file is truncated. Else the run resumed from that step: the file
+  // keeps its lines of steps up to it and is appended to; redone_until() is the last step dropped.
+  static Result<MetricsWriter> open(const std::string& path, std::int64_t resumed_from);
   bool enabled() const { return out_.is_open(); }
   void write(const Json& record);
+  std::int64_t redone_until() const { return redone_until_; }
 
  private:
   std::ofstream out_;
+  std::int64_t redone_until_ = 0;
 };
+
+// Seconds since the unix epoch (the "time" of a record).
+double unix_time();
 
 // "step   50/300 | loss 4.1234 | lr 2.95e-03 | 12.3k tok/s | MFU 45.1% | ETA 1m20s"
 std::string progress_line(std::int64_t step, std::int64_t steps, double loss, double lr, double tokens_per_s,

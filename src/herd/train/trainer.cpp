@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <limits>
 #include <thread>
@@ -140,7 +142,8 @@ Result<std::unique_ptr<Trainer<T>>> Trainer<T>::make(const TrainConfig& cfg, con
   }
   HERD_ASSIGN_OR_RETURN(t->current_, t->loader_for(t->ramp_.at(t->tokens_)));
   if (!cfg.train.metrics_file.empty() && ctx.rank == 0) {
-    HERD_ASSIGN_OR_RETURN(t->metrics_, MetricsWriter::open(cfg.train.metrics_file, t->resumed_from_ >= 0));
+    HERD_ASSIGN_OR_RETURN(t->metrics_, MetricsWriter::open(cfg.train.metrics_file, t->resumed_from_));
+    t->redone_until_ = t->metrics_.redone_until();
   }
   return t;
 }
@@ -223,16 +226,70 @@ Result<double> Trainer<T>::evaluate() {
   return count > 0 ? sum / static_cast<double>(count) : std::nan("");
 }
 
+namespace {
+
+// The rank fault.kill_every draws for `step`: a splitmix64 of (seed, step), the same on every rank.
+std::int64_t drawn_rank(std::int64_t seed, std::int64_t step, std::int64_t world) {
+  std::uint64_t z = static_cast<std::uint64_t>(seed) * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(step);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<std::int64_t>(z % static_cast<std::uint64_t>(world));
+}
+
+// fault.corrupt_checkpoint: flips one byte in the middle of this rank's shard of the newest checkpoint.
+void corrupt_newest_shard(const std::string& dir, int rank) {
+  const std::vector<std::string> steps = list_checkpoints(dir);
+  if (steps.empty()) {
+    log_warning("fault.corrupt_checkpoint: no checkpoint in ", dir, " to corrupt");
+    return;
+  }
+  char name[32];
+  std::snprintf(name, sizeof name, "rank_%05d.bin", rank);
+  const std::filesystem::path shard = std::filesystem::path(steps.front()) / name;
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(shard, ec);
+  std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+  if (ec || size == 0 || !f) {
+    log_warning("fault.corrupt_checkpoint: ", shard.string(), " cannot be opened; nothing corrupted");
+    return;
+  }
+  const auto at = static_cast<std::streamoff>(size / 2);
+  char byte = 0;
+  f.seekg(at);
+  f.read(&byte, 1);
+  byte = static_cast<char>(byte ^ 0x5a);
+  f.seekp(at);
+  f.write(&byte, 1);
+  f.flush();
+  log_warning("fault.corrupt_checkpoint: rank ", rank, " flipped a byte of ", shard.string());
+}
+
+}  // namespace
+
+template <typename T>
+Status Trainer<T>::inject_kill(std::int64_t step, const std::string& why) {
+  const std::string& dir = cfg_.checkpoint.dir;
+  const std::string key = "kill@" + std::to_string(step);
+  if (fault_fired(dir, key)) return Status::Ok();
+  if (cfg_.fault.corrupt_checkpoint && !dir.empty() && !fault_fired(dir, "corrupt@" + std::to_string(step))) {
+    mark_fault_fired(dir, "corrupt@" + std::to_string(step));
+    corrupt_newest_shard(dir, ctx_.rank);
+  }
+  mark_fault_fired(dir, key);
+  log_warning(why, ": rank ", ctx_.rank, " exits at step ", step);
+  if (std::string(ctx_.world->backend()) == "mpi") std::_Exit(3);
+  return make_error("rank ", ctx_.rank, " stopped by ", why, " at step ", step);
+}
+
 template <typename T>
 Status Trainer<T>::maybe_inject_fault() {
   const FaultSection& f = cfg_.fault;
   const std::int64_t next = step_ + 1;
   const std::string& dir = cfg_.checkpoint.dir;
-  if (f.kill_rank == ctx_.rank && f.kill_step == next && !fault_fired(dir, "kill@" + std::to_string(next))) {
-    mark_fault_fired(dir, "kill@" + std::to_string(next));
-    log_warning("fault.kill_rank: rank ", ctx_.rank, " exits at step ", next);
-    if (std::string(ctx_.world->backend()) == "mpi") std::_Exit(3);
-    return make_error("rank ", ctx_.rank, " stopped by fault.kill_rank at step ", next);
+  if (f.kill_rank == ctx_.rank && f.kill_step == next) HERD_RETURN_IF_ERROR(inject_kill(next, "fault.kill_rank"));
+  if (f.kill_every > 0 && next % f.kill_every == 0 && drawn_rank(f.seed, next, ctx_.dims.world()) == ctx_.rank) {
+    HERD_RETURN_IF_ERROR(inject_kill(next, "fault.kill_every"));
   }
   if (f.hang_rank == ctx_.rank && f.hang_step == next && !fault_fired(dir, "hang@" + std::to_string(next))) {
     mark_fault_fired(dir, "hang@" + std::to_string(next));
@@ -240,6 +297,21 @@ Status Trainer<T>::maybe_inject_fault() {
     std::this_thread::sleep_for(std::chrono::duration<double>(f.hang_seconds));
   }
   return Status::Ok();
+}
+
+// fault.slow_rank: the rank's step takes slow_factor x its compute time (a straggler; unlike the one-shot
+// faults it persists across restarts, as a slow host would). Its start is recorded as "slow@S".
+template <typename T>
+void Trainer<T>::maybe_slow_down(double compute_s) {
+  const FaultSection& f = cfg_.fault;
+  if (f.slow_rank != ctx_.rank || step_ < f.slow_from_step || f.slow_factor <= 1) return;
+  const std::string key = "slow@" + std::to_string(f.slow_from_step);
+  if (step_ == f.slow_from_step || step_ == resumed_from_ + 1) {  // the first slowed step of this process
+    if (!fault_fired(cfg_.checkpoint.dir, key)) mark_fault_fired(cfg_.checkpoint.dir, key);
+    log_warning("fault.slow_rank: rank ", ctx_.rank, "'s steps take ", f.slow_factor, " x longer from step ",
+                f.slow_from_step);
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>((f.slow_factor - 1) * std::max(0.0, compute_s)));
 }
 
 template <typename T>
@@ -256,6 +328,7 @@ Status Trainer<T>::run(std::int64_t stop_after) {
   const Result<Projection> plan = plan_run(cfg_, model_cfg_, !quiet && lead);
   StepSlices step;
   while (step_ < steps) {
+    if (heartbeat) heartbeat("step " + std::to_string(step_ + 1));
     HERD_RETURN_IF_ERROR(maybe_inject_fault());
     Timer step_timer;
     const double wait_at_start = comm_wait_clock ? comm_wait_clock() : 0.0;
@@ -321,7 +394,10 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     }
     ++step_;
     tokens_ += step_tokens;
-    const double dt = step_timer.seconds();  // the step itself; checkpoint_s is reported apart
+    if (comm_wait_clock) rec.comm_wait_s = comm_wait_clock() - wait_at_start;
+    // fault.slow_rank stretches this rank's step (inside its step time, as a slow host's would be).
+    maybe_slow_down(step_timer.seconds() - std::max(0.0, rec.comm_wait_s));
+    const double dt = step_timer.seconds();
     step_seconds_total += dt;
     const bool last = step_ == steps || step_ == stop_after;
     if (writer_ && (step_ % cfg_.checkpoint.every == 0 || last || ctl.stop)) {
@@ -339,7 +415,6 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     rec.tokens = tokens_;
     rec.tokens_per_s = static_cast<double>(step_tokens) / dt;
     rec.mfu = rec.tokens_per_s * flops_per_token_ / peak_flops_;
-    if (comm_wait_clock) rec.comm_wait_s = comm_wait_clock() - wait_at_start;
     if ((cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) || step_ == steps) {
       HERD_ASSIGN_OR_RETURN(double v, evaluate());
       if (!std::isnan(v)) rec.val_loss = v;
@@ -354,6 +429,8 @@ Status Trainer<T>::run(std::int64_t stop_after) {
                 {"grad_norm", rec.grad_norm},
                 {"mfu", rec.mfu},
                 {"elapsed_s", wall.seconds()},
+                {"step_s", dt},
+                {"time", unix_time()},
                 {"layout", ctx_.dims.to_string()}};
       // JSON has no NaN or Inf: a non-finite number is written as null, and the record says why.
       for (const char* k : {"loss", "grad_norm", "tokens_per_s", "mfu"}) {
@@ -364,6 +441,7 @@ Status Trainer<T>::run(std::int64_t stop_after) {
         j["nonfinite"] = rec.nonfinite;
       }
       if (rec.checkpoint_s >= 0) j["checkpoint_s"] = rec.checkpoint_s;
+      if (step_ <= redone_until_) j["redone"] = true;
       if (rec.val_loss) j["val_loss"] = *rec.val_loss;
       if ((step_ == 1 || rec.val_loss) && val_docs_) j["unigram_entropy"] = unigram_entropy_;
       metrics_.write(j);

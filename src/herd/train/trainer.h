@@ -103,6 +103,9 @@ class Trainer {
   // Seconds this rank has spent blocked in collectives so far (the launcher's TimedCommunicator);
   // when set, every StepRecord carries its step's share (the measured exposed communication).
   std::function<double()> comm_wait_clock;
+  // When set, called at each step with what the rank is doing ("step 12"): the rank's heartbeat, which
+  // the watchdog reads (train/watchdog.h). run_rank points it at the world's flight recorder.
+  std::function<void(const std::string&)> heartbeat;
 
  private:
   Trainer() = default;
@@ -126,6 +129,8 @@ class Trainer {
     bool stop = false, nonfinite = false, checkpoint_failed = false;
   };
   Result<StepControl> agree_step(bool nonfinite_here);
+  Status inject_kill(std::int64_t step, const std::string& why);
+  void maybe_slow_down(double compute_s);
   Result<data::Loader*> loader_for(const BatchShape& shape);
   // This rank's part of one global step: M global micro-batches from a loader, each cut to this rank's
   // rows, and the real and total tokens of the whole global step.
@@ -152,6 +157,7 @@ class Trainer {
   BatchRamp ramp_;
   MetricsWriter metrics_;  // rank 0 only
   std::int64_t step_ = 0, tokens_ = 0, resumed_from_ = -1;
+  std::int64_t redone_until_ = 0;  // steps up to this one were done before, by a run that then failed
   double flops_per_token_ = 0, peak_flops_ = 0, unigram_entropy_ = 0;
   std::vector<StepRecord> history_;
   std::unique_ptr<CheckpointWriter> writer_;

@@ -17,7 +17,8 @@ std::atomic<int> g_world_counter{0};
 }  // namespace
 
 WorldState::WorldState(int n, CommOptions o) : size(n), opts(std::move(o)) {
-  tag = std::to_string(static_cast<long>(getpid())) + "_w" + std::to_string(g_world_counter++);
+  tag = opts.job_id.empty() ? std::to_string(static_cast<long>(getpid())) + "_w" + std::to_string(g_world_counter++)
+                            : opts.job_id;
   for (int r = 0; r < n; ++r) {
     ranks.push_back(std::make_unique<RankState>());
     ranks.back()->recorder = std::make_shared<FlightRecorder>(r, opts.recorder_capacity);
@@ -178,6 +179,11 @@ bool LocalWorld::aborted() const {
 std::vector<std::string> LocalWorld::dump_paths() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->dump_paths;
+}
+
+std::shared_ptr<FlightRecorder> LocalWorld::recorder(int rank) const {
+  HERD_CHECK(rank >= 0 && rank < state_->size, "rank ", rank, " outside a local world of ", state_->size);
+  return state_->ranks[rank]->recorder;
 }
 
 Status first_error(const std::vector<Status>& statuses) {

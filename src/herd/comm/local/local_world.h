@@ -51,6 +51,8 @@ class LocalWorld {
   bool aborted() const;
   // The flight-recorder files written so far (one per rank per failure).
   std::vector<std::string> dump_paths() const;
+  // Rank `rank`'s flight recorder, which is also its heartbeat (train/watchdog.h reads it).
+  std::shared_ptr<FlightRecorder> recorder(int rank) const;
 
  private:
   std::shared_ptr<local_detail::WorldState> state_;

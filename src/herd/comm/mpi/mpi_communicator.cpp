@@ -356,7 +356,8 @@ class MpiWork final : public Work {
     const std::string reason = "timeout after " + format_seconds(opts_.timeout_s) + " on global rank " +
                                std::to_string(g_->rt->world_rank) + " (host " + g_->rt->host + "): " + describe() +
                                ": " + who;
-    Result<std::string> path = g_->rt->recorder->dump(opts_.dump_dir, "mpi", reason);
+    Result<std::string> path =
+        g_->rt->recorder->dump(opts_.dump_dir, opts_.job_id.empty() ? "mpi" : opts_.job_id, reason);
     log_line(LogLevel::kError, "herd comm: " + reason +
                                    "; flight recorder: " + (path.ok() ? *path : path.error().message()) +
                                    "; aborting the job (MPI collectives cannot be cancelled)");

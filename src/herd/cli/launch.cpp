@@ -1,0 +1,162 @@
+// herd launch -np N [--max-restarts K] [--restart-backoff S] [mpirun options] -- herd train CONFIG ...:
+// an MPI training job under the supervisor (train/supervisor.h). One dead MPI rank takes its whole
+// mpirun down, so the supervisor sits outside: it runs `mpirun --oversubscribe -np N [options] herd
+// train ... --supervised` as its child, restarts it from the newest checkpoint that verifies when it
+// fails, forwards SIGTERM/SIGINT/SIGUSR1, and ends with the time accounting (ETT) as herd train
+// --max-restarts does for ranks as threads. The train command's configuration (metrics file,
+// checkpoint and diagnostics directories, fault.max_restarts) is read by running it with --print-config.
+// docs/reliability.md.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "herd/cli/app.h"
+#include "herd/core/json.h"
+#include "herd/core/log.h"
+#include "herd/train/job.h"
+#include "herd/train/supervisor.h"
+
+namespace herd::cli {
+
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The train command's resolved configuration: its own --print-config output.
+Result<Json> train_config_of(const std::vector<std::string>& train_cmd) {
+  std::string cmd;
+  for (const std::string& a : train_cmd) cmd += shell_quote(a) + " ";
+  cmd += "--print-config 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> p(::popen(cmd.c_str(), "r"), ::pclose);
+  if (!p) return make_error("herd launch: cannot run ", train_cmd[0]);
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p.get())) > 0;) text.append(buf, n);
+  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return make_error("the train command was refused: ", text);
+  }
+  return j;
+}
+
+}  // namespace
+
+int run_launch(const std::vector<std::string>& args) {
+  std::int64_t np = 0;
+  std::optional<std::int64_t> max_restarts;
+  std::optional<double> backoff;
+  std::vector<std::string> mpirun_opts, train_cmd;
+  bool after = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (after) {
+      train_cmd.push_back(a);
+      continue;
+    }
+    if (a == "--") {
+      after = true;
+      continue;
+    }
+    // The training command starts at `herd train` (also when the parser kept no "--").
+    if (i + 1 < args.size() && args[i + 1] == "train" && std::filesystem::path(a).filename() == "herd") {
+      after = true;
+      train_cmd.push_back(a);
+      continue;
+    }
+    auto value = [&](const std::string& flag) -> Result<std::string> {
+      if (i + 1 >= args.size()) return make_error(flag, " needs a value");
+      return args[++i];
+    };
+    try {
+      if (a == "-np" || a == "-n" || a == "--np") {
+        Result<std::string> v = value(a);
+        if (!v.ok()) return report_error("launch", v.error());
+        np = std::stoll(*v);
+      } else if (a == "--max-restarts") {
+        Result<std::string> v = value(a);
+        if (!v.ok()) return report_error("launch", v.error());
+        max_restarts = std::stoll(*v);
+      } else if (a == "--restart-backoff") {
+        Result<std::string> v = value(a);
+        if (!v.ok()) return report_error("launch", v.error());
+        backoff = std::stod(*v);
+      } else {
+        mpirun_opts.push_back(a);
+      }
+    } catch (const std::exception&) {
+      return report_error("launch", make_error(a, ": expected a number, got '", args[i], "'"));
+    }
+  }
+  if (np <= 0)
+    return report_error("launch",
+                        make_error("-np: give the number of ranks, e.g. herd launch -np 4 -- herd train ..."));
+  if (max_restarts && *max_restarts < 0) {
+    return report_error("launch", make_error("--max-restarts: must be >= 0, got ", *max_restarts));
+  }
+  if (train_cmd.size() < 2 || train_cmd[1] != "train") {
+    return report_error(
+        "launch", make_error("after --, give the training command: herd launch -np ", np, " -- herd train CONFIG ..."));
+  }
+  const std::string prog = std::filesystem::path(train_cmd[0]).filename().string();
+  if (prog == "herd") train_cmd[0] = train::self_executable();
+  Result<Json> cfg = train_config_of(train_cmd);
+  if (!cfg.ok()) return report_error("launch", cfg.error());
+  const Json& c = *cfg;
+  train::SupervisorOptions so;
+  so.max_restarts = max_restarts ? *max_restarts : c["fault"]["max_restarts"].get<std::int64_t>();
+  so.backoff_s = backoff ? *backoff : c["fault"]["restart_backoff_s"].get<double>();
+  const std::string ckpt = c["checkpoint"]["dir"].get<std::string>();
+  const std::string metrics = c["train"]["metrics_file"].get<std::string>();
+  std::string diag = c["diagnostics"]["dir"].get<std::string>();
+  if (diag.empty()) {
+    diag = !ckpt.empty() ? (std::filesystem::path(ckpt) / "diagnostics").string()
+           : !metrics.empty() && std::filesystem::path(metrics).has_parent_path()
+               ? std::filesystem::path(metrics).parent_path().string()
+               : std::filesystem::temp_directory_path().string();
+  }
+  so.diagnostics_dir = diag;
+  so.job_id = c["diagnostics"]["job_id"].get<std::string>();
+  if (so.job_id.empty()) so.job_id = train::make_job_id();
+  so.command = {"mpirun", "--oversubscribe"};
+  if (::geteuid() == 0) so.command.push_back("--allow-run-as-root");
+  so.command.push_back("-np");
+  so.command.push_back(std::to_string(np));
+  so.command.insert(so.command.end(), mpirun_opts.begin(), mpirun_opts.end());
+  so.command.insert(so.command.end(), train_cmd.begin(), train_cmd.end());
+  so.command.push_back("--supervised");
+  so.metrics_file = metrics;
+  if (so.metrics_file.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(diag, ec);
+    so.metrics_file = (std::filesystem::path(diag) / ("metrics_" + so.job_id + ".jsonl")).string();
+    so.command.push_back("--train.metrics_file=" + so.metrics_file);
+  }
+  if (ckpt.empty()) log_warning("herd launch without checkpoint.dir: every restart starts again from step 0");
+  return train::run_supervised(so);
+}
+
+Subcommand add_launch_command(CLI::App& root) {
+  CLI::App* app = root.add_subcommand(
+      "launch", "Run an MPI training job (mpirun) under a supervisor that restarts it when a rank fails");
+  // The arguments are parsed by run_launch (app.cpp dispatches to it before CLI11 sees them); this
+  // subcommand is here for `herd --help` and `herd launch --help`.
+  app->allow_extras();
+  app->footer(
+      "Usage: herd launch -np N [--max-restarts K] [--restart-backoff S] [mpirun options] -- herd train CONFIG "
+      "[train options]. Runs mpirun --oversubscribe -np N ... herd train ..., restarts it from the newest "
+      "checkpoint that verifies after a failure (at most K times; K defaults to the config's "
+      "fault.max_restarts), forwards SIGTERM/SIGINT/SIGUSR1, and prints the effective training time (ETT). "
+      "See docs/reliability.md.");
+  return {app, [app] { return run_launch(app->remaining()); }};
+}
+
+}  // namespace herd::cli

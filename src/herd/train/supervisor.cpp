@@ -1,0 +1,233 @@
+// The supervisor's process handling: fork/exec, stderr pass-through, signal forwarding, restarts (see
+// supervisor.h).
+#include "herd/train/supervisor.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "herd/core/format.h"
+#include "herd/core/log.h"
+#include "herd/train/metrics.h"
+
+namespace herd::train {
+
+namespace {
+
+volatile sig_atomic_t g_signal = 0;  // the last signal forwarded
+volatile pid_t g_child = 0;          // the child's process group, while one runs
+
+extern "C" void forward_signal(int sig) {
+  g_signal = sig;
+  const pid_t child = g_child;
+  if (child > 0) ::kill(-child, sig);
+}
+
+struct SignalForwarding {
+  struct sigaction old[3];
+  static constexpr int kSignals[3] = {SIGTERM, SIGINT, SIGUSR1};
+  SignalForwarding() {
+    struct sigaction sa {};
+    sa.sa_handler = forward_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: a blocking read or sleep returns to look at g_signal
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &old[i]);
+  }
+  ~SignalForwarding() {
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &old[i], nullptr);
+  }
+};
+
+void say(const std::string& line) { log_line(LogLevel::kInfo, "herd supervisor: " + line); }
+
+// Runs one attempt: the child's stderr is copied to ours; `errors` gets its lines that report errors.
+int run_child(const std::vector<std::string>& args, std::vector<std::string>* errors) {
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "herd supervisor: error: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: whichever of the two runs first
+  g_child = pid;
+  if (g_signal != 0) ::kill(-pid, g_signal);  // a signal that came while forking
+  ::close(fds[1]);
+  std::string line;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    ssize_t off = 0;
+    while (off < n) {
+      const ssize_t w = ::write(2, buf + off, static_cast<std::size_t>(n - off));
+      if (w <= 0 && errno != EINTR) break;
+      if (w > 0) off += w;
+    }
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] != '\n') {
+        line += buf[i];
+        continue;
+      }
+      if (line.find("error") != std::string::npos || line.find("exits at step") != std::string::npos) {
+        errors->push_back(line);
+      }
+      line.clear();
+    }
+  }
+  ::close(fds[0]);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return -1;
+}
+
+std::string describe_exit(int code) {
+  if (code > 128 && code < 160)
+    return "killed by signal " + std::to_string(code - 128) + " (status " + std::to_string(code) + ")";
+  if (code < 0) return "could not be started";
+  return "exit status " + std::to_string(code);
+}
+
+// The flight-recorder dumps an attempt left, and the reason the first of them gives.
+void report_dumps(const std::string& dir, const std::string& attempt_id) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::string> found;
+  const std::string prefix = "herd_flight_" + attempt_id + "_rank";
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.size() > 5 && name.substr(name.size() - 5) == ".json") {
+      found.push_back(it->path().string());
+    }
+  }
+  if (found.empty()) return;
+  std::sort(found.begin(), found.end());
+  std::string reason;
+  std::ifstream in(found.front());
+  const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_discarded() && j.contains("reason") && j["reason"].is_string()) reason = j["reason"].get<std::string>();
+  say("flight recorders: " + std::to_string(found.size()) + " dump(s) in " + dir + " (" + prefix + "*.json)" +
+      (reason.empty() ? "" : "; " + reason));
+}
+
+// The rank named first in the child's error lines ("rank 3"), or "" when none is.
+std::string blamed_rank(const std::vector<std::string>& errors) {
+  for (const std::string& e : errors) {
+    for (const char* pat :
+         {"fault.kill_rank: rank ", "fault.kill_every: rank ", "watchdog: rank ", "global ranks ", "rank "}) {
+      const std::size_t at = e.find(pat);
+      if (at == std::string::npos) continue;
+      std::size_t b = at + std::strlen(pat), en = b;
+      while (en < e.size() && (std::isdigit(static_cast<unsigned char>(e[en])) || e[en] == ',')) ++en;
+      if (en > b) return e.substr(b, en - b);
+    }
+  }
+  return "";
+}
+
+bool sleep_unless_signalled(double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (g_signal != 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return g_signal == 0;
+}
+
+}  // namespace
+
+std::string self_executable() {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("herd") : p.string();
+}
+
+int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
+  SignalForwarding forwarding;
+  g_signal = 0;
+  const double wall_start = unix_time();
+  std::vector<Attempt> attempts;
+  int result = 0;
+  say("job " + o.job_id + ": up to " + std::to_string(o.max_restarts) + " restart(s); metrics " + o.metrics_file +
+      ", diagnostics " + o.diagnostics_dir);
+  for (std::int64_t k = 0;; ++k) {
+    const std::string attempt_id = o.job_id + "-" + std::to_string(k);
+    std::vector<std::string> args = o.command;
+    args.push_back("--diagnostics.job_id=" + attempt_id);
+    if (k > 0) args.push_back("--checkpoint.fallback=true");
+    Attempt a;
+    a.start = unix_time();
+    std::vector<std::string> errors;
+    a.exit_code = run_child(args, &errors);
+    a.end = unix_time();
+    a.records = read_step_records(o.metrics_file, a.start);
+    attempts.push_back(std::move(a));
+    const int code = attempts.back().exit_code;
+    if (code == 0) {
+      result = 0;
+      break;
+    }
+    if (g_signal != 0) {
+      say("attempt " + std::to_string(k) + " ended (" + describe_exit(code) + ") after signal " +
+          std::to_string(static_cast<int>(g_signal)) + " was forwarded: preempted, not restarted");
+      result = 143;
+      break;
+    }
+    const std::string rank = blamed_rank(errors);
+    say("attempt " + std::to_string(k) + " failed: " + describe_exit(code) +
+        (rank.empty() ? "" : "; failed rank(s): " + rank) + (errors.empty() ? "" : "; " + errors.front()));
+    report_dumps(o.diagnostics_dir, attempt_id);
+    if (k >= o.max_restarts) {
+      say("giving up: " + std::to_string(o.max_restarts) + " restart(s) used (fault.max_restarts)");
+      result = code > 0 && code != 143 ? code : 1;
+      break;
+    }
+    const double wait = std::min(60.0, o.backoff_s * std::pow(2.0, static_cast<double>(k)));
+    say("restart " + std::to_string(k + 1) + " of " + std::to_string(o.max_restarts) + " in " + format_seconds(wait) +
+        ", from the newest checkpoint that verifies");
+    if (!sleep_unless_signalled(wait)) {
+      say("signal " + std::to_string(static_cast<int>(g_signal)) + " during the backoff: not restarted");
+      result = 143;
+      break;
+    }
+  }
+  const EttSummary s = account_ett(attempts, wall_start, unix_time());
+  for (const std::string& line : s.lines()) say(line);
+  if (!o.metrics_file.empty()) {
+    std::ofstream out(o.metrics_file, std::ios::app);
+    Json j = s.to_json();
+    j["job_id"] = o.job_id;
+    j["exit"] = result;
+    out << j.dump() << "\n";
+  }
+  if (summary_out) *summary_out = s;
+  return result;
+}
+
+}  // namespace herd::train

@@ -1,0 +1,325 @@
+// Supervision as a user runs it: `herd train --max-restarts K` with ranks as threads (and `herd launch`
+// around mpirun). An injected kill, a hang, a kill every few steps and a corrupt newest checkpoint each
+// restart and finish with the same losses and byte-identical final weights (the shard files of the last
+// checkpoint) as the uninterrupted run; the watchdog ends a stalled job within timeout + 5 s; exhausted
+// restarts end in a summary and a non-zero exit; the ETT record closes the metrics file and its parts
+// add up to the wall time; SIGTERM is forwarded and the job is not restarted.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "cli/cli_runner.h"
+#include "herd/data/shard.h"
+#include "train/dist_harness.h"
+
+namespace herd::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Metrics {
+  std::map<std::int64_t, double> loss;  // step -> loss (each step once)
+  std::vector<Json> steps;              // step records in file order
+  Json last;                            // the last record
+  int duplicates = 0;
+};
+
+class Supervisor : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("herd_sup_cli" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    ASSERT_TRUE(data::write_shard((dir_ / "train-00000.bin").string(), *testing::parity_docs(40, 1)).ok());
+    std::ofstream((dir_ / "config.json").string()) << model::config_to_hf_json(testing::parity_model()).dump();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A run of `steps` steps of the parity model checkpointing every 2 steps under dir_/name.
+  std::string args(const std::string& name, int steps = 8, const std::string& layout = "--dp 2") {
+    return "train --data.dir=" + dir_.string() + " --model.name=" + (dir_ / "config.json").string() +
+           " --data.seq_len=16 --train.global_batch=8 --parallel.microbatch_size=2 --train.steps=" +
+           std::to_string(steps) +
+           " --optim.lr=1e-2 --eval.every=0 --generate.samples=0 --checkpoint.every=2 --checkpoint.keep=3"
+           " --fault.restart_backoff_s=0.05 --checkpoint.dir=" +
+           (dir_ / name).string() + " --train.metrics_file=" + metrics_path(name) + " " + layout;
+  }
+  std::string metrics_path(const std::string& name) { return (dir_ / (name + ".jsonl")).string(); }
+
+  Metrics metrics(const std::string& name) {
+    Metrics m;
+    std::ifstream in(metrics_path(name));
+    for (std::string line; std::getline(in, line);) {
+      const Json j = Json::parse(line);
+      m.last = j;
+      if (!j.contains("step")) continue;
+      m.steps.push_back(j);
+      const auto step = j["step"].get<std::int64_t>();
+      m.duplicates += m.loss.count(step) ? 1 : 0;
+      m.loss[step] = j["loss"].get<double>();
+    }
+    return m;
+  }
+
+  // The final checkpoint's shards, byte for byte, and the losses: the run `name` is the run `ref`.
+  void expect_identical(const std::string& ref, const std::string& name, int steps = 8) {
+    const Metrics a = metrics(ref), b = metrics(name);
+    ASSERT_EQ(a.loss.size(), static_cast<std::size_t>(steps));
+    ASSERT_EQ(b.loss.size(), a.loss.size());
+    EXPECT_EQ(b.duplicates, 0);
+    for (const auto& [step, loss] : a.loss) EXPECT_EQ(b.loss.at(step), loss) << "step " << step;
+    char last[32];
+    std::snprintf(last, sizeof last, "step_%08d", steps);
+    int shards = 0;
+    for (const auto& e : fs::directory_iterator(dir_ / ref / last)) {
+      if (e.path().extension() != ".bin") continue;
+      ++shards;
+      const std::string other = (dir_ / name / last / e.path().filename()).string();
+      EXPECT_TRUE(herd::testing::slurp(other) == herd::testing::slurp(e.path().string())) << other << " differs";
+    }
+    EXPECT_GT(shards, 0);
+  }
+
+  // The ETT record is the last one, and its parts add up to no more than the wall time.
+  void expect_ett(const Metrics& m, std::int64_t restarts) {
+    const Json& s = m.last;
+    ASSERT_TRUE(s.contains("ett")) << s.dump();
+    EXPECT_EQ(s["restarts"].get<std::int64_t>(), restarts);
+    double sum = 0;
+    for (const char* k : {"productive_s", "lost_s", "restart_s", "startup_s", "checkpoint_s", "backoff_s", "other_s"}) {
+      EXPECT_GE(s[k].get<double>(), 0.0) << k;
+      sum += s[k].get<double>();
+    }
+    EXPECT_LE(sum, s["wall_s"].get<double>() * (1 + 1e-9) + 1e-9) << s.dump();
+    EXPECT_NEAR(sum, s["wall_s"].get<double>(), 1e-6) << s.dump();
+    EXPECT_GT(s["ett"].get<double>(), 0.0);
+    EXPECT_LE(s["ett"].get<double>(), 1.0);
+    EXPECT_NEAR(s["ett"].get<double>(), s["productive_s"].get<double>() / s["wall_s"].get<double>(), 1e-12);
+    if (restarts > 0) {
+      EXPECT_GT(s["restart_s"].get<double>(), 0.0);
+    }
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Supervisor, AKilledRankRestartsAndFinishesBitIdentical) {
+  auto r = herd::testing::run_herd(args("ref"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  // Killed at the start of step 6: step 5 is done, the newest checkpoint is step 4, so step 5 is redone.
+  r = herd::testing::run_herd(args("kill") + " --max-restarts 2 --fault.kill_rank=1 --fault.kill_step=6");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("attempt 0 failed: exit status 1; failed rank(s): 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ETT"), std::string::npos);
+  expect_identical("ref", "kill");
+  const Metrics m = metrics("kill");
+  expect_ett(m, 1);
+  EXPECT_EQ(m.last["redone_steps"].get<std::int64_t>(), 1);
+  EXPECT_GT(m.last["lost_s"].get<double>(), 0.0);
+  for (const Json& j : m.steps) EXPECT_EQ(j.value("redone", false), j["step"] == 5) << j.dump();
+}
+
+TEST_F(Supervisor, AHungRankIsEndedByTheWatchdogAndTheJobRestarts) {
+  auto r = herd::testing::run_herd(args("ref"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = herd::testing::run_herd(args("hang") +
+                              " --max-restarts 1 --parallel.comm_timeout_s=2 --fault.hang_rank=1 --fault.hang_step=5 "
+                              "--fault.hang_seconds=300");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("attempt 0 failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("flight recorders: 2 dump(s)"), std::string::npos) << r.err;
+  expect_identical("ref", "hang");
+  expect_ett(metrics("hang"), 1);
+}
+
+TEST_F(Supervisor, TheWatchdogEndsAStalledJobWithinTimeoutPlus5s) {
+  // Two ranks (a peer times out in a collective) and one rank (no collective waits: the heartbeat).
+  for (const std::string layout : {"--dp 2", "--dp 1"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = herd::testing::run_herd(args("stall", 8, layout) +
+                                     " --parallel.comm_timeout_s=3 --fault.hang_rank=0 --fault.hang_step=2 "
+                                     "--fault.hang_seconds=300 --diagnostics.dir=" +
+                                     (dir_ / "dumps").string());
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(r.status, 1) << layout << "\n" << r.err;
+    // timeout + 5 s from the stall, plus a generous allowance for the start (the stall is at step 2).
+    EXPECT_LT(wall, 3 + 5 + 10) << layout;
+    EXPECT_NE(r.err.find("rank(s) 0 did not return"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::is_empty(dir_ / "dumps")) << layout;
+    fs::remove_all(dir_ / "stall");
+    fs::remove_all(dir_ / "dumps");
+  }
+}
+
+TEST_F(Supervisor, KillEveryFewStepsRestartsEachTimeAndFinishesBitIdentical) {
+  auto r = herd::testing::run_herd(args("ref", 12));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = herd::testing::run_herd(args("every", 12) + " --max-restarts 5 --fault.kill_every=5 --fault.seed=7");
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_identical("ref", "every", 12);
+  const Metrics m = metrics("every");
+  expect_ett(m, 2);  // steps 5 and 10
+  // Killed at the start of 5 (checkpoint 4: nothing redone) and of 10 (checkpoint 8: step 9 redone).
+  EXPECT_EQ(m.last["redone_steps"].get<std::int64_t>(), 1);
+}
+
+TEST_F(Supervisor, ACorruptNewestCheckpointFallsBackToThePreviousOne) {
+  auto r = herd::testing::run_herd(args("ref", 8, "--dp 1"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = herd::testing::run_herd(
+      args("corrupt", 8, "--dp 1") +
+      " --max-restarts 1 --fault.kill_rank=0 --fault.kill_step=7 --fault.corrupt_checkpoint=true");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("flipped a byte"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("checksum mismatch"), std::string::npos) << r.err;  // the fallback's warning
+  expect_identical("ref", "corrupt");
+  const Metrics m = metrics("corrupt");
+  expect_ett(m, 1);
+  EXPECT_EQ(m.last["redone_steps"].get<std::int64_t>(), 2);  // steps 5 and 6, from the checkpoint at 4
+}
+
+// fault.slow_rank is a time feature: the slowed steps take about slow_factor x as long (a generous bound).
+TEST_F(Supervisor, ASlowRankTakesFactorTimesLongerFromItsStep) {
+  auto r = herd::testing::run_herd(args("slow", 8, "--dp 1") +
+                                   " --fault.slow_rank=0 --fault.slow_factor=4 --fault.slow_from_step=5");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("fault.slow_rank: rank 0's steps take 4 x longer from step 5"), std::string::npos) << r.err;
+  const Metrics m = metrics("slow");
+  double before = 0, after = 0;
+  for (const Json& j : m.steps) {
+    const auto step = j["step"].get<std::int64_t>();
+    if (step >= 2 && step <= 4) before += j["step_s"].get<double>() / 3;
+    if (step >= 5) after += j["step_s"].get<double>() / 4;
+  }
+  EXPECT_GT(after, 2 * before) << "steps 2-4: " << before << " s, steps 5-8: " << after << " s";
+}
+
+TEST_F(Supervisor, ExhaustedRestartsStopWithASummaryAndANonZeroExit) {
+  auto r = herd::testing::run_herd(args("exhaust") + " --max-restarts 1 --fault.kill_every=1");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("giving up: 1 restart(s) used"), std::string::npos) << r.err;
+  const std::string tail = r.err.substr(r.err.rfind("herd supervisor:"));
+  EXPECT_NE(tail.find("ETT"), std::string::npos) << tail;
+  const Metrics m = metrics("exhaust");
+  EXPECT_EQ(m.last["restarts"].get<std::int64_t>(), 1);
+  EXPECT_EQ(m.last["exit"].get<int>(), 1);
+}
+
+TEST_F(Supervisor, SigtermIsForwardedAndTheJobIsNotRestarted) {
+  const std::string err = (dir_ / "term.err").string();
+  const std::string cmd =
+      "exec " + std::string(HERD_BINARY) + " " + args("term", 100000) + " --max-restarts 3 2>" + err;
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait for the first step record, then preempt.
+  for (int i = 0; i < 600 && metrics("term").steps.empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_FALSE(metrics("term").steps.empty()) << herd::testing::slurp(err);
+  ::kill(pid, SIGTERM);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st)) << herd::testing::slurp(err);
+  EXPECT_EQ(WEXITSTATUS(st), 143) << herd::testing::slurp(err);
+  const std::string log = herd::testing::slurp(err);
+  EXPECT_NE(log.find("preempted, not restarted"), std::string::npos) << log;
+  EXPECT_EQ(log.find("attempt 1"), std::string::npos) << log;
+  EXPECT_TRUE(metrics("term").last.contains("ett"));
+}
+
+TEST_F(Supervisor, HerdLaunchRefusesBadCommandsWithTheFix) {
+  auto r = herd::testing::run_herd("launch -- herd train");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("-np: give the number of ranks"), std::string::npos) << r.err;
+  r = herd::testing::run_herd("launch -np 2 -- herd model");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("after --, give the training command"), std::string::npos) << r.err;
+  r = herd::testing::run_herd("launch -np 2 -- herd train --optim.lr=-1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("optim.lr: must be positive"), std::string::npos) << r.err;
+}
+
+#if HERD_HAVE_MPI
+TEST_F(Supervisor, HerdLaunchRestartsAKilledMpiRankBitIdentical) {
+  // OpenMPI's own allocations outlive MPI_Finalize; under LeakSanitizer they would fail the run.
+  const std::string log = (dir_ / "launch.log").string();
+  auto launch = [&](const std::string& name, const std::string& extra) {
+    const std::string cmd = "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 " + std::string(HERD_BINARY) +
+                            " launch -np 2 --bind-to none -- herd " + args(name) + " " + extra + " > " + log + " 2>&1";
+    return std::system(cmd.c_str());
+  };
+  // The reference is the uninterrupted MPI run (MPI's and the threads' BLAS need not agree bit for bit).
+  ASSERT_EQ(launch("mpiref", ""), 0) << herd::testing::slurp(log);
+  ASSERT_EQ(launch("mpi", "--max-restarts 2 --fault.kill_rank=1 --fault.kill_step=6"), 0) << herd::testing::slurp(log);
+  const std::string err = herd::testing::slurp(log);
+  EXPECT_NE(err.find("attempt 0 failed"), std::string::npos) << err;
+  EXPECT_NE(err.find("failed rank(s): 1"), std::string::npos) << err;
+  expect_identical("mpiref", "mpi");
+  expect_ett(metrics("mpi"), 1);
+}
+
+// A rank hung in MPI: its peer's collective times out and aborts mpirun; herd launch restarts the job.
+TEST_F(Supervisor, HerdLaunchRestartsAHungMpiJobBitIdentical) {
+  const std::string log = (dir_ / "launch.log").string();
+  auto launch = [&](const std::string& name, const std::string& extra) {
+    const std::string cmd = "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 " + std::string(HERD_BINARY) +
+                            " launch -np 2 --bind-to none -- herd " + args(name) + " " + extra + " > " + log + " 2>&1";
+    return std::system(cmd.c_str());
+  };
+  ASSERT_EQ(launch("mpiref", ""), 0) << herd::testing::slurp(log);
+  ASSERT_EQ(launch("mpihang",
+                   "--max-restarts 1 --parallel.comm_timeout_s=2 --fault.hang_rank=1 --fault.hang_step=5 "
+                   "--fault.hang_seconds=300"),
+            0)
+      << herd::testing::slurp(log);
+  const std::string err = herd::testing::slurp(log);
+  EXPECT_NE(err.find("attempt 0 failed"), std::string::npos) << err;
+  EXPECT_NE(err.find("timeout after"), std::string::npos) << err;
+  expect_identical("mpiref", "mpihang");
+  expect_ett(metrics("mpihang"), 1);
+}
+
+// One MPI rank hung outside communication: no collective waits on it, so only its own heartbeat can
+// catch it. The process dumps its recorder and exits within timeout + 5 s (plus a start allowance).
+TEST_F(Supervisor, TheWatchdogEndsAStalledMpiRankWithinTimeoutPlus5s) {
+  const std::string log = (dir_ / "stall.log").string(), dumps = (dir_ / "dumps").string();
+  const std::string cmd =
+      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
+      "--bind-to none -np 1 " +
+      std::string(HERD_BINARY) + " " + args("mpistall", 8, "--dp 1") +
+      " --parallel.comm_timeout_s=3 --fault.hang_rank=0 --fault.hang_step=2 "
+      "--fault.hang_seconds=300 --diagnostics.dir=" +
+      dumps + " > " + log + " 2>&1";
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(wall, 3 + 5 + 10);
+  const std::string err = herd::testing::slurp(log);
+  EXPECT_NE(err.find("watchdog: rank 0 has shown no sign of life"), std::string::npos) << err;
+  EXPECT_FALSE(fs::is_empty(dumps));
+}
+
+// Under a bare mpirun the supervisor cannot sit outside the job: --max-restarts says to use herd launch.
+TEST_F(Supervisor, MaxRestartsUnderABareMpirunPointsToHerdLaunch) {
+  const std::string log = (dir_ / "bare.log").string();
+  const std::string cmd =
+      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
+      "--bind-to none -np 1 " +
+      std::string(HERD_BINARY) + " " + args("bare", 8, "--dp 1") + " --max-restarts 2 > " + log + " 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  const std::string err = herd::testing::slurp(log);
+  EXPECT_NE(err.find("run `herd launch -np N --max-restarts 2 -- herd train ...`"), std::string::npos) << err;
+}
+#endif
+
+}  // namespace
+}  // namespace herd::train
