@@ -8,8 +8,9 @@
 #      run as a 4D job, TP2 x CP2 x PP2 on 8 local ranks (Llama 3's flexible interleaved schedule, V=2,
 #      4 micro-batches), which prints the planner's predicted step time and memory for its own layout
 #      on this machine (calibrated just before by `herd calibrate`) at the start and the measured values
-#      beside them at the end; its loss is printed
-#      beside the single-rank one.
+#      beside them at the end. Midway one of its ranks is killed (fault.kill_rank): the supervisor
+#      (--max-restarts) names the rank, restarts the job from its newest checkpoint and accounts the
+#      effective training time; the loss is printed beside the single-rank one.
 # About 10 minutes on 2 idle cores. Extra arguments go to the single-rank `herd train` as overrides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,15 +26,19 @@ echo
 echo "== 3a. herd train: the tiny preset on one rank =="
 scripts/train_demo.sh "$@"
 echo
-echo "== 3b. herd train: the same run as TP2 x CP2 x PP2 (8 ranks as threads), first 50 steps =="
+echo "== 3b. herd train: the same run as TP2 x CP2 x PP2 (8 ranks as threads), first 50 steps, rank 5 killed at step 27 =="
 # Same global batch (8 sequences, here 4 micro-batches of 2) and the same learning-rate curve as the
 # 250-step single-rank run (25 warm-up + 225 cosine steps). A fresh run: no resume from an earlier demo.
 # The planner's numbers for this machine come from `herd calibrate` run just before (about 10 s): the
 # speed of this kind of shared virtual machine moves between hours (docs/projection.md).
 rm -rf runs/demo/checkpoints_4d runs/demo/metrics_4d.jsonl
 build/herd calibrate --out runs/demo/local-cpu.json | tail -2
+# Rank 5 dies at the start of step 27; the supervisor restarts the job from the step-20 checkpoint, the
+# steps after it are redone (marked "redone" in the metrics file), and the run ends where an
+# uninterrupted one would, bit for bit (docs/reliability.md).
 build/herd train configs/demo_4d.json --train.steps=50 --schedule.decay_steps=225 \
-  --projection.cluster_file=runs/demo/local-cpu.json
+  --projection.cluster_file=runs/demo/local-cpu.json --checkpoint.every=10 \
+  --max-restarts 2 --fault.kill_rank=5 --fault.kill_step=27
 echo
 echo "step  loss (1 rank)  loss (TP2 x CP2 x PP2)"
 loss_column() {
