@@ -237,6 +237,21 @@ std::int64_t drawn_rank(std::int64_t seed, std::int64_t step, std::int64_t world
   return static_cast<std::int64_t>(z % static_cast<std::uint64_t>(world));
 }
 
+// Waits (at most timeout_s) until no save is in progress in dir: rank 0 commits an asynchronous save
+// (renames its .tmp-step_ directory into place) once every rank's shard is in.
+void wait_for_commit(const std::string& dir, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    bool pending = false;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      pending = pending || e.path().filename().string().rfind(".tmp-step_", 0) == 0;
+    }
+    if (!pending || std::chrono::steady_clock::now() > deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 // fault.corrupt_checkpoint: flips one byte in the middle of this rank's shard of the newest checkpoint.
 void corrupt_newest_shard(const std::string& dir, int rank) {
   const std::vector<std::string> steps = list_checkpoints(dir);
@@ -274,6 +289,12 @@ Status Trainer<T>::inject_kill(std::int64_t step, const std::string& why) {
   if (fault_fired(dir, key)) return Status::Ok();
   if (cfg_.fault.corrupt_checkpoint && !dir.empty() && !fault_fired(dir, "corrupt@" + std::to_string(step))) {
     mark_fault_fired(dir, "corrupt@" + std::to_string(step));
+    // "The newest checkpoint" is the one last saved: an asynchronous save still being written finishes
+    // first (this rank's shard, then rank 0's commit).
+    if (writer_) {
+      writer_->wait_idle();
+      wait_for_commit(dir, std::max(30.0, cfg_.parallel.comm_timeout_s));
+    }
     corrupt_newest_shard(dir, ctx_.rank);
   }
   mark_fault_fired(dir, key);
