@@ -85,6 +85,7 @@ def main():
         if a.only and a.only not in name:
             continue
         root = a.keep or tempfile.mkdtemp(prefix="herd-reliability-")
+        os.makedirs(root, exist_ok=True)
         tag = name.split(" (")[0].replace(" x ", "x").replace(" ", "")
         base = [a.herd, "train", f"--data.dir={a.data}", "--model.name=tiny", "--data.seq_len=128",
                 f"--train.steps={a.steps}", "--eval.every=0", "--generate.samples=0", "--train.log_every=50",
@@ -99,7 +100,7 @@ def main():
             print(f"FAIL {name}: the uninterrupted run exited {rc} (log in {root})", file=sys.stderr)
             continue
         ref_steps, _ = read_metrics(ref_metrics)
-        step_times = sorted(1.0 / r["tokens_per_s"] * (8 * 128) for r in ref_steps if r.get("tokens_per_s"))
+        step_times = sorted(r["step_s"] for r in ref_steps if r.get("step_s"))
         step_s = step_times[len(step_times) // 2]
         ckpt_costs = sorted(r["checkpoint_s"] for r in ref_steps if "checkpoint_s" in r)
         ckpt_s = ckpt_costs[len(ckpt_costs) // 2] if ckpt_costs else 0.0

@@ -10,38 +10,19 @@
 #include "cli/cli_runner.h"
 #include "herd/data/shard.h"
 #include "train/dist_harness.h"
+#include "train/parity_run_dir.h"
 
 namespace herd::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-class DistCli : public ::testing::Test {
+class DistCli : public herd::testing::ParityRunDir {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("herd_dist_cli" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    ASSERT_TRUE(data::write_shard((dir_ / "train-00000.bin").string(), *testing::parity_docs(40, 1)).ok());
-    ASSERT_TRUE(data::write_shard((dir_ / "val-00000.bin").string(), *testing::parity_docs(10, 2)).ok());
-    std::ofstream((dir_ / "config.json").string()) << model::config_to_hf_json(testing::parity_model()).dump();
-  }
-  // A 5-step run of the parity model; returns the losses of the metrics file.
-  std::vector<double> losses_of(const std::string& metrics) {
-    std::vector<double> out;
-    std::ifstream in(metrics);
-    for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line)["loss"].get<double>());
-    return out;
-  }
-  std::string run_args(const std::string& metrics) {
-    return "train --data.dir=" + dir_.string() + " --model.name=" + (dir_ / "config.json").string() +
-           " --data.seq_len=16 --train.global_batch=8 --parallel.microbatch_size=4 --train.steps=5 --optim.lr=1e-2" +
-           " --eval.every=0 --eval.batches=1 --generate.samples=0 --train.metrics_file=" + metrics;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  DistCli() : ParityRunDir("herd_dist_cli", /*held_out=*/true) {}
   herd::testing::CliResult train(const std::string& args) {
     return herd::testing::run_herd("train --data.dir=" + dir_.string() + " --model.vocab=64 --data.seq_len=64 " + args);
   }
-  fs::path dir_;
 };
 
 TEST_F(DistCli, BadLayoutsAreRefusedWithTheNumbers) {

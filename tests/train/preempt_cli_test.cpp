@@ -13,23 +13,18 @@
 #include "herd/data/shard.h"
 #include "herd/train/checkpoint.h"
 #include "train/dist_harness.h"
+#include "train/parity_run_dir.h"
 
 namespace herd::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-class PreemptCli : public ::testing::Test {
+class PreemptCli : public herd::testing::ParityRunDir {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("herd_preempt_cli" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    ASSERT_TRUE(data::write_shard((dir_ / "train-00000.bin").string(), *testing::parity_docs(40, 1)).ok());
-    std::ofstream((dir_ / "config.json").string()) << model::config_to_hf_json(testing::parity_model()).dump();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  PreemptCli() : ParityRunDir("herd_preempt_cli") {}
   std::string args(const std::string& name) {
-    return "train --data.dir=" + dir_.string() + " --model.name=" + (dir_ / "config.json").string() +
+    return "train " + data_and_model() +
            " --data.seq_len=16 --train.global_batch=8 --parallel.microbatch_size=2 --tp 2 --dp 2" +
            " --train.steps=150 --optim.lr=1e-2 --eval.every=0 --generate.samples=0 --checkpoint.every=1000" +
            " --checkpoint.dir=" + (dir_ / name).string() + " --train.metrics_file=" + (dir_ / name).string() + ".jsonl";
@@ -44,7 +39,6 @@ class PreemptCli : public ::testing::Test {
     }
     return out;
   }
-  fs::path dir_;
 };
 
 TEST_F(PreemptCli, SigtermExits143WithACheckpointThatResumesBitExactly) {

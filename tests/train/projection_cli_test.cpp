@@ -13,29 +13,22 @@
 #include "herd/data/shard.h"
 #include "herd/topology/cluster.h"
 #include "train/dist_harness.h"
+#include "train/parity_run_dir.h"
 
 namespace herd::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-class ProjectionCli : public ::testing::Test {
+class ProjectionCli : public herd::testing::ParityRunDir {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("herd_projection_cli" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    ASSERT_TRUE(data::write_shard((dir_ / "train-00000.bin").string(), *testing::parity_docs(40, 1)).ok());
-    ASSERT_TRUE(data::write_shard((dir_ / "val-00000.bin").string(), *testing::parity_docs(10, 2)).ok());
-    std::ofstream((dir_ / "config.json").string()) << model::config_to_hf_json(testing::parity_model()).dump();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  ProjectionCli() : ParityRunDir("herd_projection_cli", /*held_out=*/true) {}
   herd::testing::CliResult train(const std::string& args) {
     return herd::testing::run_herd(
-        "train --data.dir=" + dir_.string() + " --model.name=" + (dir_ / "config.json").string() +
+        "train " + data_and_model() +
         " --data.seq_len=16 --train.global_batch=8 --parallel.microbatch_size=4 --train.steps=3" +
         " --eval.every=0 --eval.batches=1 --generate.samples=0 " + args);
   }
-  fs::path dir_;
 };
 
 TEST_F(ProjectionCli, PlannedAndMeasuredLinesOnOneRankAndOnTpDp) {

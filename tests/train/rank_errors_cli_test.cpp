@@ -13,6 +13,7 @@
 #include "cli/cli_runner.h"
 #include "herd/data/shard.h"
 #include "train/dist_harness.h"
+#include "train/parity_run_dir.h"
 
 namespace herd::train {
 namespace {
@@ -21,20 +22,12 @@ namespace fs = std::filesystem;
 using herd::testing::CliResult;
 using herd::testing::run_herd;
 
-class RankErrors : public ::testing::Test {
+class RankErrors : public herd::testing::ParityRunDir {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("herd_rank_errors" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    ASSERT_TRUE(data::write_shard((dir_ / "train-00000.bin").string(), *testing::parity_docs(40, 1)).ok());
-    std::ofstream((dir_ / "config.json").string()) << model::config_to_hf_json(testing::parity_model()).dump();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  RankErrors() : ParityRunDir("herd_rank_errors") {}
   std::string args() const {
-    return "train --data.dir=" + dir_.string() + " --model.name=" + (dir_ / "config.json").string() +
-           " --data.seq_len=16 --optim.lr=1e-2 --eval.every=0 --generate.samples=0 ";
+    return "train " + data_and_model() + " --data.seq_len=16 --optim.lr=1e-2 --eval.every=0 --generate.samples=0 ";
   }
-  fs::path dir_;
 };
 
 // Before: the allocation failed (std::bad_alloc, exit 134), or, for a model bigger than the host, the

@@ -18,6 +18,7 @@
 #include "cli/cli_runner.h"
 #include "herd/data/shard.h"
 #include "train/dist_harness.h"
+#include "train/parity_run_dir.h"
 
 namespace herd::train {
 namespace {
@@ -31,19 +32,21 @@ struct Metrics {
   int duplicates = 0;
 };
 
-class Supervisor : public ::testing::Test {
+class Supervisor : public herd::testing::ParityRunDir {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("herd_sup_cli" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    ASSERT_TRUE(data::write_shard((dir_ / "train-00000.bin").string(), *testing::parity_docs(40, 1)).ok());
-    std::ofstream((dir_ / "config.json").string()) << model::config_to_hf_json(testing::parity_model()).dump();
+  Supervisor() : ParityRunDir("herd_sup_cli") {}
+
+  // `herd launch -np 2 -- herd train ...` of run `name` with `extra` flags, its output in `log`; the exit
+  // status. OpenMPI's own allocations outlive MPI_Finalize; under LeakSanitizer they would fail the run.
+  int launch(const std::string& name, const std::string& extra, const std::string& log) {
+    const std::string cmd = "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 " + std::string(HERD_BINARY) +
+                            " launch -np 2 --bind-to none -- herd " + args(name) + " " + extra + " > " + log + " 2>&1";
+    return std::system(cmd.c_str());
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // A run of `steps` steps of the parity model checkpointing every 2 steps under dir_/name.
   std::string args(const std::string& name, int steps = 8, const std::string& layout = "--dp 2") {
-    return "train --data.dir=" + dir_.string() + " --model.name=" + (dir_ / "config.json").string() +
+    return "train " + data_and_model() +
            " --data.seq_len=16 --train.global_batch=8 --parallel.microbatch_size=2 --train.steps=" +
            std::to_string(steps) +
            " --optim.lr=1e-2 --eval.every=0 --generate.samples=0 --checkpoint.every=2 --checkpoint.keep=3"
@@ -105,8 +108,6 @@ class Supervisor : public ::testing::Test {
       EXPECT_GT(s["restart_s"].get<double>(), 0.0);
     }
   }
-
-  fs::path dir_;
 };
 
 TEST_F(Supervisor, AKilledRankRestartsAndFinishesBitIdentical) {
@@ -250,16 +251,11 @@ TEST_F(Supervisor, HerdLaunchRefusesBadCommandsWithTheFix) {
 
 #if HERD_HAVE_MPI
 TEST_F(Supervisor, HerdLaunchRestartsAKilledMpiRankBitIdentical) {
-  // OpenMPI's own allocations outlive MPI_Finalize; under LeakSanitizer they would fail the run.
   const std::string log = (dir_ / "launch.log").string();
-  auto launch = [&](const std::string& name, const std::string& extra) {
-    const std::string cmd = "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 " + std::string(HERD_BINARY) +
-                            " launch -np 2 --bind-to none -- herd " + args(name) + " " + extra + " > " + log + " 2>&1";
-    return std::system(cmd.c_str());
-  };
   // The reference is the uninterrupted MPI run (MPI's and the threads' BLAS need not agree bit for bit).
-  ASSERT_EQ(launch("mpiref", ""), 0) << herd::testing::slurp(log);
-  ASSERT_EQ(launch("mpi", "--max-restarts 2 --fault.kill_rank=1 --fault.kill_step=6"), 0) << herd::testing::slurp(log);
+  ASSERT_EQ(launch("mpiref", "", log), 0) << herd::testing::slurp(log);
+  ASSERT_EQ(launch("mpi", "--max-restarts 2 --fault.kill_rank=1 --fault.kill_step=6", log), 0)
+      << herd::testing::slurp(log);
   const std::string err = herd::testing::slurp(log);
   EXPECT_NE(err.find("attempt 0 failed"), std::string::npos) << err;
   EXPECT_NE(err.find("failed rank(s): 1"), std::string::npos) << err;
@@ -270,15 +266,11 @@ TEST_F(Supervisor, HerdLaunchRestartsAKilledMpiRankBitIdentical) {
 // A rank hung in MPI: its peer's collective times out and aborts mpirun; herd launch restarts the job.
 TEST_F(Supervisor, HerdLaunchRestartsAHungMpiJobBitIdentical) {
   const std::string log = (dir_ / "launch.log").string();
-  auto launch = [&](const std::string& name, const std::string& extra) {
-    const std::string cmd = "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 " + std::string(HERD_BINARY) +
-                            " launch -np 2 --bind-to none -- herd " + args(name) + " " + extra + " > " + log + " 2>&1";
-    return std::system(cmd.c_str());
-  };
-  ASSERT_EQ(launch("mpiref", ""), 0) << herd::testing::slurp(log);
+  ASSERT_EQ(launch("mpiref", "", log), 0) << herd::testing::slurp(log);
   ASSERT_EQ(launch("mpihang",
                    "--max-restarts 1 --parallel.comm_timeout_s=2 --fault.hang_rank=1 --fault.hang_step=5 "
-                   "--fault.hang_seconds=300"),
+                   "--fault.hang_seconds=300",
+                   log),
             0)
       << herd::testing::slurp(log);
   const std::string err = herd::testing::slurp(log);
