@@ -20,6 +20,18 @@ namespace fs = std::filesystem;
 class DistCli : public herd::testing::ParityRunDir {
  protected:
   DistCli() : ParityRunDir("herd_dist_cli", /*held_out=*/true) {}
+  // A 5-step run of the parity model; returns the losses of the metrics file.
+  std::vector<double> losses_of(const std::string& metrics) {
+    std::vector<double> out;
+    std::ifstream in(metrics);
+    for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line)["loss"].get<double>());
+    return out;
+  }
+  std::string run_args(const std::string& metrics) {
+    return "train " + data_and_model() +
+           " --data.seq_len=16 --train.global_batch=8 --parallel.microbatch_size=4 --train.steps=5 --optim.lr=1e-2" +
+           " --eval.every=0 --eval.batches=1 --generate.samples=0 --train.metrics_file=" + metrics;
+  }
   herd::testing::CliResult train(const std::string& args) {
     return herd::testing::run_herd("train --data.dir=" + dir_.string() + " --model.vocab=64 --data.seq_len=64 " + args);
   }

@@ -24,9 +24,11 @@ class ParityRunDir : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / (tag_ + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
-    ASSERT_TRUE(data::write_shard((dir_ / "train-00000.bin").string(), *parity_docs(40, 1)).ok());
-    if (held_out_) ASSERT_TRUE(data::write_shard((dir_ / "val-00000.bin").string(), *parity_docs(10, 2)).ok());
-    std::ofstream((dir_ / "config.json").string()) << model::config_to_hf_json(parity_model()).dump();
+    ASSERT_TRUE(data::write_shard((dir_ / "train-00000.bin").string(), *train::testing::parity_docs(40, 1)).ok());
+    if (held_out_) {
+      ASSERT_TRUE(data::write_shard((dir_ / "val-00000.bin").string(), *train::testing::parity_docs(10, 2)).ok());
+    }
+    std::ofstream((dir_ / "config.json").string()) << model::config_to_hf_json(train::testing::parity_model()).dump();
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -187,18 +188,26 @@ TEST_F(Supervisor, ACorruptNewestCheckpointFallsBackToThePreviousOne) {
 
 // fault.slow_rank is a time feature: the slowed steps take about slow_factor x as long (a generous bound).
 TEST_F(Supervisor, ASlowRankTakesFactorTimesLongerFromItsStep) {
-  auto r = herd::testing::run_herd(args("slow", 8, "--dp 1") +
+  auto r = herd::testing::run_herd(args("slow", 12, "--dp 1") +
                                    " --fault.slow_rank=0 --fault.slow_factor=4 --fault.slow_from_step=5");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("fault.slow_rank: rank 0's steps take 4 x longer from step 5"), std::string::npos) << r.err;
   const Metrics m = metrics("slow");
-  double before = 0, after = 0;
+  std::vector<double> before, after;
   for (const Json& j : m.steps) {
     const auto step = j["step"].get<std::int64_t>();
-    if (step >= 2 && step <= 4) before += j["step_s"].get<double>() / 3;
-    if (step >= 5) after += j["step_s"].get<double>() / 4;
+    if (step >= 2 && step <= 4) before.push_back(j["step_s"].get<double>());
+    if (step >= 5) after.push_back(j["step_s"].get<double>());
   }
-  EXPECT_GT(after, 2 * before) << "steps 2-4: " << before << " s, steps 5-8: " << after << " s";
+  ASSERT_EQ(before.size(), 3u);
+  ASSERT_EQ(after.size(), 8u);
+  // Medians, and half the factor: this shared machine's other jobs stretch single steps of a few ms.
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  EXPECT_GT(median(after), 2 * median(before))
+      << "median step 2-4: " << median(before) << " s, 5-12: " << median(after) << " s";
 }
 
 TEST_F(Supervisor, ExhaustedRestartsStopWithASummaryAndANonZeroExit) {
