@@ -41,7 +41,6 @@ struct JobResult {
   std::int64_t resumed_from = -1;                               // the checkpoint step resumed from; -1: none
   bool preempted = false;  // the job stopped on SIGTERM/SIGUSR1 after a checkpoint (exit code 143)
   bool quiet = false;      // set by the caller: rank 0 prints no progress or projection lines either
-  bool quiet = false;      // set by the caller: rank 0 prints no progress or projection lines either
   // Set by the caller that owns the process (`herd train`): the watchdog ends the process when a hung rank
   // cannot be joined (train/watchdog.h). Off in tests that run jobs in-process.
   bool exit_on_hang = false;
