@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "cli/cli_runner.h"
 #include "cli/xml_check.h"
@@ -68,6 +69,7 @@ class TraceCli : public ::testing::Test {
     // The text says the same.
     auto t = run_herd("trace " + dumps);
     ASSERT_EQ(t.status, 0) << t.err;
+    std::cout << t.out;  // what a user sees, in the test log
     EXPECT_NE(t.out.find("culprit: rank " + std::to_string(hang) + ", outside communication (last activity 'step 3')"),
               std::string::npos)
         << t.out;
