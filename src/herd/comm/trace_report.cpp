@@ -168,7 +168,9 @@ std::string trace_timeline_svg(const TraceReport& rep, const std::vector<RankDum
     << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   o << "<text x=\"" << left << "\" y=\"20\" font-size=\"14\">"
     << xml_text("herd trace: job " + rep.job + ", culprit ranks " + ranks_text(rep.culprit_ranks)) << "</text>\n";
-  o << "<text x=\"" << left << "\" y=\"38\">" << xml_text("time: " + format_seconds(span) + " across") << "</text>\n";
+  o << "<text x=\"" << left << "\" y=\"38\">"
+    << xml_text("wall-clock time, " + format_seconds(span) + " from the oldest recorded call to the last dump")
+    << "</text>\n";
   for (int r = 0; r < rep.world; ++r) {
     const bool culprit = std::find(rep.culprit_ranks.begin(), rep.culprit_ranks.end(), r) != rep.culprit_ranks.end();
     const int y = top + r * row;
