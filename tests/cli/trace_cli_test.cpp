@@ -125,6 +125,44 @@ TEST_F(TraceCli, HangInAnMpiTp2Dp2JobNamesTheHungRank) {
 }
 #endif
 
+// Hand-made dumps of a desync (rank 1 all-reduces 12 elements where ranks 0 and 2 all-reduce 10, at the
+// same sequence number of the world group): the command reports it, with the odd rank apart.
+TEST_F(TraceCli, ADesyncIsReported) {
+  for (int r = 0; r < 3; ++r) {
+    const Json e{{"id", 0},
+                 {"seq", 4},
+                 {"group", "world"},
+                 {"group_id", 0},
+                 {"op", "all_reduce"},
+                 {"dtype", "fp32"},
+                 {"count", r == 1 ? 12 : 10},
+                 {"reduce", "sum"},
+                 {"t_post", 1.0},
+                 {"t_start", 1.0},
+                 {"t_end", -1},
+                 {"state", "failed"}};
+    const Json d{{"rank", r},
+                 {"activity", "step 5"},
+                 {"groups", Json::array({Json{{"group_id", 0}, {"name", "world"}, {"members", {0, 1, 2}}}})},
+                 {"entries", Json::array({e})}};
+    std::ofstream((dir_ / ("herd_flight_d_rank" + std::to_string(r) + ".json")).string()) << d.dump();
+  }
+  auto r = run_herd("trace " + dir_.string() + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_EQ(j["desync"].size(), 1u) << r.out;
+  EXPECT_EQ(j["desync"][0]["seq"], 4);
+  EXPECT_EQ(j["desync"][0]["variants"][0]["ranks"], Json::array({0, 2}));
+  EXPECT_EQ(j["desync"][0]["variants"][1]["ranks"], Json::array({1}));
+  EXPECT_EQ(j["desync"][0]["variants"][1]["count"], 12);
+  EXPECT_EQ(j["ranks"][1]["last_step"], 4);
+  auto t = run_herd("trace " + dir_.string());
+  EXPECT_NE(t.out.find("desync: 'world' (group 0) #4: all_reduce 10 fp32 sum on ranks 0,2; all_reduce 12 fp32 sum on "
+                       "ranks 1"),
+            std::string::npos)
+      << t.out;
+}
+
 TEST_F(TraceCli, ErrorsAreOneLineWithTheFix) {
   auto r = run_herd("trace " + (dir_ / "none").string());
   EXPECT_EQ(r.status, 1);
