@@ -101,27 +101,34 @@ TEST_F(TraceCli, HangInAn8RankTp2Cp2Pp2JobNamesTheHungRank) {
 // The same TP2 x DP2 hang with one MPI process per rank: each process dumps when its own collective
 // times out (or, for the hung one, when its watchdog fires, unless mpirun ends it first), so the dumps
 // are not one snapshot and the hung rank's may be missing. The culprit is still rank 1 alone.
-TEST_F(TraceCli, HangInAnMpiTp2Dp2JobNamesTheHungRank) {
-  const std::string dumps = (dir_ / "mpi_dumps").string(), log = (dir_ / "mpi.log").string();
+// Runs the parity model under mpirun with `np` processes and `layout`, rank `hang` stopping at step 3,
+// and checks that `herd trace` names it alone.
+void expect_mpi_hang_named(const fs::path& dir, const std::string& name, int np, const std::string& layout, int hang) {
+  const std::string dumps = (dir / (name + "_dumps")).string(), log = (dir / (name + ".log")).string();
   const std::string cmd =
-      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 " +
-      std::string(HERD_BINARY) + " train --data.dir=" + dir_.string() +
-      " --model.name=" + (dir_ / "config.json").string() +
+      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe --bind-to none -np " +
+      std::to_string(np) + " " + std::string(HERD_BINARY) + " train --data.dir=" + dir.string() +
+      " --model.name=" + (dir / "config.json").string() +
       " --data.seq_len=16 --train.global_batch=8 --parallel.microbatch_size=2 --train.steps=6"
       " --optim.lr=1e-2 --eval.every=0 --generate.samples=0 --checkpoint.dir=" +
-      (dir_ / "mpi").string() +
-      " --parallel.comm_timeout_s=2 --fault.hang_rank=1 --fault.hang_step=3 --fault.hang_seconds=300"
-      " --diagnostics.dir=" +
-      dumps + " --tp 2 --dp 2 > " + log + " 2>&1";
+      (dir / name).string() + " --parallel.comm_timeout_s=2 --fault.hang_rank=" + std::to_string(hang) +
+      " --fault.hang_step=3 --fault.hang_seconds=300 --diagnostics.dir=" + dumps + " " + layout + " > " + log + " 2>&1";
   EXPECT_NE(std::system(cmd.c_str()), 0) << herd::testing::slurp(log);
   auto r = run_herd("trace " + dumps + " --json");
   ASSERT_EQ(r.status, 0) << r.err << herd::testing::slurp(log);
   const Json j = Json::parse(r.out);
-  EXPECT_EQ(j["culprit_ranks"], Json::array({1})) << r.out;
+  EXPECT_EQ(j["culprit_ranks"], Json::array({hang})) << r.out;
   EXPECT_TRUE(j["desync"].empty()) << r.out;
-  EXPECT_TRUE(j["ranks"][1]["call"].is_null()) << r.out;
-  const std::string in = j["ranks"][1]["in"].get<std::string>();
+  EXPECT_TRUE(j["ranks"][hang]["call"].is_null()) << r.out;
+  const std::string in = j["ranks"][hang]["in"].get<std::string>();
   EXPECT_TRUE(in == "outside communication" || in == "no dump") << in;
+  std::cout << run_herd("trace " + dumps).out;  // what a user sees, in the test log
+}
+
+TEST_F(TraceCli, HangInAnMpiTp2Dp2JobNamesTheHungRank) { expect_mpi_hang_named(dir_, "mpi", 4, "--tp 2 --dp 2", 1); }
+
+TEST_F(TraceCli, HangInAnMpi8RankTp2Cp2Pp2JobNamesTheHungRank) {
+  expect_mpi_hang_named(dir_, "mpi4d", 8, "--tp 2 --cp 2 --pp 2", 5);
 }
 #endif
 
