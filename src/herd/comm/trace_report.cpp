@@ -100,8 +100,9 @@ Json trace_report_json(const TraceReport& rep) {
 
 std::string trace_report_text(const TraceReport& rep) {
   std::ostringstream o;
-  o << "job " << rep.job << ": " << rep.world << " ranks, " << (rep.world - static_cast<int>(rep.missing_dumps.size()))
-    << " dumps";
+  const int dumped = rep.world - static_cast<int>(rep.missing_dumps.size());
+  o << "job " << rep.job << ": " << rep.world << (rep.world == 1 ? " rank, " : " ranks, ") << dumped
+    << (dumped == 1 ? " dump" : " dumps");
   if (!rep.missing_dumps.empty()) o << " (no dump from rank " << ranks_text(rep.missing_dumps) << ")";
   o << "\n";
   if (rep.culprit_ranks.empty()) {
@@ -182,12 +183,17 @@ std::string trace_timeline_svg(const TraceReport& rep, const std::vector<RankDum
   for (const RankDump& d : dumps) {
     const int y = top + d.rank * row;
     const double now = d.wall_t0_s + d.time_now_s;
+    // Calls still open overlap in time: each gets its own lane of the row, so every one stays visible.
+    int open_calls = 0, lane = 0;
+    for (const DumpEntry& e : d.entries) open_calls += e.completed() ? 0 : 1;
     for (const DumpEntry& e : d.entries) {
       const double a = d.wall_t0_s + e.t_post;
       const double b = e.t_end >= 0 ? d.wall_t0_s + e.t_end : now;
       const bool open = !e.completed();
-      o << "<rect x=\"" << num(x_of(a)) << "\" y=\"" << y + 4 << "\" width=\"" << num(std::max(1.0, x_of(b) - x_of(a)))
-        << "\" height=\"" << row - 10 << "\" fill=\"" << colour[e.group] << "\""
+      const double h = open ? static_cast<double>(row - 10) / open_calls : row - 10;
+      const double top_y = open ? y + 4 + h * lane++ : y + 4;
+      o << "<rect x=\"" << num(x_of(a)) << "\" y=\"" << num(top_y) << "\" width=\""
+        << num(std::max(1.0, x_of(b) - x_of(a))) << "\" height=\"" << num(h) << "\" fill=\"" << colour[e.group] << "\""
         << (open ? " stroke=\"#d62728\" stroke-width=\"2\"" : "") << "><title>"
         << xml_text(describe_call(e) + ", " + e.state) << "</title></rect>\n";
     }
