@@ -152,6 +152,7 @@ int run_cli(int argc, const char* const* argv) {
   subs.push_back(add_plot_command(root));
   subs.push_back(add_calibrate_command(root));
   subs.push_back(add_launch_command(root));
+  subs.push_back(add_trace_command(root));
 
   require_finite_floats(root);
 

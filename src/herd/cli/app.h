@@ -33,6 +33,7 @@ Subcommand add_generate_command(CLI::App& root);
 Subcommand add_plot_command(CLI::App& root);
 Subcommand add_calibrate_command(CLI::App& root);
 Subcommand add_launch_command(CLI::App& root);
+Subcommand add_trace_command(CLI::App& root);
 
 // herd launch's own argument parsing (cli/launch.cpp): the arguments after "launch".
 int run_launch(const std::vector<std::string>& args);

@@ -30,6 +30,7 @@ Communicator::Communicator(Identity id, std::shared_ptr<FlightRecorder> recorder
   HERD_CHECK(it != id_.members.end(), "rank ", id_.global_rank, " is not a member of group '", id_.name, "'");
   rank_ = static_cast<int>(it - id_.members.begin());
   HERD_CHECK(recorder_ != nullptr, "communicator without a flight recorder");
+  recorder_->note_group(id_.group_id, id_.name, id_.members);
 }
 
 std::string Communicator::describe() const {

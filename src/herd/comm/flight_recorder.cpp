@@ -96,6 +96,19 @@ std::uint64_t FlightRecorder::total_recorded() const {
   return next_id_;
 }
 
+void FlightRecorder::note_group(std::int64_t group_id, const std::string& name, const std::vector<int>& members) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const GroupInfo& g : groups_) {
+    if (g.group_id == group_id) return;
+  }
+  groups_.push_back(GroupInfo{group_id, name, members});
+}
+
+std::vector<GroupInfo> FlightRecorder::groups() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return groups_;
+}
+
 Json FlightRecorder::to_json(const std::string& reason) const {
   Json j;
   j["rank"] = rank_;
@@ -109,6 +122,16 @@ Json FlightRecorder::to_json(const std::string& reason) const {
   j["idle_s"] = idle_seconds();
   j["activity"] = last_activity();
   j["total_recorded"] = total_recorded();
+  j["capacity"] = static_cast<std::uint64_t>(capacity_);
+  Json groups = Json::array();
+  for (const GroupInfo& g : this->groups()) {
+    Json x;
+    x["group_id"] = g.group_id;
+    x["name"] = g.name;
+    x["members"] = g.members;
+    groups.push_back(std::move(x));
+  }
+  j["groups"] = std::move(groups);
   Json list = Json::array();
   for (const RecordEntry& e : entries()) {
     Json x;

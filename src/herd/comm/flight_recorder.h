@@ -12,6 +12,9 @@
 // trainer beats at each step), stamps the time of the rank's last sign of life, which the watchdog
 // (train/watchdog.h) reads from another thread. Dumps are written atomically (a temporary file renamed
 // into place), so a reader never sees half a dump.
+//
+// Each communicator also notes its group (id, name, members as global ranks) here, so a dump says which
+// ranks share each group_id: what `herd trace` (comm/trace_analysis.h) needs to tell who never posted.
 #pragma once
 
 #include <atomic>
@@ -45,6 +48,13 @@ struct RecordEntry {
   OpState state = OpState::kScheduled;
 };
 
+// A group this rank belongs to, as named in the dump's "groups" table.
+struct GroupInfo {
+  std::int64_t group_id = 0;
+  std::string name;
+  std::vector<int> members;  // global ranks, in group-rank order
+};
+
 class FlightRecorder {
  public:
   FlightRecorder(int rank, std::size_t capacity);
@@ -57,6 +67,10 @@ class FlightRecorder {
   // The entries still held, oldest first.
   std::vector<RecordEntry> entries() const;
   std::uint64_t total_recorded() const;
+
+  // Notes a group this rank is a member of (again with the same id: ignored).
+  void note_group(std::int64_t group_id, const std::string& name, const std::vector<int>& members);
+  std::vector<GroupInfo> groups() const;
   int rank() const { return rank_; }
 
   // A sign of life outside communication (the trainer calls it at each step), and `what` the rank is
@@ -66,7 +80,8 @@ class FlightRecorder {
   double idle_seconds() const;
   std::string last_activity() const;
 
-  // {"rank", "host", "pid", "reason", "wall_clock_at_creation", "total_recorded", "entries": [...]}.
+  // {"rank", "host", "pid", "reason", "wall_clock_at_creation_ms", "total_recorded", "capacity",
+  //  "groups": [{"group_id", "name", "members"}], "entries": [...]}.
   Json to_json(const std::string& reason) const;
   // Writes to_json to <dir>/herd_flight_<tag>_rank<rank>.json (dir empty: the system temp dir; tag:
   // the job id) through a temporary file and a rename, and returns the path, or an error naming it.
@@ -84,6 +99,7 @@ class FlightRecorder {
   std::uint64_t next_id_ = 0;
   std::atomic<std::int64_t> last_beat_ns_{0};  // steady clock, since t0_
   std::string activity_;                       // guarded by mu_
+  std::vector<GroupInfo> groups_;              // guarded by mu_
 };
 
 }  // namespace herd::comm
