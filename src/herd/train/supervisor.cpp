@@ -16,6 +16,7 @@
 #include <fstream>
 #include <thread>
 
+#include "herd/comm/trace_analysis.h"
 #include "herd/core/format.h"
 #include "herd/core/log.h"
 #include "herd/train/metrics.h"
@@ -134,6 +135,27 @@ void report_dumps(const std::string& dir, const std::string& attempt_id) {
   if (!j.is_discarded() && j.contains("reason") && j["reason"].is_string()) reason = j["reason"].get<std::string>();
   say("flight recorders: " + std::to_string(found.size()) + " dump(s) in " + dir + " (" + prefix + "*.json)" +
       (reason.empty() ? "" : "; " + reason));
+  // The dumps read across ranks (what `herd trace` reports): the culprit, not the victims of the cascade.
+  Result<comm::JobDumps> dumps = comm::read_job_dumps(dir, attempt_id);
+  if (!dumps.ok()) return;
+  const comm::TraceReport t = comm::analyze_dumps(dumps->ranks, dumps->job);
+  std::string culprits;
+  for (int r : t.culprit_ranks) {
+    std::string where;
+    for (const comm::RankState& s : t.ranks) {
+      if (s.rank != r) continue;
+      where = s.in + (s.last_step ? ", last step " + std::to_string(*s.last_step) : "");
+    }
+    culprits += (culprits.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
+                (where.empty() ? "" : " (" + where + ")");
+  }
+  if (!culprits.empty()) {
+    say("herd trace: culprit " + culprits + (t.desync.empty() ? "" : "; and a desync of the collectives") +
+        "; `herd trace " + dir + " --job " + attempt_id + "` shows every rank");
+  } else if (!t.desync.empty()) {
+    say("herd trace: the ranks issued different collectives (a desync); `herd trace " + dir + " --job " + attempt_id +
+        "` shows them");
+  }
 }
 
 // The rank named first in the child's error lines ("rank 3"), or "" when none is.
