@@ -191,9 +191,9 @@ TEST_F(Supervisor, ACorruptNewestCheckpointFallsBackToThePreviousOne) {
 // fault.slow_rank is a time feature: the slowed steps take about slow_factor x as long (a generous bound).
 TEST_F(Supervisor, ASlowRankTakesFactorTimesLongerFromItsStep) {
   auto r = herd::testing::run_herd(args("slow", 12, "--dp 1") +
-                                   " --fault.slow_rank=0 --fault.slow_factor=4 --fault.slow_from_step=5");
+                                   " --fault.slow_rank=0 --fault.slow_factor=20 --fault.slow_from_step=5");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.err.find("fault.slow_rank: rank 0's steps take 4 x longer from step 5"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("fault.slow_rank: rank 0's steps take 20 x longer from step 5"), std::string::npos) << r.err;
   const Metrics m = metrics("slow");
   std::vector<double> before, after;
   for (const Json& j : m.steps) {
@@ -203,12 +203,13 @@ TEST_F(Supervisor, ASlowRankTakesFactorTimesLongerFromItsStep) {
   }
   ASSERT_EQ(before.size(), 3u);
   ASSERT_EQ(after.size(), 8u);
-  // Medians, and half the factor: this shared machine's other jobs stretch single steps of a few ms.
+  // Medians, and a fifth of the factor: this shared machine's other jobs stretch steps of a few ms by
+  // several times, so the factor is large enough for the slowed steps to stand out of that noise.
   auto median = [](std::vector<double> v) {
     std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
     return v[v.size() / 2];
   };
-  EXPECT_GT(median(after), 2 * median(before))
+  EXPECT_GT(median(after), 4 * median(before))
       << "median step 2-4: " << median(before) << " s, 5-12: " << median(after) << " s";
 }
 

@@ -190,7 +190,7 @@ const std::vector<Field>& registry() {
       bind_field("fault.max_restarts", &C::fault, &FaultSection::max_restarts,
                  "restarts of a failed job by the supervisor (herd train --max-restarts); 0: none"),
       bind_field("fault.restart_backoff_s", &C::fault, &FaultSection::restart_backoff_s,
-                 "wait before the first restart, doubling for each further one (at most 60 s)"),
+                 "wait before a restart; doubles while attempts fail before their first step (at most 60 s)"),
       bind_field("comm.deterministic", &C::comm, &CommSection::deterministic,
                  "fixed rank-order reductions, bit-exact; false: MPI's native collectives"),
       bind_field("comm.recorder_size", &C::comm, &CommSection::recorder_size, "flight-recorder entries per rank"),

@@ -198,6 +198,7 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
   int result = 0;
   say("job " + o.job_id + ": up to " + std::to_string(o.max_restarts) + " restart(s); metrics " + o.metrics_file +
       ", diagnostics " + o.diagnostics_dir);
+  std::int64_t stalled = 0;  // failed attempts in a row that trained no step
   for (std::int64_t k = 0;; ++k) {
     const std::string attempt_id = o.job_id + "-" + std::to_string(k);
     std::vector<std::string> args = o.command;
@@ -230,7 +231,10 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
       result = code > 0 && code != 143 ? code : 1;
       break;
     }
-    const double wait = std::min(60.0, o.backoff_s * std::pow(2.0, static_cast<double>(k)));
+    // The backoff doubles only while attempts fail before training a step (a crash loop); an attempt that
+    // trained resets it, so the occasional failures of a long job each wait fault.restart_backoff_s.
+    stalled = attempts.back().records.empty() ? stalled + 1 : 0;
+    const double wait = std::min(60.0, o.backoff_s * std::pow(2.0, static_cast<double>(stalled)));
     say("restart " + std::to_string(k + 1) + " of " + std::to_string(o.max_restarts) + " in " + format_seconds(wait) +
         ", from the newest checkpoint that verifies");
     if (!sleep_unless_signalled(wait)) {

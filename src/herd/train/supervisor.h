@@ -9,7 +9,8 @@
 //
 // On a failure (a non-zero exit, a rank killed by a signal, a hang the watchdog ended) the supervisor
 // says what failed and why (the child's error line, and the dumps in diagnostics.dir with their
-// reasons), waits a backoff (fault.restart_backoff_s, doubling, at most 60 s) and restarts with
+// reasons), waits a backoff (fault.restart_backoff_s, doubling while attempts fail before their first step, at most 60
+// s) and restarts with
 // --checkpoint.fallback=true, so the job resumes from the newest checkpoint that verifies. After K
 // restarts it stops. SIGTERM, SIGINT and SIGUSR1 are forwarded to the child's process group (a
 // preemption: the child checkpoints and exits 143); a child that exits after a forwarded signal is not
