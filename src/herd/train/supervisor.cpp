@@ -135,7 +135,10 @@ void report_dumps(const std::string& dir, const std::string& attempt_id) {
   if (!j.is_discarded() && j.contains("reason") && j["reason"].is_string()) reason = j["reason"].get<std::string>();
   say("flight recorders: " + std::to_string(found.size()) + " dump(s) in " + dir + " (" + prefix + "*.json)" +
       (reason.empty() ? "" : "; " + reason));
-  // The dumps read across ranks (what `herd trace` reports): the culprit, not the victims of the cascade.
+  // A hang (a collective's timeout or the watchdog): the dumps read across ranks (what `herd trace`
+  // reports) name the culprit, not the victims of the cascade. A rank that exited is named already, and
+  // the others' dumps then only show where the abort found them.
+  if (reason.find("timeout") == std::string::npos && reason.find("watchdog") == std::string::npos) return;
   Result<comm::JobDumps> dumps = comm::read_job_dumps(dir, attempt_id);
   if (!dumps.ok()) return;
   const comm::TraceReport t = comm::analyze_dumps(dumps->ranks, dumps->job);
