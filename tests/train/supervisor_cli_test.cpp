@@ -18,6 +18,7 @@
 
 #include "cli/cli_runner.h"
 #include "herd/data/shard.h"
+#include "herd/train/checkpoint.h"
 #include "train/dist_harness.h"
 #include "train/parity_run_dir.h"
 
@@ -39,10 +40,12 @@ class Supervisor : public herd::testing::ParityRunDir {
 
   // `herd launch -np 2 -- herd train ...` of run `name` with `extra` flags, its output in `log`; the exit
   // status. OpenMPI's own allocations outlive MPI_Finalize; under LeakSanitizer they would fail the run.
-  int launch(const std::string& name, const std::string& extra, const std::string& log) {
-    const std::string cmd = "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 " + std::string(HERD_BINARY) +
-                            " launch -np 2 --bind-to none -- herd " + args(name) + " " + extra + " > " + log + " 2>&1";
-    return std::system(cmd.c_str());
+  int launch(const std::string& name, const std::string& extra, const std::string& log, int steps = 8) {
+    return std::system((launch_command(name, extra, steps) + " > " + log + " 2>&1").c_str());
+  }
+  std::string launch_command(const std::string& name, const std::string& extra, int steps = 8) {
+    return "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 " + std::string(HERD_BINARY) +
+           " launch -np 2 --bind-to none -- herd " + args(name, steps) + " " + extra;
   }
 
   // A run of `steps` steps of the parity model checkpointing every 2 steps under dir_/name.
@@ -273,6 +276,28 @@ TEST_F(Supervisor, HerdLaunchRestartsAKilledMpiRankBitIdentical) {
   EXPECT_NE(err.find("failed rank(s): 1"), std::string::npos) << err;
   expect_identical("mpiref", "mpi");
   expect_ett(metrics("mpi"), 1);
+}
+
+// Preemption under MPI: SIGTERM to herd launch reaches every rank through mpirun; the ranks agree on a
+// step, checkpoint it and exit 143, which herd launch does not restart; the checkpoint resumes bit-exactly.
+TEST_F(Supervisor, HerdLaunchSigtermCheckpointsAndResumesBitIdentical) {
+  const std::string log = (dir_ / "launch.log").string();
+  ASSERT_EQ(launch("mpiref", "", log, 150), 0) << herd::testing::slurp(log);
+  const std::string metrics = metrics_path("mpicut");
+  const std::string status = (dir_ / "status").string();
+  const std::string cmd = "sh -c '" + launch_command("mpicut", "", 150) + " >" + log +
+                          " 2>&1 & p=$!; i=0; while [ $i -lt 3000 ] && [ \"$(cat " + metrics +
+                          " 2>/dev/null | wc -l)\" -lt 3 ]; do sleep 0.01; i=$((i+1)); done; kill -TERM $p; wait $p; " +
+                          "echo $? >" + status + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string out = herd::testing::slurp(log);
+  ASSERT_EQ(std::atoi(herd::testing::slurp(status).c_str()), 143) << out;
+  EXPECT_NE(out.find("preempted, not restarted"), std::string::npos) << out;
+  const std::vector<std::string> saved = list_checkpoints((dir_ / "mpicut").string());
+  ASSERT_FALSE(saved.empty()) << out;
+  ASSERT_NE(fs::path(saved.front()).filename().string(), step_dir_name(150)) << "the run ended before the signal";
+  ASSERT_EQ(launch("mpicut", "", log, 150), 0) << herd::testing::slurp(log);
+  expect_identical("mpiref", "mpicut", 150);
 }
 
 // A rank hung in MPI: its peer's collective times out and aborts mpirun; herd launch restarts the job.
