@@ -6,7 +6,6 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -15,6 +14,36 @@
 namespace herd::comm {
 
 namespace {
+
+// "herd_flight_<job>_rank<r>.json" -> job and r (1 to 9 digits); false for any other name.
+bool parse_dump_name(const std::string& name, std::string* job, int* rank) {
+  const std::string prefix = "herd_flight_", suffix = ".json", mark = "_rank";
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  const std::string stem = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  const std::size_t at = stem.rfind(mark);
+  if (at == std::string::npos || at == 0) return false;
+  const std::string digits = stem.substr(at + mark.size());
+  if (digits.empty() || digits.size() > 9) return false;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return false;
+  }
+  *job = stem.substr(0, at);
+  *rank = std::stoi(digits);
+  return true;
+}
+
+// The number after the first "step " in a rank's last activity ("step 12"), at most 15 digits.
+std::optional<std::int64_t> step_in(const std::string& activity) {
+  for (std::size_t at = activity.find("step "); at != std::string::npos; at = activity.find("step ", at + 1)) {
+    std::size_t end = at + 5;
+    while (end < activity.size() && end - at - 5 < 15 && activity[end] >= '0' && activity[end] <= '9') ++end;
+    if (end > at + 5) return std::stoll(activity.substr(at + 5, end - at - 5));
+  }
+  return std::nullopt;
+}
 
 // Ranks and group members beyond this are not a real job (Llama 3 trained on 16K GPUs): the dump is
 // corrupt. The bound also keeps a damaged dump from making the analysis allocate per-rank tables of
@@ -182,18 +211,17 @@ Result<JobDumps> read_job_dumps(const std::string& dir, const std::string& job) 
   if (!fs::is_directory(dir, ec)) {
     return make_error("herd trace: '", dir, "' is not a directory; give the diagnostics.dir of the run");
   }
-  static const std::regex kName(R"(herd_flight_(.+)_rank([0-9]{1,9})\.json)");
   struct Found {
     std::map<int, std::string> files;
     fs::file_time_type newest{};
   };
   std::map<std::string, Found> jobs;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::smatch m;
-    const std::string name = it->path().filename().string();
-    if (!std::regex_match(name, m, kName)) continue;
-    Found& f = jobs[m[1].str()];
-    f.files[std::stoi(m[2].str())] = it->path().string();
+    std::string job;
+    int rank = 0;
+    if (!parse_dump_name(it->path().filename().string(), &job, &rank)) continue;
+    Found& f = jobs[job];
+    f.files[rank] = it->path().string();
     std::error_code tec;
     const fs::file_time_type t = fs::last_write_time(it->path(), tec);
     if (!tec && t > f.newest) f.newest = t;
@@ -341,9 +369,7 @@ TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string&
     rs.host = d.host;
     rs.reason = d.reason;
     rs.activity = d.activity;
-    std::smatch m;
-    static const std::regex kStep(R"(step ([0-9]{1,15}))");
-    if (std::regex_search(d.activity, m, kStep)) rs.last_step = std::stoll(m[1].str()) - 1;
+    if (const std::optional<std::int64_t> step = step_in(d.activity)) rs.last_step = *step - 1;
     std::set<int> waits;
     const DumpEntry* first_open = nullptr;
     const DumpEntry* first_blocked = nullptr;
