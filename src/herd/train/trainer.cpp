@@ -424,7 +424,6 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     if (writer_ && (step_ % cfg_.checkpoint.every == 0 || last || ctl.stop)) {
       HERD_ASSIGN_OR_RETURN(rec.checkpoint_s, start_checkpoint());
     }
-    if (ctl.stop && !writer_ && lead) log_warning("preempted without checkpoint.dir: nothing is saved");
     if (writer_ && (last || ctl.stop)) {
       Timer wait;
       HERD_RETURN_IF_ERROR(finish_checkpoints());
