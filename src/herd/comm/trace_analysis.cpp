@@ -72,9 +72,12 @@ Result<DumpEntry> parse_entry(const Json& x, const std::string& at) {
   HERD_ASSIGN_OR_RETURN(e.group, json_string(x, at, "group"));
   HERD_ASSIGN_OR_RETURN(e.group_id, json_int(x, at, "group_id"));
   HERD_ASSIGN_OR_RETURN(e.op, json_string(x, at, "op"));
-  static const std::set<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                                             "send",       "recv",       "barrier"};
-  if (!kOps.count(e.op)) {
+  bool known = false;  // the names the recorder writes (comm::op_name)
+  for (OpKind k : {OpKind::kAllReduce, OpKind::kAllGather, OpKind::kReduceScatter, OpKind::kBroadcast, OpKind::kSend,
+                   OpKind::kRecv, OpKind::kBarrier}) {
+    known = known || e.op == op_name(k);
+  }
+  if (!known) {
     return make_error(at, ".op: unknown op ", json_preview(x["op"]),
                       "; expected all_reduce, all_gather, reduce_scatter, broadcast, send, recv or barrier");
   }
