@@ -1,8 +1,8 @@
 // Parity of `herd train --tp T --dp D` (parallel::DistributedLlama behind the Trainer, local backend,
 // deterministic comm) with the single-rank run: for TP in {1, 2, 4} x DP in {1, 2, 4} x sequence
 // parallelism on and off, 20 steps reproduce the single-rank loss curve and final weights within 1e-10
-// relative in double; one layout in fp32 within 1e-5. A TP2 x DP2 checkpoint resumes at TP1 x DP4 and
-// TP4 x DP1 onto the uninterrupted run. The whole matrix takes seconds, so it runs by default.
+// relative in double; one layout in fp32 within 1e-5 (loss) and 3e-5 (weights). A TP2 x DP2 checkpoint resumes at TP1 x
+// DP4 and TP4 x DP1 onto the uninterrupted run. The whole matrix takes seconds, so it runs by default.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -32,7 +32,9 @@ JobResult<T> run(TrainConfig c, std::int64_t tp, std::int64_t dp, bool sp, std::
 }
 
 template <typename T>
-void expect_matches(const testing::RunResult<T>& ref, const JobResult<T>& got, double tol, std::size_t first_step = 0) {
+void expect_matches(const testing::RunResult<T>& ref, const JobResult<T>& got, double tol, std::size_t first_step = 0,
+                    double weight_tol = 0) {
+  if (weight_tol == 0) weight_tol = tol;
   ASSERT_EQ(got.history.size() + first_step, ref.losses.size());
   for (std::size_t i = 0; i < got.history.size(); ++i) {
     const double want = ref.losses[first_step + i];
@@ -41,7 +43,7 @@ void expect_matches(const testing::RunResult<T>& ref, const JobResult<T>& got, d
   ASSERT_EQ(got.weights.size(), ref.weights.size());
   for (std::size_t i = 0; i < ref.weights.size(); ++i) {
     ASSERT_EQ(got.weights[i].first, ref.weights[i].first);
-    EXPECT_LE(testing::rel_diff(got.weights[i].second, ref.weights[i].second), tol) << ref.weights[i].first;
+    EXPECT_LE(testing::rel_diff(got.weights[i].second, ref.weights[i].second), weight_tol) << ref.weights[i].first;
   }
 }
 
@@ -62,10 +64,14 @@ INSTANTIATE_TEST_SUITE_P(DistLayouts, DistParity,
                                   std::to_string(std::get<1>(info.param)) + (std::get<2>(info.param) ? "_sp" : "_nosp");
                          });
 
-TEST(DistParityFloat, Tp2Dp2MatchesWithin1e5) {
+// fp32: the loss curve within 1e-5, the final weights within 3e-5, the bound of the whole parity matrix
+// (dist_4d_parity_test.cpp): AdamW divides small gradients by their own small RMS, so a different
+// summation order moves a weight by ~1e-5 relative over 20 steps (1.0-1.3e-5 measured under the
+// sanitizer build's -O2, below 1e-5 at -O3).
+TEST(DistParityFloat, Tp2Dp2MatchesWithin1e5LossAnd3e5Weights) {
   const TrainConfig c = parity_config(20);
   const auto ref = testing::reference_run<float>(c, parity_model(), parity_docs(80, 7));
-  expect_matches(ref, run<float>(c, 2, 2, true), 1e-5);
+  expect_matches(ref, run<float>(c, 2, 2, true), 1e-5, 0, 3e-5);
 }
 
 TEST(DistCheckpoint, Tp2Dp2ResumesAtTp1Dp4AndTp4Dp1) {

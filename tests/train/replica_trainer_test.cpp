@@ -21,7 +21,9 @@ using testing::parity_docs;
 using testing::parity_model;
 
 template <typename T>
-void expect_matches(const testing::RunResult<T>& ref, const JobResult<T>& got, double tol, const std::string& what) {
+void expect_matches(const testing::RunResult<T>& ref, const JobResult<T>& got, double tol, const std::string& what,
+                    double weight_tol = 0) {
+  if (weight_tol == 0) weight_tol = tol;
   SCOPED_TRACE(what);
   ASSERT_EQ(got.history.size(), ref.losses.size());
   for (std::size_t i = 0; i < ref.losses.size(); ++i) {
@@ -30,7 +32,7 @@ void expect_matches(const testing::RunResult<T>& ref, const JobResult<T>& got, d
   ASSERT_EQ(got.weights.size(), ref.weights.size());
   for (std::size_t i = 0; i < ref.weights.size(); ++i) {
     ASSERT_EQ(got.weights[i].first, ref.weights[i].first);
-    EXPECT_LE(testing::rel_diff(got.weights[i].second, ref.weights[i].second), tol) << ref.weights[i].first;
+    EXPECT_LE(testing::rel_diff(got.weights[i].second, ref.weights[i].second), weight_tol) << ref.weights[i].first;
   }
 }
 
@@ -56,7 +58,8 @@ TEST(ReplicaTrainer, ReplicaLayoutsMatchTheSingleRankRunInDouble) {
 TEST(ReplicaTrainer, ReplicaLayoutMatchesInFloat) {
   const TrainConfig c = parity_config();
   const auto ref = testing::reference_run<float>(c, parity_model(), parity_docs(80, 7));
-  expect_matches(ref, run_layout<float>(c, 2, 2), 1e-5, "tp2 dp2 fp32");
+  // Loss 1e-5, weights 3e-5: the fp32 bound of the parity matrix (dist_4d_parity_test.cpp).
+  expect_matches(ref, run_layout<float>(c, 2, 2), 1e-5, "tp2 dp2 fp32", 3e-5);
 }
 
 struct TempDir {
