@@ -56,6 +56,17 @@ std::string FlightRecorder::last_activity() const {
   return activity_;
 }
 
+void FlightRecorder::note_step(std::int64_t step, double busy_s, double wait_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (steps_.size() == kStepsKept) steps_.erase(steps_.begin());
+  steps_.push_back(StepTimes{step, busy_s, wait_s});
+}
+
+std::vector<FlightRecorder::StepTimes> FlightRecorder::steps() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return steps_;
+}
+
 std::uint64_t FlightRecorder::record(RecordEntry e) {
   last_beat_ns_.store(since_ns(t0_), std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
@@ -132,6 +143,10 @@ Json FlightRecorder::to_json(const std::string& reason) const {
     groups.push_back(std::move(x));
   }
   j["groups"] = std::move(groups);
+  Json steps = Json::array();
+  for (const StepTimes& t : this->steps())
+    steps.push_back(Json{{"step", t.step}, {"busy_s", t.busy_s}, {"wait_s", t.wait_s}});
+  j["steps"] = std::move(steps);
   Json list = Json::array();
   for (const RecordEntry& e : entries()) {
     Json x;

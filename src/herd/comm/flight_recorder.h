@@ -80,8 +80,19 @@ class FlightRecorder {
   double idle_seconds() const;
   std::string last_activity() const;
 
+  // The trainer's measured step: its busy seconds (outside collectives) and its wait in collectives. The
+  // last kStepsKept are dumped as "steps", so `herd trace` can tell a slow rank from the ranks waiting
+  // on it (comm/stragglers.h).
+  struct StepTimes {
+    std::int64_t step = 0;
+    double busy_s = 0, wait_s = 0;
+  };
+  static constexpr std::size_t kStepsKept = 32;
+  void note_step(std::int64_t step, double busy_s, double wait_s);
+  std::vector<StepTimes> steps() const;
+
   // {"rank", "host", "pid", "reason", "wall_clock_at_creation_ms", "total_recorded", "capacity",
-  //  "groups": [{"group_id", "name", "members"}], "entries": [...]}.
+  //  "groups": [{"group_id", "name", "members"}], "steps": [{"step", "busy_s", "wait_s"}], "entries": [...]}.
   Json to_json(const std::string& reason) const;
   // Writes to_json to <dir>/herd_flight_<tag>_rank<rank>.json (dir empty: the system temp dir; tag:
   // the job id) through a temporary file and a rename, and returns the path, or an error naming it.
@@ -100,6 +111,7 @@ class FlightRecorder {
   std::atomic<std::int64_t> last_beat_ns_{0};  // steady clock, since t0_
   std::string activity_;                       // guarded by mu_
   std::vector<GroupInfo> groups_;              // guarded by mu_
+  std::vector<StepTimes> steps_;               // guarded by mu_; the last kStepsKept, oldest first
 };
 
 }  // namespace herd::comm

@@ -2,6 +2,7 @@
 #include "herd/comm/trace_analysis.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "herd/core/format.h"
+#include "herd/core/stats.h"
 
 namespace herd::comm {
 
@@ -134,6 +136,22 @@ Result<RankDump> parse_dump_json(const Json& j) {
       d.groups.push_back(std::move(g));
     }
   }
+  if (j.contains("steps") && !j["steps"].is_null()) {
+    const Json& ss = j["steps"];
+    if (!ss.is_array()) return make_error("steps: expected a list, got ", json_preview(ss));
+    for (std::size_t i = 0; i < ss.size(); ++i) {
+      const std::string at = "steps[" + std::to_string(i) + "]";
+      if (!ss[i].is_object()) return make_error(at, ": expected an object, got ", json_preview(ss[i]));
+      FlightRecorder::StepTimes t;
+      HERD_ASSIGN_OR_RETURN(t.step, json_int(ss[i], at, "step"));
+      HERD_ASSIGN_OR_RETURN(t.busy_s, json_number(ss[i], at, "busy_s"));
+      HERD_ASSIGN_OR_RETURN(t.wait_s, json_number(ss[i], at, "wait_s"));
+      if (!(t.busy_s >= 0) || !(t.wait_s >= 0) || !std::isfinite(t.busy_s) || !std::isfinite(t.wait_s)) {
+        return make_error(at, ": busy_s and wait_s must be finite seconds >= 0");
+      }
+      d.steps.push_back(t);
+    }
+  }
   if (!j.contains("entries") || !j["entries"].is_array()) return make_error("entries: expected a list of calls");
   const Json& es = j["entries"];
   for (std::size_t i = 0; i < es.size(); ++i) {
@@ -144,6 +162,35 @@ Result<RankDump> parse_dump_json(const Json& j) {
 }
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// Stragglers from the dumps' step times: each rank's medians over its last kStragglerWindow steps, its
+// pipeline stage its place in its 'pp' group (stage 0 for every rank without one).
+void find_dump_stragglers(const std::vector<RankDump>& dumps, TraceReport& rep) {
+  std::vector<RankStepTimes> ranks;
+  int used = 0;
+  for (const RankDump& d : dumps) {
+    if (d.steps.empty()) continue;
+    RankStepTimes t;
+    t.rank = d.rank;
+    t.host = d.host;
+    for (const GroupInfo& g : d.groups) {
+      const auto at = std::find(g.members.begin(), g.members.end(), d.rank);
+      if (g.name == "pp" && at != g.members.end()) t.stage = static_cast<int>(at - g.members.begin());
+    }
+    const std::size_t n = std::min<std::size_t>(d.steps.size(), kStragglerWindow);
+    std::vector<double> busy, wait;
+    for (std::size_t i = d.steps.size() - n; i < d.steps.size(); ++i) {
+      busy.push_back(d.steps[i].busy_s);
+      wait.push_back(d.steps[i].wait_s);
+    }
+    t.busy_s = median(busy);
+    t.wait_s = median(wait);
+    used = std::max(used, static_cast<int>(n));
+    ranks.push_back(std::move(t));
+  }
+  rep.straggler_steps = used;
+  rep.stragglers = find_stragglers(ranks);
+}
 
 // Strongly connected components (Tarjan's algorithm with an explicit stack: a wait-for chain may be as
 // long as the job is wide). Returns each vertex's component number.
@@ -335,7 +382,9 @@ TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string&
     dc.group_id = key.first;
     dc.seq = key.second;
     dc.group = calls.front().second->group;
-    for (const auto& [rank, e] : calls) {
+    for (const auto& call : calls) {
+      const int rank = call.first;
+      const DumpEntry* e = call.second;  // not a structured binding: clang 14 cannot capture one
       const int root = e->op == "broadcast" ? e->peer : -1;
       auto same = [&](const DesyncCall::Variant& v) {
         return v.op == e->op && v.dtype == e->dtype && v.count == e->count && v.reduce == e->reduce && v.root == root;
@@ -473,6 +522,7 @@ TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string&
     }
   }
   if (!rep.first_disagreement && !rep.stuck.empty()) rep.first_disagreement = rep.stuck.front();
+  find_dump_stragglers(dumps, rep);
   return rep;
 }
 

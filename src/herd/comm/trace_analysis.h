@@ -12,7 +12,9 @@
 //     the culprit is not a member of;
 //   - desyncs: the same (group, seq) posted as different calls (op, element type, count, reduction or
 //     root) on different ranks;
-//   - each rank's last completed step (from its last activity "step N") and the call it is in.
+//   - each rank's last completed step (from its last activity "step N") and the call it is in;
+//   - stragglers: from the busy and wait seconds of each rank's last steps that the dumps carry, the
+//     ranks busier than their pipeline stage's peers (comm/stragglers.h, the trainer's own rule).
 // Parsing never aborts: a malformed dump is an error naming the file and the field.
 #pragma once
 
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "herd/comm/flight_recorder.h"
+#include "herd/comm/stragglers.h"
 #include "herd/core/error.h"
 #include "herd/core/json.h"
 
@@ -56,6 +59,7 @@ struct RankDump {
   double time_now_s = 0;  // when the dump was taken, seconds since the recorder's creation
   std::uint64_t total_recorded = 0;
   std::vector<GroupInfo> groups;
+  std::vector<FlightRecorder::StepTimes> steps;  // the trainer's last measured steps (may be empty)
   std::vector<DumpEntry> entries;
 };
 
@@ -118,7 +122,14 @@ struct TraceReport {
   std::vector<DesyncCall> desync;
   std::vector<RankState> ranks;
   std::vector<int> missing_dumps;
+  // From the dumps' step times: each rank's medians over its last kStragglerWindow steps, judged as the
+  // trainer judges them live (comm/stragglers.h). Empty when no rank is slow or no dump has steps.
+  std::vector<Straggler> stragglers;
+  int straggler_steps = 0;  // the steps those medians were taken over (0: the dumps carry none)
 };
+
+// Steps of each dump's "steps" the straggler medians use (the trainer's default window).
+inline constexpr int kStragglerWindow = 10;
 
 TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string& job = "");
 

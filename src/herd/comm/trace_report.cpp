@@ -95,6 +95,10 @@ Json trace_report_json(const TraceReport& rep) {
   }
   j["ranks"] = std::move(ranks);
   j["missing_dumps"] = rep.missing_dumps;
+  Json stragglers = Json::array();
+  for (const Straggler& s : rep.stragglers) stragglers.push_back(straggler_json(s));
+  j["stragglers"] = std::move(stragglers);
+  j["straggler_steps"] = rep.straggler_steps;
   return j;
 }
 
@@ -129,6 +133,15 @@ std::string trace_report_text(const TraceReport& rep) {
       o << "desync: '" << d.group << "' (group " << d.group_id << ") #" << d.seq << ":";
       for (std::size_t i = 0; i < d.variants.size(); ++i) o << (i ? "; " : " ") << variant_text(d.variants[i]);
       o << "\n";
+    }
+  }
+  if (rep.straggler_steps == 0) {
+    o << "stragglers: unknown (the dumps carry no step times)\n";
+  } else if (rep.stragglers.empty()) {
+    o << "stragglers: none (medians of the last " << rep.straggler_steps << " steps)\n";
+  } else {
+    for (const Straggler& s : rep.stragglers) {
+      o << "straggler: " << describe_straggler(s) << " (medians of the last " << rep.straggler_steps << " steps)\n";
     }
   }
   o << "ranks:\n";

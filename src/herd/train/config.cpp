@@ -199,6 +199,16 @@ const std::vector<Field>& registry() {
                  "train.metrics_file, else the temp dir"),
       bind_field("diagnostics.job_id", &C::diagnostics, &DiagnosticsSection::job_id,
                  "the job's id in dump names; empty: made at start (the supervisor passes its own)"),
+      bind_field("diagnostics.dump_every", &C::diagnostics, &DiagnosticsSection::dump_every,
+                 "every rank also dumps its flight recorder every N steps (herd trace reads them); 0: on failures, "
+                 "SIGUSR1 and SIGUSR2 only"),
+      bind_field("diagnostics.straggler_every", &C::diagnostics, &DiagnosticsSection::straggler_every,
+                 "steps between straggler checks (the ranks' busy times ride on the step's control all-reduce); "
+                 "0: off"),
+      bind_field("diagnostics.straggler_window", &C::diagnostics, &DiagnosticsSection::straggler_window,
+                 "steps each rank's median busy time is taken over"),
+      bind_field("diagnostics.straggler_threshold", &C::diagnostics, &DiagnosticsSection::straggler_threshold,
+                 "a rank busier than its pipeline stage's peers' median by this factor is a straggler"),
       bind_field("projection.cluster_file", &C::projection, &ProjectionSection::cluster_file,
                  "herd calibrate output to plan with; empty: the local-cpu preset"),
       bind_field("projection.background_jobs", &C::projection, &ProjectionSection::background_jobs,
@@ -396,6 +406,21 @@ Status validate(const TrainConfig& c) {
       return make_error("diagnostics.job_id '", c.diagnostics.job_id,
                         "': use letters, digits, '-', '_' and '.' only (it names files)");
     }
+  }
+  if (c.diagnostics.dump_every < 0) {
+    return make_error("diagnostics.dump_every: must be >= 0 (0: dumps on failures only), got ",
+                      c.diagnostics.dump_every);
+  }
+  if (c.diagnostics.straggler_every < 0) {
+    return make_error("diagnostics.straggler_every: must be >= 0 (0: no straggler detection), got ",
+                      c.diagnostics.straggler_every);
+  }
+  HERD_RETURN_IF_ERROR(positive(c.diagnostics.straggler_window, "diagnostics.straggler_window"));
+  if (!(c.diagnostics.straggler_threshold > 1) || !std::isfinite(c.diagnostics.straggler_threshold)) {
+    return make_error(
+        "diagnostics.straggler_threshold: must be a finite factor above 1 (1.3: 30% busier than the "
+        "peers), got ",
+        c.diagnostics.straggler_threshold);
   }
   HERD_RETURN_IF_ERROR(positive(c.comm.recorder_size, "comm.recorder_size"));
   if (c.projection.background_jobs < 0 && c.projection.background_jobs != -1) {

@@ -129,8 +129,15 @@ struct CommSection {
 
 // Where a failed job leaves what explains it: every rank's flight-recorder dump, named after the job.
 struct DiagnosticsSection {
-  std::string dir = "";     // empty: <checkpoint.dir>/diagnostics, else beside train.metrics_file, else temp dir
-  std::string job_id = "";  // names the dumps (herd_flight_<job_id>_rank<r>.json); empty: made at start
+  std::string dir = "";         // empty: <checkpoint.dir>/diagnostics, else beside train.metrics_file, else temp dir
+  std::string job_id = "";      // names the dumps (herd_flight_<job_id>_rank<r>.json); empty: made at start
+  std::int64_t dump_every = 0;  // every rank also dumps its flight recorder every N steps; 0: only on failure
+  // Straggler detection (train/straggler_monitor.h): every N steps (0: off) the ranks' median busy times
+  // over the last `window` steps are compared with their pipeline stage's peers; a rank busier than the
+  // peers' median by `threshold` is flagged.
+  std::int64_t straggler_every = 5;
+  std::int64_t straggler_window = 10;
+  double straggler_threshold = 1.3;
 };
 
 // The planner's "planned" and "planned vs measured" lines (train/projection.h). These were the

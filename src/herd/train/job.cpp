@@ -86,6 +86,10 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const RankModelFa
   wo.timeout_s = cfg.parallel.comm_timeout_s + 1;
   wo.grace_s = 0;
   wo.exit_process = true;
+  wo.on_dump = [heartbeat, opts](const std::string& reason) {
+    Result<std::string> path = heartbeat->dump(opts.dump_dir, opts.job_id, reason);
+    log_info(reason, "; flight recorder: ", path.ok() ? *path : path.error().message());
+  };
   Watchdog dog({heartbeat}, world->rank(), wo,
                [heartbeat, opts](const std::string& reason) {
                  Result<std::string> path = heartbeat->dump(opts.dump_dir, opts.job_id, reason);

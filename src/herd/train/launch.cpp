@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "herd/comm/local/local_world.h"
+#include "herd/core/log.h"
 #include "herd/kernels/gemm.h"
 #include "herd/measure/comm_timer.h"
 #include "herd/train/out_of_memory.h"
@@ -38,6 +39,7 @@ Status run_rank_unguarded(comm::Communicator& world_in, const TrainConfig& cfg, 
   trainer->quiet = out != nullptr && (world.rank() != 0 || out->quiet);
   trainer->comm_wait_clock = [&world] { return world.wait_seconds(); };
   trainer->heartbeat = [beat = world_in.recorder_ptr()](const std::string& what) { beat->beat(what); };
+  trainer->recorder = world_in.recorder_ptr();
   HERD_RETURN_IF_ERROR(trainer->run(stop_after));
   std::vector<std::pair<std::string, std::vector<T>>> weights;
   if (gather) {
@@ -93,6 +95,11 @@ Status run_local_job(const TrainConfig& cfg_in, const model::LlamaConfig& m, con
   wo.timeout_s = cfg.parallel.comm_timeout_s + 1;
   wo.grace_s = 1.5;
   wo.exit_process = out != nullptr && out->exit_on_hang;
+  wo.on_dump = [&lw](const std::string& reason) {
+    const std::vector<std::string> files = lw.dump(reason);
+    log_info(reason, "; flight recorders dumped to ", files.empty() ? "nowhere" : files.front(),
+             files.size() > 1 ? " and " + std::to_string(files.size() - 1) + " more" : "");
+  };
   // A rank out of memory is the cause; the peers' errors (a collective it never joined) are the effect.
   std::vector<char> out_of_memory(static_cast<std::size_t>(world_size), 0);
   std::vector<Status> st;

@@ -8,13 +8,21 @@
 
 namespace herd::train {
 
-// Installs the SIGTERM and SIGUSR1 handlers (sigaction; idempotent).
+// Installs the SIGTERM, SIGUSR1 and SIGUSR2 handlers (sigaction; idempotent).
 void install_preemption_handlers();
 // Whether a preemption was requested (by a signal or request_preemption) and not cleared since.
 bool preemption_requested();
 // The same as receiving SIGTERM (tests), and clearing it (tests; a new job in the same process).
 void request_preemption();
 void clear_preemption();
+
+// Dump requests: SIGUSR1 (with the preemption above) and SIGUSR2 (alone: the job trains on) ask for every
+// rank's flight recorder to be dumped now, hung or not. The handler counts them; the watchdog thread, which
+// polls every 0.1 s, does the dumping (train/watchdog.h). dump_requests() is the count so far and
+// last_dump_signal() the signal of the newest ("SIGUSR1", "SIGUSR2" or "request" for request_dump()).
+unsigned dump_requests();
+const char* last_dump_signal();
+void request_dump();  // as SIGUSR2 (tests)
 
 // The exit code of a job that stopped because it was preempted.
 inline constexpr int kPreemptedExitCode = 143;

@@ -29,23 +29,23 @@ volatile sig_atomic_t g_signal = 0;  // the last signal forwarded
 volatile pid_t g_child = 0;          // the child's process group, while one runs
 
 extern "C" void forward_signal(int sig) {
-  g_signal = sig;
+  if (sig != SIGUSR2) g_signal = sig;  // SIGUSR2 only asks for flight-recorder dumps: the job goes on
   const pid_t child = g_child;
   if (child > 0) ::kill(-child, sig);
 }
 
 struct SignalForwarding {
-  struct sigaction old[3];
-  static constexpr int kSignals[3] = {SIGTERM, SIGINT, SIGUSR1};
+  struct sigaction old[4];
+  static constexpr int kSignals[4] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2};
   SignalForwarding() {
     struct sigaction sa {};
     sa.sa_handler = forward_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;  // no SA_RESTART: a blocking read or sleep returns to look at g_signal
-    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &old[i]);
+    for (int i = 0; i < 4; ++i) sigaction(kSignals[i], &sa, &old[i]);
   }
   ~SignalForwarding() {
-    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &old[i], nullptr);
+    for (int i = 0; i < 4; ++i) sigaction(kSignals[i], &old[i], nullptr);
   }
 };
 

@@ -14,7 +14,8 @@
 // --checkpoint.fallback=true, so the job resumes from the newest checkpoint that verifies. After K
 // restarts it stops. SIGTERM, SIGINT and SIGUSR1 are forwarded to the child's process group (a
 // preemption: the child checkpoints and exits 143); a child that exits after a forwarded signal is not
-// restarted and the supervisor exits 143. At the end it prints the time accounting (train/ett.h), whose
+// restarted and the supervisor exits 143. SIGUSR2 is forwarded too: the child dumps its flight
+// recorders and trains on. At the end it prints the time accounting (train/ett.h), whose
 // last line contains "ETT", and appends the same as the last record of the metrics file.
 #pragma once
 

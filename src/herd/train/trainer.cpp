@@ -2,6 +2,8 @@
 // checkpoints, the same for every layout.
 #include "herd/train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -141,6 +143,7 @@ Result<std::unique_ptr<Trainer<T>>> Trainer<T>::make(const TrainConfig& cfg, con
     if (cfg.checkpoint.resume) HERD_RETURN_IF_ERROR(t->resume());
   }
   HERD_ASSIGN_OR_RETURN(t->current_, t->loader_for(t->ramp_.at(t->tokens_)));
+  HERD_ASSIGN_OR_RETURN(t->stragglers_, StragglerMonitor::make(cfg.diagnostics, ctx));
   if (!cfg.train.metrics_file.empty() && ctx.rank == 0) {
     HERD_ASSIGN_OR_RETURN(t->metrics_, MetricsWriter::open(cfg.train.metrics_file, t->resumed_from_));
     t->redone_until_ = t->metrics_.redone_until();
@@ -420,6 +423,18 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     maybe_slow_down(step_timer.seconds() - std::max(0.0, rec.comm_wait_s));
     const double dt = step_timer.seconds();
     step_seconds_total += dt;
+    if (rec.comm_wait_s >= 0) {
+      // Busy: the step outside collectives (the control all-reduce included, as every collective).
+      stragglers_.add_step(dt - rec.comm_wait_s, rec.comm_wait_s);
+      if (recorder) recorder->note_step(step_, dt - rec.comm_wait_s, rec.comm_wait_s);
+    }
+    rec.straggler_check = ctl.straggler_check;
+    rec.stragglers = ctl.stragglers;
+    if (lead && !quiet) {
+      for (const std::string& n : ctl.straggler_check ? stragglers_.news() : std::vector<std::string>{}) {
+        log_warning(n);
+      }
+    }
     const bool last = step_ == steps || step_ == stop_after;
     if (writer_ && (step_ % cfg_.checkpoint.every == 0 || last || ctl.stop)) {
       HERD_ASSIGN_OR_RETURN(rec.checkpoint_s, start_checkpoint());
@@ -462,6 +477,11 @@ Status Trainer<T>::run(std::int64_t stop_after) {
       }
       if (rec.checkpoint_s >= 0) j["checkpoint_s"] = rec.checkpoint_s;
       if (step_ <= redone_until_) j["redone"] = true;
+      if (rec.straggler_check) {
+        Json list = Json::array();
+        for (const comm::Straggler& s : rec.stragglers) list.push_back(comm::straggler_json(s));
+        j["stragglers"] = std::move(list);
+      }
       if (rec.val_loss) j["val_loss"] = *rec.val_loss;
       if ((step_ == 1 || rec.val_loss) && val_docs_) j["unigram_entropy"] = unigram_entropy_;
       metrics_.write(j);
@@ -473,7 +493,7 @@ Status Trainer<T>::run(std::int64_t stop_after) {
           progress_line(step_, steps, rec.loss, lr, avg_tps, avg_tps * flops_per_token_ / peak_flops_, eta);
       if (rec.val_loss) line += " | val " + std::to_string(*rec.val_loss).substr(0, 6);
       if (ctx_.dims.world() > 1) line += " | " + ctx_.dims.to_string();
-      log_info(line);
+      log_info(line + stragglers_.progress_suffix());
     }
     if (ctl.stop) {
       preempted_ = true;
@@ -483,9 +503,13 @@ Status Trainer<T>::run(std::int64_t stop_after) {
       }
       break;
     }
+    if (cfg_.diagnostics.dump_every > 0 && step_ % cfg_.diagnostics.dump_every == 0) {
+      dump_recorder("diagnostics.dump_every: step " + std::to_string(step_));
+    }
     if (step_ == stop_after) break;
   }
   report_run(plan, cfg_, history_, model_->memory_use(), !quiet && lead);
+  if (!quiet && lead && stragglers_.enabled()) log_info(stragglers_.summary());
   return Status::Ok();
 }
 
@@ -558,13 +582,29 @@ Status Trainer<T>::finish_checkpoints() {
 
 template <typename T>
 Result<typename Trainer<T>::StepControl> Trainer<T>::agree_step(bool nonfinite_here) {
-  double v[3] = {preemption_requested() ? 1.0 : 0.0, nonfinite_here ? 1.0 : 0.0, checkpoint_failed_here_ ? 1.0 : 0.0};
-  HERD_RETURN_IF_ERROR(ctx_.world->all_reduce(v, 3, DType::kF64, comm::ReduceOp::kMax));
+  std::vector<double> v = {preemption_requested() ? 1.0 : 0.0, nonfinite_here ? 1.0 : 0.0,
+                           checkpoint_failed_here_ ? 1.0 : 0.0};
   StepControl c;
+  c.straggler_check = stragglers_.due(step_ + 1);
+  if (c.straggler_check) {
+    const std::vector<double> mine = stragglers_.slots();
+    v.insert(v.end(), mine.begin(), mine.end());
+  }
+  HERD_RETURN_IF_ERROR(ctx_.world->all_reduce(v.data(), v.size(), DType::kF64, comm::ReduceOp::kMax));
   c.stop = v[0] > 0;
   c.nonfinite = v[1] > 0;
   c.checkpoint_failed = v[2] > 0;
+  if (c.straggler_check) c.stragglers = stragglers_.observe(v.data() + 3, step_ + 1);
   return c;
+}
+
+template <typename T>
+void Trainer<T>::dump_recorder(const std::string& reason) {
+  if (!recorder) return;
+  const comm::CommOptions o = comm_options(cfg_);
+  Result<std::string> path =
+      recorder->dump(o.dump_dir, o.job_id.empty() ? std::to_string(::getpid()) : o.job_id, reason);
+  if (!path.ok()) log_warning(path.error().message());
 }
 
 template <typename T>

@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "herd/comm/flight_recorder.h"
+#include "herd/comm/stragglers.h"
 #include "herd/data/loader.h"
 #include "herd/data/shard.h"
 #include "herd/model/config.h"
@@ -41,6 +43,7 @@
 #include "herd/train/metrics.h"
 #include "herd/train/micro_batch_data.h"
 #include "herd/train/rank_model.h"
+#include "herd/train/straggler_monitor.h"
 
 namespace herd::train {
 
@@ -54,9 +57,11 @@ struct StepRecord {
   double mfu = 0;
   double comm_wait_s = -1;  // this rank's time blocked in collectives during the step; -1: not measured
   std::optional<double> val_loss;
-  double checkpoint_s = -1;  // the step's critical-path seconds spent on a checkpoint; -1: none
-  bool skipped = false;      // the NaN guard skipped the update (a non-finite loss or gradient norm)
-  std::string nonfinite;     // where the non-finite values were: the tensor groups, or "loss"
+  double checkpoint_s = -1;                 // the step's critical-path seconds spent on a checkpoint; -1: none
+  bool skipped = false;                     // the NaN guard skipped the update (a non-finite loss or gradient norm)
+  std::string nonfinite;                    // where the non-finite values were: the tensor groups, or "loss"
+  bool straggler_check = false;             // the ranks' busy times were compared at this step
+  std::vector<comm::Straggler> stragglers;  // what that check flagged (straggler_monitor.h)
 };
 
 // The model the config names (a preset or config.json, with model.vocab applied) checked against the
@@ -106,6 +111,10 @@ class Trainer {
   // When set, called at each step with what the rank is doing ("step 12"): the rank's heartbeat, which
   // the watchdog reads (train/watchdog.h). run_rank points it at the world's flight recorder.
   std::function<void(const std::string&)> heartbeat;
+  // When set, the rank's flight recorder (comm/flight_recorder.h): each step's busy and wait seconds are
+  // noted in it (its dumps carry them, for `herd trace`), and every diagnostics.dump_every steps it is
+  // dumped. run_rank points it at the world's recorder.
+  std::shared_ptr<comm::FlightRecorder> recorder;
 
  private:
   Trainer() = default;
@@ -125,10 +134,16 @@ class Trainer {
   Result<std::string> locate_nonfinite(double loss, double norm);
   // The per-step control all-reduce over the world (one small collective per step): preemption, a
   // non-finite loss or norm, a failed checkpoint; every rank takes the same decision from the result.
+  // Every diagnostics.straggler_every steps it also carries every rank's busy and wait medians
+  // (straggler_monitor.h), and `stragglers` holds what they show.
   struct StepControl {
     bool stop = false, nonfinite = false, checkpoint_failed = false;
+    bool straggler_check = false;
+    std::vector<comm::Straggler> stragglers;
   };
   Result<StepControl> agree_step(bool nonfinite_here);
+  // diagnostics.dump_every, SIGUSR1/SIGUSR2 (preempt.h): this rank's flight recorder, dumped.
+  void dump_recorder(const std::string& reason);
   Status inject_kill(std::int64_t step, const std::string& why);
   void maybe_slow_down(double compute_s);
   Result<data::Loader*> loader_for(const BatchShape& shape);
@@ -165,6 +180,7 @@ class Trainer {
   bool checkpoint_failed_here_ = false;
   std::int64_t nonfinite_run_ = 0;  // consecutive skipped steps
   bool preempted_ = false;
+  StragglerMonitor stragglers_;
 };
 
 }  // namespace herd::train

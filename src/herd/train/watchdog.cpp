@@ -10,6 +10,7 @@
 #include "herd/core/format.h"
 #include "herd/core/log.h"
 #include "herd/model/params.h"
+#include "herd/train/preempt.h"
 #include "herd/train/projection.h"
 
 namespace herd::train {
@@ -47,10 +48,24 @@ void Watchdog::loop() {
   using Clock = std::chrono::steady_clock;
   std::optional<Clock::time_point> failed_at;  // when the job failed (stall or abort), for the grace period
   std::string failure;
+  unsigned dumps_seen = dump_requests();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     cv_.wait_for(lock, std::chrono::duration<double>(opts_.poll_s));
     if (stop_) break;
+    if (const unsigned d = dump_requests(); d != dumps_seen) {
+      dumps_seen = d;
+      if (opts_.on_dump) {
+        std::string doing;
+        for (std::size_t i = 0; i < recorders_.size(); ++i) {
+          doing += (doing.empty() ? "" : ", ") + ("rank " + std::to_string(first_rank_ + static_cast<int>(i)) + ": " +
+                                                  recorders_[i]->last_activity());
+        }
+        lock.unlock();
+        opts_.on_dump(std::string(last_dump_signal()) + ": dump requested (" + doing + ")");
+        lock.lock();
+      }
+    }
     bool all_done = true;
     int worst = -1;
     double worst_idle = 0;

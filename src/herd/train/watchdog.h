@@ -41,6 +41,9 @@ struct WatchdogOptions {
   double poll_s = 0.1;        // how often the heartbeats are read
   double startup_s = 120;     // the silence allowed before a rank's first step (resume, first plan), if longer
   bool exit_process = false;  // end the process when ranks do not return (only where it owns the process)
+  // When set, called from the watchdog's thread with a reason when SIGUSR1 or SIGUSR2 asks for the flight
+  // recorders (preempt.h): it dumps them, hung ranks included, without stopping the job.
+  std::function<void(const std::string&)> on_dump;
 };
 
 class Watchdog {

@@ -176,6 +176,19 @@ bool LocalWorld::aborted() const {
   return state_->aborted;
 }
 
+std::vector<std::string> LocalWorld::dump(const std::string& reason) {
+  std::vector<std::string> files;
+  for (auto& r : state_->ranks) {
+    Result<std::string> path = r->recorder->dump(state_->opts.dump_dir, state_->tag, reason);
+    if (path.ok()) {
+      files.push_back(*path);
+    } else {
+      log_warning(path.error().message());
+    }
+  }
+  return files;
+}
+
 std::vector<std::string> LocalWorld::dump_paths() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->dump_paths;

@@ -49,6 +49,9 @@ class LocalWorld {
   // Fails every pending and future op of every rank with `reason` and dumps the flight recorders.
   void abort(const std::string& reason);
   bool aborted() const;
+  // Dumps every rank's flight recorder with `reason` without stopping anything (a SIGUSR1/SIGUSR2
+  // request); returns the files written (dump_paths() lists only the dumps of a failure).
+  std::vector<std::string> dump(const std::string& reason);
   // The flight-recorder files written so far (one per rank per failure).
   std::vector<std::string> dump_paths() const;
   // Rank `rank`'s flight recorder, which is also its heartbeat (train/watchdog.h reads it).

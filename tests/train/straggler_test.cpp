@@ -1,0 +1,181 @@
+// Straggler detection: the rule (comm/stragglers.h) on constructed figures, and the trainer's live
+// watch (train/straggler_monitor.h) on real TP2 x DP2 and TP2 x PP2 jobs, ranks as threads: a rank slowed
+// 1.5x (fault.slow_rank) is flagged within 20 steps of its slowdown and no other rank is; a clean
+// 200-step run flags nothing. These runs are on a shared, noisy 2-core machine on purpose: the medians
+// over a window are what keep a descheduled step from being a straggler. The false-positive rate over
+// repeated runs is measured by bench/diagnosis/stragglers.py (docs/diagnosis.md).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "herd/comm/stragglers.h"
+#include "herd/train/dist_model.h"
+#include "train/dist_harness.h"
+
+namespace herd::train {
+namespace {
+
+using comm::RankStepTimes;
+using comm::Straggler;
+
+std::vector<RankStepTimes> ranks_with(std::vector<double> busy, std::vector<int> stages = {}) {
+  std::vector<RankStepTimes> out;
+  for (std::size_t r = 0; r < busy.size(); ++r) {
+    RankStepTimes t;
+    t.rank = static_cast<int>(r);
+    t.stage = stages.empty() ? 0 : stages[r];
+    t.host = "h";
+    t.host += std::to_string(r / 2);  // (not "h" + ...: GCC 12's -O3 -Wrestrict false positive)
+    t.busy_s = busy[r];
+    t.wait_s = 0.001;
+    out.push_back(t);
+  }
+  return out;
+}
+
+TEST(StragglerRule, ARankBusierThanItsPeersByTheThresholdIsNamedWithItsSlowdown) {
+  std::vector<RankStepTimes> ranks = ranks_with({0.020, 0.021, 0.030, 0.019});
+  // The others wait for the straggler's extra 10 ms.
+  for (int r : {0, 1, 3}) ranks[static_cast<std::size_t>(r)].wait_s = 0.0105;
+  const std::vector<Straggler> s = comm::find_stragglers(ranks, 1.3);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].rank, 2);
+  EXPECT_EQ(s[0].host, "h1");
+  EXPECT_NEAR(s[0].slowdown, 0.030 / 0.020, 1e-12);  // the median of the other three: 20 ms
+  EXPECT_DOUBLE_EQ(s[0].peers_busy_s, 0.020);
+  EXPECT_EQ(s[0].waited_on_by, (std::vector<int>{0, 1, 3}));
+  const std::string line = comm::describe_straggler(s[0]);
+  EXPECT_NE(line.find("rank 2 (h1) is 1.50x busier"), std::string::npos) << line;
+  EXPECT_NE(line.find("ranks 0,1,3 wait on it"), std::string::npos) << line;
+  const Json j = comm::straggler_json(s[0]);
+  EXPECT_EQ(j["rank"].get<int>(), 2);
+  EXPECT_NEAR(j["slowdown"].get<double>(), 1.5, 1e-12);
+}
+
+TEST(StragglerRule, UnderTheThresholdOrWithoutPeersNothingIsFlagged) {
+  EXPECT_TRUE(comm::find_stragglers(ranks_with({0.020, 0.021, 0.025, 0.019}), 1.3).empty());  // 1.25x
+  // Two ranks: each is compared with the other alone, so a 1.5x rank stands out and the fast one does not.
+  const std::vector<Straggler> two = comm::find_stragglers(ranks_with({0.030, 0.020}), 1.3);
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_EQ(two[0].rank, 0);
+  // A stage of one rank has no peers: a pure pipeline cannot tell a slow host from a heavier stage.
+  EXPECT_TRUE(comm::find_stragglers(ranks_with({0.020, 0.040}, {0, 1}), 1.3).empty());
+  // No measurement (busy 0) is not a fast rank that makes the others look slow.
+  EXPECT_TRUE(comm::find_stragglers(ranks_with({0.0, 0.020, 0.021}), 1.3).empty());
+}
+
+TEST(StragglerRule, PipelineStagesAreComparedWithinThemselves) {
+  // Stage 1 (ranks 2, 3, 6, 7: the output layer) is 1.6x heavier than stage 0: nobody straggles.
+  const std::vector<int> stages = {0, 0, 1, 1, 0, 0, 1, 1};
+  EXPECT_TRUE(comm::find_stragglers(ranks_with({10, 10.5, 16, 16.2, 9.8, 10, 16.1, 15.9}, stages), 1.3).empty());
+  // Rank 6 is 1.5x its stage's peers: flagged, although stage 0's ranks are far faster than it anyway.
+  const std::vector<Straggler> s = comm::find_stragglers(ranks_with({10, 10.5, 16, 16.2, 9.8, 10, 24, 15.9}, stages));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].rank, 6);
+  EXPECT_NEAR(s[0].slowdown, 24.0 / 16.0, 1e-12);
+}
+
+// A model heavy enough that a step is milliseconds of compute, not microseconds of scheduling noise.
+model::LlamaConfig straggler_model() {
+  return herd::test_models::test_llama({.name = "straggler",
+                                        .hidden = 64,
+                                        .ffn = 128,
+                                        .layers = 2,
+                                        .heads = 8,
+                                        .kv_heads = 4,
+                                        .head_dim = 8,
+                                        .max_seq = 64});
+}
+
+TrainConfig straggler_config(std::int64_t steps, std::int64_t tp, std::int64_t pp, std::int64_t dp) {
+  TrainConfig c = testing::parity_config(steps);
+  c.data.seq_len = 64;
+  c.train.global_batch = 8;
+  c.schedule.warmup_steps = 5;
+  c.optim.lr = 3e-3;
+  testing::set_layout(c, tp, 1, pp, dp);
+  c.train.threads = 1;
+  return c;
+}
+
+JobResult<float> run_job_of(const TrainConfig& c) {
+  JobResult<float> out;
+  out.quiet = true;
+  const Status s = run_local_job<float>(c, straggler_model(), {testing::parity_docs(200, 3), nullptr},
+                                        distributed_llama_factory<float>(), &out);
+  EXPECT_TRUE(s.ok()) << s.error().message();
+  return out;
+}
+
+// The step of the first check that flags `rank`; every rank any check flagged goes to `flagged`.
+std::int64_t first_flag(const JobResult<float>& out, int rank, std::set<int>* flagged) {
+  std::int64_t first = -1;
+  for (const StepRecord& r : out.history) {
+    for (const Straggler& s : r.stragglers) {
+      flagged->insert(s.rank);
+      if (s.rank == rank && first < 0) first = r.step;
+    }
+  }
+  return first;
+}
+
+TEST(StragglerWatch, ARankSlowedOneAndAHalfTimesIsFlaggedWithin20StepsOnTp2Dp2) {
+  TrainConfig c = straggler_config(40, 2, 1, 2);
+  c.fault.slow_rank = 2;
+  c.fault.slow_factor = 1.5;
+  c.fault.slow_from_step = 10;
+  const JobResult<float> out = run_job_of(c);
+  ASSERT_EQ(out.history.size(), 40u);
+  std::set<int> flagged;
+  const std::int64_t at = first_flag(out, 2, &flagged);
+  ASSERT_GT(at, 0) << "rank 2 was never flagged";
+  EXPECT_LE(at, c.fault.slow_from_step + 20);
+  EXPECT_EQ(flagged, std::set<int>{2});
+  // Checks happen every diagnostics.straggler_every steps once a window of steps is measured.
+  std::int64_t checks = 0;
+  for (const StepRecord& r : out.history) checks += r.straggler_check ? 1 : 0;
+  EXPECT_GE(checks, 5);
+  for (const StepRecord& r : out.history) {
+    for (const Straggler& s : r.stragglers) {
+      EXPECT_GT(s.slowdown, 1.3);
+      EXPECT_FALSE(s.waited_on_by.empty());  // its peers wait for it in their collectives
+    }
+  }
+}
+
+TEST(StragglerWatch, ASlowRankOfTheSecondPipelineStageIsFlaggedAgainstItsStage) {
+  TrainConfig c = straggler_config(40, 2, 2, 1);  // stages {0, 1} and {2, 3}
+  c.parallel.microbatch = 2;
+  c.fault.slow_rank = 3;
+  c.fault.slow_factor = 1.5;
+  c.fault.slow_from_step = 10;
+  const JobResult<float> out = run_job_of(c);
+  std::set<int> flagged;
+  const std::int64_t at = first_flag(out, 3, &flagged);
+  ASSERT_GT(at, 0) << "rank 3 was never flagged";
+  EXPECT_LE(at, c.fault.slow_from_step + 20);
+  EXPECT_EQ(flagged, std::set<int>{3});
+}
+
+TEST(StragglerWatch, ACleanTwoHundredStepRunFlagsNothing) {
+  const JobResult<float> out = run_job_of(straggler_config(200, 2, 1, 2));
+  ASSERT_EQ(out.history.size(), 200u);
+  std::int64_t checks = 0;
+  for (const StepRecord& r : out.history) {
+    checks += r.straggler_check ? 1 : 0;
+    for (const Straggler& s : r.stragglers) ADD_FAILURE() << "step " << r.step << ": " << comm::describe_straggler(s);
+  }
+  EXPECT_GE(checks, 35);  // every 5 steps from step 15 (a full window of 10 measured steps)
+}
+
+TEST(StragglerWatch, OffForOneRankAndWhenDisabled) {
+  TrainConfig c = straggler_config(20, 1, 1, 1);
+  for (const StepRecord& r : run_job_of(c).history) EXPECT_FALSE(r.straggler_check);
+  c = straggler_config(20, 2, 1, 2);
+  c.diagnostics.straggler_every = 0;
+  for (const StepRecord& r : run_job_of(c).history) EXPECT_FALSE(r.straggler_check);
+}
+
+}  // namespace
+}  // namespace herd::train
