@@ -12,6 +12,7 @@
 
 #include "cli/cli_runner.h"
 #include "cli/xml_check.h"
+#include "common/test_model.h"
 #include "herd/core/json.h"
 #include "herd/data/shard.h"
 #include "train/dist_harness.h"
@@ -131,6 +132,59 @@ TEST_F(TraceCli, HangInAnMpi8RankTp2Cp2Pp2JobNamesTheHungRank) {
   expect_mpi_hang_named(dir_, "mpi4d", 8, "--tp 2 --cp 2 --pp 2", 5);
 }
 #endif
+
+// diagnostics.dump_every: a healthy TP2 x DP2 job whose rank 2 is slowed 1.5x (fault.slow_rank) leaves
+// every rank's dump every 10 steps; `herd trace` on them names no culprit, each rank's last step, and
+// rank 2 as the straggler that the others wait on, as the trainer's own check did (its metrics).
+TEST_F(TraceCli, PeriodicDumpsOfAJobWithASlowRankNameTheStraggler) {
+  const std::string model = (dir_ / "straggler.json").string();
+  std::ofstream(model) << model::config_to_hf_json(herd::test_models::test_llama({.name = "straggler",
+                                                                                  .hidden = 64,
+                                                                                  .ffn = 128,
+                                                                                  .layers = 2,
+                                                                                  .heads = 8,
+                                                                                  .kv_heads = 4,
+                                                                                  .head_dim = 8,
+                                                                                  .max_seq = 64}))
+                              .dump();
+  const std::string dumps = (dir_ / "periodic").string(), metrics = (dir_ / "periodic.jsonl").string();
+  auto r = run_herd("train --data.dir=" + dir_.string() + " --model.name=" + model +
+                    " --data.seq_len=64 --train.global_batch=8 --parallel.microbatch_size=2 --tp 2 --dp 2"
+                    " --train.steps=30 --train.threads=1 --eval.every=0 --generate.samples=0 --fault.slow_rank=2"
+                    " --fault.slow_factor=1.5 --fault.slow_from_step=5 --diagnostics.dump_every=10"
+                    " --diagnostics.job_id=slow --diagnostics.dir=" +
+                    dumps + " --train.metrics_file=" + metrics);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("straggler at step"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stragglers in "), std::string::npos) << r.err;  // the end summary
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(fs::exists(fs::path(dumps) / ("herd_flight_slow_rank" + std::to_string(rank) + ".json"))) << rank;
+  }
+  auto t = run_herd("trace " + dumps + " --json");
+  ASSERT_EQ(t.status, 0) << t.err;
+  const Json j = Json::parse(t.out);
+  EXPECT_TRUE(j["culprit_ranks"].empty()) << t.out;
+  ASSERT_EQ(j["stragglers"].size(), 1u) << t.out;
+  EXPECT_EQ(j["stragglers"][0]["rank"], 2);
+  EXPECT_GT(j["stragglers"][0]["slowdown"].get<double>(), 1.3);
+  for (int rank = 0; rank < 4; ++rank) EXPECT_EQ(j["ranks"][rank]["last_step"], 30) << t.out;
+  // The metrics file's checks agree: rank 2 and only rank 2.
+  std::ifstream in(metrics);
+  int flagged = 0;
+  for (std::string line; std::getline(in, line);) {
+    const Json m = Json::parse(line);
+    if (!m.contains("stragglers")) continue;
+    for (const Json& s : m["stragglers"]) {
+      EXPECT_EQ(s["rank"], 2) << line;
+      ASSERT_TRUE(s.contains("slowdown"));
+      ++flagged;
+    }
+  }
+  EXPECT_GT(flagged, 0);
+  auto text = run_herd("trace " + dumps);
+  std::cout << text.out;
+  EXPECT_NE(text.out.find("straggler: rank 2"), std::string::npos) << text.out;
+}
 
 // Hand-made dumps of a desync (rank 1 all-reduces 12 elements where ranks 0 and 2 all-reduce 10, at the
 // same sequence number of the world group): the command reports it, with the odd rank apart.

@@ -286,6 +286,14 @@ TEST(TraceDump, TheRecorderDumpRoundTripsWithItsGroupTable) {
                 d->groups[1].members == std::vector<int>({1, 0}));
     COMM_EXPECT(d->entries.size() == 1u && d->entries[0].op == "all_reduce" && d->entries[0].reduce == "max");
     COMM_EXPECT(d->entries[0].group_id == d->groups[1].group_id && d->entries[0].completed());
+    COMM_EXPECT(d->steps.empty());
+    // The trainer's step times: the last FlightRecorder::kStepsKept are kept and dumped.
+    for (int step = 1; step <= 40; ++step) c.recorder().note_step(step, 0.01 * step, 0.001);
+    Result<RankDump> e = parse_flight_dump(c.recorder().to_json("test").dump(), "x.json");
+    COMM_EXPECT(e.ok());
+    COMM_EXPECT(e->steps.size() == FlightRecorder::kStepsKept && e->steps.back().step == 40 &&
+                e->steps.front().step == 40 - static_cast<std::int64_t>(FlightRecorder::kStepsKept) + 1);
+    COMM_EXPECT(e->steps.back().busy_s == 0.4 && e->steps.back().wait_s == 0.001);
     return Status::Ok();
   });
   EXPECT_TRUE(first_error(st).ok()) << first_error(st).error().message();
@@ -310,11 +318,49 @@ TEST(TraceDump, MalformedDumpsAreOneLineErrorsNamingTheFile) {
         err(with([](Json& j) { j["entries"][0]["op"] = 7; })),
         err(with([](Json& j) { j["entries"][0]["count"] = -1; })),
         err(with([](Json& j) { j["groups"][0]["members"] = "0,1"; })),
-        err(with([](Json& j) { j["groups"][0]["members"][1] = 1e30; })), err("{\"rank\": 1e400, \"entries\": []}")}) {
+        err(with([](Json& j) { j["groups"][0]["members"][1] = 1e30; })), err("{\"rank\": 1e400, \"entries\": []}"),
+        err(with([](Json& j) { j["steps"] = "fast"; })), err(with([](Json& j) {
+          j["steps"] = Json::array({Json{{"step", 1}, {"busy_s", -1.0}, {"wait_s", 0.0}}});
+        })),
+        err(with([](Json& j) {
+          j["steps"] = Json::array({Json{{"step", 1}, {"wait_s", 0.0}}});
+        }))}) {
     EXPECT_NE(msg.find("/d/herd_flight_j_rank0.json"), std::string::npos) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
   EXPECT_NE(err(with([](Json& j) { j["entries"][0]["state"] = "lost"; })).find("entries[0].state"), std::string::npos);
+}
+
+// Dumps that carry step times: rank 2 of a TP2 x DP2 job (no pp group: one stage) is 1.6x busier than
+// the others, who wait in their collectives; the report names it as the trainer would, and nobody else.
+TEST(TraceDump, StepTimesInTheDumpsNameTheStraggler) {
+  std::vector<RankDump> dumps;
+  for (int r = 0; r < 4; ++r) {
+    RankDump d;
+    d.rank = r;
+    d.host = "node";
+    d.host += std::to_string(r);
+    d.activity = "step 31";
+    for (int step = 1; step <= 30; ++step) {
+      const double busy = (r == 2 ? 0.032 : 0.020) + 0.0005 * ((step * 7 + r) % 5);
+      d.steps.push_back({step, busy, r == 2 ? 0.001 : 0.013});
+    }
+    dumps.push_back(std::move(d));
+  }
+  TraceReport rep = analyze_dumps(dumps, "j");
+  EXPECT_TRUE(rep.culprit_ranks.empty());
+  EXPECT_EQ(rep.straggler_steps, kStragglerWindow);
+  ASSERT_EQ(rep.stragglers.size(), 1u);
+  EXPECT_EQ(rep.stragglers[0].rank, 2);
+  EXPECT_EQ(rep.stragglers[0].host, "node2");
+  EXPECT_NEAR(rep.stragglers[0].slowdown, 1.6, 0.1);
+  EXPECT_EQ(rep.stragglers[0].waited_on_by, (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(rep.ranks[2].last_step, 30);  // the last step the dump's step times record
+  // Without step times nothing can be said either way.
+  for (RankDump& d : dumps) d.steps.clear();
+  rep = analyze_dumps(dumps, "j");
+  EXPECT_EQ(rep.straggler_steps, 0);
+  EXPECT_TRUE(rep.stragglers.empty());
 }
 
 TEST_F(TraceLocal, JobsInADirectory) {

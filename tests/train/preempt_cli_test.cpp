@@ -70,5 +70,42 @@ TEST_F(PreemptCli, SigtermExits143WithACheckpointThatResumesBitExactly) {
   for (const auto& [step, loss] : want) EXPECT_EQ(got.at(step), loss) << "step " << step;
 }
 
+// SIGUSR2 asks every rank for its flight recorder and training goes on; SIGUSR1 does the same and then
+// preempts (a checkpoint, exit 143). The dumps land in the run's diagnostics directory with the signal as
+// their reason, and `herd trace` reads them.
+TEST_F(PreemptCli, Sigusr2DumpsTheFlightRecordersAndSigusr1DumpsThenPreempts) {
+  const std::string metrics = (dir_ / "sig").string() + ".jsonl";
+  const std::string status = (dir_ / "status").string();
+  auto wait_lines = [&](int n) {
+    return "i=0; while [ $i -lt 3000 ] && [ \"$(cat " + metrics + " 2>/dev/null | wc -l)\" -lt " + std::to_string(n) +
+           " ]; do sleep 0.01; i=$((i+1)); done; ";
+  };
+  const std::string cmd = "sh -c '" + std::string(HERD_BINARY) + " " + args("sig") + " --diagnostics.job_id=sig >" +
+                          dir_.string() + "/sig.out 2>&1 & p=$!; " + wait_lines(3) + "kill -USR2 $p; " +
+                          "i=0; while [ $i -lt 3000 ] && ! grep -q \"SIGUSR2: dump requested\" " + dir_.string() +
+                          "/sig.out; do sleep 0.01; i=$((i+1)); done; " + wait_lines(12) +
+                          "kill -USR1 $p; wait $p; echo $? >" + status + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string out = herd::testing::slurp((dir_ / "sig.out").string());
+  ASSERT_EQ(std::atoi(herd::testing::slurp(status).c_str()), 143) << out;
+  EXPECT_NE(out.find("SIGUSR2: dump requested"), std::string::npos) << out;
+  EXPECT_NE(out.find("SIGUSR1: dump requested"), std::string::npos) << out;
+  EXPECT_NE(out.find("preempted"), std::string::npos) << out;
+  // Training went on after SIGUSR2: steps past the first dump, then the checkpoint of the preemption.
+  EXPECT_GE(losses("sig").rbegin()->first, 12);
+  EXPECT_EQ(list_checkpoints((dir_ / "sig").string()).size(), 1u) << out;
+  const fs::path diag = dir_ / "sig" / "diagnostics";
+  for (int r = 0; r < 4; ++r) {
+    const fs::path f = diag / ("herd_flight_sig_rank" + std::to_string(r) + ".json");
+    ASSERT_TRUE(fs::exists(f)) << f << "\n" << out;
+    const Json j = Json::parse(herd::testing::slurp(f.string()));
+    EXPECT_EQ(j["reason"].get<std::string>().rfind("SIGUSR1: dump requested", 0), 0u) << j["reason"];
+    EXPECT_FALSE(j["steps"].empty());  // the step times the dump carries
+  }
+  const herd::testing::CliResult t = herd::testing::run_herd("trace " + diag.string() + " --json");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_TRUE(Json::parse(t.out)["culprit_ranks"].empty()) << t.out;
+}
+
 }  // namespace
 }  // namespace herd::train

@@ -1,6 +1,7 @@
 // Straggler detection: the rule (comm/stragglers.h) on constructed figures, and the trainer's live
 // watch (train/straggler_monitor.h) on real TP2 x DP2 and TP2 x PP2 jobs, ranks as threads: a rank slowed
-// 1.5x (fault.slow_rank) is flagged within 20 steps of its slowdown and no other rank is; a clean
+// 1.5x (fault.slow_rank) is flagged within 20 steps of its slowdown (two checks in a row over the
+// threshold: 15 steps when nothing hides it) and no other rank is; a clean
 // 200-step run flags nothing. These runs are on a shared, noisy 2-core machine on purpose: the medians
 // over a window are what keep a descheduled step from being a straggler. The false-positive rate over
 // repeated runs is measured by bench/diagnosis/stragglers.py (docs/diagnosis.md).

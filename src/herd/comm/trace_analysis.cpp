@@ -329,7 +329,7 @@ std::string describe_call(const DumpEntry& e) {
   return s + ")";
 }
 
-TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string& job) {
+TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string& job, double min_wait_s) {
   TraceReport rep;
   rep.job = job;
   // Group membership: the union of the dumps' tables; a group no table names (a dump from before the
@@ -422,12 +422,17 @@ TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string&
     rs.reason = d.reason;
     rs.activity = d.activity;
     if (const std::optional<std::int64_t> step = step_in(d.activity)) rs.last_step = *step - 1;
+    // A dump taken between steps (diagnostics.dump_every) has the step just finished in its step times.
+    if (!d.steps.empty() && (!rs.last_step || *rs.last_step < d.steps.back().step)) rs.last_step = d.steps.back().step;
     std::set<int> waits;
     const DumpEntry* first_open = nullptr;
     const DumpEntry* first_blocked = nullptr;
     for (const DumpEntry& e : d.entries) {
       if (e.completed()) continue;
       if (!first_open) first_open = &e;
+      // A call posted moments before the dump (a dump on request, of a job that runs) is in flight, not
+      // stuck: whoever it waits for may well be on the way.
+      if (d.time_now_s > 0 && d.time_now_s - e.t_post < min_wait_s) continue;
       auto g = groups.find(e.group_id);
       const std::vector<int>& members = g->second.members;
       std::vector<int> missing;
@@ -470,6 +475,7 @@ TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string&
     if (call) {
       rs.call = *call;
       rs.in = describe_call(*call) + ", " + call->state;
+      if (d.time_now_s > 0 && d.time_now_s - call->t_post < min_wait_s) rs.in += " (in flight at the dump)";
     } else {
       rs.in = "outside communication";
     }

@@ -131,7 +131,12 @@ struct TraceReport {
 // Steps of each dump's "steps" the straggler medians use (the trainer's default window).
 inline constexpr int kStragglerWindow = 10;
 
-TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string& job = "");
+// An unfinished call posted less than min_wait_s before its rank's dump is in flight, not stuck: it makes
+// no rank wait for another (a dump taken on request, SIGUSR1/SIGUSR2 or diagnostics.dump_every, catches a
+// running job mid-call; a hang's calls are as old as the timeout). Dumps without "time_now_s" have no age.
+inline constexpr double kMinStuckSeconds = 0.5;
+TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string& job = "",
+                          double min_wait_s = kMinStuckSeconds);
 
 // "all_reduce #41 of 'tp' (group 3, 1,024 f32)".
 std::string describe_call(const DumpEntry& e);

@@ -79,7 +79,17 @@ std::vector<comm::Straggler> StragglerMonitor::observe(const double* gathered, s
     t.wait_s = gathered[2 * r + 1];
     ranks.push_back(std::move(t));
   }
-  std::vector<comm::Straggler> now = comm::find_stragglers(ranks, threshold_);
+  // A rank over the threshold at one check is a candidate; at two checks in a row (it stayed slower over
+  // window + every steps), a straggler. One window's median can still catch a burst of contention on a
+  // shared host; two in a row rarely do.
+  const std::vector<comm::Straggler> over = comm::find_stragglers(ranks, threshold_);
+  std::vector<comm::Straggler> now;
+  std::vector<int> candidates;
+  for (const comm::Straggler& s : over) {
+    candidates.push_back(s.rank);
+    if (std::find(candidates_.begin(), candidates_.end(), s.rank) != candidates_.end()) now.push_back(s);
+  }
+  candidates_ = std::move(candidates);
   ++checks_;
   news_.clear();
   for (const comm::Straggler& s : now) {

@@ -44,6 +44,19 @@ std::string Watchdog::fired() const {
   return fired_;
 }
 
+void Watchdog::serve_dump_request(unsigned& seen) {
+  const unsigned d = dump_requests();
+  if (d == seen) return;
+  seen = d;
+  if (!opts_.on_dump) return;
+  std::string doing;
+  for (std::size_t i = 0; i < recorders_.size(); ++i) {
+    doing += (doing.empty() ? "" : ", ") +
+             ("rank " + std::to_string(first_rank_ + static_cast<int>(i)) + ": " + recorders_[i]->last_activity());
+  }
+  opts_.on_dump(std::string(last_dump_signal()) + ": dump requested (" + doing + ")");
+}
+
 void Watchdog::loop() {
   using Clock = std::chrono::steady_clock;
   std::optional<Clock::time_point> failed_at;  // when the job failed (stall or abort), for the grace period
@@ -53,18 +66,10 @@ void Watchdog::loop() {
   while (!stop_) {
     cv_.wait_for(lock, std::chrono::duration<double>(opts_.poll_s));
     if (stop_) break;
-    if (const unsigned d = dump_requests(); d != dumps_seen) {
-      dumps_seen = d;
-      if (opts_.on_dump) {
-        std::string doing;
-        for (std::size_t i = 0; i < recorders_.size(); ++i) {
-          doing += (doing.empty() ? "" : ", ") + ("rank " + std::to_string(first_rank_ + static_cast<int>(i)) + ": " +
-                                                  recorders_[i]->last_activity());
-        }
-        lock.unlock();
-        opts_.on_dump(std::string(last_dump_signal()) + ": dump requested (" + doing + ")");
-        lock.lock();
-      }
+    if (dump_requests() != dumps_seen) {
+      lock.unlock();
+      serve_dump_request(dumps_seen);
+      lock.lock();
     }
     bool all_done = true;
     int worst = -1;
@@ -112,6 +117,10 @@ void Watchdog::loop() {
       std::_Exit(1);
     }
   }
+  // A request that came as the job ended (SIGUSR1 preempts it within a step, faster than a poll) is
+  // still answered: the recorders outlive the ranks.
+  lock.unlock();
+  serve_dump_request(dumps_seen);
 }
 
 double fitted_comm_timeout(const TrainConfig& cfg, const model::LlamaConfig& m, std::string* why) {

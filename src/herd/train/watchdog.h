@@ -64,6 +64,8 @@ class Watchdog {
 
  private:
   void loop();
+  // Calls options.on_dump when a dump was requested since `seen` (preempt.h), and updates `seen`.
+  void serve_dump_request(unsigned& seen);
 
   std::vector<std::shared_ptr<comm::FlightRecorder>> recorders_;
   int first_rank_;
