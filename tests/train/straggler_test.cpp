@@ -4,7 +4,7 @@
 // threshold: 15 steps when nothing hides it) and no other rank is; a clean
 // 200-step run flags nothing. These runs are on a shared, noisy 2-core machine on purpose: the medians
 // over a window are what keep a descheduled step from being a straggler. The false-positive rate over
-// repeated runs is measured by bench/diagnosis/stragglers.py (docs/diagnosis.md).
+// repeated runs is measured by bench/diagnosis/stragglers.py (docs/reliability.md#stragglers).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -41,7 +41,7 @@ struct Straggler {
 };
 
 // The default threshold: a rank 30% busier than its peers' median. A 1.5x straggler clears it with room;
-// a shared host's noise, as a median over ten steps, stays well under it (docs/diagnosis.md).
+// a shared host's noise, as a median over ten steps, stays well under it (docs/reliability.md#stragglers).
 inline constexpr double kStragglerThreshold = 1.3;
 
 // The stragglers among `ranks`, the slowest first. A stage with a single rank has no peers: its ranks are
