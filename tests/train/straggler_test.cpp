@@ -1,7 +1,7 @@
 // Straggler detection: the rule (comm/stragglers.h) on constructed figures, and the trainer's live
 // watch (train/straggler_monitor.h) on real TP2 x DP2 and TP2 x PP2 jobs, ranks as threads: a rank slowed
-// 1.5x (fault.slow_rank) is flagged within 20 steps of its slowdown (two checks in a row over the
-// threshold: 15 steps when nothing hides it) and no other rank is; a clean
+// 1.5x (fault.slow_rank) is flagged within 20 steps of its slowdown (three checks in a row over
+// the threshold, every 4 steps: 14 to 17 steps when nothing hides it) and no other rank is; a clean
 // 200-step run flags nothing. These runs are on a shared, noisy 2-core machine on purpose: the medians
 // over a window are what keep a descheduled step from being a straggler. The false-positive rate over
 // repeated runs is measured by bench/diagnosis/stragglers.py (docs/reliability.md#stragglers).
@@ -167,7 +167,7 @@ TEST(StragglerWatch, ACleanTwoHundredStepRunFlagsNothing) {
     checks += r.straggler_check ? 1 : 0;
     for (const Straggler& s : r.stragglers) ADD_FAILURE() << "step " << r.step << ": " << comm::describe_straggler(s);
   }
-  EXPECT_GE(checks, 35);  // every 5 steps from step 15 (a full window of 10 measured steps)
+  EXPECT_GE(checks, 45);  // every 4 steps from step 12 (a full window of 10 measured steps)
 }
 
 TEST(StragglerWatch, OffForOneRankAndWhenDisabled) {

@@ -208,7 +208,7 @@ const std::vector<Field>& registry() {
       bind_field("diagnostics.straggler_window", &C::diagnostics, &DiagnosticsSection::straggler_window,
                  "steps each rank's median busy time is taken over"),
       bind_field("diagnostics.straggler_threshold", &C::diagnostics, &DiagnosticsSection::straggler_threshold,
-                 "a rank busier than its pipeline stage's peers' median by this factor at two checks in a row is a "
+                 "a rank busier than its pipeline stage's peers' median by this factor at three checks in a row is a "
                  "straggler"),
       bind_field("projection.cluster_file", &C::projection, &ProjectionSection::cluster_file,
                  "herd calibrate output to plan with; empty: the local-cpu preset"),

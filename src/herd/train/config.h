@@ -134,8 +134,8 @@ struct DiagnosticsSection {
   std::int64_t dump_every = 0;  // every rank also dumps its flight recorder every N steps; 0: only on failure
   // Straggler detection (train/straggler_monitor.h): every N steps (0: off) the ranks' median busy times
   // over the last `window` steps are compared with their pipeline stage's peers; a rank busier than the
-  // peers' median by `threshold` at two checks in a row is flagged.
-  std::int64_t straggler_every = 5;
+  // peers' median by `threshold` at three checks in a row is flagged.
+  std::int64_t straggler_every = 4;
   std::int64_t straggler_window = 10;
   double straggler_threshold = 1.3;
 };

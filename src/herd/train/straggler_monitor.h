@@ -5,9 +5,9 @@
 // diagnostics.straggler_every steps the medians of its last diagnostics.straggler_window steps ride on
 // the per-step control all-reduce the ranks already do (two slots per rank; no extra collective), so
 // every rank holds every rank's figures and comm::find_stragglers (comm/stragglers.h) names the ranks
-// busier than their stage's peers by diagnostics.straggler_threshold at two checks in a row (so over
-// window + every steps: one window's median can still catch a burst of contention on a shared host;
-// two in a row rarely do). Rank 0 reports them: a warning when
+// busier than their stage's peers by diagnostics.straggler_threshold at three checks in a row (so over
+// window + 2 x every steps: one window's median can still catch a burst of contention on a shared
+// host; three in a row rarely do). Rank 0 reports them: a warning when
 // a rank starts or stops straggling, the progress line, a `stragglers` list in the metrics record of
 // every check (empty when none), and a summary at the end. The ranks' hosts and pipeline stages are
 // gathered once, when the monitor is made.
@@ -27,6 +27,7 @@ namespace herd::train {
 
 class StragglerMonitor {
  public:
+  static constexpr int kChecksInARow = 3;
   // Gathers every rank's host and pipeline stage (collective over ctx.world). Off (enabled() false) for
   // one rank, diagnostics.straggler_every = 0, or a layout where no stage has two ranks.
   static Result<StragglerMonitor> make(const DiagnosticsSection& d, const parallel::ParallelContext& ctx);
@@ -63,7 +64,7 @@ class StragglerMonitor {
   std::deque<double> busy_, wait_;  // this rank's last window steps
   std::int64_t checks_ = 0;
   std::vector<comm::Straggler> current_;
-  std::vector<int> candidates_;  // over the threshold at the last check
+  std::map<int, int> runs_;  // rank -> checks in a row it has been over the threshold
   std::vector<std::string> news_;
   struct History {
     std::int64_t flagged = 0, first_step = 0, last_step = 0;
