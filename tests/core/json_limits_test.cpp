@@ -27,6 +27,21 @@ TEST(JsonLimits, NumbersBeyondADoubleAreAnErrorNamingTheSource) {
   EXPECT_EQ((*big)["b"].get<double>(), 4.9e-324);
 }
 
+// Strings made of raw bytes (an override, a path) that are not UTF-8: written with U+FFFD in place of the
+// bad bytes, never an exception (found by the train_config fuzzer: `--optim.lr=\xffe-3` aborted herd).
+TEST(JsonLimits, TextOfStringsThatAreNotUtf8ReplacesTheBadBytes) {
+  const Json j = {{"dir", std::string("/runs/caf\xe9/ckpt")},
+                  {"lr", std::string("\xff"
+                                     "e-3")}};
+  EXPECT_THROW((void)j.dump(), Json::type_error);  // what nlohmann does by default
+  const std::string text = json_text(j);
+  EXPECT_NE(text.find("/runs/caf\xef\xbf\xbd/ckpt"), std::string::npos) << text;
+  Result<Json> back = parse_json_text(text, "x");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(json_preview(Json(std::string("\xff"))), "\"\xef\xbf\xbd\"");
+  EXPECT_EQ(json_text(Json{{"a", 1}}, 1), "{\n \"a\": 1\n}");
+}
+
 TEST(JsonLimits, ReadingAFileWithAnOverflowNamesTheFile) {
   const std::filesystem::path p =
       std::filesystem::temp_directory_path() / ("herd_json_limits_" + std::to_string(::getpid()) + ".json");

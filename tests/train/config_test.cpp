@@ -118,6 +118,20 @@ TEST(Config, CommAndProjectionFieldsReachTheCommunicatorOptions) {
 }
 
 // diagnostics.dir defaults inside the run's directory: the checkpoints', else the metrics file's.
+// Found by the train_config fuzzer: an override value that is not UTF-8 aborted herd (the error message's
+// preview of the value threw). Now it is the usual one-line error naming the key.
+TEST(Config, AnOverrideThatIsNotUtf8IsAnErrorNamingTheKey) {
+  TrainConfig c;
+  const Status s = apply_override(c, std::string("--optim.lr=\xff") + "e-3");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("optim.lr"), std::string::npos) << s.error().message();
+  EXPECT_EQ(s.error().message().find('\n'), std::string::npos);
+  // A non-UTF-8 path is kept as given, and the config still prints as JSON.
+  ASSERT_TRUE(apply_override(c, std::string("--data.dir=/runs/caf\xe9")).ok());
+  EXPECT_EQ(c.data.dir, "/runs/caf\xe9");
+  EXPECT_NE(json_text(to_json(c)).find("/runs/caf"), std::string::npos);
+}
+
 TEST(Config, DiagnosticsDirDefaultsInsideTheRun) {
   TrainConfig c;
   c.train.metrics_file = "/runs/a/metrics.jsonl";

@@ -320,7 +320,7 @@ int run_calibrate(const CalibrateOptions& o) {
                       {"reference_step_kernels_only_s", kernel_plan->step_s()},
                       {"comm", raw}};
   std::ofstream f(o.out);
-  f << j.dump(2) << "\n";
+  f << json_text(j, 2) << "\n";
   if (!f) return report_error("calibrate", Error("--out: cannot write " + o.out));
   if (!idle) {
     std::cout << "warning: " << format_fixed(background, 1)

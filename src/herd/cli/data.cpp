@@ -169,12 +169,12 @@ int run_data(const DataOptions& o) {
     meta["splits"][names[s]] = {{"documents", split[s].n_docs()}, {"tokens", split[s].n_tokens()}, {"shards", *shards}};
   }
   if (split[0].n_docs() == 0) return report_error("data", make_error("--val-fraction leaves no training documents"));
-  std::ofstream(std::filesystem::path(o.output) / "meta.json") << meta.dump(2) << "\n";
+  std::ofstream(std::filesystem::path(o.output) / "meta.json") << json_text(meta, 2) << "\n";
   const double seconds = timer.seconds();
   meta["seconds"] = seconds;
   meta["text_bytes"] = bytes;
   if (o.json) {
-    std::cout << meta.dump(2) << "\n";
+    std::cout << json_text(meta, 2) << "\n";
     return 0;
   }
   std::cout << "Tokenized " << docs->size() << " documents (" << format_bytes(static_cast<double>(bytes)) << ") with "

@@ -168,13 +168,13 @@ int run_estimate(const EstimateOptions& o) {
     Json j = planner::estimate_to_json(*e);
     j["reliability"] = planner::reliability_to_json(rel);
     if (summary) j["job"] = job_summary(o, *in, *e);
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j, 2) << "\n";
     return 0;
   }
   print_estimate(std::cout, *e, *in);
   print_reliability(std::cout, rel);
   if (summary) {
-    std::cout << "\nWhole job (scaling-book view)\n" << job_summary(o, *in, *e).dump(2) << "\n";
+    std::cout << "\nWhole job (scaling-book view)\n" << json_text(job_summary(o, *in, *e), 2) << "\n";
   }
   return 0;
 }

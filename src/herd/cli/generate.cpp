@@ -99,7 +99,7 @@ int run_generate(GenerateOptions o) {
     const std::vector<std::int32_t> out = train::generate(*lm->model, prompt, so);
     std::vector<std::int32_t> gen(out.begin() + static_cast<std::ptrdiff_t>(prompt.size()), out.end());
     if (o.json) {
-      std::cout << Json{{"ids", gen}, {"checkpoint", lm->path}}.dump() << "\n";
+      std::cout << json_text(Json{{"ids", gen}, {"checkpoint", lm->path}}) << "\n";
       continue;
     }
     if (!tok) {

@@ -75,7 +75,7 @@ int run_model(const ModelOptions& o) {
   const double hw_none = *model::train_hardware_flops_per_token(*cfg, o.seq_len, causal, model::Recompute::kNone);
   const double hw_full = *model::train_hardware_flops_per_token(*cfg, o.seq_len, causal, model::Recompute::kFull);
   if (o.json) {
-    std::cout << model_json(*cfg, o.seq_len, fwd, t6n, tex, hw_none, hw_full).dump(2) << "\n";
+    std::cout << json_text(model_json(*cfg, o.seq_len, fwd, t6n, tex, hw_none, hw_full), 2) << "\n";
     return 0;
   }
 

@@ -69,7 +69,7 @@ int run_plan(const PlanOptions& o) {
       j["reliability"] = planner::reliability_to_json(planner::project_reliability(e, in->cluster, in->reliability));
       list.push_back(j);
     }
-    std::cout << list.dump(2) << "\n";
+    std::cout << json_text(list, 2) << "\n";
     return 0;
   }
   std::cout << "herd plan: " << in->cfg.name << " on " << o.p.gpus << " x " << in->cluster.accelerator.name << " ("

@@ -162,7 +162,7 @@ int run_schedule(ScheduleOptions o) {
     j["actions"] = std::move(actions);
     j["timeline"] = std::move(timeline);
     if (!o.svg.empty()) j["svg"] = o.svg;
-    std::cout << j.dump() << "\n";
+    std::cout << json_text(j) << "\n";
     return 0;
   }
 

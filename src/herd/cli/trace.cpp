@@ -35,7 +35,7 @@ int run_trace(const TraceOptions& o) {
               << "; reading the newest, " << dumps->job << " (--job picks another)\n";
   }
   if (o.json) {
-    std::cout << comm::trace_report_json(rep).dump(2) << "\n";
+    std::cout << json_text(comm::trace_report_json(rep), 2) << "\n";
   } else {
     std::cout << comm::trace_report_text(rep);
   }

@@ -64,7 +64,7 @@ Status apply_flags(const TrainOptions& o, train::TrainConfig& cfg) {
 void print_resolved(const train::TrainConfig& cfg, const model::LlamaConfig& m) {
   Table t({"key", "value", "meaning"});
   for (const train::FieldInfo& f : train::describe(cfg)) {
-    t.add({f.key, f.value.is_string() ? f.value.get<std::string>() : f.value.dump(), f.doc});
+    t.add({f.key, f.value.is_string() ? f.value.get<std::string>() : json_text(f.value), f.doc});
   }
   t.print(std::cout);
   std::cout << "\nmodel " << m.name << ": " << format_thousands(model::model_params(m).total()) << " parameters, "
@@ -142,7 +142,7 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   if (Status s = apply_flags(o, *cfg); !s.ok()) return report_error("train", s.error());
   if (Status s = train::validate(*cfg); !s.ok()) return report_error("train", s.error());
   if (o.print_config) {
-    std::cout << train::to_json(*cfg).dump(2) << "\n";
+    std::cout << json_text(train::to_json(*cfg), 2) << "\n";
     return 0;
   }
   Result<comm::Backend> backend = train::resolve_backend(*cfg);

@@ -184,7 +184,7 @@ Result<std::string> FlightRecorder::dump(const std::string& dir, const std::stri
       return make_error("flight recorder: cannot write ", path.string(),
                         "; set diagnostics.dir to a writable directory");
     }
-    out << to_json(reason).dump(1) << "\n";
+    out << json_text(to_json(reason), 1) << "\n";
     if (!out) return make_error("flight recorder: write to ", path.string(), " failed");
   }
   std::filesystem::rename(tmp, path, ec);

@@ -48,8 +48,10 @@ Result<Json> read_json_file(const std::string& path) {
   return parse_json_text(ss.str(), path);
 }
 
+std::string json_text(const Json& v, int indent) { return v.dump(indent, ' ', false, Json::error_handler_t::replace); }
+
 std::string json_preview(const Json& v) {
-  std::string s = v.dump();
+  std::string s = json_text(v);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
 }

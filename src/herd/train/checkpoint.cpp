@@ -166,7 +166,7 @@ Status write_shard(const std::string& tmp, int rank, const ShardSnapshot& snap) 
                       {"bytes", static_cast<std::int64_t>(snap.bytes.size())},
                       {"checksum", hex64(checksum64(snap.bytes.data(), snap.bytes.size()))},
                       {"pieces", snap.pieces}};
-  const std::string text = entry.dump();
+  const std::string text = json_text(entry);
   // The index appears whole or not at all: rank 0 takes a present index as a finished shard.
   const std::string index = (fs::path(tmp) / rank_file(rank, "json")).string();
   HERD_RETURN_IF_ERROR(write_synced(index + ".part", text.data(), text.size()));
@@ -180,7 +180,7 @@ Status publish_shard_failure(const std::string& tmp, int rank, const Status& why
   std::error_code ec;
   fs::remove(fs::path(tmp) / rank_file(rank, "bin"), ec);  // frees what the failed write took
   const Json note = {{"rank", rank}, {"error", why.ok() ? std::string("unknown") : why.error().message()}};
-  const std::string text = note.dump();
+  const std::string text = json_text(note);
   const std::string index = (fs::path(tmp) / rank_file(rank, "json")).string();
   HERD_RETURN_IF_ERROR(write_synced(index + ".part", text.data(), text.size()));
   if (::rename((index + ".part").c_str(), index.c_str()) != 0) {
@@ -209,7 +209,8 @@ Result<Json> await_shard_indexes(const std::string& tmp_dir, int world_size, dou
     }
     HERD_ASSIGN_OR_RETURN(Json e, read_json_file(index.string()));
     if (e.is_object() && e.contains("error") && failed.ok()) {
-      failed = make_error("rank ", r, ": ", e["error"].is_string() ? e["error"].get<std::string>() : e["error"].dump());
+      failed =
+          make_error("rank ", r, ": ", e["error"].is_string() ? e["error"].get<std::string>() : json_text(e["error"]));
     }
     files.push_back(std::move(e));
   }
@@ -224,7 +225,7 @@ Status commit_checkpoint(const CommitSpec& spec, const std::atomic<bool>* cancel
   for (int r = 0; r < spec.world_size; ++r) fs::remove(tmp / rank_file(r, "json"));
   const Json manifest = {{"format", kFormat},     {"step", spec.step}, {"elem", spec.elem},
                          {"layout", spec.layout}, {"meta", spec.meta}, {"files", files}};
-  const std::string text = manifest.dump(1);
+  const std::string text = json_text(manifest, 1);
   HERD_RETURN_IF_ERROR(write_synced((tmp / "manifest.json").string(), text.data(), text.size()));
   const fs::path final_path = fs::path(spec.dir) / name;
   std::error_code ec;

@@ -47,7 +47,7 @@ Result<MetricsWriter> MetricsWriter::open(const std::string& path, std::int64_t 
 
 void MetricsWriter::write(const Json& record) {
   if (!out_.is_open()) return;
-  out_ << record.dump() << "\n";
+  out_ << json_text(record) << "\n";
   out_.flush();
 }
 

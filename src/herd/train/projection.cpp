@@ -209,7 +209,7 @@ void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const st
     Json j = projection_json(at_run, measured);
     j["planned"]["step_s_at_start"] = plan->step_s();
     j["background_jobs_at_start"] = plan->background_jobs;
-    out << j.dump(2) << "\n";
+    out << json_text(j, 2) << "\n";
     if (!out) log_warning("train.projection_file: cannot write ", cfg.train.projection_file);
   }
 }

@@ -253,7 +253,7 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
     Json j = s.to_json();
     j["job_id"] = o.job_id;
     j["exit"] = result;
-    out << j.dump() << "\n";
+    out << json_text(j) << "\n";
   }
   if (summary_out) *summary_out = s;
   return result;

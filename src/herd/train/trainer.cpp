@@ -702,7 +702,7 @@ Status Trainer<T>::resume() {
   resumed_from_ = step_;
   if (!quiet && ctx_.rank == 0) {
     log_info("resumed from ", ck.path, " (step ", step_, ", ", tokens_, " tokens, written by ",
-             ck.manifest["layout"].value("layout", ck.manifest["layout"].dump()), ")");
+             ck.manifest["layout"].value("layout", json_text(ck.manifest["layout"])), ")");
   }
   return Status::Ok();
 }
