@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "herd/core/json.h"
+#include "herd/core/json_text.h"
 
 namespace herd {
 namespace {

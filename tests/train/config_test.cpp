@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "herd/core/json_text.h"
 #include "herd/train/lr_schedule.h"
 #include "herd/train/pipeline_model.h"
 #include "herd/train/trainer.h"

@@ -26,6 +26,7 @@
 #include "herd/cli/app.h"
 #include "herd/cli/table.h"
 #include "herd/core/format.h"
+#include "herd/core/json_text.h"
 #include "herd/kernels/attention.h"
 #include "herd/kernels/gemm.h"
 #include "herd/kernels/rmsnorm.h"

@@ -12,6 +12,7 @@
 #include "herd/cli/table.h"
 #include "herd/core/format.h"
 #include "herd/core/json.h"
+#include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/core/timer.h"
 #include "herd/data/bpe_trainer.h"

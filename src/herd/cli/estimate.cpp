@@ -10,6 +10,7 @@
 #include "herd/cli/planner_options.h"
 #include "herd/cli/table.h"
 #include "herd/core/format.h"
+#include "herd/core/json_text.h"
 #include "herd/model/params.h"
 #include "herd/planner/memory.h"
 #include "herd/planner/reliability.h"

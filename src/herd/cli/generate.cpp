@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "herd/cli/app.h"
+#include "herd/core/json_text.h"
 #include "herd/data/tokenizer.h"
 
 namespace herd::cli {

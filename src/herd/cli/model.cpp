@@ -6,6 +6,7 @@
 #include "herd/cli/app.h"
 #include "herd/cli/table.h"
 #include "herd/core/format.h"
+#include "herd/core/json_text.h"
 #include "herd/model/activations.h"
 #include "herd/model/config.h"
 #include "herd/model/flops.h"

@@ -8,6 +8,7 @@
 #include "herd/cli/planner_options.h"
 #include "herd/cli/table.h"
 #include "herd/core/format.h"
+#include "herd/core/json_text.h"
 #include "herd/planner/reliability.h"
 #include "herd/planner/report.h"
 #include "herd/planner/search.h"

@@ -18,6 +18,7 @@
 #include "herd/cli/table.h"
 #include "herd/core/format.h"
 #include "herd/core/json.h"
+#include "herd/core/json_text.h"
 #include "herd/schedule/render.h"
 #include "herd/schedule/simulate.h"
 

@@ -7,6 +7,7 @@
 #include "herd/cli/app.h"
 #include "herd/comm/trace_analysis.h"
 #include "herd/comm/trace_report.h"
+#include "herd/core/json_text.h"
 
 namespace herd::cli {
 

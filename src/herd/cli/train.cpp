@@ -20,6 +20,7 @@
 #include "herd/cli/planner_options.h"
 #include "herd/cli/table.h"
 #include "herd/core/format.h"
+#include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/data/tokenizer.h"
 #include "herd/kernels/gemm.h"

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "herd/core/json_text.h"
+
 namespace herd::comm {
 
 const char* op_state_name(OpState s) {

@@ -6,6 +6,8 @@
 #include <limits>
 #include <sstream>
 
+#include "herd/core/json_text.h"
+
 namespace herd {
 
 namespace {

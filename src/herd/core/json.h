@@ -20,10 +20,6 @@ Result<Json> parse_json_text(const std::string& text, const std::string& source_
 Result<Json> read_json_file(const std::string& path);
 
 // One-line rendering of a JSON value for error messages (strings quoted, long values cut).
-// The JSON text of `v` (indent -1: one line). Strings that are not valid UTF-8 (a path or an override
-// made of raw bytes) have their bad bytes replaced by U+FFFD instead of throwing: everything herd writes
-// or prints as JSON goes through here.
-std::string json_text(const Json& v, int indent = -1);
 std::string json_preview(const Json& v);
 
 // Full field name: "tiers[1]" + "size" -> "tiers[1].size"; "" + "size" -> "size".

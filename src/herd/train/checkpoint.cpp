@@ -16,6 +16,7 @@
 #include <map>
 #include <thread>
 
+#include "herd/core/json_text.h"
 #include "herd/core/log.h"
 
 namespace herd::train {

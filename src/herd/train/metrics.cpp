@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "herd/core/json_text.h"
+
 namespace herd::train {
 
 double unix_time() {

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "herd/core/format.h"
+#include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/core/stats.h"
 

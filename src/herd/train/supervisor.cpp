@@ -18,6 +18,7 @@
 
 #include "herd/comm/trace_analysis.h"
 #include "herd/core/format.h"
+#include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/train/metrics.h"
 

@@ -15,6 +15,7 @@
 #include <limits>
 #include <thread>
 
+#include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/core/timer.h"
 #include "herd/kernels/gemm.h"
