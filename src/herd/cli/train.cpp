@@ -27,6 +27,7 @@
 #include "herd/nn/model.h"
 #include "herd/train/dist_model.h"
 #include "herd/train/generate.h"
+#include "herd/train/hf_checkpoint.h"
 #include "herd/train/job.h"
 #include "herd/train/preempt.h"
 #include "herd/train/supervisor.h"
@@ -178,6 +179,12 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   if (!s.ok()) return report_error("train", s.error());
   if (out.preempted) return train::kPreemptedExitCode;
   if (lead && samples) print_samples(*cfg, in->model, out.weights);
+  if (lead && !cfg->export_.hf.empty()) {
+    // The last step saved a checkpoint and waited for it: export that one (docs/interop.md).
+    Status e = train::export_hf(cfg->checkpoint.dir, cfg->export_.hf);
+    if (!e.ok()) return report_error("train", e.error().with_context("export.hf"));
+    log_info("export.hf: wrote ", cfg->export_.hf, " (Hugging Face layout) from ", cfg->checkpoint.dir);
+  }
   return 0;
 }
 
