@@ -96,7 +96,7 @@ def make(out):
                        rope_scaling=dict(ROPE), rms_norm_eps=1e-5, tie_word_embeddings=False)
     make_one(out, "tiny", tiny, 17, torch.float32, None)
     tied = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                       num_key_value_heads=1, vocab_size=512, max_position_embeddings=64, rope_theta=500000.0,
+                       num_key_value_heads=2, vocab_size=512, max_position_embeddings=64, rope_theta=500000.0,
                        rms_norm_eps=1e-5, tie_word_embeddings=True)
     make_one(out, "tied_bf16", tied, 23, torch.bfloat16, "40KB")
 

@@ -46,6 +46,7 @@ struct TrainOptions {
   std::optional<std::int64_t> tp, cp, pp, dp, seq_len, global_batch;
   LayoutKnobs knobs;
   std::optional<std::string> schedule, backend;
+  std::optional<std::string> init_from, export_hf;
 };
 
 // The flags on top of the file and the overrides, set on the fields they name.
@@ -59,6 +60,8 @@ Status apply_flags(const TrainOptions& o, train::TrainConfig& cfg) {
   if (o.schedule) cfg.parallel.schedule = *o.schedule;
   if (o.backend) cfg.parallel.backend = *o.backend;
   if (o.max_restarts) cfg.fault.max_restarts = *o.max_restarts;
+  if (o.init_from) cfg.init.from = *o.init_from;
+  if (o.export_hf) cfg.export_.hf = *o.export_hf;
   return apply_layout_knobs(o.knobs, cfg.parallel);
 }
 
@@ -207,6 +210,11 @@ Subcommand add_train_command(CLI::App& root) {
   app->add_option("--pp", opts->pp, "Pipeline-parallel degree (parallel.pp)")->check(positive_integer());
   app->add_option("--dp", opts->dp, "Data-parallel (FSDP) degree (parallel.dp)")->check(positive_integer());
   add_layout_knob_options(app, opts->knobs);
+  app->add_option(
+      "--init.from", opts->init_from,
+      "Start from these weights: a Hugging Face directory or a herd checkpoint (init.from; docs/interop.md)");
+  app->add_option("--export.hf", opts->export_hf,
+                  "After training, write the final checkpoint here as a Hugging Face directory (export.hf)");
   app->add_option("--seq-len", opts->seq_len, "Tokens per sequence (data.seq_len)")->check(positive_integer());
   app->add_option("--global-batch", opts->global_batch, "Sequences per optimizer step (train.global_batch)")
       ->check(positive_integer());
