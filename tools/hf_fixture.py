@@ -18,7 +18,15 @@
       (`herd generate --checkpoint HF_DIR --prompt-ids ... --greedy --json --logits`) must equal
       transformers' within 1e-5 and exactly. Prints the largest difference; exit status 1 on a mismatch.
 
-Needs torch and transformers (a venv: pip install torch transformers); herd's tests do not.
+  hf_fixture.py tokenizer TIKTOKEN_FILE OUT_DIR [--text-file F]
+      Converts a tiktoken-format tokenizer (Llama 3's tokenizer.model, or one `herd data train-tokenizer`
+      wrote) to Hugging Face's tokenizer.json with transformers' TikTokenConverter (Llama 3's
+      pre-tokenizer regex, herd's special tokens: Meta's 256 after 128,000 ordinary tokens, else
+      <|begin_of_text|>, <|end_of_text|>, <|pad|>), and writes OUT_DIR/tokenizer_expected.json: the ids
+      Hugging Face's `tokenizers` gives each test text (no special tokens added). herd's
+      tests/data/golden/hf_tokenizer/ was made from a 2,000-token vocabulary trained on corpus/.
+
+Needs torch and transformers (and tiktoken for `tokenizer`) (a venv: pip install torch transformers); herd's tests do not.
 """
 import argparse
 import json
@@ -119,6 +127,49 @@ def verify(hf_dir, herd):
     return 0 if ok else 1
 
 
+TEXTS = [
+    "The State of the Union is strong.",
+    "  Leading spaces, tabs\tand\nnew lines\r\n\n  ",
+    "Numbers: 1234567 3.14159 -42 and 2024's budget, can't won't I'LL",
+    "Unicode: caf\u00e9 na\u00efve \u00fcber \u4e2d\u6587 \U0001F600 \u0928\u092e\u0938\u094d\u0924\u0947",
+    "Punctuation!!! ... ??? --- (parens) [brackets] {braces} <|tags|> ok",
+    "",
+]
+
+
+def special_tokens(n):
+    if n != 128000:
+        return ["<|begin_of_text|>", "<|end_of_text|>", "<|pad|>"]
+    s = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
+         "<|finetune_right_pad_id|>", "<|reserved_special_token_2|>", "<|start_header_id|>", "<|end_header_id|>",
+         "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"]
+    r = 3
+    while len(s) < 256:
+        s.append(f"<|reserved_special_token_{r}|>")
+        r += 1
+    return s
+
+
+def tokenizer(model_file, out, text_file):
+    from tokenizers import Tokenizer
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+    with open(model_file) as f:
+        n = sum(1 for line in f if line.strip())
+    conv = TikTokenConverter(vocab_file=model_file, extra_special_tokens=special_tokens(n))
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "tokenizer.json")
+    conv.converted().save(path)
+    tok = Tokenizer.from_file(path)
+    texts = list(TEXTS)
+    if text_file:
+        with open(text_file) as f:
+            texts += json.load(f)
+    expected = [{"text": t, "ids": tok.encode(t, add_special_tokens=False).ids} for t in texts]
+    with open(os.path.join(out, "tokenizer_expected.json"), "w") as f:
+        json.dump({"tokenizers": __import__("tokenizers").__version__, "cases": expected}, f, indent=0)
+    print(f"{path}: {n} ordinary tokens, {len(expected)} texts")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -127,8 +178,15 @@ def main():
     v = sub.add_parser("verify")
     v.add_argument("hf_dir")
     v.add_argument("--herd", required=True)
+    t = sub.add_parser("tokenizer")
+    t.add_argument("model_file")
+    t.add_argument("out")
+    t.add_argument("--text-file")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    if a.cmd == "tokenizer":
+        tokenizer(a.model_file, a.out, a.text_file)
+        return 0
     if a.cmd == "make":
         make(a.out)
         return 0
