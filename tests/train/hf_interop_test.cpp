@@ -189,15 +189,21 @@ std::map<std::string, std::vector<float>> tensors_of(const std::string& hf_dir) 
 }
 
 TEST_F(HfDirs, ConvertToAnyLayoutAndBackIsBitExact) {
-  for (const auto& [name, tp, pp, dp] :
-       {std::tuple<std::string, int, int, int>{"tiny", 2, 3, 2}, {"tied_bf16", 2, 2, 2}, {"tiny", 1, 1, 1}}) {
-    SCOPED_TRACE(name);
-    const fs::path ck = dir_ / (name + "_ck" + std::to_string(tp * pp * dp)), back = dir_ / (name + "_back");
+  for (const auto& [name, tp, cp, pp, dp] : {std::tuple<std::string, int, int, int, int>{"tiny", 2, 1, 3, 2},
+                                             {"tied_bf16", 2, 1, 2, 2},
+                                             {"tiny", 2, 2, 1, 2},
+                                             {"tiny", 1, 1, 1, 1}}) {
+    SCOPED_TRACE(name + " " + std::to_string(tp) + "x" + std::to_string(cp) + "x" + std::to_string(pp) + "x" +
+                 std::to_string(dp));
+    const fs::path ck = dir_ / (name + "_ck" + std::to_string(tp) + std::to_string(cp) + std::to_string(pp) +
+                                std::to_string(dp)),
+                   back = dir_ / (name + "_back");
     fs::remove_all(back);
-    ASSERT_TRUE(convert_from_hf(kGolden + name, ck.string(), {tp, 1, pp, dp}).ok());
+    const Status conv = convert_from_hf(kGolden + name, ck.string(), {tp, cp, pp, dp});
+    ASSERT_TRUE(conv.ok()) << conv.error().message();
     Result<DistCheckpoint> c = open_checkpoint(ck.string());
     ASSERT_TRUE(c.ok()) << c.error().message();
-    EXPECT_EQ(c->manifest["files"].size(), static_cast<std::size_t>(tp * pp * dp));
+    EXPECT_EQ(c->manifest["files"].size(), static_cast<std::size_t>(tp * cp * pp * dp));
     const DType dt = name == "tied_bf16" ? DType::kBF16 : DType::kF32;
     Status s = export_hf(ck.string(), back.string(), dt);
     ASSERT_TRUE(s.ok()) << s.error().message();

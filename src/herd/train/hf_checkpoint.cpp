@@ -163,9 +163,6 @@ Result<std::unique_ptr<HfModelDir>> HfModelDir::open(const std::string& dir) {
   return m;
 }
 
-const SafetensorsFile& HfModelDir::file_of(const std::string& n) const { return *refs_.at(n).file; }
-const SafetensorsEntry& HfModelDir::entry_of(const std::string& n) const { return *refs_.at(n).entry; }
-
 template <typename T>
 Status HfModelDir::load_into(std::vector<ShardPiece<T>>& pieces) const {
   for (ShardPiece<T>& p : pieces) {

@@ -50,9 +50,6 @@ class HfModelDir {
 
   const std::string& dir() const { return dir_; }
   const model::LlamaConfig& config() const { return cfg_; }
-  // The file and entry holding a herd weight (tok_embedding for a tied output).
-  const SafetensorsFile& file_of(const std::string& herd_name) const;
-  const SafetensorsEntry& entry_of(const std::string& herd_name) const;
 
   // Fills every piece's parameters from the directory and zeroes its moments. A piece naming a weight
   // the model does not have is an error.
