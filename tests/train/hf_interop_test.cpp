@@ -14,6 +14,7 @@
 #include "cli/cli_runner.h"
 #include "herd/comm/local/local_world.h"
 #include "herd/core/safetensors.h"
+#include "herd/data/loader.h"
 #include "herd/parallel/context.h"
 #include "herd/train/checkpoint.h"
 #include "herd/train/dist_model.h"
@@ -108,7 +109,7 @@ struct LayoutRun {
   std::vector<std::pair<std::string, std::vector<float>>> weights;
 };
 
-LayoutRun run_layout(const std::string& name, std::int64_t tp, std::int64_t pp) {
+LayoutRun run_layout(const std::string& name, std::int64_t tp, std::int64_t pp, std::int64_t cp = 1) {
   const Expected e = expected(name);
   Result<std::unique_ptr<HfModelDir>> hf = HfModelDir::open(kGolden + name);
   HERD_CHECK(hf.ok(), hf.error().message());
@@ -116,13 +117,14 @@ LayoutRun run_layout(const std::string& name, std::int64_t tp, std::int64_t pp) 
   TrainConfig cfg;
   cfg.parallel.tp = tp;
   cfg.parallel.pp = pp;
+  cfg.parallel.cp = cp;
   cfg.train.global_batch = e.b;
   cfg.data.seq_len = e.t;
   const Batch b = batch_of(e);
   LayoutRun out;
-  comm::LocalWorld lw(static_cast<int>(tp * pp), comm::CommOptions{});
+  comm::LocalWorld lw(static_cast<int>(tp * pp * cp), comm::CommOptions{});
   const std::vector<Status> st = lw.run([&](comm::Communicator& w) -> Status {
-    HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims, topology::ParallelDims::make(tp, 1, pp, 1, w.size()));
+    HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims, topology::ParallelDims::make(tp, cp, pp, 1, w.size()));
     HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelGroups> g, parallel::ParallelGroups::make(w, dims));
     const parallel::ParallelContext ctx = g->context(true, false);
     HERD_ASSIGN_OR_RETURN(std::unique_ptr<RankModel<float>> model, distributed_llama_factory<float>()(ctx, m, cfg));
@@ -130,7 +132,20 @@ LayoutRun run_layout(const std::string& name, std::int64_t tp, std::int64_t pp) 
     std::vector<ShardPiece<float>> pieces = model->load_pieces();
     HERD_RETURN_IF_ERROR((*hf)->load_into<float>(pieces));
     HERD_RETURN_IF_ERROR(model->after_load());
-    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss loss, model->evaluate_step(b.mbs(e.b, e.t, pp)));
+    // This rank's CP slice of the batch (chunks r and 2 cp - 1 - r of every sequence, data::slice_batch).
+    data::Batch global;
+    global.rows = e.b, global.seq_len = e.t, global.tokens = b.tokens, global.targets = b.targets;
+    global.positions = b.pos;
+    global.doc_ids.assign(b.doc.size(), 0);
+    global.seq_index.assign(b.doc.size(), 0);
+    HERD_ASSIGN_OR_RETURN(data::Batch local, data::slice_batch(global, dims, w.rank()));
+    Batch mine{local.tokens, local.targets, local.positions,
+               std::vector<std::int32_t>(local.doc_ids.begin(), local.doc_ids.end())};
+    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss loss, model->evaluate_step(mine.mbs(e.b, e.t / cp, pp)));
+    double sums[2] = {loss.loss_sum, static_cast<double>(loss.count)};
+    if (cp > 1) HERD_RETURN_IF_ERROR(ctx.cp->all_reduce<double>(sums, 2, comm::ReduceOp::kSum));
+    loss.loss_sum = sums[0];
+    loss.count = static_cast<std::int64_t>(sums[1]);
     HERD_ASSIGN_OR_RETURN(auto weights, model->gather_full_weights());
     if (w.rank() == 0) {
       out.loss_sum = loss.loss_sum;
@@ -145,11 +160,14 @@ LayoutRun run_layout(const std::string& name, std::int64_t tp, std::int64_t pp) 
 }
 
 TEST(HfInterop, Tp2AndTp2xPp2ReproduceTransformersLossAndLogits) {
-  for (const auto& [name, tp, pp] :
-       {std::tuple<std::string, int, int>{"tiny", 1, 1}, {"tiny", 2, 1}, {"tiny", 2, 2}, {"tied_bf16", 2, 2}}) {
-    SCOPED_TRACE(name + " tp" + std::to_string(tp) + " pp" + std::to_string(pp));
+  for (const auto& [name, tp, pp, cp] : {std::tuple<std::string, int, int, int>{"tiny", 1, 1, 1},
+                                         {"tiny", 2, 1, 1},
+                                         {"tiny", 2, 2, 1},
+                                         {"tied_bf16", 2, 2, 1},
+                                         {"tiny", 2, 1, 2}}) {
+    SCOPED_TRACE(::testing::Message() << name << " tp" << tp << " pp" << pp << " cp" << cp);
     const Expected e = expected(name);
-    const LayoutRun r = run_layout(name, tp, pp);
+    const LayoutRun r = run_layout(name, tp, pp, cp);
     EXPECT_EQ(r.tokens, e.j["loss_tokens"].get<std::int64_t>());
     // The layout's own forward: the mean next-token loss of transformers' logits, within 1e-5.
     EXPECT_NEAR(r.loss_sum / double(r.tokens), e.j["loss_sum"].get<double>() / double(r.tokens), 1e-5);
@@ -332,7 +350,10 @@ TEST_F(HfDirs, TheCliRefusesInOneLineAndConvertsBothWays) {
   for (const std::string name : {"tiny", "tied_bf16"}) {
     const Expected e = expected(name);
     std::string prompt;
-    for (const Json& id : e.j["prompt"]) prompt += (prompt.empty() ? "" : ",") + std::to_string(id.get<int>());
+    for (const Json& id : e.j["prompt"]) {
+      if (!prompt.empty()) prompt += ',';
+      prompt += std::to_string(id.get<int>());
+    }
     r = herd::testing::run_herd("generate --checkpoint " + kGolden + name + " --prompt-ids " + prompt +
                                 " --greedy --json --max-tokens " + std::to_string(e.j["greedy"].size()));
     ASSERT_EQ(r.status, 0) << r.err;
