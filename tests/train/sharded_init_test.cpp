@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "common/test_model.h"
@@ -16,9 +18,11 @@
 #include "herd/core/safetensors.h"
 #include "herd/model/weights.h"
 #include "herd/parallel/context.h"
+#include "herd/topology/cluster.h"
 #include "herd/train/dist_model.h"
 #include "herd/train/hf_checkpoint.h"
 #include "herd/train/interop.h"
+#include "herd/train/projection.h"
 #include "herd/train/trainer.h"
 #include "train/dist_harness.h"
 
@@ -92,7 +96,10 @@ std::int64_t status_kb(const char* key) {
 // build and initialise their models, and the sum over the ranks of the bytes their shards hold
 // (parameters, gradients, both AdamW moments).
 struct InitMemory {
-  double peak_growth_mb = 0, shards_mb = 0, max_rank_mb = 0;  // max_rank: the largest rank's shards
+  double peak_growth_mb = 0, shards_mb = 0;
+  // The fullest rank: the shards it holds (replicated norms included), and the TP-local weights of its
+  // units (what FSDP gathers at the first step).
+  double max_rank_mb = 0, max_rank_tp_local_mb = 0;
 };
 
 // load_from: after initialising, every rank loads its shards from this directory (--init.from).
@@ -104,30 +111,45 @@ InitMemory measure_init(const model::LlamaConfig& m, const Dims& d, const std::s
     ::close(fds[0]);
     std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM to the current resident set
     const std::int64_t base = status_kb("VmRSS:");
-    std::atomic<std::int64_t> shard_bytes{0}, max_rank{0};
+    std::atomic<std::int64_t> shard_bytes{0};
+    std::mutex mu;
+    std::int64_t max_held = 0;
+    std::pair<std::int64_t, std::int64_t> fullest;  // its (tp, pp) coordinate
+    std::map<std::pair<std::int64_t, std::int64_t>, std::map<std::string, std::int64_t>> blocks;  // TP blocks
     run_ranks(m, d, [&](comm::Communicator& w, RankModel<float>& model) -> Status {
       if (!load_from.empty()) HERD_RETURN_IF_ERROR(load_initial_weights<float>(load_from, m, model));
-      std::int64_t n = 0;
-      for (const ShardPiece<float>& p : model.shard_pieces()) n += p.count();
-      const std::int64_t bytes = 4 * n * static_cast<std::int64_t>(sizeof(float));
-      shard_bytes += bytes;
-      for (std::int64_t cur = max_rank.load(); bytes > cur && !max_rank.compare_exchange_weak(cur, bytes);) {
+      HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims,
+                            topology::ParallelDims::make(d.tp, d.cp, d.pp, d.dp, w.size()));
+      const topology::Coord c = dims.coord(w.rank());
+      std::int64_t saved = 0, held = 0;
+      for (const ShardPiece<float>& p : model.shard_pieces()) saved += p.count();  // each element once
+      const std::int64_t elem = static_cast<std::int64_t>(sizeof(float));
+      shard_bytes += 4 * saved * elem;  // parameters, gradients, m and v
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (const ShardPiece<float>& p : model.load_pieces()) {
+          held += p.count();
+          blocks[{c.tp, c.pp}][p.name] = (p.r1 - p.r0) * (p.c1 - p.c0);  // every DP rank of (tp, pp) together
+        }
+        if (4 * held * elem > max_held) max_held = 4 * held * elem, fullest = {c.tp, c.pp};
       }
       return w.barrier();
     });
-    const double out[3] = {(status_kb("VmHWM:") - base) / 1024.0, static_cast<double>(shard_bytes.load()) / 1048576.0,
-                           static_cast<double>(max_rank.load()) / 1048576.0};
+    std::int64_t tp_local = 0;
+    for (const auto& [name, n] : blocks[fullest]) tp_local += n * static_cast<std::int64_t>(sizeof(float));
+    const double out[4] = {(status_kb("VmHWM:") - base) / 1024.0, static_cast<double>(shard_bytes.load()) / 1048576.0,
+                           static_cast<double>(max_held) / 1048576.0, static_cast<double>(tp_local) / 1048576.0};
     (void)!::write(fds[1], out, sizeof out);
     ::_exit(0);
   }
   ::close(fds[1]);
-  double in[3] = {0, 0, 0};
+  double in[4] = {0, 0, 0, 0};
   const ssize_t got = ::read(fds[0], in, sizeof in);
   ::close(fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
   HERD_CHECK(got == sizeof in && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the measuring child failed");
-  return {in[0], in[1], in[2]};
+  return {in[0], in[1], in[2], in[3]};
 }
 
 // ~33M parameters (132 MB in fp32): shards of 8 ranks (TP2 x PP2 x DP2) add up to one model's state,
@@ -163,6 +185,16 @@ double write_hf_model(const model::LlamaConfig& m, const std::string& dir) {
   return static_cast<double>(std::filesystem::file_size(dir + "/model.safetensors")) / 1048576.0;
 }
 
+// The planner's bytes of training state (parameters, gradients, optimizer) on the fullest rank of the
+// layout, as `herd train` prints it in its projection (train/projection.h).
+double planned_state_mb(const model::LlamaConfig& m, const Dims& d) {
+  const TrainConfig cfg = layout_config(d);
+  const Result<Projection> p =
+      project(m, resolve_layout(cfg).value(), 1, topology::cluster_preset("local-cpu").value());
+  HERD_CHECK(p.ok(), p.error().message());
+  return p->state_bytes / 1048576.0;
+}
+
 TEST(ShardedInit, PeakMemoryOfEightRanksIsTheirShardsNotEightModels) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "under AddressSanitizer the resident set also holds its shadow memory and freed-memory quarantine";
@@ -178,6 +210,13 @@ TEST(ShardedInit, PeakMemoryOfEightRanksIsTheirShardsNotEightModels) {
   // The peak is the shards plus a little (arenas, stacks, communicator buffers), not a model per rank.
   EXPECT_LT(eight.peak_growth_mb, 1.25 * eight.shards_mb + 64);
   EXPECT_LT(eight.peak_growth_mb, 1.25 * one.peak_growth_mb + 64);
+  // Each rank's share is what the planner says. The planner's state of the fullest rank is what it holds
+  // during a step: its shards plus the TP-local weights FSDP gathers and their full gradient buffer, which
+  // exist from the first step on; at the start a rank holds its shards alone.
+  const double planned = planned_state_mb(m, {2, 1, 2, 2});
+  std::cout << "fullest rank: shards " << eight.max_rank_mb << " MB + 2 x its TP-local weights "
+            << eight.max_rank_tp_local_mb << " MB; the planner's state of that rank " << planned << " MB\n";
+  EXPECT_NEAR(eight.max_rank_mb + 2 * eight.max_rank_tp_local_mb, planned, 0.01 * planned);
   // Loading a Hugging Face directory (--init.from) into the same ranks: each maps the file and reads
   // the byte ranges of its shards, so the peak grows by at most the file's pages, not a model per rank.
   const std::string dir = ::testing::TempDir() + "herd_init_memory_" + std::to_string(::getpid());
@@ -207,6 +246,10 @@ TEST(ShardedInit, DISABLED_OneBillionParametersAsTp2xPp2xDp2) {
             << eight.shards_mb << " MB (parameters, gradients, AdamW m and v); the largest rank's " << eight.max_rank_mb
             << " MB\n";
   EXPECT_LT(eight.peak_growth_mb, 1.25 * eight.shards_mb + 64);
+  const double planned = planned_state_mb(m, {2, 1, 2, 2});
+  std::cout << "fullest rank: shards " << eight.max_rank_mb << " MB + 2 x its TP-local weights "
+            << eight.max_rank_tp_local_mb << " MB; the planner's state of that rank " << planned << " MB\n";
+  EXPECT_NEAR(eight.max_rank_mb + 2 * eight.max_rank_tp_local_mb, planned, 0.01 * planned);
 }
 
 }  // namespace
