@@ -364,6 +364,32 @@ TEST_F(HfDirs, TheCliRefusesInOneLineAndConvertsBothWays) {
   EXPECT_FALSE(fs::exists(back.string() + "2"));
 }
 
+// A Hugging Face directory with its tokenizer.json: `herd generate --prompt TEXT` tokenizes with it (BOS,
+// then the text's ids) and continues exactly as --prompt-ids with those ids does.
+TEST_F(HfDirs, GenerateTakesTheDirectorysTokenizerJson) {
+  const fs::path d = copy_fixture(dir_, "tiny", "with_tokenizer");
+  fs::copy_file(std::string(HERD_SOURCE_DIR) + "/tests/data/golden/hf_tokenizer/tokenizer.json", d / "tokenizer.json");
+  auto text = herd::testing::run_herd("generate --checkpoint " + d.string() +
+                                      " --prompt \"The State of the Union\" --greedy --max-tokens 6 --json");
+  ASSERT_EQ(text.status, 0) << text.err;
+  // The same prompt as ids: BOS (1997, the first special token after 1,997 ordinary ones) and the ids
+  // Hugging Face's tokenizers gives "The State of the Union": the first 7 of the first case of
+  // tests/data/golden/hf_tokenizer/tokenizer_expected.json (that text continues " is strong.").
+  const Json cases = Json::parse(
+      std::ifstream(std::string(HERD_SOURCE_DIR) + "/tests/data/golden/hf_tokenizer/tokenizer_expected.json"))["cases"];
+  ASSERT_EQ(cases[0]["text"], "The State of the Union is strong.");
+  std::string ids = "1997";
+  auto it = cases[0]["ids"].begin();
+  for (int k = 0; k < 7; ++k, ++it) {  // "The State of the Union"
+    ids += ',';
+    ids += std::to_string(it->get<int>());
+  }
+  auto byid = herd::testing::run_herd("generate --checkpoint " + d.string() + " --prompt-ids " + ids +
+                                      " --greedy --max-tokens 6 --json");
+  ASSERT_EQ(byid.status, 0) << byid.err;
+  EXPECT_EQ(Json::parse(text.out)["ids"], Json::parse(byid.out)["ids"]) << text.out << byid.out;
+}
+
 // herd train --init.from (a Hugging Face directory, or a herd checkpoint of another layout) and
 // --export.hf: with a learning rate of 1e-30 an update is far below half an ulp of every weight, so the
 // weights cannot move and the export must hold exactly the source's tensors: what each rank of the layout loaded was

@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
 #include "herd/cli/app.h"
 #include "herd/data/tokenizer.h"
+#include "herd/train/hf_checkpoint.h"
 
 namespace herd::cli {
 
@@ -86,6 +88,11 @@ int run_generate(GenerateOptions o) {
         tok_path = c["data"]["tokenizer"].get<std::string>();
       }
     }
+    // A Hugging Face directory carries its tokenizer.json beside the weights.
+    if (tok_path.empty() && train::is_hf_dir(o.checkpoint) &&
+        std::filesystem::is_regular_file(std::filesystem::path(o.checkpoint) / "tokenizer.json")) {
+      tok_path = (std::filesystem::path(o.checkpoint) / "tokenizer.json").string();
+    }
     if (tok_path.empty()) {
       return report_error("generate", make_error("--tokenizer: the checkpoint names no tokenizer; pass the file the "
                                                  "training shards were made with, or give --prompt-ids"));
@@ -148,7 +155,9 @@ Subcommand add_generate_command(CLI::App& root) {
   app->add_flag(
       "--logits", opts->logits,
       "With --json: add \"logits\", the prompt's last-position logits (to compare with another implementation)");
-  app->add_option("--tokenizer", opts->tokenizer, "Tokenizer file; default: the one named in the checkpoint");
+  app->add_option("--tokenizer", opts->tokenizer,
+                  "Tokenizer file (tiktoken or tokenizer.json); default: the one named in the checkpoint, or a "
+                  "Hugging Face directory's tokenizer.json");
   app->add_option("--max-tokens", opts->max_tokens, "Tokens to generate")
       ->capture_default_str()
       ->check(positive_integer());
