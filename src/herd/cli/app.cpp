@@ -149,6 +149,7 @@ int run_cli(int argc, const char* const* argv) {
   subs.push_back(add_data_command(root));
   subs.push_back(add_train_command(root));
   subs.push_back(add_generate_command(root));
+  subs.push_back(add_convert_command(root));
   subs.push_back(add_plot_command(root));
   subs.push_back(add_calibrate_command(root));
   subs.push_back(add_launch_command(root));

@@ -30,6 +30,7 @@ Subcommand add_schedule_command(CLI::App& root);
 Subcommand add_data_command(CLI::App& root);
 Subcommand add_train_command(CLI::App& root);
 Subcommand add_generate_command(CLI::App& root);
+Subcommand add_convert_command(CLI::App& root);
 Subcommand add_plot_command(CLI::App& root);
 Subcommand add_calibrate_command(CLI::App& root);
 Subcommand add_launch_command(CLI::App& root);

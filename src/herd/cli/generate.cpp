@@ -2,17 +2,21 @@
 // by temperature / nucleus (top-p) sampling. The checkpoint may come from any layout (train/checkpoint.h
 // assembles whole tensors). The tokenizer is the one the run was trained with (from the checkpoint's
 // configuration) unless --tokenizer names another file; --prompt-ids gives token ids instead of text
-// (no tokenizer needed), and --json prints {"ids": [...]} per sample (the generated ids, prompt excluded).
+// (no tokenizer needed), and --json prints {"ids": [...]} per sample (the generated ids, prompt excluded;
+// --logits adds the prompt's last-position logits). DIR may also be a Hugging Face model directory
+// (docs/interop.md).
 #include "herd/train/generate.h"
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
 #include "herd/cli/app.h"
 #include "herd/core/json_text.h"
 #include "herd/data/tokenizer.h"
+#include "herd/train/hf_checkpoint.h"
 
 namespace herd::cli {
 
@@ -24,6 +28,7 @@ struct GenerateOptions {
   std::string prompt_ids;
   bool greedy = false;
   bool json = false;
+  bool logits = false;
   std::string tokenizer;
   std::int64_t max_tokens = 100;
   double temperature = 0.0;
@@ -49,6 +54,17 @@ Result<std::vector<std::int32_t>> parse_ids(const std::string& text, std::int64_
   return ids;
 }
 
+// The logits of the prompt's last position (what the first generated token is chosen from).
+std::vector<float> prompt_logits(nn::LlamaModel<float>& model, const std::vector<std::int32_t>& prompt) {
+  const std::int64_t t = static_cast<std::int64_t>(prompt.size()), v = model.config().vocab;
+  std::vector<std::int32_t> pos(prompt.size()), doc(prompt.size(), 0), tgt(prompt.size(), -1);
+  for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<std::int32_t>(i);
+  nn::MicroBatch mb{1, t, prompt.data(), tgt.data(), pos.data(), doc.data()};
+  std::vector<float> all(static_cast<std::size_t>(t * v));
+  model.logits(mb, all.data());
+  return std::vector<float>(all.end() - v, all.end());
+}
+
 int run_generate(GenerateOptions o) {
   if (o.prompt.empty() == o.prompt_ids.empty()) {
     return report_error("generate", make_error("--prompt or --prompt-ids: give exactly one of them"));
@@ -72,6 +88,11 @@ int run_generate(GenerateOptions o) {
           c["data"]["tokenizer"].is_string()) {
         tok_path = c["data"]["tokenizer"].get<std::string>();
       }
+    }
+    // A Hugging Face directory carries its tokenizer.json beside the weights.
+    if (tok_path.empty() && train::is_hf_dir(o.checkpoint) &&
+        std::filesystem::is_regular_file(std::filesystem::path(o.checkpoint) / "tokenizer.json")) {
+      tok_path = (std::filesystem::path(o.checkpoint) / "tokenizer.json").string();
     }
     if (tok_path.empty()) {
       return report_error("generate", make_error("--tokenizer: the checkpoint names no tokenizer; pass the file the "
@@ -100,7 +121,9 @@ int run_generate(GenerateOptions o) {
     const std::vector<std::int32_t> out = train::generate(*lm->model, prompt, so);
     std::vector<std::int32_t> gen(out.begin() + static_cast<std::ptrdiff_t>(prompt.size()), out.end());
     if (o.json) {
-      std::cout << json_text(Json{{"ids", gen}, {"checkpoint", lm->path}}) << "\n";
+      Json j = {{"ids", gen}, {"checkpoint", lm->path}};
+      if (o.logits) j["logits"] = prompt_logits(*lm->model, prompt);
+      std::cout << json_text(j) << "\n";
       continue;
     }
     if (!tok) {
@@ -123,13 +146,19 @@ Subcommand add_generate_command(CLI::App& root) {
   auto opts = std::make_shared<GenerateOptions>();
   CLI::App* app = root.add_subcommand("generate", "Continue a prompt with a model trained by herd train");
   app->add_option("--checkpoint", opts->checkpoint,
-                  "A checkpoint directory of any layout (its newest step) or one step_* directory")
+                  "A checkpoint directory of any layout (its newest step), one step_* directory, or a Hugging Face "
+                  "model directory (config.json + model.safetensors)")
       ->required();
   app->add_option("--prompt", opts->prompt, "Text to continue");
   app->add_option("--prompt-ids", opts->prompt_ids, "Token ids to continue, e.g. 1,2,3 (instead of --prompt)");
   app->add_flag("--greedy", opts->greedy, "Greedy decoding (the same as --temperature 0)");
   app->add_flag("--json", opts->json, "Print {\"ids\": [...]} per sample: the generated ids, prompt excluded");
-  app->add_option("--tokenizer", opts->tokenizer, "Tokenizer file; default: the one named in the checkpoint");
+  app->add_flag(
+      "--logits", opts->logits,
+      "With --json: add \"logits\", the prompt's last-position logits (to compare with another implementation)");
+  app->add_option("--tokenizer", opts->tokenizer,
+                  "Tokenizer file (tiktoken or tokenizer.json); default: the one named in the checkpoint, or a "
+                  "Hugging Face directory's tokenizer.json");
   app->add_option("--max-tokens", opts->max_tokens, "Tokens to generate")
       ->capture_default_str()
       ->check(positive_integer());

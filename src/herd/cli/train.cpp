@@ -28,6 +28,7 @@
 #include "herd/nn/model.h"
 #include "herd/train/dist_model.h"
 #include "herd/train/generate.h"
+#include "herd/train/hf_checkpoint.h"
 #include "herd/train/job.h"
 #include "herd/train/preempt.h"
 #include "herd/train/supervisor.h"
@@ -46,6 +47,7 @@ struct TrainOptions {
   std::optional<std::int64_t> tp, cp, pp, dp, seq_len, global_batch;
   LayoutKnobs knobs;
   std::optional<std::string> schedule, backend;
+  std::optional<std::string> init_from, export_hf;
 };
 
 // The flags on top of the file and the overrides, set on the fields they name.
@@ -59,6 +61,8 @@ Status apply_flags(const TrainOptions& o, train::TrainConfig& cfg) {
   if (o.schedule) cfg.parallel.schedule = *o.schedule;
   if (o.backend) cfg.parallel.backend = *o.backend;
   if (o.max_restarts) cfg.fault.max_restarts = *o.max_restarts;
+  if (o.init_from) cfg.init.from = *o.init_from;
+  if (o.export_hf) cfg.export_.hf = *o.export_hf;
   return apply_layout_knobs(o.knobs, cfg.parallel);
 }
 
@@ -179,6 +183,12 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   if (!s.ok()) return report_error("train", s.error());
   if (out.preempted) return train::kPreemptedExitCode;
   if (lead && samples) print_samples(*cfg, in->model, out.weights);
+  if (lead && !cfg->export_.hf.empty()) {
+    // The last step saved a checkpoint and waited for it: export that one (docs/interop.md).
+    Status e = train::export_hf(cfg->checkpoint.dir, cfg->export_.hf);
+    if (!e.ok()) return report_error("train", e.error().with_context("export.hf"));
+    log_info("export.hf: wrote ", cfg->export_.hf, " (Hugging Face layout) from ", cfg->checkpoint.dir);
+  }
   return 0;
 }
 
@@ -201,6 +211,11 @@ Subcommand add_train_command(CLI::App& root) {
   app->add_option("--pp", opts->pp, "Pipeline-parallel degree (parallel.pp)")->check(positive_integer());
   app->add_option("--dp", opts->dp, "Data-parallel (FSDP) degree (parallel.dp)")->check(positive_integer());
   add_layout_knob_options(app, opts->knobs);
+  app->add_option(
+      "--init.from", opts->init_from,
+      "Start from these weights: a Hugging Face directory or a herd checkpoint (init.from; docs/interop.md)");
+  app->add_option("--export.hf", opts->export_hf,
+                  "After training, write the final checkpoint here as a Hugging Face directory (export.hf)");
   app->add_option("--seq-len", opts->seq_len, "Tokens per sequence (data.seq_len)")->check(positive_integer());
   app->add_option("--global-batch", opts->global_batch, "Sequences per optimizer step (train.global_batch)")
       ->check(positive_integer());

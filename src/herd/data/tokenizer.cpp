@@ -114,6 +114,11 @@ std::vector<std::string> special_tokens_for(std::int64_t n_ordinary) {
 
 Result<Tokenizer> Tokenizer::load(const std::string& path) {
   std::error_code ec;
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) return load_hf_json(path);
+  if (std::filesystem::is_directory(path, ec) &&
+      std::filesystem::is_regular_file(std::filesystem::path(path) / "tokenizer.json", ec)) {
+    return load_hf_json((std::filesystem::path(path) / "tokenizer.json").string());
+  }
   if (std::filesystem::is_directory(path, ec)) {
     return make_error("tokenizer file '", path, "' is a directory; pass the tiktoken file inside it");
   }

@@ -30,8 +30,17 @@ std::vector<std::string> special_tokens_for(std::int64_t n_ordinary);
 
 class Tokenizer {
  public:
-  // Reads a tiktoken-format file. Errors name the file and, for a malformed line, its number.
+  // Reads a tiktoken-format file, or a Hugging Face tokenizer.json (a path ending in .json, or a
+  // directory holding tokenizer.json: load_hf_json). Errors name the file and, for a malformed line,
+  // its number.
   static Result<Tokenizer> load(const std::string& path);
+  // Hugging Face's tokenizer.json (tokenizer_json.cpp): a byte-level BPE whose vocabulary maps GPT-2's
+  // byte-to-character alphabet to ids 0..n-1, ranked as tiktoken ranks them (every merge makes a token
+  // of a rank no lower than the merge before: the order tiktoken-converted files have), Llama 3's
+  // pre-tokenizer regex (the one herd implements, pretokenize.h) followed by ByteLevel without its own
+  // regex, and herd's special tokens after the ordinary ones (special_tokens_for). Anything else is
+  // refused in one line naming the file, the field and what herd supports.
+  static Result<Tokenizer> load_hf_json(const std::string& path);
   // Builds from token byte strings indexed by rank; `source` names them in error messages.
   static Result<Tokenizer> from_tokens(std::vector<std::string> tokens, const std::string& source);
 

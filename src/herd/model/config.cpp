@@ -198,25 +198,38 @@ Result<LlamaConfig> config_from_hf_json(const Json& j, const std::string& name) 
     HERD_ASSIGN_OR_RETURN(c.norm_eps, json_number_or(j, "", "layer_norm_eps", 1e-5));
   }
 
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    const Json& rs = j["rope_scaling"];
-    if (!rs.is_object()) return make_error("rope_scaling: expected an object or null, got ", json_preview(rs));
+  // Newer Hugging Face configs put theta and the scaling together in rope_parameters (rope_type "default":
+  // none); older ones have rope_theta and rope_scaling.
+  const bool params = j.contains("rope_parameters") && !j["rope_parameters"].is_null();
+  if (params) {
+    const Json& rp = j["rope_parameters"];
+    if (!rp.is_object()) return make_error("rope_parameters: expected an object or null, got ", json_preview(rp));
+    HERD_ASSIGN_OR_RETURN(c.rope_theta, json_number_or(rp, "rope_parameters", "rope_theta", c.rope_theta));
+  }
+  const char* rs_key = params ? "rope_parameters" : "rope_scaling";
+  std::string rs_type;
+  if (params) {
+    HERD_ASSIGN_OR_RETURN(rs_type, json_string_or(j["rope_parameters"], rs_key, "rope_type", "default"));
+  }
+  if (j.contains(rs_key) && !j[rs_key].is_null() && !(params && rs_type == "default")) {
+    const Json& rs = j[rs_key];
+    if (!rs.is_object()) return make_error(rs_key, ": expected an object or null, got ", json_preview(rs));
     std::string type;
-    HERD_ASSIGN_OR_RETURN(type, json_string_or(rs, "rope_scaling", "rope_type", ""));
+    HERD_ASSIGN_OR_RETURN(type, json_string_or(rs, rs_key, "rope_type", ""));
     if (type.empty()) {
-      HERD_ASSIGN_OR_RETURN(type, json_string_or(rs, "rope_scaling", "type", ""));
+      HERD_ASSIGN_OR_RETURN(type, json_string_or(rs, rs_key, "type", ""));
     }
     if (type != "llama3") {
-      return make_error("rope_scaling.rope_type: only \"llama3\" frequency scaling is supported, got \"", type,
+      return make_error(rs_key, ".rope_type: only \"llama3\" frequency scaling is supported, got \"", type,
                         "\"; remove rope_scaling or use rope_type \"llama3\"");
     }
-    HERD_ASSIGN_OR_RETURN(c.rope_scaling.factor, json_number(rs, "rope_scaling", "factor"));
-    HERD_ASSIGN_OR_RETURN(c.rope_scaling.low_freq_factor, json_number(rs, "rope_scaling", "low_freq_factor"));
-    HERD_ASSIGN_OR_RETURN(c.rope_scaling.high_freq_factor, json_number(rs, "rope_scaling", "high_freq_factor"));
+    HERD_ASSIGN_OR_RETURN(c.rope_scaling.factor, json_number(rs, rs_key, "factor"));
+    HERD_ASSIGN_OR_RETURN(c.rope_scaling.low_freq_factor, json_number(rs, rs_key, "low_freq_factor"));
+    HERD_ASSIGN_OR_RETURN(c.rope_scaling.high_freq_factor, json_number(rs, rs_key, "high_freq_factor"));
     HERD_ASSIGN_OR_RETURN(c.rope_scaling.original_max_position_embeddings,
-                          json_int(rs, "rope_scaling", "original_max_position_embeddings"));
+                          json_int(rs, rs_key, "original_max_position_embeddings"));
     if (!(c.rope_scaling.factor > 0)) {
-      return make_error("rope_scaling.factor: must be positive, got ", c.rope_scaling.factor);
+      return make_error(rs_key, ".factor: must be positive, got ", c.rope_scaling.factor);
     }
   }
   HERD_RETURN_IF_ERROR(validate(c));

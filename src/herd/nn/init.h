@@ -31,16 +31,24 @@ void fill_uniform_golden(T* w, std::int64_t n, std::uint64_t tensor, double cent
   }
 }
 
-// Normal(0, std) by Box-Muller on two counter-based uniforms.
+// Normal(0, std) by Box-Muller on two counter-based uniforms: element i of tensor `tensor` is a pure
+// function of (seed, tensor, i), so a rank that holds any shard of a tensor computes its elements from
+// their global indices alone (parallel::DistributedStage::init_weights) and gets exactly the values
+// the single-rank model fills.
+inline std::uint64_t normal_stream(std::uint64_t seed, std::uint64_t tensor) {
+  return splitmix64(seed ^ splitmix64(tensor + 0x51ED270B27B4D36Full));
+}
+inline double normal_at(std::uint64_t stream, std::uint64_t i, double std) {
+  const std::uint64_t k = stream + 2 * i;
+  const double u1 = unit_uniform(splitmix64(k)) + 0x1.0p-54;  // (0, 1): log is finite
+  const double u2 = unit_uniform(splitmix64(k + 1));
+  return std * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
 template <typename T>
 void fill_normal(T* w, std::int64_t n, std::uint64_t seed, std::uint64_t tensor, double std) {
-  const std::uint64_t base = splitmix64(seed ^ splitmix64(tensor + 0x51ED270B27B4D36Full));
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint64_t k = base + 2 * static_cast<std::uint64_t>(i);
-    const double u1 = unit_uniform(splitmix64(k)) + 0x1.0p-54;  // (0, 1): log is finite
-    const double u2 = unit_uniform(splitmix64(k + 1));
-    w[i] = static_cast<T>(std * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
-  }
+  const std::uint64_t base = normal_stream(seed, tensor);
+  for (std::int64_t i = 0; i < n; ++i) w[i] = static_cast<T>(normal_at(base, static_cast<std::uint64_t>(i), std));
 }
 
 }  // namespace herd::nn

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "herd/kernels/rmsnorm.h"
+#include "herd/nn/init.h"
 
 namespace herd::parallel {
 
@@ -88,10 +89,11 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
     norm_ranges_.emplace_back();
   }
   HERD_CHECK(blocks_.size() == layers_.size(), "stage layers out of range or not increasing");
-  for (const model::Weight& w : table) {
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const model::Weight& w = table[i];
     const int u = stage_unit[static_cast<std::size_t>(w.unit_index)];
     if (u < 0) continue;
-    params_.push_back({w, u});
+    params_.push_back({w, u, static_cast<int>(i)});
     // Replicated weights (the norms) see only this rank's rows under SP: their gradients are TP-summed.
     if (w.split == model::TpSplit::kReplicated) {
       norm_ranges_[static_cast<std::size_t>(u)].emplace_back(w.local_offset, w.local_offset + w.local_count());
@@ -112,6 +114,29 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
 
 template <typename T>
 DistributedStage<T>::~DistributedStage() = default;
+
+template <typename T>
+void DistributedStage<T>::init_weights(std::uint64_t seed) {
+  const int tp = ctx_.tp_size(), r = ctx_.tp_rank();
+  for (const ShardedParam& p : params_) {
+    fsdp::FlatUnit<T>& unit = *units_[static_cast<std::size_t>(p.unit)];
+    // This rank's unit elements [s0, s1) that belong to the weight: [a, b).
+    const std::int64_t s0 = unit.shard_begin(), s1 = std::min(s0 + unit.shard_size(), unit.count());
+    const std::int64_t a = std::max(s0, p.w.local_offset), b = std::min(s1, p.w.local_offset + p.w.local_count());
+    if (a >= b) continue;
+    const model::TpBlock blk = model::tp_block(p.w, tp, r);
+    const std::uint64_t stream = nn::normal_stream(seed, static_cast<std::uint64_t>(p.index));
+    const double sd = model::init_std(p.w.init, cfg_);
+    T* dst = unit.shard_params() + (a - s0);
+    for (std::int64_t j = a; j < b; ++j) {
+      const std::int64_t e = j - p.w.local_offset;  // row-major inside the TP block
+      const std::int64_t g = (blk.r0 + e / blk.cols()) * p.w.cols + blk.c0 + e % blk.cols();
+      dst[j - a] = p.w.init == model::WeightInit::kOnes
+                       ? T(1)
+                       : static_cast<T>(nn::normal_at(stream, static_cast<std::uint64_t>(g), sd));
+    }
+  }
+}
 
 template <typename T>
 void DistributedStage<T>::load_full(const T* full) {

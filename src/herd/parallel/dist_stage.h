@@ -52,6 +52,7 @@ namespace herd::parallel {
 struct ShardedParam {
   model::Weight w;  // name, full shape and offset, TP split, local shape and offset in its unit's buffer
   int unit = 0;     // index among the stage's units
+  int index = 0;    // in the weight table (the initialisation stream of the weight)
 };
 
 // What one micro-batch keeps from a stage's forward until its backward (pointers into the arena).
@@ -95,6 +96,9 @@ class DistributedStage {
   // Rows of the stage boundary (x, dx) for a micro-batch of n local rows.
   std::int64_t boundary_rows(std::int64_t n) const { return tpc_->local_rows(n); }
 
+  // Fills this rank's shards with nn::LlamaModel::init_weights(seed)'s values of the same elements, each
+  // computed from its global index (nn/init.h): no rank builds more than its own shards.
+  void init_weights(std::uint64_t seed);
   // Takes this rank's shard of the stage's weights from full (nn::LlamaModel layout).
   void load_full(const T* full);
   // Collective over TP and CP x DP: writes the stage's full weights (or reduced gradients) into `full`

@@ -60,11 +60,7 @@ DistributedLlama<T>::~DistributedLlama() = default;
 
 template <typename T>
 void DistributedLlama<T>::init_weights(std::uint64_t seed) {
-  // Built full once (only the parameter buffer; micro-batch 1 of 1 token keeps the arena tiny), so the
-  // gathered weights equal the single-rank model's bit for bit.
-  nn::LlamaModel<T> full(cfg_, model::Recompute::kFull, 1, 1);
-  full.init_weights(seed);
-  load_full(full.params());
+  stage_->init_weights(seed);  // each rank its own shards, from the elements' global indices
 }
 
 template <typename T>

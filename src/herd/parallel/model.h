@@ -6,9 +6,10 @@
 // of its weights, FSDP-sharded over ctx.fsdp(). The layers are nn::TransformerBlock built from the local
 // sizes with the TP collectives (parallel/tp/collectives.h) and, when cp > 1, the CP attention
 // (parallel/cp/cp_hooks.h) plugged in, so the layer arithmetic is the single-rank code. Full (unsharded,
-// nn::LlamaModel-layout) weights go in and out through load_full and gather_full, which is how
-// init_weights equals nn::LlamaModel::init_weights exactly and how the parity tests and checkpoints see
-// the model. A pipeline rank (pp/executor.h) runs the same stage class, one per chunk.
+// nn::LlamaModel-layout) weights go in and out through load_full and gather_full, which is how the
+// parity tests and checkpoints see the model; init_weights fills each rank's shards with exactly the
+// values nn::LlamaModel::init_weights gives the same elements (counter-based, nn/init.h). A pipeline rank
+// (pp/executor.h) runs the same stage class, one per chunk.
 //
 // A step: zero_grads(); forward_backward() per micro-batch of this rank's (dp, cp) slice (the same
 // micro-batch on every TP rank), the last one with last_micro_batch = true so that each unit's gradient
@@ -76,7 +77,7 @@ class DistributedLlama {
   DistributedStage<T>& stage() { return *stage_; }
   tensor::Arena& arena() { return *arena_; }
 
-  // Equal to nn::LlamaModel::init_weights(seed) once gathered (built full, then sharded).
+  // Equal to nn::LlamaModel::init_weights(seed) once gathered; each rank computes only its shards.
   void init_weights(std::uint64_t seed);
   // Takes this rank's shard of full weights (nn::LlamaModel layout, full_param_count() elements).
   void load_full(const T* full) { stage_->load_full(full); }

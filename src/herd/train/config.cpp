@@ -161,6 +161,12 @@ const std::vector<Field>& registry() {
                  "write from a host snapshot on a background thread while training continues"),
       bind_field("checkpoint.on_error", &C::checkpoint, &CheckpointSection::on_error,
                  "a failed save (disk full, read-only): stop the job, or continue (warn, retry at the next)"),
+      bind_field("init.from", &C::init, &InitSection::from,
+                 "start from these weights (a Hugging Face directory or a herd checkpoint; fresh optimizer); "
+                 "empty: train.seed's initialisation"),
+      bind_field("export.hf", &C::export_, &ExportSection::hf,
+                 "after training, write the final checkpoint here as a Hugging Face directory (needs "
+                 "checkpoint.dir); empty: none"),
       bind_field("generate.samples", &C::generate, &GenerateSection::samples, "samples printed after training"),
       bind_field("generate.max_tokens", &C::generate, &GenerateSection::max_tokens, "tokens per sample"),
       bind_field("generate.prompt", &C::generate, &GenerateSection::prompt, "prompt of the samples"),
@@ -258,7 +264,7 @@ Error unknown_key(const std::string& key, const std::string& source) {
   if (known.empty()) {
     return make_error(source, "unknown section '", section,
                       "'; sections are model, data, parallel, optim, schedule, train, eval, checkpoint, "
-                      "generate, fault, comm, diagnostics, projection");
+                      "init, export, generate, fault, comm, diagnostics, projection");
   }
   return make_error(source, "unknown key '", key, "'; ", section, " has ", known);
 }
@@ -381,6 +387,11 @@ Status validate(const TrainConfig& c) {
   if (c.fault.nan_step < 0) return make_error("fault.nan_step: must be >= 0 (0: none), got ", c.fault.nan_step);
   if (c.fault.fail_checkpoint_step < 0) {
     return make_error("fault.fail_checkpoint_step: must be >= 0 (0: none), got ", c.fault.fail_checkpoint_step);
+  }
+  if (!c.export_.hf.empty() && c.checkpoint.dir.empty()) {
+    return make_error("export.hf '", c.export_.hf,
+                      "' exports the final checkpoint, but checkpoint.dir is empty; set "
+                      "--checkpoint.dir=DIR");
   }
   if (c.checkpoint.on_error != "stop" && c.checkpoint.on_error != "continue") {
     return make_error("checkpoint.on_error: '", c.checkpoint.on_error, "' is unknown; use stop or continue");

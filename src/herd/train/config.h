@@ -77,6 +77,14 @@ struct CheckpointSection {
   std::string on_error = "stop";  // a failed save: stop (the job ends with its error) or continue (warn)
 };
 
+// Interoperability (docs/interop.md): the weights a run starts from, and a Hugging Face copy of its result.
+struct InitSection {
+  std::string from = "";  // a Hugging Face directory or a herd checkpoint: its weights (fresh optimizer); empty: init
+};
+struct ExportSection {
+  std::string hf = "";  // after training, write the final checkpoint here as a Hugging Face directory; empty: none
+};
+
 struct GenerateSection {
   std::int64_t samples = 2;      // samples printed at the end of training
   std::int64_t max_tokens = 64;  // tokens per sample
@@ -156,6 +164,8 @@ struct TrainConfig {
   TrainSection train;
   EvalSection eval;
   CheckpointSection checkpoint;
+  InitSection init;
+  ExportSection export_;  // "export" in files and overrides
   GenerateSection generate;
   FaultSection fault;
   CommSection comm;

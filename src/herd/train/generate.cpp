@@ -9,6 +9,7 @@
 
 #include "herd/nn/init.h"
 #include "herd/train/checkpoint.h"
+#include "herd/train/hf_checkpoint.h"
 
 namespace herd::train {
 
@@ -96,6 +97,20 @@ Status load_whole(const DistCheckpoint& ck, nn::LlamaModel<float>& model) {
 }  // namespace
 
 Result<LoadedModel> load_model(const std::string& dir) {
+  if (is_hf_dir(dir)) {
+    HERD_ASSIGN_OR_RETURN(std::unique_ptr<HfModelDir> hf, HfModelDir::open(dir));
+    LoadedModel lm;
+    // Sized for contexts of up to 4096 tokens (a published model's 128K context would need a huge arena).
+    const std::int64_t ctx = std::min<std::int64_t>(hf->config().max_seq_len, 4096);
+    lm.model = std::make_unique<nn::LlamaModel<float>>(hf->config(), model::Recompute::kNone, 1, ctx);
+    std::vector<float> params, scratch;
+    std::vector<ShardPiece<float>> pieces = whole_pieces<float>(*lm.model, params, scratch);
+    HERD_RETURN_IF_ERROR(hf->load_into<float>(pieces));
+    std::copy(params.begin(), params.end(), lm.model->params());
+    lm.meta = Json{{"model", model::config_to_hf_json(hf->config())}, {"source", {{"hf_dir", dir}}}};
+    lm.path = dir;
+    return lm;
+  }
   HERD_ASSIGN_OR_RETURN(DistCheckpoint ck, open_checkpoint(dir));
   const Json& meta = ck.meta();
   if (!meta.contains("model")) return make_error(ck.path, "/manifest.json: no model configuration in meta");

@@ -33,7 +33,8 @@ std::vector<std::int32_t> generate(nn::LlamaModel<float>& model, const std::vect
                                    const SampleOptions& o);
 
 // A trained model from a checkpoint: DIR may be a run's checkpoint directory (the newest verifying
-// step is used) or one step directory. `meta` receives the checkpoint's meta (config, tokenizer path).
+// step is used), one step directory, or a Hugging Face model directory (hf_checkpoint.h). `meta` receives the
+// checkpoint's meta (config, tokenizer path).
 struct LoadedModel {
   std::unique_ptr<nn::LlamaModel<float>> model;
   Json meta;

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "herd/nn/model.h"
+#include "herd/model/weights.h"
 #include "herd/parallel/pp/executor.h"
 #include "herd/train/dist_model.h"
 
@@ -46,7 +46,9 @@ class PipelineLlamaModel final : public RankModel<T> {
   using Executor = parallel::pp::PipelineExecutor<T>;
 
   PipelineLlamaModel(const parallel::ParallelContext& ctx, const model::LlamaConfig& m, model::Recompute r)
-      : ctx_(ctx), cfg_(m), recompute_(r), layout_(m, model::Recompute::kFull, 1, 1) {}
+      : ctx_(ctx), cfg_(m), recompute_(r), table_(model::llama_weights(m, 1)) {
+    for (const model::Weight& w : table_) full_count_ = std::max(full_count_, w.offset + w.count());
+  }
 
   Status build(const schedule::ScheduleSpec& spec, std::int64_t micro_batch, std::int64_t seq_len) {
     parallel::pp::ExecutorOptions opt;
@@ -60,8 +62,7 @@ class PipelineLlamaModel final : public RankModel<T> {
   }
 
   void init_weights(std::uint64_t seed) override {
-    layout_.init_weights(seed);
-    for (Stage& c : ex_->chunks()) c.load_full(layout_.params());
+    for (Stage& c : ex_->chunks()) c.init_weights(seed);  // each chunk its own shards
   }
   void zero_grads() override { ex_->zero_grads(); }
   Result<kernels::CrossEntropyLoss> forward_backward(const nn::MicroBatch&, T, bool) override {
@@ -115,13 +116,13 @@ class PipelineLlamaModel final : public RankModel<T> {
   // Each pipeline rank writes its chunks' weights into a zeroed full buffer; the sum over the pipeline
   // group is exact because every weight lives on exactly one pipeline rank.
   Result<std::vector<std::pair<std::string, std::vector<T>>>> gather_full_weights() override {
-    std::vector<T> full(static_cast<std::size_t>(layout_.param_count()), T(0));
+    std::vector<T> full(static_cast<std::size_t>(full_count_), T(0));
     for (Stage& c : ex_->chunks()) HERD_RETURN_IF_ERROR(c.gather_full(false, full.data()));
     HERD_RETURN_IF_ERROR(ctx_.pp->all_reduce(full.data(), full.size(), comm::ReduceOp::kSum));
     std::vector<std::pair<std::string, std::vector<T>>> out;
-    for (const nn::NamedParam& p : layout_.named_params()) {
-      const T* b = full.data() + p.offset;
-      out.emplace_back(p.name, std::vector<T>(b, b + p.count()));
+    for (const model::Weight& w : table_) {
+      const T* b = full.data() + w.offset;
+      out.emplace_back(w.name, std::vector<T>(b, b + w.count()));
     }
     return out;
   }
@@ -136,7 +137,8 @@ class PipelineLlamaModel final : public RankModel<T> {
   parallel::ParallelContext ctx_;
   model::LlamaConfig cfg_;
   model::Recompute recompute_;
-  nn::LlamaModel<T> layout_;  // the full layout (names, offsets) and the initial weights
+  std::vector<model::Weight> table_;  // the full layout: names and offsets in the flat buffer
+  std::int64_t full_count_ = 0;
   std::unique_ptr<Executor> ex_;
   std::int64_t steps_ = 0;
   std::int64_t peak_activation_bytes_ = 0, peak_boundary_bytes_ = 0;

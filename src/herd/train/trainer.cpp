@@ -24,6 +24,7 @@
 #include "herd/parallel/model.h"
 #include "herd/train/checkpoint.h"
 #include "herd/train/fault_log.h"
+#include "herd/train/interop.h"
 #include "herd/train/micro_batch_data.h"
 #include "herd/train/pipeline_model.h"
 #include "herd/train/preempt.h"
@@ -99,6 +100,7 @@ Result<std::unique_ptr<Trainer<T>>> Trainer<T>::make(const TrainConfig& cfg, con
   t->train_docs_ = std::move(train_docs);
   if (val_docs && val_docs->n_tokens() > 0) t->val_docs_ = std::move(val_docs);
   t->model_->init_weights(static_cast<std::uint64_t>(cfg.train.seed));
+  if (!cfg.init.from.empty()) HERD_RETURN_IF_ERROR(load_initial_weights<T>(cfg.init.from, model_cfg, *t->model_));
 
   t->lr_.peak = cfg.optim.lr;
   t->lr_.min_ratio = cfg.optim.min_lr_ratio;
