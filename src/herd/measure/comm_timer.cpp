@@ -2,7 +2,6 @@
 #include "herd/measure/comm_timer.h"
 
 #include "herd/core/timer.h"
-#include "herd/measure/timing.h"
 
 namespace herd::measure {
 
@@ -17,40 +16,25 @@ comm::Communicator::Identity identity_of(const comm::Communicator& c) {
   return id;
 }
 
-using Counters = TimedCommunicator::Counters;
-
-// Adds the wall and thread-CPU time of its lifetime to the counters.
-class Span {
- public:
-  explicit Span(Counters& c) : c_(c), cpu0_(thread_cpu_seconds()) {}
-  ~Span() {
-    c_.wall += t_.seconds();
-    c_.cpu += thread_cpu_seconds() - cpu0_;
-  }
-  Span(const Span&) = delete;
-  Span& operator=(const Span&) = delete;
-
- private:
-  Counters& c_;
-  Timer t_;
-  double cpu0_;
-};
-
 class TimedWork final : public comm::Work {
  public:
-  TimedWork(comm::Handle h, std::shared_ptr<Counters> seconds) : h_(std::move(h)), seconds_(std::move(seconds)) {}
+  TimedWork(comm::Handle h, std::shared_ptr<double> seconds) : h_(std::move(h)), seconds_(std::move(seconds)) {}
   bool test() override {
-    Span span(*seconds_);
-    return h_.test();
+    Timer t;
+    const bool done = h_.test();
+    *seconds_ += t.seconds();
+    return done;
   }
   Status wait() override {
-    Span span(*seconds_);
-    return h_.wait();
+    Timer t;
+    Status s = h_.wait();
+    *seconds_ += t.seconds();
+    return s;
   }
 
  private:
   comm::Handle h_;
-  std::shared_ptr<Counters> seconds_;
+  std::shared_ptr<double> seconds_;
 };
 
 }  // namespace
@@ -59,9 +43,9 @@ TimedCommunicator::TimedCommunicator(comm::Communicator& inner)
     : comm::Communicator(identity_of(inner), std::make_shared<comm::FlightRecorder>(inner.global_rank(), 16),
                          inner.options()),
       inner_(&inner),
-      seconds_(std::make_shared<Counters>()) {}
+      seconds_(std::make_shared<double>(0.0)) {}
 
-TimedCommunicator::TimedCommunicator(std::unique_ptr<comm::Communicator> owned, std::shared_ptr<Counters> counter)
+TimedCommunicator::TimedCommunicator(std::unique_ptr<comm::Communicator> owned, std::shared_ptr<double> counter)
     : comm::Communicator(identity_of(*owned), std::make_shared<comm::FlightRecorder>(owned->global_rank(), 16),
                          owned->options()),
       owned_(std::move(owned)),
@@ -77,8 +61,8 @@ Result<std::unique_ptr<comm::Communicator>> TimedCommunicator::new_group(const s
 std::shared_ptr<comm::Work> TimedCommunicator::post(const comm::OpDesc& op) {
   // Posting counts too: a backend may move data there (the local one advances pending ops whenever
   // a rank is inside the communicator).
+  Timer t;
   comm::Handle h;
-  Span span(*seconds_);
   switch (op.kind) {
     case comm::OpKind::kAllReduce: h = inner_->iall_reduce(op.send, op.recv, op.count, op.elem, op.reduce); break;
     case comm::OpKind::kAllGather: h = inner_->iall_gather(op.send, op.recv, op.count, op.elem); break;
@@ -90,6 +74,7 @@ std::shared_ptr<comm::Work> TimedCommunicator::post(const comm::OpDesc& op) {
     case comm::OpKind::kRecv: h = inner_->irecv(op.recv, op.count, op.elem, op.peer, op.tag); break;
     case comm::OpKind::kBarrier: h = inner_->ibarrier(); break;
   }
+  *seconds_ += t.seconds();
   return std::make_shared<TimedWork>(std::move(h), seconds_);
 }
 

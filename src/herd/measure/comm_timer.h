@@ -21,22 +21,15 @@ namespace herd::measure {
 
 class TimedCommunicator final : public comm::Communicator {
  public:
-  // Wall and thread-CPU seconds inside the communicator, shared by a world and the groups split from it.
-  struct Counters {
-    double wall = 0, cpu = 0;
-  };
   // Borrows `inner`, which must outlive this object.
   explicit TimedCommunicator(comm::Communicator& inner);
-  TimedCommunicator(std::unique_ptr<comm::Communicator> owned, std::shared_ptr<Counters> counters);
+  TimedCommunicator(std::unique_ptr<comm::Communicator> owned, std::shared_ptr<double> counter);
 
   const char* backend() const override { return inner_->backend(); }
   Result<std::unique_ptr<comm::Communicator>> new_group(const std::vector<std::int64_t>& global_ranks,
                                                         const std::string& name) override;
   using comm::Communicator::new_group;
-  double wait_seconds() const { return seconds_->wall; }
-  // The CPU time this rank's thread spent inside the communicator (a backend that polls burns it while
-  // it waits): what the straggler watch takes out of the thread's CPU time (train/straggler_monitor.h).
-  double cpu_seconds() const { return seconds_->cpu; }
+  double wait_seconds() const { return *seconds_; }
 
  protected:
   std::shared_ptr<comm::Work> post(const comm::OpDesc& op) override;
@@ -44,7 +37,7 @@ class TimedCommunicator final : public comm::Communicator {
  private:
   std::unique_ptr<comm::Communicator> owned_;
   comm::Communicator* inner_;
-  std::shared_ptr<Counters> seconds_;
+  std::shared_ptr<double> seconds_;
 };
 
 }  // namespace herd::measure

@@ -9,7 +9,6 @@
 
 #include <time.h>
 
-#include <fstream>
 #include <utility>
 #include <vector>
 
@@ -24,16 +23,6 @@ inline double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// Seconds the calling thread has been runnable but waiting for a core (the second field of
-// /proc/thread-self/schedstat): on a shared host, the time the scheduler gave its core to someone else.
-// -1 where the kernel does not report it.
-inline double thread_run_delay_seconds() {
-  std::ifstream in("/proc/thread-self/schedstat");
-  long long run_ns = 0, wait_ns = -1;
-  if (!(in >> run_ns >> wait_ns) || wait_ns < 0) return -1;
-  return static_cast<double>(wait_ns) * 1e-9;
 }
 
 enum class Clock {

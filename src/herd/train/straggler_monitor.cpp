@@ -15,12 +15,6 @@ namespace {
 constexpr int kHostChars = 64;  // a host name's first 64 characters identify it well enough in a report
 }  // namespace
 
-double busy_seconds(double wall_busy_s, double run_delay_s, bool have_delay, double cpu_outside_comm_s,
-                    double injected_s) {
-  const double wall = have_delay ? wall_busy_s - std::max(0.0, run_delay_s) : wall_busy_s;
-  return std::max({0.0, wall, cpu_outside_comm_s + injected_s});
-}
-
 Result<StragglerMonitor> StragglerMonitor::make(const DiagnosticsSection& d, const parallel::ParallelContext& ctx) {
   StragglerMonitor m;
   m.world_ = static_cast<int>(ctx.dims.world());

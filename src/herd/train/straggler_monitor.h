@@ -25,19 +25,6 @@
 
 namespace herd::train {
 
-// A rank's busy seconds in one step, what the watch compares. Two measures, the larger wins:
-//   - wall: the step outside collectives (wall_busy_s) less the time the thread sat runnable waiting for a
-//     core (run_delay_s, from /proc/thread-self/schedstat; counted only when have_delay). On a shared host
-//     the scheduler's unfairness lands on whichever threads it picks (ranks as threads on two cores: a TP
-//     pair slowed 1.6x for a second); that is the host's, not the rank's. A stopped, sleeping or slow rank
-//     keeps its time: it is not runnable-and-waiting.
-//   - cpu: the thread's CPU time outside collectives (cpu_outside_comm_s), plus injected_s, the sleep of
-//     fault.slow_rank, which stands for a slow host's extra time. A lower bound of the work done, noise-
-//     free; it guards the wall measure, from which run delay inside collectives is subtracted a second
-//     time (it is already in the wait).
-double busy_seconds(double wall_busy_s, double run_delay_s, bool have_delay, double cpu_outside_comm_s,
-                    double injected_s);
-
 class StragglerMonitor {
  public:
   static constexpr int kChecksInARow = 3;

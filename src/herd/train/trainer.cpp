@@ -19,7 +19,6 @@
 #include "herd/core/log.h"
 #include "herd/core/timer.h"
 #include "herd/kernels/gemm.h"
-#include "herd/measure/timing.h"
 #include "herd/model/flops.h"
 #include "herd/model/weights.h"
 #include "herd/parallel/model.h"
@@ -330,18 +329,16 @@ Status Trainer<T>::maybe_inject_fault() {
 // fault.slow_rank: the rank's step takes slow_factor x its compute time (a straggler; unlike the one-shot
 // faults it persists across restarts, as a slow host would). Its start is recorded as "slow@S".
 template <typename T>
-double Trainer<T>::maybe_slow_down(double compute_s) {
+void Trainer<T>::maybe_slow_down(double compute_s) {
   const FaultSection& f = cfg_.fault;
-  if (f.slow_rank != ctx_.rank || step_ < f.slow_from_step || f.slow_factor <= 1) return 0;
+  if (f.slow_rank != ctx_.rank || step_ < f.slow_from_step || f.slow_factor <= 1) return;
   const std::string key = "slow@" + std::to_string(f.slow_from_step);
   if (step_ == f.slow_from_step || step_ == resumed_from_ + 1) {  // the first slowed step of this process
     if (!fault_fired(cfg_.checkpoint.dir, key)) mark_fault_fired(cfg_.checkpoint.dir, key);
     log_warning("fault.slow_rank: rank ", ctx_.rank, "'s steps take ", f.slow_factor, " x longer from step ",
                 f.slow_from_step);
   }
-  const double s = (f.slow_factor - 1) * std::max(0.0, compute_s);
-  std::this_thread::sleep_for(std::chrono::duration<double>(s));
-  return s;
+  std::this_thread::sleep_for(std::chrono::duration<double>((f.slow_factor - 1) * std::max(0.0, compute_s)));
 }
 
 template <typename T>
@@ -362,9 +359,6 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     HERD_RETURN_IF_ERROR(maybe_inject_fault());
     Timer step_timer;
     const double wait_at_start = comm_wait_clock ? comm_wait_clock() : 0.0;
-    const double comm_cpu_at_start = comm_cpu_clock ? comm_cpu_clock() : 0.0;
-    const double cpu_at_start = measure::thread_cpu_seconds();
-    const double delay_at_start = measure::thread_run_delay_seconds();
     HERD_ASSIGN_OR_RETURN(data::Loader * next, loader_for(ramp_.at(tokens_)));
     if (next != current_) {
       HERD_RETURN_IF_ERROR(next->restore(current_->state()));
@@ -429,16 +423,13 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     tokens_ += step_tokens;
     if (comm_wait_clock) rec.comm_wait_s = comm_wait_clock() - wait_at_start;
     // fault.slow_rank stretches this rank's step (inside its step time, as a slow host's would be).
-    const double slept = maybe_slow_down(step_timer.seconds() - std::max(0.0, rec.comm_wait_s));
+    maybe_slow_down(step_timer.seconds() - std::max(0.0, rec.comm_wait_s));
     const double dt = step_timer.seconds();
     step_seconds_total += dt;
     if (rec.comm_wait_s >= 0) {
-      const double busy = busy_seconds(
-          dt - rec.comm_wait_s, measure::thread_run_delay_seconds() - delay_at_start, delay_at_start >= 0,
-          measure::thread_cpu_seconds() - cpu_at_start - (comm_cpu_clock ? comm_cpu_clock() - comm_cpu_at_start : 0.0),
-          slept);
-      stragglers_.add_step(busy, rec.comm_wait_s);
-      if (recorder) recorder->note_step(step_, busy, rec.comm_wait_s);
+      // Busy: the step outside collectives (the control all-reduce included, as every collective).
+      stragglers_.add_step(dt - rec.comm_wait_s, rec.comm_wait_s);
+      if (recorder) recorder->note_step(step_, dt - rec.comm_wait_s, rec.comm_wait_s);
     }
     rec.straggler_check = ctl.straggler_check;
     rec.stragglers = ctl.stragglers;

@@ -108,9 +108,6 @@ class Trainer {
   // Seconds this rank has spent blocked in collectives so far (the launcher's TimedCommunicator);
   // when set, every StepRecord carries its step's share (the measured exposed communication).
   std::function<double()> comm_wait_clock;
-  // The CPU seconds this rank's thread has spent inside collectives so far (the same communicator); with
-  // comm_wait_clock, what the straggler watch measures busy time by (straggler_monitor.h).
-  std::function<double()> comm_cpu_clock;
   // When set, called at each step with what the rank is doing ("step 12"): the rank's heartbeat, which
   // the watchdog reads (train/watchdog.h). run_rank points it at the world's flight recorder.
   std::function<void(const std::string&)> heartbeat;
@@ -148,8 +145,7 @@ class Trainer {
   // diagnostics.dump_every, SIGUSR1/SIGUSR2 (preempt.h): this rank's flight recorder, dumped.
   void dump_recorder(const std::string& reason);
   Status inject_kill(std::int64_t step, const std::string& why);
-  // Returns the seconds it slept (0 when the rank is not slowed).
-  double maybe_slow_down(double compute_s);
+  void maybe_slow_down(double compute_s);
   Result<data::Loader*> loader_for(const BatchShape& shape);
   // This rank's part of one global step: M global micro-batches from a loader, each cut to this rank's
   // rows, and the real and total tokens of the whole global step.
