@@ -112,7 +112,7 @@ def main():
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "config": {"layout": "tp2 x dp2, ranks as threads", "steps": a.steps, "slow_rank": a.slow_rank,
                       "slow_factor": a.slow_factor, "slow_from_step": a.slow_from,
-                      "straggler_every": 4, "straggler_window": 10, "straggler_threshold": 1.3},
+                      "straggler_every": 3, "straggler_window": 10, "straggler_threshold": 1.3},
            "load_average": [before, after], "summary": summary, "clean": clean, "slow": slow}
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     with open(a.out, "w") as f:

@@ -133,25 +133,18 @@ TEST_F(TraceCli, HangInAnMpi8RankTp2Cp2Pp2JobNamesTheHungRank) {
 }
 #endif
 
-// diagnostics.dump_every: a healthy TP2 x DP2 job whose rank 2 is slowed 1.5x (fault.slow_rank) leaves
+// diagnostics.dump_every: a healthy TP2 x DP2 job whose rank 2 is slowed 2x (fault.slow_rank; the trace judges
+// one 10-step window, without the live watch's three checks in a row, so 1.5x sits too near 1.3x) leaves
 // every rank's dump every 10 steps; `herd trace` on them names no culprit, each rank's last step, and
 // rank 2 as the straggler that the others wait on, as the trainer's own check did (its metrics).
 TEST_F(TraceCli, PeriodicDumpsOfAJobWithASlowRankNameTheStraggler) {
   const std::string model = (dir_ / "straggler.json").string();
-  std::ofstream(model) << model::config_to_hf_json(herd::test_models::test_llama({.name = "straggler",
-                                                                                  .hidden = 64,
-                                                                                  .ffn = 128,
-                                                                                  .layers = 2,
-                                                                                  .heads = 8,
-                                                                                  .kv_heads = 4,
-                                                                                  .head_dim = 8,
-                                                                                  .max_seq = 64}))
-                              .dump();
+  std::ofstream(model) << model::config_to_hf_json(herd::test_models::straggler_llama()).dump();
   const std::string dumps = (dir_ / "periodic").string(), metrics = (dir_ / "periodic.jsonl").string();
   auto r = run_herd("train --data.dir=" + dir_.string() + " --model.name=" + model +
                     " --data.seq_len=64 --train.global_batch=8 --parallel.microbatch_size=2 --tp 2 --dp 2"
-                    " --train.steps=30 --train.threads=1 --eval.every=0 --generate.samples=0 --fault.slow_rank=2"
-                    " --fault.slow_factor=1.5 --fault.slow_from_step=5 --diagnostics.dump_every=10"
+                    " --train.steps=40 --train.threads=1 --eval.every=0 --generate.samples=0 --fault.slow_rank=2"
+                    " --fault.slow_factor=2 --fault.slow_from_step=3 --diagnostics.dump_every=10"
                     " --diagnostics.job_id=slow --diagnostics.dir=" +
                     dumps + " --train.metrics_file=" + metrics);
   ASSERT_EQ(r.status, 0) << r.err;
@@ -167,7 +160,7 @@ TEST_F(TraceCli, PeriodicDumpsOfAJobWithASlowRankNameTheStraggler) {
   ASSERT_EQ(j["stragglers"].size(), 1u) << t.out;
   EXPECT_EQ(j["stragglers"][0]["rank"], 2);
   EXPECT_GT(j["stragglers"][0]["slowdown"].get<double>(), 1.3);
-  for (int rank = 0; rank < 4; ++rank) EXPECT_EQ(j["ranks"][rank]["last_step"], 30) << t.out;
+  for (int rank = 0; rank < 4; ++rank) EXPECT_EQ(j["ranks"][rank]["last_step"], 40) << t.out;
   // The metrics file's checks agree: rank 2 and only rank 2.
   std::ifstream in(metrics);
   int flagged = 0;

@@ -36,4 +36,17 @@ inline model::LlamaConfig test_llama(const TestShape& s) {
   return c;
 }
 
+// A model whose training step is milliseconds of compute on this machine, not microseconds of
+// scheduling noise: what the straggler tests time (tests/train/straggler_test.cpp, tests/cli/trace_cli_test.cpp).
+inline model::LlamaConfig straggler_llama() {
+  return test_llama({.name = "straggler",
+                     .hidden = 64,
+                     .ffn = 128,
+                     .layers = 2,
+                     .heads = 8,
+                     .kv_heads = 4,
+                     .head_dim = 8,
+                     .max_seq = 64});
+}
+
 }  // namespace herd::test_models

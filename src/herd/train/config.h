@@ -143,7 +143,7 @@ struct DiagnosticsSection {
   // Straggler detection (train/straggler_monitor.h): every N steps (0: off) the ranks' median busy times
   // over the last `window` steps are compared with their pipeline stage's peers; a rank busier than the
   // peers' median by `threshold` at three checks in a row is flagged.
-  std::int64_t straggler_every = 4;
+  std::int64_t straggler_every = 3;
   std::int64_t straggler_window = 10;
   double straggler_threshold = 1.3;
 };

@@ -433,10 +433,8 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     }
     rec.straggler_check = ctl.straggler_check;
     rec.stragglers = ctl.stragglers;
-    if (lead && !quiet) {
-      for (const std::string& n : ctl.straggler_check ? stragglers_.news() : std::vector<std::string>{}) {
-        log_warning(n);
-      }
+    if (lead && !quiet && ctl.straggler_check) {
+      for (const std::string& n : stragglers_.news()) log_warning(n);
     }
     const bool last = step_ == steps || step_ == stop_after;
     if (writer_ && (step_ % cfg_.checkpoint.every == 0 || last || ctl.stop)) {
@@ -585,8 +583,9 @@ Status Trainer<T>::finish_checkpoints() {
 
 template <typename T>
 Result<typename Trainer<T>::StepControl> Trainer<T>::agree_step(bool nonfinite_here) {
-  std::vector<double> v = {preemption_requested() ? 1.0 : 0.0, nonfinite_here ? 1.0 : 0.0,
-                           checkpoint_failed_here_ ? 1.0 : 0.0};
+  // control_ keeps its capacity across steps: the common step allocates nothing.
+  std::vector<double>& v = control_;
+  v.assign({preemption_requested() ? 1.0 : 0.0, nonfinite_here ? 1.0 : 0.0, checkpoint_failed_here_ ? 1.0 : 0.0});
   StepControl c;
   c.straggler_check = stragglers_.due(step_ + 1);
   if (c.straggler_check) {

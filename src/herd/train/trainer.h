@@ -181,6 +181,7 @@ class Trainer {
   std::int64_t nonfinite_run_ = 0;  // consecutive skipped steps
   bool preempted_ = false;
   StragglerMonitor stragglers_;
+  std::vector<double> control_;  // agree_step's all-reduce buffer
 };
 
 }  // namespace herd::train
