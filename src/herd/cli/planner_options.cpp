@@ -117,6 +117,18 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
   return in;
 }
 
+planner::SearchSpace search_space(const PlannerOptions& o, const PlannerInputs& in) {
+  planner::SearchSpace space;
+  if (o.knobs.v) space.v = in.base.v;
+  if (o.knobs.microbatch) space.microbatch = in.base.microbatch;
+  if (o.knobs.n) space.n = in.base.n;
+  if (o.knobs.recompute) space.recompute = in.base.recompute;
+  if (o.knobs.sequence_parallel) space.sequence_parallel = in.base.sequence_parallel;
+  space.zero = in.base.zero;
+  space.reshard_after_forward = in.base.reshard_after_forward;
+  return space;
+}
+
 Status write_text_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   if (!out) return make_error(path, ": cannot write; check the directory");
