@@ -482,7 +482,7 @@ Result<FamilyChoice> choose(const Ctx& c, const Layout& degrees, bool hints) {
               std::to_string(l.tp) + " --cp " + std::to_string(l.cp) + " --pp " + std::to_string(l.pp) + " --dp " +
               std::to_string(l.dp) + " (" + format_bytes(p->ranked.front().memory.total_bytes) + ")";
     }
-    hint += "; or accelerators with at least " + format_bytes(need) + " of memory";
+    hint += "; accelerators with at least " + format_bytes(need) + " of memory would hold it";
     out.to_fit = hint;
   }
   return out;
