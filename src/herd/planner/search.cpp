@@ -257,7 +257,18 @@ FamilyScan scan_family(const Ctx& c, const FamilyCosts& fc, bool keep_all, ScanM
   }
   const double capacity = c.cluster.memory_bytes();
   std::priority_queue<double> best;  // the family's kFamilySimulated best fitting times (max on top)
-  for (const Outer& o : fc.outers) {
+  // To learn whether anything fits, the leanest first: most recompute, smallest micro-batches,
+  // sequence parallelism on.
+  std::vector<const Outer*> order;
+  for (const Outer& o : fc.outers) order.push_back(&o);
+  if (mode == ScanMode::kUntilOneFits) {
+    std::stable_sort(order.begin(), order.end(), [](const Outer* a, const Outer* b) {
+      return std::make_tuple(-static_cast<int>(a->layout.recompute), a->layout.microbatch, !a->layout.sp()) <
+             std::make_tuple(-static_cast<int>(b->layout.recompute), b->layout.microbatch, !b->layout.sp());
+    });
+  }
+  for (const Outer* op : order) {
+    const Outer& o = *op;
     if (mode == ScanMode::kUntilOneFits && out.fitting > 0) break;
     Layout y = o.layout;
     combinations(c, schedule_knobs, 0, y, [&](const Layout& x) {
