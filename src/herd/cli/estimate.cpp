@@ -204,7 +204,8 @@ int run_estimate(const EstimateOptions& o) {
 
 Subcommand add_estimate_command(CLI::App& root) {
   auto o = std::make_shared<EstimateOptions>();
-  CLI::App* app = root.add_subcommand("estimate", "Memory and step time of one 4D layout, broken down");
+  CLI::App* app = root.add_subcommand(
+      "estimate", "Memory and step time of one 4D layout, broken down; knobs not given are chosen by plan's search");
   add_planner_options(app, o->p);
   app->add_option("--tp", o->tp, "Tensor-parallel degree")->required()->check(positive_integer());
   app->add_option("--cp", o->cp, "Context-parallel degree")->required()->check(positive_integer());
