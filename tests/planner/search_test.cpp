@@ -138,6 +138,34 @@ TEST(Search, GivenKnobsAreFixedAndTheRestExplained) {
   EXPECT_GT(c->simulated, 0);
 }
 
+// A knob whose other values cannot fit says so, with what the leanest of them needs (simulated); one
+// whose runner-up fits names the values with which nothing does.
+TEST(Search, FitsOnlyWithAndNothingFitsWith) {
+  const auto cfg = *model::preset("llama3-405b");
+  const auto cluster = *topology::cluster_preset("llama3-h100");
+  const TrainingSpec t{8192, 2048, Precision::kBF16};
+  Result<FamilyChoice> c = choose_layout(cfg, cluster, t, degrees(2, 1, 32, 256), 16384, SearchSpace{});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  ASSERT_TRUE(c->best.fits());
+  const KnobChoice& rc = knob(*c, "recompute");
+  EXPECT_EQ(rc.value, "full");
+  EXPECT_EQ(rc.why.rfind("fits only with --recompute full: the leanest with another value", 0), 0u) << rc.why;
+  ASSERT_TRUE(rc.runner_up);
+  EXPECT_FALSE(rc.runner_up->fits);
+  EXPECT_GT(rc.runner_up->memory_bytes, c->best.memory.capacity_bytes);
+
+  SearchSpace v2;
+  v2.v = 2;
+  c = choose_layout(cfg, cluster, t, degrees(8, 1, 16, 128), 16384, v2);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  const KnobChoice& r2 = knob(*c, "recompute");
+  EXPECT_EQ(r2.value, "selective");
+  EXPECT_NE(r2.why.find("nothing fits with --recompute none"), std::string::npos) << r2.why;
+  ASSERT_TRUE(r2.runner_up);
+  EXPECT_TRUE(r2.runner_up->fits);
+  EXPECT_EQ(r2.runner_up->value, "full");
+}
+
 TEST(Search, NothingFitsSaysWhatWould) {
   const auto cfg = *model::preset("llama3-405b");
   const auto cluster = *topology::cluster_preset("llama3-h100");
