@@ -162,14 +162,16 @@ void combinations(const Ctx& c, const std::vector<const Knob*>& ks, std::size_t 
   }
 }
 
-// Layer assignments by (PP, V), shared by every family and variant of one search.
+// Layer assignments, shared by every family and variant of one search with the same layout fields
+// that assign_layers reads (PP and V; a layer-split knob joins the key here).
 class Assignments {
  public:
   explicit Assignments(std::int64_t layers) : layers_(static_cast<int>(layers)) {}
-  const Result<schedule::LayerAssignment>& get(std::int64_t pp, int v) {
-    auto it = cache_.find({pp, v});
+  const Result<schedule::LayerAssignment>& get(const Layout& l) {
+    const std::pair<std::int64_t, int> key{l.pp, l.v};
+    auto it = cache_.find(key);
     if (it == cache_.end()) {
-      it = cache_.emplace(std::make_pair(pp, v), schedule::assign_layers(layers_, static_cast<int>(pp), v, true)).first;
+      it = cache_.emplace(key, schedule::assign_layers(layers_, static_cast<int>(l.pp), l.v, true)).first;
     }
     return it->second;
   }
@@ -273,7 +275,7 @@ FamilyScan scan_family(const Ctx& c, const FamilyCosts& fc, bool keep_all, ScanM
     Layout y = o.layout;
     combinations(c, schedule_knobs, 0, y, [&](const Layout& x) {
       if (mode == ScanMode::kUntilOneFits && out.fitting > 0) return;
-      const Result<schedule::LayerAssignment>& assign = assignments.get(x.pp, x.v);
+      const Result<schedule::LayerAssignment>& assign = assignments.get(x);
       if (!assign.ok()) {
         out.last_error = assign.error().message();
         return;
