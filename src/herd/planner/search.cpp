@@ -457,8 +457,8 @@ Result<FamilyChoice> choose(const Ctx& c, const Layout& degrees, bool hints) {
       return make_error(scan.last_error.empty() ? "no layout of these degrees could be simulated" : scan.last_error);
   }
   // A knob's runner-up is simulated; should one be faster than the choice (the quick pass ranked it
-  // lower), it becomes the choice and every knob is explained again.
-  for (int round = 0; round < 4; ++round) {
+  // lower), it becomes the choice and every knob is explained again (at most 3 times).
+  for (int round = 0;; ++round) {
     out.knobs.clear();
     std::optional<Estimate> faster;
     for (const Knob& k : knobs()) {
@@ -468,7 +468,7 @@ Result<FamilyChoice> choose(const Ctx& c, const Layout& degrees, bool hints) {
         faster = *sims.get(r->layout);
       }
     }
-    if (!faster) break;
+    if (!faster || round == 3) break;
     best = std::move(faster);
   }
   out.best = std::move(*best);
