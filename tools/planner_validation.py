@@ -112,6 +112,7 @@ def run_all(herd, data_path):
                 r["predicted"] = j["step_time_s"]
                 r["fits"] = j["fits"]
                 r["mfu"] = j["mfu"]
+                r["time"] = j["time"]
                 r["err_pct"] = 100.0 * (j["step_time_s"] - run["derived_step_time_s"]) / run["derived_step_time_s"]
             results.append(r)
     return doc, results, flags, precisions
@@ -155,9 +156,10 @@ def write_svg(results, path):
            if "predicted" in r]
     groups = sorted({g for _, _, g, _ in pts})
     colour = {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(groups)}
-    lo = 10 ** math.floor(math.log10(min(min(a, b) for a, b, _, _ in pts)))
-    hi = 10 ** math.ceil(math.log10(max(max(a, b) for a, b, _, _ in pts)))
-    W, H, L, R, T, B = 760, 600, 70, 250, 40, 60
+    ticks = [m * 10.0 ** e for e in range(-3, 6) for m in (1, 2, 5)]
+    lo = max(t for t in ticks if t <= min(min(a, b) for a, b, _, _ in pts))
+    hi = min(t for t in ticks if t >= max(max(a, b) for a, b, _, _ in pts))
+    W, H, L, R, T, B = 900, 600, 70, 330, 40, 60
     pw, ph = W - L - R, H - T - B
 
     def x(v):
@@ -171,18 +173,13 @@ def write_svg(results, path):
            f'<rect x="0" y="0" width="{W}" height="{H}" fill="white"/>',
            f'<text x="{L + pw / 2}" y="22" text-anchor="middle" font-size="14">herd predicted vs published step time '
            f'({len(pts)} runs, MAPE {mape(results):.1f}%)</text>']
-    d = lo
-    while d <= hi * 1.0001:
-        for m in (1, 2, 5):
-            v = d * m
-            if v < lo or v > hi:
-                continue
+    for v in ticks:
+        if lo <= v <= hi:
             out.append(f'<line x1="{x(v):.1f}" y1="{T}" x2="{x(v):.1f}" y2="{T + ph}" stroke="#e0e0e0"/>')
             out.append(f'<line x1="{L}" y1="{y(v):.1f}" x2="{L + pw}" y2="{y(v):.1f}" stroke="#e0e0e0"/>')
             lab = f"{v:g}"
             out.append(f'<text x="{x(v):.1f}" y="{T + ph + 16}" text-anchor="middle">{lab}</text>')
             out.append(f'<text x="{L - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{lab}</text>')
-        d *= 10
     out.append(f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="none" stroke="black"/>')
     # y = x and the +-15% band
     out.append(f'<line x1="{x(lo):.1f}" y1="{y(lo):.1f}" x2="{x(hi):.1f}" y2="{y(hi):.1f}" stroke="black"/>')
@@ -252,7 +249,20 @@ def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc):
         lines.append(f"| {run['id']} | {run['system']} | {run['gpus']} x {run['accelerator']} | {model_text(run)} | "
                      f"{layout_text(run)} | {fmt_published(run)} | {run['derived_step_time_s']:.3f} | {pred} | {err} | {fits} |")
     lines += ["", "`fits` is herd's memory verdict; every run here did run, so `no` is a memory-model miss "
-              "(or an assumed knob, e.g. recompute, that the real run set differently).", ""]
+              "(or an assumed knob, e.g. recompute, that the real run set differently).", "",
+              "## Largest misses and where herd puts the time", "",
+              "herd's step-time breakdown (seconds) for the ten runs it misses most; `exposed` is communication "
+              "not hidden behind compute. The run's notes and assumptions are in the JSON.", "",
+              "| id | error | published s | predicted s | compute | bubble | exposed TP | exposed CP | exposed PP | "
+              "exposed DP | optimizer + stragglers |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(ok, key=lambda r: -abs(r["err_pct"]))[:10]:
+        t = r["time"]
+        e = t["exposed_comm_s"]
+        lines.append(f"| {r['run']['id']} | {r['err_pct']:+.1f}% | {r['run']['derived_step_time_s']:.3f} | "
+                     f"{r['predicted']:.3f} | {t['compute_s']:.3f} | {t['bubble_s']:.3f} | {e['tp']:.3f} | "
+                     f"{e['cp']:.3f} | {e['pp']:.3f} | {e['dp']:.3f} | {t['optimizer_s'] + t['straggler_s']:.3f} |")
+    lines.append("")
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
