@@ -98,7 +98,11 @@ def run_all(herd, data_path):
                     json.dump(model, mf)
             else:
                 model_path = model
-            args, dropped = estimate_args(run, data_dir, model_path, flags, precisions)
+            try:
+                args, dropped = estimate_args(run, data_dir, model_path, flags, precisions)
+                run["derived_step_time_s"], run["group"], run["id"]
+            except KeyError as e:
+                fail(f"{data_path}: run '{run.get('id', '?')}' has no field {e}; every run needs the fields listed in the JSON's 'about'")
             p = subprocess.run([herd] + args, capture_output=True, text=True, check=False)
             r = {"run": run, "dropped": dropped, "args": args}
             if p.returncode != 0:
