@@ -193,6 +193,28 @@ TEST(PublishedRuns, DataIsCompleteAndConsistent) {
   for (const auto& id : data()["bounds"]["tight_runs"]) EXPECT_TRUE(ids.count(id.get<std::string>())) << id;
 }
 
+// Inline architectures against the parameter counts their sources print (llm-foundry's NumParams
+// column, the BLOOM paper's 176,247M): `herd model FILE --json` must count the same parameters, so a
+// mistyped width, depth or bias flag in the data shows here.
+TEST(PublishedRuns, InlineModelsMatchPublishedParameterCounts) {
+  ASSERT_TRUE(data().contains("runs"));
+  int checked = 0;
+  for (const auto& run : data()["runs"]) {
+    if (!run["model"].is_object() || !run["published"].contains("num_params")) continue;
+    const std::string id = run["id"].get<std::string>();
+    const std::string path =
+        std::string(::testing::TempDir()) + "/published_model_" + std::to_string(getpid()) + "_" + id + ".json";
+    std::ofstream(path) << run["model"].dump();
+    const CmdOut r = run_herd("model " + path + " --json");
+    ASSERT_EQ(r.status, 0) << id << ": " << r.out;
+    const double herd_params = herd::Json::parse(r.out)["params_total"].get<double>();
+    const double published = run["published"]["num_params"].get<double>();
+    EXPECT_NEAR(herd_params, published, 1e-5 * published) << id;
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
+
 // The runs herd met within the per-run bound when the bounds were written must stay within it.
 TEST(PublishedRuns, TightRunsWithinTheirBound) {
   ASSERT_TRUE(data().contains("bounds"));
