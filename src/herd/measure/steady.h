@@ -20,10 +20,10 @@
 namespace herd::measure {
 
 struct SteadyOptions {
-  int takes = 2;                // takes of every measurement; the best is kept
-  int max_takes = 4;            // at most this many in all, disturbed ones redone
-  double max_background = 0.25; // other jobs' load during a take (host_share's B) above this: disturbed
-  bool load_sensitive = true;   // false: the take runs on a thread's CPU clock; other jobs do not disturb it
+  int takes = 2;                 // takes of every measurement; the best is kept
+  int max_takes = 4;             // at most this many in all, disturbed ones redone
+  double max_background = 0.25;  // other jobs' load during a take (host_share's B) above this: disturbed
+  bool load_sensitive = true;    // false: the take runs on a thread's CPU clock; other jobs do not disturb it
 };
 
 // One take of a measurement: its seconds (shorter is better).
@@ -48,9 +48,9 @@ struct Take {
 
 struct SteadyResult {
   std::string what;
-  double seconds = 0;       // the best undisturbed take, or the best take when all were disturbed
-  std::vector<Take> takes;  // in order
-  bool disturbed = false;   // every take was disturbed: the result is the best of disturbed takes
+  double seconds = 0;           // the best undisturbed take, or the best take when all were disturbed
+  std::vector<Take> takes;      // in order
+  bool disturbed = false;       // every take was disturbed: the result is the best of disturbed takes
   int disturbed_takes() const;  // how many takes were disturbed (each was redone while the bound allowed)
   // One line: "gemm, all cores: 2 takes, best 12.30 ms", with "(1 disturbed: WHY)" when a take was
   // redone and "; every take was disturbed: ..." when none was clean.
