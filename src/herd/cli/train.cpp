@@ -140,8 +140,8 @@ void print_ranking(const planner::PlanResult& r, std::int64_t ranks, const std::
   }
 }
 
-// --layout and --ranks on their own, before any data is read.
-Status check_layout_flags(const TrainOptions& o) {
+// --layout and --ranks on their own, before any data is read. `world`: mpirun's rank count, else 0.
+Status check_layout_flags(const TrainOptions& o, std::int64_t world) {
   if (!o.layout) {
     if (o.ranks) return make_error("--ranks ", *o.ranks, ": only with --layout auto (which it sizes); give both");
     return Status::Ok();
@@ -156,6 +156,10 @@ Status check_layout_flags(const TrainOptions& o) {
                         " was given; drop it, or drop --layout auto");
     }
   }
+  if (world > 0 && o.ranks && *o.ranks != world) {
+    return make_error("--ranks ", *o.ranks, ": under mpirun the world size (", world,
+                      ") fixes the rank count; drop --ranks or run mpirun -np ", *o.ranks);
+  }
   return Status::Ok();
 }
 
@@ -166,11 +170,7 @@ Status choose_layout(const TrainOptions& o, train::TrainConfig& cfg, const model
   if (!o.layout) return Status::Ok();
   std::int64_t ranks = o.ranks.value_or(0);
   if (world > 0) {
-    if (o.ranks && *o.ranks != world) {
-      return make_error("--ranks ", *o.ranks, ": under mpirun the world size (", world,
-                        ") fixes the rank count; drop --ranks or run mpirun -np ", *o.ranks);
-    }
-    ranks = world;
+    ranks = world;  // check_layout_flags: a different --ranks was refused
   } else if (!o.ranks) {
     ranks = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
@@ -297,13 +297,14 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   if (!cfg.ok()) return report_error("train", cfg.error());
   if (Status s = apply_flags(o, *cfg); !s.ok()) return report_error("train", s.error());
   if (Status s = train::validate(*cfg); !s.ok()) return report_error("train", s.error());
-  if (Status s = check_layout_flags(o); !s.ok()) return report_error("train", s.error());
   if (o.print_config) {
     std::cout << json_text(train::to_json(*cfg), 2) << "\n";
     return 0;
   }
   Result<comm::Backend> backend = train::resolve_backend(*cfg);
   if (!backend.ok()) return report_error("train", backend.error());
+  const std::int64_t world = *backend == comm::Backend::kMpi ? launcher_world_size() : 0;
+  if (Status s = check_layout_flags(o, world); !s.ok()) return report_error("train", s.error());
   if (cfg->fault.max_restarts > 0 && !o.supervised) {
     if (*backend == comm::Backend::kMpi) {
       return report_error("train", make_error("fault.max_restarts (", cfg->fault.max_restarts,
@@ -317,8 +318,7 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   if (!in.ok()) return report_error("train", in.error());
   const bool lead = *backend != comm::Backend::kMpi || comm::launcher_rank() == 0;
   resolve_calibration(o, *cfg, lead && !o.print_config);
-  if (Status s = choose_layout(o, *cfg, in->model, *backend == comm::Backend::kMpi ? launcher_world_size() : 0, lead);
-      !s.ok()) {
+  if (Status s = choose_layout(o, *cfg, in->model, world, lead); !s.ok()) {
     return report_error("train", s.error());
   }
   if (Status s = train::check_layout(*cfg, in->model, *backend == comm::Backend::kMpi ? 0 : cfg->parallel.world());
