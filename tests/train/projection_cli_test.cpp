@@ -27,7 +27,8 @@ class ProjectionCli : public herd::testing::ParityRunDir {
     return herd::testing::run_herd(
         "train " + data_and_model() +
         " --data.seq_len=16 --train.global_batch=8 --parallel.microbatch_size=4 --train.steps=3" +
-        " --eval.every=0 --eval.batches=1 --generate.samples=0 " + args);
+        " --eval.every=0 --eval.batches=1 --generate.samples=0 --calibration-dir " + (dir_ / "store").string() + " " +
+        args);
   }
 };
 
@@ -37,8 +38,10 @@ TEST_F(ProjectionCli, PlannedAndMeasuredLinesOnOneRankAndOnTpDp) {
     auto r = train(layout + " --train.projection_file=" + summary);
     ASSERT_EQ(r.status, 0) << r.err;
     const std::string all = r.out + r.err;
-    EXPECT_NE(all.find("planned (local-cpu, " + std::string(layout.empty() ? "1 rank, " : "4 ranks, ")),
-              std::string::npos)
+    // No calibration of this machine in the (empty) store: the committed preset, said so on the line.
+    EXPECT_NE(
+        all.find("planned (local-cpu preset, uncalibrated, " + std::string(layout.empty() ? "1 rank, " : "4 ranks, ")),
+        std::string::npos)
         << all;
     EXPECT_NE(all.find(" background jobs): step "), std::string::npos) << all;
     EXPECT_NE(all.find(" background jobs over the run): step "), std::string::npos) << all;
@@ -92,6 +95,14 @@ TEST_F(ProjectionCli, CalibrateWritesALoadableClusterWithARuntimeEfficiency) {
   const Json j = Json::parse(herd::testing::slurp(out));
   EXPECT_GT(j["calibration"]["reference_step_s"].get<double>(), 0.0);
   EXPECT_GT(j["calibration"]["reference_step_kernels_only_s"].get<double>(), 0.0);
+  // When and where it was taken, the load it saw, and every take of every measurement (two at least).
+  const Json& rec = j["calibration"];
+  EXPECT_EQ(rec["taken_at"].get<std::string>().size(), 20u) << rec["taken_at"];
+  EXPECT_FALSE(rec["host"].get<std::string>().empty());
+  EXPECT_TRUE(rec["other_runnable_processes"].is_array());
+  EXPECT_FALSE(rec["loadavg"].get<std::string>().empty());
+  ASSERT_GE(rec["measurements"].size(), 7u);
+  for (const Json& m : rec["measurements"]) EXPECT_GE(m["takes"].size(), 2u) << m["what"];
 }
 
 }  // namespace

@@ -14,12 +14,21 @@
 // projection of it from those kernel rates: their ratio, the runtime efficiency, derates every compute
 // rate; and the same work per rank on two thread ranks (DP = 2), communication taken out: the multi-rank
 // efficiency.
+// Every measurement above is taken several times and the best take kept; a take that ran beside other
+// jobs (the /proc accounting around it, wall-clock measurements) or gave an implausible result (a thread
+// scaling far below 1, a rate far from this machine's last calibration of the same shapes) is redone, a
+// bounded number of times, and one line says what was redone and why (measure/steady.h). The file
+// records when it was taken, on which host and CPU, the load average and the other runnable processes
+// at the time, and every take. Without --out it is this machine's stored calibration
+// (train/calibration_store.h), which `herd train` then uses by default.
 // The committed preset's numbers came from this command; docs/projection.md. The timers, the communicator's
 // timing and fit and the host readers are measure/'s; this file drives them and writes the cluster.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -27,16 +36,20 @@
 #include "herd/cli/table.h"
 #include "herd/core/format.h"
 #include "herd/core/json_text.h"
+#include "herd/core/log.h"
 #include "herd/kernels/attention.h"
 #include "herd/kernels/gemm.h"
 #include "herd/kernels/rmsnorm.h"
 #include "herd/measure/comm_fit.h"
 #include "herd/measure/host.h"
+#include "herd/measure/machine.h"
+#include "herd/measure/steady.h"
 #include "herd/measure/timing.h"
 #include "herd/model/config.h"
 #include "herd/model/flops.h"
 #include "herd/planner/cost.h"
 #include "herd/topology/cluster.h"
+#include "herd/train/calibration_store.h"
 #include "herd/train/dist_model.h"
 #include "herd/train/launch.h"
 #include "herd/train/projection.h"
@@ -50,10 +63,23 @@ struct CalibrateOptions {
   std::string model = "tiny";
   std::int64_t micro_batch = 8;
   std::int64_t seq_len = 256;
-  std::string out = "build/local-cpu.json";
+  std::string out;              // empty: this machine's stored calibration
+  std::string calibration_dir;  // the store (train/calibration_store.h); empty: beside the executable
+  std::string previous;         // compare with this calibration; empty: the stored one; "none": no comparison
+  bool if_missing = false;      // a calibration at the output already: say so and measure nothing
   int repeats = 7;
+  int takes = 2;
   double background_jobs = -1;  // -1: measured from /proc
 };
+
+// How far a rate may move from this machine's last calibration of the same shapes before the take is
+// redone: this kind of shared virtual machine moves up to 1.8x between hours (docs/projection.md), so
+// a change that survives the retries is kept, and said.
+constexpr double kFarFromLast = 1.5;
+
+// A two-thread (all-core) GEMM scaling below this is not a property of the cores but of something that
+// ran beside the take (the 0.17 against 1.0 clean): the take is redone.
+constexpr double kLowestScaling = 0.5;
 
 // The median of the repeats (measure/timing.h): one-thread kernels on this thread's CPU clock (a
 // core of its own even when other jobs share the cores), several threads on the wall clock.
@@ -65,11 +91,16 @@ double time_median(int repeats, F&& f) {
 
 std::vector<float> filled(std::int64_t n, float x) { return std::vector<float>(static_cast<std::size_t>(n), x); }
 
-// Total FLOPs over total time of the layer's and head's GEMMs, three transposes each.
-double gemm_flops_per_s(const model::LlamaConfig& m, std::int64_t rows, int repeats, Table* t, const char* label) {
+// Total FLOPs over total time of the layer's and head's GEMMs, three transposes each; `rows` gets one
+// table row per shape.
+struct GemmTake {
+  double flops = 0, seconds = 0;
+  std::vector<std::vector<std::string>> rows;
+};
+GemmTake gemm_take(const model::LlamaConfig& m, std::int64_t rows, int repeats, const char* label) {
   const std::int64_t h = m.hidden, q = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
   const std::int64_t shapes[][2] = {{q + 2 * kv, h}, {h, q}, {2 * m.ffn_hidden, h}, {h, m.ffn_hidden}, {m.vocab, h}};
-  double flops = 0, secs = 0;
+  GemmTake out;
   for (const auto& s : shapes) {
     const std::int64_t n = s[0], k = s[1];
     std::vector<float> a = filled(rows * std::max(n, k), 0.01f), b = filled(n * k, 0.02f);
@@ -86,12 +117,39 @@ double gemm_flops_per_s(const model::LlamaConfig& m, std::int64_t rows, int repe
       kernels::gemm<float>(Trans::kYes, Trans::kNo, n, k, rows, 1.f, a.data(), n, c.data(), k, 1.f, w.data(), k);
     });
     const double fl = 2.0 * static_cast<double>(rows * n * k);
-    flops += 3 * fl;
-    secs += f + d + g;
-    t->add({std::string("gemm ") + label, std::to_string(rows) + "x" + std::to_string(n) + "x" + std::to_string(k),
-            format_fixed(1e3 * (f + d + g) / 3, 3) + " ms", format_fixed(3 * fl / (f + d + g) / 1e9, 1) + " GFLOP/s"});
+    out.flops += 3 * fl;
+    out.seconds += f + d + g;
+    out.rows.push_back(
+        {std::string("gemm ") + label, std::to_string(rows) + "x" + std::to_string(n) + "x" + std::to_string(k),
+         format_fixed(1e3 * (f + d + g) / 3, 3) + " ms", format_fixed(3 * fl / (f + d + g) / 1e9, 1) + " GFLOP/s"});
   }
-  return flops / secs;
+  return out;
+}
+
+// This machine's last calibration of the same model and shapes, to compare rates with; nullopt when
+// there is none (or --previous none). A comparison that cannot be read is no comparison, said once.
+std::optional<train::StoredCalibration> previous_calibration(const CalibrateOptions& o, const std::string& out,
+                                                             const std::string& shape) {
+  if (o.previous == "none") return std::nullopt;
+  const std::string path = o.previous.empty() ? out : o.previous;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  Result<train::StoredCalibration> c = train::read_calibration(path);
+  if (!c.ok()) {
+    log_warning("calibrate: not comparing with ", path, ": ", c.error().message());
+    return std::nullopt;
+  }
+  const Json& r = c->record;
+  if (!r.contains("shape") || !r["shape"].is_string() || r["shape"].get<std::string>() != shape) return std::nullopt;
+  return std::move(*c);
+}
+
+// "" when `now` is within kFarFromLast of `last` (or there is no last), else why the take is redone.
+std::string far_from_last(const char* what, double now, double last, const std::string& taken_at) {
+  if (!(last > 0) || !(now > 0)) return "";
+  const double r = now / last;
+  if (r <= kFarFromLast && r >= 1 / kFarFromLast) return "";
+  return std::string(what) + " " + format_fixed(r, 2) + "x the last calibration's (" + taken_at + ")";
 }
 
 // Random documents of the model's vocabulary, enough for `tokens` tokens.
@@ -109,7 +167,7 @@ std::shared_ptr<const data::TokenDocuments> random_documents(std::int64_t vocab,
 }
 
 struct ReferenceStep {
-  double step_s = 0;  // median step
+  double step_s = 0;  // median step (the first left out)
   double comm_s = 0;  // median time inside the communicator per step (the distributed path only)
 };
 
@@ -141,22 +199,81 @@ int run_calibrate(const CalibrateOptions& o) {
   Result<model::LlamaConfig> mr = model::resolve_model(o.model);
   if (!mr.ok()) return report_error("calibrate", mr.error());
   const model::LlamaConfig& m = *mr;
+  const train::MachineKey machine = train::this_machine();
+  const std::string out = o.out.empty() ? train::stored_calibration_path(machine, o.calibration_dir) : o.out;
+  const std::string shape_key =
+      m.name + " micro-batch " + std::to_string(o.micro_batch) + " seq-len " + std::to_string(o.seq_len);
+  if (o.if_missing) {
+    std::error_code ec;
+    if (std::filesystem::exists(out, ec)) {
+      Result<train::StoredCalibration> c = train::read_calibration(out);
+      if (!c.ok()) return report_error("calibrate", c.error().with_context("--if-missing: " + out));
+      std::cout << train::calibration_line(*c, train::unix_now()) << " (kept: --if-missing)\n";
+      return 0;
+    }
+  }
+  const std::optional<train::StoredCalibration> last = previous_calibration(o, out, shape_key);
+  auto last_number = [&](const char* key) {
+    return last && last->record.contains(key) && last->record[key].is_number() ? last->record[key].get<double>() : 0.0;
+  };
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const double taken_unix_s = train::unix_now();
   const double load_before = measure::load_average();
+  const std::string loadavg_before = measure::loadavg_text();
+  const std::vector<std::string> runnable_before = measure::runnable_processes();
   const double background = train::background_jobs(o.background_jobs);
   const std::int64_t rows = o.micro_batch * o.seq_len;
   Table t({"what", "shape", "median", "rate"});
 
+  // Every measurement: `takes` takes, the best kept, disturbed ones redone (measure/steady.h).
+  const measure::LoadProbe probe = measure::host_load_probe(cores);
+  std::vector<measure::SteadyResult> steady;
+  auto measure_it = [&](const std::string& what, bool wall_clock, const measure::TakeFn& take,
+                        const measure::PlausibleFn& plausible = nullptr) {
+    measure::SteadyOptions so;
+    so.takes = o.takes;
+    so.max_takes = o.takes + 2;
+    so.load_sensitive = wall_clock;
+    steady.push_back(measure::measure_steady(what, take, plausible, so, probe));
+    return steady.back();
+  };
+
   kernels::set_num_threads(1);
-  const double gemm1 = gemm_flops_per_s(m, rows, o.repeats, &t, "1 thread");
+  GemmTake g1, gall;
+  const std::string taken_at_last = last ? last->taken_at : "";
+  measure_it(
+      "gemm, 1 thread", false,
+      [&] {
+        GemmTake g = gemm_take(m, rows, o.repeats, "1 thread");
+        if (g1.seconds == 0 || g.seconds < g1.seconds) g1 = g;
+        return g.seconds;
+      },
+      [&](double secs) {
+        return far_from_last("GEMM rate", g1.flops / secs, last_number("gemm_flops_per_s_one_thread"), taken_at_last);
+      });
+  const double gemm1 = g1.flops / g1.seconds;
   kernels::set_num_threads(cores);
-  const double gemm_all = gemm_flops_per_s(m, rows, o.repeats, &t, "all cores");
+  const measure::SteadyResult all = measure_it(
+      "gemm, all cores", true,
+      [&] {
+        GemmTake g = gemm_take(m, rows, o.repeats, "all cores");
+        if (gall.seconds == 0 || g.seconds < gall.seconds) gall = g;
+        return g.seconds;
+      },
+      [&](double secs) -> std::string {
+        if (cores < 2) return "";
+        const double sc = (gall.flops / secs / gemm1 - 1.0) / static_cast<double>(cores - 1);
+        if (sc >= kLowestScaling) return "";
+        return "thread scaling " + format_fixed(sc, 2) + " far below 1";
+      });
+  const double gemm_all = gall.flops / gall.seconds;
+  for (const auto& r : g1.rows) t.add(r);
+  for (const auto& r : gall.rows) t.add(r);
   kernels::set_num_threads(1);
-  // Medians of millisecond kernels see a core to themselves even on a busy host, but all cores only
-  // when nothing else runs: with other jobs running the all-core rate is not the threads' scaling,
-  // and the preset's value (measured on an idle host) is kept.
+  // The all-core rate is the threads' scaling only when nothing else ran: with other jobs running (or
+  // every take disturbed) the preset's value, measured on an idle host, is kept.
   const topology::Cluster preset = *topology::cluster_preset("local-cpu");
-  const bool idle = background < 0.5;
+  const bool idle = background < 0.5 && !all.disturbed;
   const double scaling = !idle       ? preset.accelerator.thread_scaling
                          : cores > 1 ? std::clamp((gemm_all / gemm1 - 1.0) / static_cast<double>(cores - 1), 0.05, 1.0)
                                      : 1.0;
@@ -173,16 +290,21 @@ int run_calibrate(const CalibrateOptions& o) {
   kernels::AttentionMask mask;
   mask.pos_q = mask.pos_k = pos.data();
   const std::int64_t qn = rows * m.n_heads * m.head_dim, kn = rows * m.n_kv_heads * m.head_dim;
-  std::vector<float> q = filled(qn, 0.1f), k = filled(kn, 0.05f), v = filled(kn, 0.2f), out = filled(qn, 0);
+  std::vector<float> q = filled(qn, 0.1f), k = filled(kn, 0.05f), v = filled(kn, 0.2f), out_a = filled(qn, 0);
   std::vector<float> lse = filled(o.micro_batch * m.n_heads * o.seq_len, 0), dq = filled(qn, 0), dk = filled(kn, 0);
   std::vector<float> dv = filled(kn, 0);
-  const double af = time_median(o.repeats, [&] {
-    kernels::attention_forward<float>(ad, mask, q.data(), k.data(), v.data(), out.data(), lse.data());
-  });
-  const double ab = time_median(o.repeats, [&] {
-    kernels::attention_backward<float>(ad, mask, q.data(), k.data(), v.data(), out.data(), lse.data(), q.data(),
-                                       dq.data(), dk.data(), dv.data());
-  });
+  const double af =
+      measure_it("attention fwd", false, [&] {
+        return time_median(o.repeats, [&] {
+          kernels::attention_forward<float>(ad, mask, q.data(), k.data(), v.data(), out_a.data(), lse.data());
+        });
+      }).seconds;
+  const double ab = measure_it("attention bwd", false, [&] {
+                      return time_median(o.repeats, [&] {
+                        kernels::attention_backward<float>(ad, mask, q.data(), k.data(), v.data(), out_a.data(),
+                                                           lse.data(), q.data(), dq.data(), dk.data(), dv.data());
+                      });
+                    }).seconds;
   const double pairs = *model::attention_pairs(o.seq_len, model::AttentionMask::causal());
   const double attn_flops = 4.0 * static_cast<double>(o.micro_batch * m.n_heads * m.head_dim) * pairs;
   const double eff_f = std::clamp(attn_flops / (af * gemm1), 0.01, 1.0);
@@ -197,25 +319,31 @@ int run_calibrate(const CalibrateOptions& o) {
   const std::int64_t h = m.hidden;
   std::vector<float> x = filled(rows * h, 0.3f), y = filled(rows * h, 0), w = filled(h, 1.0f), rstd = filled(rows, 0);
   std::vector<float> dw = filled(h, 0);
-  const double nf = time_median(o.repeats, [&] {
-    kernels::rmsnorm_forward<float>(x.data(), h, w.data(), rows, h, 1e-5, y.data(), h, rstd.data());
-  });
-  const double nbw = time_median(o.repeats, [&] {
-    kernels::rmsnorm_backward<float>(y.data(), h, x.data(), h, w.data(), rstd.data(), rows, h, q.data(), h,
-                                     kernels::Accumulate::kOverwrite, dw.data());
-  });
-  const double stream = 5.0 * 4.0 * static_cast<double>(rows * h) / (nf + nbw);
-  t.add({"rmsnorm fwd+bwd", std::to_string(rows) + "x" + std::to_string(h), format_fixed(1e3 * (nf + nbw), 3) + " ms",
+  const double norm =
+      measure_it("rmsnorm fwd+bwd", false, [&] {
+        const double nf = time_median(o.repeats, [&] {
+          kernels::rmsnorm_forward<float>(x.data(), h, w.data(), rows, h, 1e-5, y.data(), h, rstd.data());
+        });
+        const double nbw = time_median(o.repeats, [&] {
+          kernels::rmsnorm_backward<float>(y.data(), h, x.data(), h, w.data(), rstd.data(), rows, h, q.data(), h,
+                                           kernels::Accumulate::kOverwrite, dw.data());
+        });
+        return nf + nbw;
+      }).seconds;
+  const double stream = 5.0 * 4.0 * static_cast<double>(rows * h) / norm;
+  t.add({"rmsnorm fwd+bwd", std::to_string(rows) + "x" + std::to_string(h), format_fixed(1e3 * norm, 3) + " ms",
          format_fixed(stream / 1e9, 1) + " GB/s"});
 
   // Per-op overhead: a 16^3 GEMM is all call and threading cost.
   std::vector<float> sa = filled(256, 1.f), sb = filled(256, 1.f), sc = filled(256, 0.f);
-  const double tiny = time_median(o.repeats, [&] {
-    for (int i = 0; i < 1000; ++i) {
-      kernels::gemm<float>(kernels::Trans::kNo, kernels::Trans::kNo, 16, 16, 16, 1.f, sa.data(), 16, sb.data(), 16, 0.f,
-                           sc.data(), 16);
-    }
-  });
+  const double tiny = measure_it("op overhead", false, [&] {
+                        return time_median(o.repeats, [&] {
+                          for (int i = 0; i < 1000; ++i) {
+                            kernels::gemm<float>(kernels::Trans::kNo, kernels::Trans::kNo, 16, 16, 16, 1.f, sa.data(),
+                                                 16, sb.data(), 16, 0.f, sc.data(), 16);
+                          }
+                        });
+                      }).seconds;
   const double overhead_us = std::max(0.0, tiny / 1000 * 1e6 - 8192.0 / gemm1 * 1e6);
   t.add({"op overhead", "gemm 16^3", format_fixed(overhead_us, 2) + " us", ""});
 
@@ -255,10 +383,32 @@ int run_calibrate(const CalibrateOptions& o) {
   // (the model's copies and layout changes, cold caches between layers, the loss and optimizer
   // passes as herd runs them) becomes one efficiency on every compute rate. Neither this reference
   // nor the two-rank one below is a layout of bench/projection: every row there is a prediction.
-  Result<ReferenceStep> ref = reference_step(m, o.micro_batch, o.seq_len, 5, 1);
-  Result<ReferenceStep> dist = ref.ok() ? reference_step(m, o.micro_batch, o.seq_len, 5, 2) : ref;
+  // Both run on the wall clock: each take is a short training run, redone when other jobs ran beside it.
+  Status failed = Status::Ok();
+  auto reference = [&](int ranks, ReferenceStep* best) {
+    return [&, ranks, best] {
+      Result<ReferenceStep> r = reference_step(m, o.micro_batch, o.seq_len, 5, ranks);
+      if (!r.ok()) {
+        failed = r.error();
+        return 1e9;
+      }
+      const double compute = r->step_s - (ranks > 1 ? r->comm_s : 0.0);
+      if (best->step_s == 0 || compute < best->step_s - (ranks > 1 ? best->comm_s : 0.0)) *best = *r;
+      return compute;
+    };
+  };
+  ReferenceStep ref, dist;
+  measure_it("training step, 1 rank", true, reference(1, &ref), [&](double secs) {
+    return far_from_last("reference step", secs, last_number("reference_step_s"), taken_at_last);
+  });
+  if (failed.ok()) {
+    measure_it("training step, 2 ranks (DP), communication out", true, reference(2, &dist), [&](double secs) {
+      const double eff = ref.step_s / secs;
+      return eff >= kLowestScaling ? std::string() : "multi-rank efficiency " + format_fixed(eff, 2) + " far below 1";
+    });
+  }
   kernels::set_num_threads(1);
-  if (!dist.ok()) return report_error("calibrate", dist.error().with_context("reference training step"));
+  if (!failed.ok()) return report_error("calibrate", failed.error().with_context("reference training step"));
   train::ResolvedLayout one;
   one.layout.microbatch = o.micro_batch;
   one.spec.seq_len = o.seq_len;
@@ -266,7 +416,7 @@ int run_calibrate(const CalibrateOptions& o) {
   one.spec.precision = planner::Precision::kFP32;
   Result<train::Projection> kernel_plan = train::project(m, one, /*threads=*/1, c);
   if (!kernel_plan.ok()) return report_error("calibrate", kernel_plan.error().with_context("reference projection"));
-  const double runtime_eff = std::clamp(kernel_plan->step_s() / ref->step_s, 0.05, 1.0);
+  const double runtime_eff = std::clamp(kernel_plan->step_s() / ref.step_s, 0.05, 1.0);
   a.matmul_efficiency = runtime_eff;
   a.attention_fwd_efficiency = std::min(1.0, a.attention_fwd_efficiency * runtime_eff);
   a.attention_bwd_efficiency = std::min(1.0, a.attention_bwd_efficiency * runtime_eff);
@@ -275,30 +425,33 @@ int run_calibrate(const CalibrateOptions& o) {
   // inside the communicator taken out: a multi-rank job's ranks compute at this fraction of the
   // single-rank rates (the runtime around the kernels, ranks sharing one process and the memory
   // system); their collectives are the network tier's. Not a layout of bench/projection.
-  const double dist_compute = std::max(1e-9, dist->step_s - dist->comm_s);
-  a.multi_rank_efficiency = std::clamp(ref->step_s / dist_compute, 0.05, 1.0);
+  const double dist_compute = std::max(1e-9, dist.step_s - dist.comm_s);
+  a.multi_rank_efficiency = std::clamp(ref.step_s / dist_compute, 0.05, 1.0);
   const std::string shape = std::to_string(o.micro_batch) + "x" + std::to_string(o.seq_len);
-  t.add({"training step (1 rank, 1 thread)", shape, format_fixed(1e3 * ref->step_s, 1) + " ms",
+  t.add({"training step (1 rank, 1 thread)", shape, format_fixed(1e3 * ref.step_s, 1) + " ms",
          "kernels alone " + format_fixed(1e3 * kernel_plan->step_s(), 1) + " ms: runtime " +
              format_fixed(100 * runtime_eff, 1) + "%"});
-  t.add({"same per rank, 2 ranks (DP)", shape, format_fixed(1e3 * dist->step_s, 1) + " ms",
-         "comm " + format_fixed(1e3 * dist->comm_s, 1) + " ms: multi-rank " +
+  t.add({"same per rank, 2 ranks (DP)", shape, format_fixed(1e3 * dist.step_s, 1) + " ms",
+         "comm " + format_fixed(1e3 * dist.comm_s, 1) + " ms: multi-rank " +
              format_fixed(100 * a.multi_rank_efficiency, 1) + "%"});
 
   Json raw = Json::array();
-  for (const measure::CommSample& s : samples) {
+  for (const measure::CommSample& cs : samples) {
     topology::Cluster storage;
-    const topology::Cluster& sh = topology::host_share(c, s.ranks, &storage);
-    Result<topology::GroupLink> link = topology::link_for_group(sh, 1, s.ranks);
-    const double pred = link.ok() ? s.steps * link->latency_s + s.volume / link->bw_bytes_per_s : 0;
-    t.add({s.op + " x" + std::to_string(s.ranks), format_bytes(s.bytes), format_fixed(1e6 * s.seconds, 1) + " us",
+    const topology::Cluster& sh = topology::host_share(c, cs.ranks, &storage);
+    Result<topology::GroupLink> link = topology::link_for_group(sh, 1, cs.ranks);
+    const double pred = link.ok() ? cs.steps * link->latency_s + cs.volume / link->bw_bytes_per_s : 0;
+    t.add({cs.op + " x" + std::to_string(cs.ranks), format_bytes(cs.bytes), format_fixed(1e6 * cs.seconds, 1) + " us",
            "model " + format_fixed(1e6 * pred, 1) + " us"});
-    raw.push_back({{"op", s.op}, {"ranks", s.ranks}, {"bytes", s.bytes}, {"seconds", s.seconds}, {"model_s", pred}});
+    raw.push_back(
+        {{"op", cs.op}, {"ranks", cs.ranks}, {"bytes", cs.bytes}, {"seconds", cs.seconds}, {"model_s", pred}});
   }
   t.print(std::cout);
   std::cout << "\nper core: GEMM " << format_fixed(gemm1 / 1e9, 1) << " GFLOP/s (all " << cores << " cores "
             << format_fixed(gemm_all / 1e9, 1) << ", thread_scaling " << format_fixed(scaling, 2)
-            << (idle ? "" : " kept from the preset: " + format_fixed(background, 1) + " background jobs")
+            << (idle ? ""
+                     : " kept from the preset: " + (all.disturbed ? std::string("the all-core GEMM was disturbed")
+                                                                  : format_fixed(background, 1) + " background jobs"))
             << "); attention " << format_fixed(100 * eff_f, 1) << "% / " << format_fixed(100 * eff_b, 1)
             << "%; elementwise " << format_fixed(stream / 1e9, 1) << " GB/s; op overhead "
             << format_fixed(overhead_us, 2) << " us; runtime efficiency " << format_fixed(100 * runtime_eff, 1)
@@ -306,30 +459,78 @@ int run_calibrate(const CalibrateOptions& o) {
             << format_fixed(c.tiers[0].bw_gb_per_s, 2) << " GB/s, " << format_fixed(c.tiers[0].latency_us, 1)
             << " us per step\n";
 
+  // One line on what was disturbed and redone (or could not be redone clean), nothing when all was quiet.
+  std::string redone, still;
+  bool any_disturbed = false;
+  Json measurements = Json::array();
+  for (const measure::SteadyResult& r : steady) {
+    Json takes = Json::array();
+    for (const measure::Take& tk : r.takes) {
+      takes.push_back({{"seconds", tk.seconds}, {"background_jobs", tk.background}, {"disturbed", tk.disturbed}});
+    }
+    measurements.push_back({{"what", r.what}, {"seconds", r.seconds}, {"disturbed", r.disturbed}, {"takes", takes}});
+    any_disturbed = any_disturbed || r.disturbed;
+    if (r.disturbed_takes() > 0) (r.disturbed ? still : redone) += std::string(" | ") + r.line();
+  }
+  if (!redone.empty()) std::cout << "disturbed and redone:" << redone.substr(2) << "\n";
+  if (!still.empty()) {
+    std::cout << "warning: disturbed in every take, the best kept (the plans will be off; calibrate again on a "
+                 "quiet host):"
+              << still.substr(2) << "\n";
+  }
+
   Json j = topology::cluster_to_json(c);
   const std::string command =
       "herd calibrate --model " + o.model + " --micro-batch " + std::to_string(o.micro_batch) + " --seq-len " +
       std::to_string(o.seq_len) +
       (o.background_jobs >= 0 ? " --background-jobs " + format_fixed(o.background_jobs, 1) : "");
+  Json runnable = Json::array();
+  for (const std::string& p : runnable_before) runnable.push_back(p);
+  Json runnable_after = Json::array();
+  for (const std::string& p : measure::runnable_processes()) runnable_after.push_back(p);
   j["calibration"] = {{"command", command},
+                      {"shape", shape_key},
+                      {"host", machine.host},
+                      {"cpu_model", machine.cpu_model},
+                      {"taken_at", train::utc_iso(taken_unix_s)},
+                      {"taken_unix_s", taken_unix_s},
+                      {"duration_s", train::unix_now() - taken_unix_s},
                       {"load_average", {load_before, measure::load_average()}},
+                      {"loadavg", loadavg_before},
+                      {"loadavg_end", measure::loadavg_text()},
+                      {"other_runnable_processes", runnable},
+                      {"other_runnable_processes_end", runnable_after},
                       {"background_jobs", background},
+                      {"disturbed", any_disturbed},
+                      {"previous", last ? Json{{"path", last->path}, {"taken_at", last->taken_at}} : Json()},
+                      {"gemm_flops_per_s_one_thread", gemm1},
                       {"gemm_flops_per_s_all_cores", gemm_all},
-                      {"reference_step_s", ref->step_s},
-                      {"reference_step_distributed_s", dist->step_s},
-                      {"reference_step_distributed_comm_s", dist->comm_s},
+                      {"reference_step_s", ref.step_s},
+                      {"reference_step_distributed_s", dist.step_s},
+                      {"reference_step_distributed_comm_s", dist.comm_s},
                       {"reference_step_kernels_only_s", kernel_plan->step_s()},
+                      {"measurements", measurements},
                       {"comm", raw}};
-  std::ofstream f(o.out);
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  std::ofstream f(out);
   f << json_text(j, 2) << "\n";
-  if (!f) return report_error("calibrate", Error("--out: cannot write " + o.out));
-  if (!idle) {
+  if (!f)
+    return report_error("calibrate", Error((o.out.empty() ? "--calibration-dir" : "--out") +
+                                           std::string(": cannot write ") + out + "; check the directory"));
+  if (!idle && !all.disturbed) {
     std::cout << "warning: " << format_fixed(background, 1)
               << " other jobs were running: the reference training steps ran beside them, so the runtime "
                  "efficiencies are low; calibrate on a quiet host\n";
   }
-  std::cout << "wrote " << o.out << " (use it with herd train --projection.cluster_file=" << o.out
-            << " or herd estimate --cluster " << o.out << "); load average " << format_fixed(load_before, 2) << "\n";
+  std::cout << "wrote " << out
+            << (o.out.empty() ? " (this machine's calibration: herd train uses it unless --projection.cluster_file "
+                                "names another"
+                              : " (use it with herd train --projection.cluster_file=" + out +
+                                    " or herd estimate --cluster " + out)
+            << "); load average " << format_fixed(load_before, 2) << ", " << runnable_before.size()
+            << " other runnable processes at the start\n";
   return 0;
 }
 
@@ -347,13 +548,24 @@ Subcommand add_calibrate_command(CLI::App& root) {
   app->add_option("--seq-len", o->seq_len, "Sequence length of the timed shapes")
       ->check(positive_integer())
       ->capture_default_str();
-  app->add_option("--repeats", o->repeats, "Timed repeats per measurement (the median counts)")
+  app->add_option("--repeats", o->repeats, "Timed repeats per kernel take (the median counts)")
+      ->check(positive_integer())
+      ->capture_default_str();
+  app->add_option("--takes", o->takes,
+                  "Takes of every measurement, the best kept; a take beside other jobs or implausible is redone "
+                  "(at most 2 more)")
       ->check(positive_integer())
       ->capture_default_str();
   app->add_option("--out", o->out,
                   "Where to write the cluster JSON (then: herd train --projection.cluster_file=FILE, herd "
-                  "estimate/plan --cluster FILE)")
-      ->capture_default_str();
+                  "estimate/plan --cluster FILE); default: this machine's stored calibration, which herd train uses");
+  app->add_option("--calibration-dir", o->calibration_dir,
+                  "The store of per-machine calibrations (default: calibration/ beside the herd executable)");
+  app->add_option("--previous", o->previous,
+                  "The calibration to compare rates with (a take far from it is redone); default: the one at the "
+                  "output path, when of the same model and shapes; none: no comparison");
+  app->add_flag("--if-missing", o->if_missing,
+                "When the output already holds a calibration, print its age and load and measure nothing");
   app->add_option("--background-jobs", o->background_jobs,
                   "Other jobs sharing the cores: -1 measures them from /proc; 0 declares an idle host (the "
                   "all-core GEMM rate then sets thread_scaling)")

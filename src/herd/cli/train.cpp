@@ -9,12 +9,23 @@
 // meanings, so the line `herd plan` prints trains as it is. They set the config's fields directly,
 // after the file and the --section.field=value overrides. docs/training.md, docs/distributed.md.
 //
+// --layout auto [--ranks N]: the planner chooses the layout (planner/search.h, fp32, on this machine's
+// calibrated cluster): the fastest of N ranks that fits, N being the MPI world size under mpirun (a
+// different --ranks is an error) or else --ranks, default the host's cores (ranks as threads). The
+// ranking it chose from is printed as `herd plan` prints it, then the job trains the winner.
+//
+// The plans use this machine's stored calibration (train/calibration_store.h, `herd calibrate`) unless
+// projection.cluster_file names a file; its age and the load it saw are printed, and without one the
+// plan says plainly that it is uncalibrated (the committed local-cpu preset). docs/projection.md.
+//
 // --max-restarts K (fault.max_restarts) with ranks as threads: this process becomes the supervisor of
 // a child that is this same command line plus the hidden --supervised (train/supervisor.h); under
 // mpirun the supervisor is `herd launch` (cli/launch.cpp). docs/reliability.md.
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #include "herd/cli/app.h"
 #include "herd/cli/planner_options.h"
@@ -26,11 +37,14 @@
 #include "herd/kernels/gemm.h"
 #include "herd/model/params.h"
 #include "herd/nn/model.h"
+#include "herd/planner/search.h"
+#include "herd/train/calibration_store.h"
 #include "herd/train/dist_model.h"
 #include "herd/train/generate.h"
 #include "herd/train/hf_checkpoint.h"
 #include "herd/train/job.h"
 #include "herd/train/preempt.h"
+#include "herd/train/projection.h"
 #include "herd/train/supervisor.h"
 #include "herd/train/trainer.h"
 
@@ -48,6 +62,9 @@ struct TrainOptions {
   LayoutKnobs knobs;
   std::optional<std::string> schedule, backend;
   std::optional<std::string> init_from, export_hf;
+  std::optional<std::string> layout;  // "auto": the planner chooses
+  std::optional<std::int64_t> ranks;  // with --layout auto: the rank count (default: MPI world or cores)
+  std::string calibration_dir;        // the store of this machine's calibration (empty: beside herd)
 };
 
 // The flags on top of the file and the overrides, set on the fields they name.
@@ -77,6 +94,140 @@ void print_resolved(const train::TrainConfig& cfg, const model::LlamaConfig& m) 
             << ", vocab " << m.vocab << "; BLAS " << kernels::blas_name() << ", " << kernels::num_threads()
             << " threads\n\n";
   std::cout.flush();
+}
+
+// The rank count mpirun started (launcher detection, as comm::launched_by_mpirun); 0 when unknown.
+std::int64_t launcher_world_size() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    if (const char* v = std::getenv(var); v != nullptr) return std::atoll(v);
+  }
+  return 0;
+}
+
+// projection.cluster_file empty: this machine's stored calibration when there is one (said with its
+// age and load), else the preset, said plainly. A broken stored file is a warning: training goes on.
+void resolve_calibration(const TrainOptions& o, train::TrainConfig& cfg, bool lead) {
+  if (!cfg.projection.cluster_file.empty()) return;
+  Result<std::optional<train::StoredCalibration>> stored = train::find_stored_calibration(o.calibration_dir);
+  if (!stored.ok()) {
+    if (lead) log_warning(stored.error().message(), "; planning with the uncalibrated local-cpu preset");
+    return;
+  }
+  if (!*stored) {
+    if (lead) log_info(train::uncalibrated_line(train::this_machine(), o.calibration_dir));
+    return;
+  }
+  cfg.projection.cluster_file = (*stored)->path;
+  if (lead) log_info(train::calibration_line(**stored, train::unix_now()));
+}
+
+// The ranking of --layout auto, as `herd plan` prints its table.
+void print_ranking(const planner::PlanResult& r, std::int64_t ranks, const std::string& cluster) {
+  std::cout << "layout auto: " << ranks << " rank" << (ranks > 1 ? "s" : "") << " on " << cluster << ", " << r.families
+            << " families of degrees, " << r.layouts_costed << " layouts costed, " << r.layouts_fitting
+            << " within memory\n";
+  Table t({"#", "tp", "cp", "pp", "dp", "v", "mb", "M", "N", "recompute", "step s", "memory"});
+  int i = 0;
+  for (const planner::Estimate& e : r.ranked) {
+    const planner::Layout& l = e.layout;
+    t.add({std::to_string(++i), std::to_string(l.tp), std::to_string(l.cp), std::to_string(l.pp), std::to_string(l.dp),
+           std::to_string(l.v), std::to_string(l.microbatch), std::to_string(e.microbatches), std::to_string(e.n),
+           model::recompute_name(l.recompute), format_fixed(e.time.step_s, 3), format_bytes(e.memory.total_bytes)});
+  }
+  t.print(std::cout);
+  for (const planner::Rejection& x : r.rejected) {
+    std::cout << "rejected tp" << x.tp << " cp" << x.cp << " pp" << x.pp << " dp" << x.dp << ": " << x.reason << "\n";
+  }
+}
+
+// --layout and --ranks on their own, before any data is read. `world`: mpirun's rank count, else 0.
+Status check_layout_flags(const TrainOptions& o, std::int64_t world) {
+  if (!o.layout) {
+    if (o.ranks) return make_error("--ranks ", *o.ranks, ": only with --layout auto (which it sizes); give both");
+    return Status::Ok();
+  }
+  if (*o.layout != "auto") {
+    return make_error("--layout: expected auto, got '", *o.layout,
+                      "'; leave it out to train the layout the config and the --tp/--cp/--pp/--dp flags give");
+  }
+  for (const auto& [flag, value] : {std::pair{"--tp", o.tp}, {"--cp", o.cp}, {"--pp", o.pp}, {"--dp", o.dp}}) {
+    if (value) {
+      return make_error("--layout auto chooses the degrees, but ", flag, " ", *value,
+                        " was given; drop it, or drop --layout auto");
+    }
+  }
+  if (world > 0 && o.ranks && *o.ranks != world) {
+    return make_error("--ranks ", *o.ranks, ": under mpirun the world size (", world,
+                      ") fixes the rank count; drop --ranks or run mpirun -np ", *o.ranks);
+  }
+  return Status::Ok();
+}
+
+// With --layout auto, asks the planner for the fastest layout that fits and sets it on the config.
+// `world`: the launcher's rank count under MPI, else 0.
+Status choose_layout(const TrainOptions& o, train::TrainConfig& cfg, const model::LlamaConfig& m, std::int64_t world,
+                     bool lead) {
+  if (!o.layout) return Status::Ok();
+  std::int64_t ranks = o.ranks.value_or(0);
+  if (world > 0) {
+    ranks = world;  // check_layout_flags: a different --ranks was refused
+  } else if (!o.ranks) {
+    ranks = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  HERD_ASSIGN_OR_RETURN(const topology::Cluster cluster, train::local_cpu_cluster(cfg.projection.cluster_file));
+  planner::TrainingSpec spec;
+  spec.seq_len = cfg.data.seq_len;
+  spec.global_batch = cfg.train.global_batch;
+  spec.precision = planner::Precision::kFP32;
+  planner::SearchSpace space;
+  if (o.knobs.v) space.v = static_cast<int>(*o.knobs.v);
+  if (o.knobs.microbatch) space.microbatch = *o.knobs.microbatch;
+  if (o.knobs.n) space.n = static_cast<int>(*o.knobs.n);
+  if (o.knobs.recompute) space.recompute = cfg.parallel.recompute;
+  space.sequence_parallel = cfg.parallel.sequence_parallel;
+  space.reshard_after_forward = cfg.parallel.reshard_after_forward;
+  space.zero = ranks > 1 ? 3 : 0;  // herd's FSDP flat units; one rank is plain AdamW (train/projection.h)
+  Result<planner::PlanResult> searched = planner::plan(m, cluster, spec, ranks, space, 100);
+  if (!searched.ok()) return searched.error().with_context("--layout auto (" + std::to_string(ranks) + " ranks)");
+  const planner::PlanResult& r = *searched;
+  const std::string source =
+      cfg.projection.cluster_file.empty() ? "the uncalibrated local-cpu preset" : cfg.projection.cluster_file;
+  if (r.ranked.empty()) {
+    return make_error("--layout auto: none of the ", r.families, " families of ", ranks, " ranks gives a layout of ",
+                      m.name, " that fits ", source,
+                      r.rejected.empty() ? std::string() : "; e.g. " + r.rejected.back().reason,
+                      "; try another --ranks, train.global_batch or data.seq_len");
+  }
+  if (lead) print_ranking(r, ranks, source);
+  int rank = 0;
+  for (const planner::Estimate& e : r.ranked) {
+    ++rank;
+    train::TrainConfig trial = cfg;
+    const planner::Layout& l = e.layout;
+    trial.parallel.tp = l.tp;
+    trial.parallel.cp = l.cp;
+    trial.parallel.pp = l.pp;
+    trial.parallel.dp = l.dp;
+    trial.parallel.v = l.v;
+    trial.parallel.microbatch = l.microbatch;
+    trial.parallel.n = l.n;
+    trial.parallel.recompute = l.recompute;
+    Status ok = train::validate(trial);
+    if (ok.ok()) ok = train::check_layout(trial, m, world > 0 ? 0 : trial.parallel.world());
+    if (!ok.ok()) {
+      if (lead) std::cout << "layout auto: #" << rank << " cannot train here: " << ok.error().message() << "\n";
+      continue;
+    }
+    cfg = trial;
+    if (lead) {
+      std::cout << "layout auto: chose #" << rank << ", " << l.to_flags() << " (planned "
+                << format_fixed(e.time.step_s, 3) << " s per step)\n\n";
+      std::cout.flush();
+    }
+    return Status::Ok();
+  }
+  return make_error("--layout auto: the runtime rejects every layout the planner ranked for ", ranks,
+                    " ranks; give the layout with --tp/--cp/--pp/--dp");
 }
 
 // The final weights, gathered on rank 0, continue the prompt in the plain reference model.
@@ -152,6 +303,8 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   }
   Result<comm::Backend> backend = train::resolve_backend(*cfg);
   if (!backend.ok()) return report_error("train", backend.error());
+  const std::int64_t world = *backend == comm::Backend::kMpi ? launcher_world_size() : 0;
+  if (Status s = check_layout_flags(o, world); !s.ok()) return report_error("train", s.error());
   if (cfg->fault.max_restarts > 0 && !o.supervised) {
     if (*backend == comm::Backend::kMpi) {
       return report_error("train", make_error("fault.max_restarts (", cfg->fault.max_restarts,
@@ -163,11 +316,15 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   }
   Result<train::JobInputs> in = train::load_job_inputs(*cfg);
   if (!in.ok()) return report_error("train", in.error());
+  const bool lead = *backend != comm::Backend::kMpi || comm::launcher_rank() == 0;
+  resolve_calibration(o, *cfg, lead && !o.print_config);
+  if (Status s = choose_layout(o, *cfg, in->model, world, lead); !s.ok()) {
+    return report_error("train", s.error());
+  }
   if (Status s = train::check_layout(*cfg, in->model, *backend == comm::Backend::kMpi ? 0 : cfg->parallel.world());
       !s.ok()) {
     return report_error("train", s.error());
   }
-  const bool lead = *backend != comm::Backend::kMpi || comm::launcher_rank() == 0;
   if (lead) {
     print_resolved(*cfg, in->model);
     if (in->data.val) {
@@ -216,6 +373,14 @@ Subcommand add_train_command(CLI::App& root) {
       "Start from these weights: a Hugging Face directory or a herd checkpoint (init.from; docs/interop.md)");
   app->add_option("--export.hf", opts->export_hf,
                   "After training, write the final checkpoint here as a Hugging Face directory (export.hf)");
+  app->add_option("--layout", opts->layout,
+                  "auto: the planner chooses the fastest layout of --ranks ranks that fits (this machine's "
+                  "calibration, fp32), prints its ranking and trains it");
+  app->add_option("--ranks", opts->ranks,
+                  "With --layout auto: how many ranks (default: the MPI world size, else the host's cores)")
+      ->check(positive_integer());
+  app->add_option("--calibration-dir", opts->calibration_dir,
+                  "Where this machine's calibration is stored (herd calibrate; default: calibration/ beside herd)");
   app->add_option("--seq-len", opts->seq_len, "Tokens per sequence (data.seq_len)")->check(positive_integer());
   app->add_option("--global-batch", opts->global_batch, "Sequences per optimizer step (train.global_batch)")
       ->check(positive_integer());

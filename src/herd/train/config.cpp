@@ -216,8 +216,9 @@ const std::vector<Field>& registry() {
       bind_field("diagnostics.straggler_threshold", &C::diagnostics, &DiagnosticsSection::straggler_threshold,
                  "a rank busier than its pipeline stage's peers' median by this factor at three checks in a row is a "
                  "straggler"),
-      bind_field("projection.cluster_file", &C::projection, &ProjectionSection::cluster_file,
-                 "herd calibrate output to plan with; empty: the local-cpu preset"),
+      bind_field(
+          "projection.cluster_file", &C::projection, &ProjectionSection::cluster_file,
+          "herd calibrate output to plan with; empty: this machine's stored calibration, else the local-cpu preset"),
       bind_field("projection.background_jobs", &C::projection, &ProjectionSection::background_jobs,
                  "other jobs on the cores; -1: measured, 0: idle host"),
   };

@@ -185,6 +185,8 @@ Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m,
     }
     HERD_ASSIGN_OR_RETURN(Projection p, project(m, l, static_cast<int>(cfg.train.threads), c));
     p.cpu_at_start = at_start;
+    // Said on the line itself: a plan from the committed preset was not measured on this machine.
+    if (cfg.projection.cluster_file.empty()) p.cluster = "local-cpu preset, uncalibrated";
     return p;
   }();
   if (print) log_info(p.ok() ? planned_line(*p) : "planned: no projection (" + p.error().message() + ")");
