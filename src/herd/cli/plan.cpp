@@ -38,6 +38,7 @@ int run_plan(const PlanOptions& o) {
   space.sequence_parallel = in->base.sequence_parallel;
   space.zero = in->base.zero;
   space.reshard_after_forward = in->base.reshard_after_forward;
+  space.layer_split = in->base.layer_split;
   Result<planner::PlanResult> r = planner::plan(in->cfg, in->cluster, in->train, o.p.gpus, space, o.top);
   if (!r.ok()) return report_error("plan", r.error());
   if (r->ranked.empty()) {

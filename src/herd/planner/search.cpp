@@ -70,6 +70,7 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
         base.sequence_parallel = space.sequence_parallel;
         base.zero = space.zero;
         base.reshard_after_forward = space.reshard_after_forward;
+        base.layer_split = space.layer_split;
         base.microbatch = space.microbatch.value_or(1);
         base.v = 1;
         if (Status s = validate_layout(cfg, cluster, train, base, gpus); !s.ok()) {
@@ -106,8 +107,8 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
             }
             const std::int64_t m = l.microbatches(train);
             for (int v : vs) {
-              Result<schedule::LayerAssignment> assign =
-                  schedule::assign_layers(static_cast<int>(cfg.n_layers), static_cast<int>(pp), v, true);
+              l.v = v;
+              Result<schedule::LayerAssignment> assign = layer_assignment(cfg, l, *costs);
               if (!assign.ok()) continue;
               std::vector<int> ns;
               if (space.n) {

@@ -28,7 +28,8 @@ struct SearchSpace {
   bool sequence_parallel = true;
   int zero = 3;
   bool reshard_after_forward = false;
-  std::int64_t max_microbatch = 16;  // micro-batch sizes searched: divisors of B/dp up to this
+  LayerSplit layer_split = LayerSplit::kAuto;  // auto: resolved per layout (planner::resolve_layer_split)
+  std::int64_t max_microbatch = 16;            // micro-batch sizes searched: divisors of B/dp up to this
 };
 
 struct Rejection {
