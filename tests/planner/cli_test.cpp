@@ -66,6 +66,73 @@ TEST(Cli, EstimateTextAndReports) {
   EXPECT_NE(html_text.find("<svg"), std::string::npos);
 }
 
+// The new user: only the degrees given. Before, V, the micro-batch size, N and recompute
+// defaulted to 1 / 1 / min(PP, M) / none: 33.6% MFU and "does not fit". Now the search chooses them
+// and says why; the JSON keeps every key and adds `chosen` and `search`.
+TEST(Cli, EstimateChoosesTheKnobsNotGiven) {
+  const std::string degrees =
+      "--model llama3-405b --cluster llama3-h100 --gpus 16384 --tp 8 --cp 1 --pp 16 --dp 128 --seq-len 8192 "
+      "--global-batch 2048";
+  CmdOut text = run("estimate " + degrees);
+  ASSERT_EQ(text.status, 0) << text.out;
+  EXPECT_EQ(text.out.find("DOES NOT FIT"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("--v 8 (chosen): fastest; the best with another value, --v "), std::string::npos) << text.out;
+  CmdOut r = run("estimate " + degrees + " --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  herd::Json j = herd::Json::parse(r.out);
+  for (const char* k : {"fits", "mfu", "tflops_per_gpu", "tokens_per_s", "step_time_s", "memory", "time", "layout",
+                        "reliability", "chosen", "search"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_TRUE(j["fits"].get<bool>());
+  EXPECT_GT(j["mfu"].get<double>(), 0.38);  // Table 4: 41%
+  for (const char* k : {"v", "microbatch_size", "n", "recompute", "sequence_parallel"}) {
+    const herd::Json& c = j["chosen"][k];
+    EXPECT_FALSE(c["given"].get<bool>()) << k;
+    EXPECT_FALSE(c["why"].get<std::string>().empty()) << k;
+    EXPECT_EQ(c["value"], j["layout"][k]) << k;  // what it chose is the layout it costed
+    ASSERT_TRUE(c.contains("runner_up")) << k;
+    EXPECT_NE(c["runner_up"]["value"], c["value"]) << k;
+  }
+  EXPECT_TRUE(j["search"]["fits"].get<bool>());
+  EXPECT_GT(j["search"]["variants_costed"].get<int>(), 10);
+
+  // Given knobs are kept, and say so.
+  CmdOut g = run("estimate " + degrees + " --v 4 --recompute full --json");
+  ASSERT_EQ(g.status, 0) << g.out;
+  herd::Json h = herd::Json::parse(g.out);
+  EXPECT_EQ(h["layout"]["v"], 4);
+  EXPECT_EQ(h["layout"]["recompute"], "full");
+  EXPECT_TRUE(h["chosen"]["v"]["given"].get<bool>());
+  EXPECT_TRUE(h["chosen"]["recompute"]["given"].get<bool>());
+  EXPECT_FALSE(h["chosen"]["n"]["given"].get<bool>());
+}
+
+TEST(Cli, EstimateWhereNothingFitsSaysWhatWould) {
+  CmdOut r =
+      run("estimate --model llama3-405b --cluster llama3-h100 --gpus 64 --tp 8 --cp 1 --pp 2 --dp 4 "
+          "--seq-len 8192 --global-batch 64 --recompute none");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("No variant of these degrees fits: the leanest variant needs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos);
+  CmdOut j =
+      run("estimate --model llama3-405b --cluster llama3-h100 --gpus 64 --tp 8 --cp 1 --pp 2 --dp 4 --seq-len 8192 "
+          "--global-batch 64 --json");
+  ASSERT_EQ(j.status, 0) << j.out;
+  herd::Json k = herd::Json::parse(j.out);
+  EXPECT_FALSE(k["fits"].get<bool>());
+  EXPECT_FALSE(k["search"]["fits"].get<bool>());
+  EXPECT_NE(k["search"]["to_fit"].get<std::string>().find("accelerators with at least"), std::string::npos);
+}
+
+TEST(Cli, EstimateGivenKnobOutsideItsRangeNamesIt) {
+  CmdOut r =
+      run("estimate --model llama3-405b --cluster llama3-h100 --gpus 16384 --tp 8 --cp 1 --pp 16 --dp 128 "
+          "--seq-len 8192 --global-batch 2048 --microbatch-size 1 --n 64");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("n (64) must be in [1, M = 16]"), std::string::npos) << r.out;
+}
+
 TEST(Cli, ImpossibleLayoutExitsOneWithTheNumbers) {
   CmdOut r =
       run("estimate --model llama3-405b --cluster llama3-h100 --gpus 16384 --tp 16 --cp 1 --pp 8 --dp 128 "

@@ -144,15 +144,32 @@ Json job_summary(const EstimateOptions& o, const PlannerInputs& in, const planne
   return j;
 }
 
+// The knobs, given or chosen, each with its reason; and, when nothing fits, what would.
+void print_choice(std::ostream& os, const planner::FamilyChoice& c) {
+  os << "Knobs: given, or chosen by herd plan's search over these degrees (" << c.variants << " variants costed, "
+     << c.fitting << " within memory, " << c.simulated << " simulated)\n";
+  for (const planner::KnobChoice& k : c.knobs) {
+    os << "  " << k.flag << " " << k.value << (k.given ? " (given): " : " (chosen): ") << k.why << "\n";
+  }
+  if (!c.best.fits()) os << "\nNo variant of these degrees fits: " << c.to_fit << "\n";
+  os << "\n";
+}
+
 int run_estimate(const EstimateOptions& o) {
   Result<PlannerInputs> in = resolve_planner_inputs(o.p);
   if (!in.ok()) return report_error("estimate", in.error());
-  planner::Layout l = in->base;
-  l.tp = o.tp, l.cp = o.cp, l.pp = o.pp, l.dp = o.dp;
-  planner::EstimateOptions eo;
-  eo.keep_timeline = !o.p.svg.empty() || !o.p.html.empty();
-  Result<planner::Estimate> e = planner::estimate(in->cfg, in->cluster, in->train, l, o.p.gpus, eo);
-  if (!e.ok()) return report_error("estimate", e.error());
+  planner::Layout degrees = in->base;
+  degrees.tp = o.tp, degrees.cp = o.cp, degrees.pp = o.pp, degrees.dp = o.dp;
+  Result<planner::FamilyChoice> choice =
+      planner::choose_layout(in->cfg, in->cluster, in->train, degrees, o.p.gpus, search_space(o.p, *in));
+  if (!choice.ok()) return report_error("estimate", choice.error());
+  Result<planner::Estimate> e = choice->best;
+  if (!o.p.svg.empty() || !o.p.html.empty()) {
+    planner::EstimateOptions eo;
+    eo.keep_timeline = true;
+    e = planner::estimate(in->cfg, in->cluster, in->train, choice->best.layout, o.p.gpus, eo);
+    if (!e.ok()) return report_error("estimate", e.error());
+  }
   const std::string title = "herd estimate: " + in->cfg.name + " on " + std::to_string(o.p.gpus) + " x " +
                             in->cluster.accelerator.name + " (" + in->cluster.name + ")";
   if (!o.p.svg.empty()) {
@@ -167,11 +184,14 @@ int run_estimate(const EstimateOptions& o) {
   const planner::Reliability rel = planner::project_reliability(*e, in->cluster, in->reliability);
   if (o.p.json) {
     Json j = planner::estimate_to_json(*e);
+    j["chosen"] = planner::chosen_to_json(*choice);
+    j["search"] = planner::family_search_to_json(*choice);
     j["reliability"] = planner::reliability_to_json(rel);
     if (summary) j["job"] = job_summary(o, *in, *e);
     std::cout << json_text(j, 2) << "\n";
     return 0;
   }
+  print_choice(std::cout, *choice);
   print_estimate(std::cout, *e, *in);
   print_reliability(std::cout, rel);
   if (summary) {
@@ -184,7 +204,8 @@ int run_estimate(const EstimateOptions& o) {
 
 Subcommand add_estimate_command(CLI::App& root) {
   auto o = std::make_shared<EstimateOptions>();
-  CLI::App* app = root.add_subcommand("estimate", "Memory and step time of one 4D layout, broken down");
+  CLI::App* app = root.add_subcommand(
+      "estimate", "Memory and step time of one 4D layout, broken down; knobs not given are chosen by plan's search");
   add_planner_options(app, o->p);
   app->add_option("--tp", o->tp, "Tensor-parallel degree")->required()->check(positive_integer());
   app->add_option("--cp", o->cp, "Context-parallel degree")->required()->check(positive_integer());

@@ -30,15 +30,7 @@ struct PlanOptions {
 int run_plan(const PlanOptions& o) {
   Result<PlannerInputs> in = resolve_planner_inputs(o.p);
   if (!in.ok()) return report_error("plan", in.error());
-  planner::SearchSpace space;
-  space.v = o.p.knobs.v;
-  space.microbatch = o.p.knobs.microbatch;
-  space.n = o.p.knobs.n;
-  if (o.p.knobs.recompute) space.recompute = in->base.recompute;
-  space.sequence_parallel = in->base.sequence_parallel;
-  space.zero = in->base.zero;
-  space.reshard_after_forward = in->base.reshard_after_forward;
-  space.layer_split = in->base.layer_split;
+  const planner::SearchSpace space = search_space(o.p, *in);
   Result<planner::PlanResult> r = planner::plan(in->cfg, in->cluster, in->train, o.p.gpus, space, o.top);
   if (!r.ok()) return report_error("plan", r.error());
   if (r->ranked.empty()) {
@@ -78,18 +70,18 @@ int run_plan(const PlanOptions& o) {
             << in->cluster.name << "), " << in->train.global_batch << " x " << in->train.seq_len
             << " tokens per step\n";
   std::cout << r->families << " families of degrees, " << r->layouts_costed << " layouts costed, " << r->layouts_fitting
-            << " within memory, " << r->layouts_simulated << " simulated; search " << format_fixed(r->search_s, 3)
-            << " s\n\n";
-  Table t({"#", "tp", "cp", "pp", "dp", "v", "mb", "M", "N", "recompute", "step s", "tokens/s", "TFLOP/s/GPU", "MFU",
-           "memory", "bubble", "exp. comm", "ETT"});
+            << " within memory, " << r->layouts_pruned << " skipped by the step-time bound, " << r->layouts_simulated
+            << " simulated; search " << format_fixed(r->search_s, 3) << " s\n\n";
+  Table t({"#", "tp", "cp", "pp", "dp", "v", "mb", "M", "N", "recompute", "sp", "step s", "tokens/s", "TFLOP/s/GPU",
+           "MFU", "memory", "bubble", "exp. comm", "ETT"});
   int i = 0;
   for (const planner::Estimate& e : r->ranked) {
     const planner::Layout& l = e.layout;
     t.add({std::to_string(++i), std::to_string(l.tp), std::to_string(l.cp), std::to_string(l.pp), std::to_string(l.dp),
            std::to_string(l.v), std::to_string(l.microbatch), std::to_string(e.microbatches), std::to_string(e.n),
-           model::recompute_name(l.recompute), format_fixed(e.time.step_s, 3), format_fixed(e.tokens_per_s, 0),
-           format_fixed(e.tflops_per_gpu, 0), format_fixed(100 * e.mfu, 1) + "%", format_bytes(e.memory.total_bytes),
-           format_fixed(100 * e.time.bubble_s / e.time.step_s, 1) + "%",
+           model::recompute_name(l.recompute), l.sp() ? "yes" : "no", format_fixed(e.time.step_s, 3),
+           format_fixed(e.tokens_per_s, 0), format_fixed(e.tflops_per_gpu, 0), format_fixed(100 * e.mfu, 1) + "%",
+           format_bytes(e.memory.total_bytes), format_fixed(100 * e.time.bubble_s / e.time.step_s, 1) + "%",
            format_fixed(100 * e.time.exposed_comm_s() / e.time.step_s, 1) + "%",
            format_fixed(100 * planner::project_reliability(e, in->cluster, in->reliability).chosen().shares.productive,
                         2) +

@@ -8,14 +8,23 @@
 namespace herd::cli {
 
 void add_layout_knob_options(CLI::App* app, LayoutKnobs& k) {
-  app->add_option("--v", k.v, "Virtual pipeline stages per rank (default 1)")->check(positive_integer());
-  app->add_option("--microbatch-size", k.microbatch, "Sequences per micro-batch on one data-parallel rank")
+  app->add_option("--v", k.v,
+                  "Virtual pipeline stages per rank (not given: estimate and plan search it, train keeps the config's)")
       ->check(positive_integer());
-  app->add_option("--n", k.n, "Contiguous micro-batches per chunk, the Llama 3 N (default min(PP, M))")
+  app->add_option("--microbatch-size", k.microbatch,
+                  "Sequences per micro-batch on one data-parallel rank (not given: estimate and plan search it, train "
+                  "keeps the config's)")
       ->check(positive_integer());
-  app->add_option("--recompute", k.recompute, "Activation recompute: none, selective or full (default none)");
-  app->add_option("--sequence-parallel", k.sequence_parallel,
-                  "Sequence parallelism with TP: true or false (default true)");
+  app->add_option("--n", k.n,
+                  "Contiguous micro-batches per chunk, the Llama 3 N (not given: estimate and plan search it, train "
+                  "keeps the config's)")
+      ->check(positive_integer());
+  app->add_option("--recompute", k.recompute,
+                  "Activation recompute: none, selective or full (not given: estimate and plan search it, train keeps "
+                  "the config's)");
+  app->add_option(
+      "--sequence-parallel", k.sequence_parallel,
+      "Sequence parallelism with TP: true or false (not given: estimate and plan search it, train keeps the config's)");
   app->add_option("--reshard-after-forward", k.reshard_after_forward,
                   "FSDP: reshard parameters after forward: true or false (default false)");
 }
@@ -142,6 +151,19 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
     return make_error("--reshard-after-forward true needs --zero 3 (only FSDP shards parameters), got --zero ", o.zero);
   }
   return in;
+}
+
+planner::SearchSpace search_space(const PlannerOptions& o, const PlannerInputs& in) {
+  planner::SearchSpace space;
+  if (o.knobs.v) space.v = in.base.v;
+  if (o.knobs.microbatch) space.microbatch = in.base.microbatch;
+  if (o.knobs.n) space.n = in.base.n;
+  if (o.knobs.recompute) space.recompute = in.base.recompute;
+  if (o.knobs.sequence_parallel) space.sequence_parallel = in.base.sequence_parallel;
+  space.zero = in.base.zero;
+  space.reshard_after_forward = in.base.reshard_after_forward;
+  space.layer_split = in.base.layer_split;
+  return space;
 }
 
 Status write_text_file(const std::string& path, const std::string& text) {

@@ -12,6 +12,7 @@
 #include "herd/model/config.h"
 #include "herd/planner/layout.h"
 #include "herd/planner/reliability.h"
+#include "herd/planner/search.h"
 #include "herd/topology/cluster.h"
 
 namespace herd::cli {
@@ -67,6 +68,8 @@ struct PlannerInputs {
   planner::ReliabilitySpec reliability;
 };
 Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o);
+// The knobs the command line fixes (taken from `in.base`); the search chooses the others.
+planner::SearchSpace search_space(const PlannerOptions& o, const PlannerInputs& in);
 
 Result<bool> parse_bool_option(const std::string& name, const std::string& value);
 Status write_text_file(const std::string& path, const std::string& text);

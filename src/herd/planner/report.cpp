@@ -88,6 +88,45 @@ Json estimate_to_json(const Estimate& e) {
 
 namespace {
 
+Json knob_value(KnobChoice::Type type, const std::string& text) {
+  switch (type) {
+    case KnobChoice::Type::kInteger: return std::stoll(text);
+    case KnobChoice::Type::kBoolean: return text == "true";
+    case KnobChoice::Type::kName: break;
+  }
+  return text;
+}
+
+}  // namespace
+
+Json chosen_to_json(const FamilyChoice& c) {
+  Json j = Json::object();
+  for (const KnobChoice& k : c.knobs) {
+    Json x = {{"value", knob_value(k.type, k.value)}, {"given", k.given}, {"why", k.why}};
+    if (k.runner_up) {
+      const KnobChoice::Alternative& r = *k.runner_up;
+      x["runner_up"] = {{"value", knob_value(k.type, r.value)},
+                        {"layout", r.layout.to_string()},
+                        {"step_time_s", r.step_s},
+                        {"memory_bytes", r.memory_bytes},
+                        {"fits", r.fits}};
+    }
+    j[k.knob] = x;
+  }
+  return j;
+}
+
+Json family_search_to_json(const FamilyChoice& c) {
+  Json j = {{"variants_costed", c.variants},
+            {"variants_fitting", c.fitting},
+            {"simulated", c.simulated},
+            {"fits", c.best.fits()}};
+  if (!c.to_fit.empty()) j["to_fit"] = c.to_fit;
+  return j;
+}
+
+namespace {
+
 Json shares_to_json(const TimeShares& t) {
   return {
       {"productive", t.productive}, {"checkpoint", t.checkpoint}, {"lost_work", t.lost_work}, {"restart", t.restart}};

@@ -9,6 +9,7 @@
 #include "herd/core/json.h"
 #include "herd/planner/estimate.h"
 #include "herd/planner/reliability.h"
+#include "herd/planner/search.h"
 
 namespace herd::planner {
 
@@ -16,6 +17,11 @@ Json estimate_to_json(const Estimate& e);
 // The `reliability` object of `herd estimate --json` and of each `herd plan --json` entry (field names
 // fixed by the fault-tolerance issue: ett, checkpoint_interval_s, interruptions_per_day).
 Json reliability_to_json(const Reliability& r);
+// `herd estimate --json`'s `chosen` object: knob -> {value, given, why[, runner_up]}, one entry per
+// knob the search knows (planner/search.h), and its `search` object (variants costed, fitting,
+// simulated, and when nothing fits, what would).
+Json chosen_to_json(const FamilyChoice& c);
+Json family_search_to_json(const FamilyChoice& c);
 std::string report_svg(const Estimate& e, const std::string& title);
 std::string report_html(const Estimate& e, const std::string& title);
 

@@ -2,6 +2,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <queue>
+#include <set>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "herd/core/format.h"
 #include "herd/core/timer.h"
@@ -23,29 +29,488 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
   return d;
 }
 
-// V candidates: powers of two, and the V that gives every virtual stage the same number of slots
-// (layers + embedding + output), which is how Llama 3 405B fills PP*V = 128 stages.
-std::vector<int> v_candidates(std::int64_t layers, std::int64_t pp) {
+// Headroom on the quick pass's memory: its in-flight count is the depth-first warm-up bound, and the
+// simulator has the last word on every layout that is ranked or chosen.
+constexpr double kQuickMemorySlack = 1.10;
+
+// --- The knobs. Each is a Layout field the search sets; adding a knob is one row of knobs() below.
+
+struct Ctx {
+  const model::LlamaConfig& cfg;
+  const topology::Cluster& cluster;
+  const TrainingSpec& train;
+  std::int64_t gpus;
+  const SearchSpace& space;
+};
+
+using Values = std::vector<std::int64_t>;
+using Given = std::optional<std::int64_t>;
+
+// kCosts: the step costs depend on the knob (computed once per combination of these knobs);
+// kSchedule: only the pipeline schedule does. kSchedule knobs may read the kCosts ones (N reads M).
+enum class Stage { kCosts, kSchedule };
+
+struct Knob {
+  const char* name;  // the key under `layout` in the estimate's JSON
+  const char* flag;
+  Stage stage;
+  KnobChoice::Type type;
+  std::int64_t (*get)(const Layout&);
+  void (*set)(Layout&, std::int64_t);
+  Given (*given)(const SearchSpace&);
+  Values (*values)(const Ctx&, const Layout&, Given);  // the given value (if usable) or those searched
+  std::string (*text)(std::int64_t);
+};
+
+std::string integer_text(std::int64_t x) { return std::to_string(x); }
+std::string boolean_text(std::int64_t x) { return x ? "true" : "false"; }
+std::string recompute_text(std::int64_t x) { return model::recompute_name(static_cast<model::Recompute>(x)); }
+
+template <auto Field, auto Fixed>
+Knob knob(const char* name, const char* flag, Stage stage, Values (*values)(const Ctx&, const Layout&, Given),
+          std::string (*text)(std::int64_t) = nullptr) {
+  using T = std::remove_cvref_t<decltype(std::declval<Layout&>().*Field)>;
+  const KnobChoice::Type type = std::is_same_v<T, bool> ? KnobChoice::Type::kBoolean
+                                : std::is_enum_v<T>     ? KnobChoice::Type::kName
+                                                        : KnobChoice::Type::kInteger;
+  if (!text) text = std::is_same_v<T, bool> ? boolean_text : integer_text;
+  return {name,
+          flag,
+          stage,
+          type,
+          [](const Layout& l) { return static_cast<std::int64_t>(l.*Field); },
+          [](Layout& l, std::int64_t x) { l.*Field = static_cast<T>(x); },
+          [](const SearchSpace& s) -> Given {
+            if (!(s.*Fixed)) return std::nullopt;
+            return static_cast<std::int64_t>(*(s.*Fixed));
+          },
+          values,
+          text};
+}
+
+Values microbatch_values(const Ctx& c, const Layout& l, Given g) {
+  if (g) return {*g};
+  Values out;
+  for (std::int64_t mb : divisors(c.train.global_batch / l.dp)) {
+    if (mb <= c.space.max_microbatch) out.push_back(mb);
+  }
+  return out;
+}
+
+Values recompute_values(const Ctx&, const Layout&, Given g) {
+  if (g) return {*g};
+  return {static_cast<std::int64_t>(model::Recompute::kNone), static_cast<std::int64_t>(model::Recompute::kSelective),
+          static_cast<std::int64_t>(model::Recompute::kFull)};
+}
+
+// Without TP, sequence parallelism changes nothing: false, as the estimate's JSON reports it.
+Values sequence_parallel_values(const Ctx&, const Layout& l, Given g) {
+  if (g) return {*g};
+  return l.tp > 1 ? Values{1, 0} : Values{0};
+}
+
+// V: powers of two, and the V that gives every virtual stage the same number of slots (layers +
+// embedding + output), which is how Llama 3 405B fills PP*V = 128 stages.
+Values v_values(const Ctx& c, const Layout& l, Given g) {
+  if (g) return {*g};
+  const std::int64_t layers = c.cfg.n_layers, pp = l.pp;
   if (pp == 1) return {1};
-  std::vector<int> vs;
-  for (int v = 1; pp * v <= layers + 2; v *= 2) vs.push_back(v);
-  if ((layers + 2) % pp == 0) vs.push_back(static_cast<int>((layers + 2) / pp));
-  if (layers % pp == 0 && layers / pp > 1) vs.push_back(static_cast<int>(layers / pp));
+  Values vs;
+  for (std::int64_t v = 1; pp * v <= layers + 2; v *= 2) vs.push_back(v);
+  if ((layers + 2) % pp == 0) vs.push_back((layers + 2) / pp);
+  if (layers % pp == 0 && layers / pp > 1) vs.push_back(layers / pp);
   std::sort(vs.begin(), vs.end());
   vs.erase(std::unique(vs.begin(), vs.end()), vs.end());
   return vs;
 }
 
-struct Candidate {
-  Layout layout;
-  double step_s;
+// N: depth-first (min(PP, M)) and breadth-first (M); a given N beyond M has no layout here.
+Values n_values(const Ctx& c, const Layout& l, Given g) {
+  const std::int64_t m = l.microbatches(c.train);
+  if (g) return *g <= m ? Values{*g} : Values{};
+  const std::int64_t depth = std::min<std::int64_t>(l.pp, m);
+  return depth == m ? Values{m} : Values{depth, m};
+}
+
+// The knobs in the order the search sets them (and `herd estimate` lists them).
+const std::vector<Knob>& knobs() {
+  static const std::vector<Knob> k = {
+      knob<&Layout::v, &SearchSpace::v>("v", "--v", Stage::kSchedule, v_values),
+      knob<&Layout::microbatch, &SearchSpace::microbatch>("microbatch_size", "--microbatch-size", Stage::kCosts,
+                                                          microbatch_values),
+      knob<&Layout::n, &SearchSpace::n>("n", "--n", Stage::kSchedule, n_values),
+      knob<&Layout::recompute, &SearchSpace::recompute>("recompute", "--recompute", Stage::kCosts, recompute_values,
+                                                        recompute_text),
+      knob<&Layout::sequence_parallel, &SearchSpace::sequence_parallel>("sequence_parallel", "--sequence-parallel",
+                                                                        Stage::kCosts, sequence_parallel_values),
+  };
+  return k;
+}
+
+// Every combination of `ks`'s values on top of `l`, each passed to `visit`. A knob's values may read
+// the knobs set before it (knobs() lists N after the micro-batch size, whose M it needs).
+template <class Visit>
+void combinations(const Ctx& c, const std::vector<const Knob*>& ks, std::size_t i, Layout& l, Visit&& visit) {
+  if (i == ks.size()) {
+    visit(l);
+    return;
+  }
+  const Knob& k = *ks[i];
+  for (std::int64_t x : k.values(c, l, k.given(c.space))) {
+    k.set(l, x);
+    combinations(c, ks, i + 1, l, visit);
+  }
+}
+
+// Layer assignments, shared by every family and variant of one search with the same layout fields
+// that assign_layers reads: PP, V and the layer split the layout resolves to (auto: from its costs).
+class Assignments {
+ public:
+  explicit Assignments(std::int64_t layers) : layers_(static_cast<int>(layers)) {}
+  const Result<schedule::LayerAssignment>& get(const model::LlamaConfig& cfg, const Layout& l, const StepCosts& c) {
+    const bool light = resolve_layer_split(cfg, l, c) == LayerSplit::kLightEnds;
+    const std::tuple<std::int64_t, int, bool> key{l.pp, l.v, light};
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      it = cache_.emplace(key, schedule::assign_layers(layers_, static_cast<int>(l.pp), l.v, light)).first;
+    }
+    return it->second;
+  }
+
+ private:
+  int layers_;
+  std::map<std::tuple<std::int64_t, int, bool>, Result<schedule::LayerAssignment>> cache_;
 };
 
-// Headroom on the quick pass's memory: its in-flight count is the depth-first warm-up bound, and the
-// simulator has the last word on every layout that is ranked.
-constexpr double kQuickMemorySlack = 1.10;
+// One quick-pass estimate of a variant.
+struct Variant {
+  Layout layout;
+  double step_s = 0;
+  double memory_bytes = 0;
+  bool fits = false;  // within kQuickMemorySlack of the capacity
+};
+
+struct FamilyScan {
+  std::vector<Variant> variants;  // enumeration order; only those that fit unless keep_all
+  std::int64_t costed = 0, fitting = 0, pruned = 0;
+  double least = std::numeric_limits<double>::infinity();
+  std::string least_layout, last_error;
+};
+
+// The family's work per pipeline rank on average: no pipeline rank does less than the busiest, and the
+// quick pass's step time is the busiest rank's work plus terms that are never negative.
+double mean_rank_work_s(const model::LlamaConfig& cfg, const StepCosts& c, const Layout& l, const TrainingSpec& t) {
+  const double per_mb = static_cast<double>(cfg.n_layers) * (c.layer.fwd() + c.layer.bwd()) + c.embedding.fwd() +
+                        c.embedding.bwd() + c.output.fwd() + c.output.bwd();
+  return static_cast<double>(l.microbatches(t)) * per_mb / static_cast<double>(l.pp);
+}
+
+// A combination of the kCosts knobs that passes validate_layout, with its step costs and a lower
+// bound on the quick pass's step time of every variant built on it.
+struct Outer {
+  Layout layout;
+  StepCosts costs;
+  double bound_s;
+};
+
+struct FamilyCosts {
+  std::vector<Outer> outers;  // cheapest bound first (ties in enumeration order)
+  std::string last_error;
+  double bound_s() const { return outers.empty() ? std::numeric_limits<double>::infinity() : outers.front().bound_s; }
+};
+
+FamilyCosts family_costs(const Ctx& c, const Layout& base) {
+  FamilyCosts out;
+  std::vector<const Knob*> cost_knobs;
+  for (const Knob& k : knobs()) {
+    if (k.stage == Stage::kCosts) cost_knobs.push_back(&k);
+  }
+  Layout l = base;
+  combinations(c, cost_knobs, 0, l, [&](const Layout& x) {
+    if (Status s = validate_layout(c.cfg, c.cluster, c.train, x, c.gpus); !s.ok()) {
+      out.last_error = s.error().message();
+      return;
+    }
+    Result<StepCosts> costs = step_costs(c.cfg, c.cluster, c.train, x);
+    if (!costs.ok()) {
+      out.last_error = costs.error().message();
+      return;
+    }
+    const double bound = mean_rank_work_s(c.cfg, *costs, x, c.train);
+    out.outers.push_back({x, std::move(*costs), bound});
+  });
+  std::stable_sort(out.outers.begin(), out.outers.end(),
+                   [](const Outer& a, const Outer& b) { return a.bound_s < b.bound_s; });
+  return out;
+}
+
+enum class ScanMode {
+  kAll,           // every variant
+  kPrune,         // skip variants the bound shows cannot be among the family's kFamilySimulated best
+  kUntilOneFits,  // stop at the first variant that fits (the family cannot be ranked; is it rejected?)
+};
+
+// The family's variants by the quick pass, over the kSchedule knobs of each of its outers.
+FamilyScan scan_family(const Ctx& c, const FamilyCosts& fc, bool keep_all, ScanMode mode, Assignments& assignments) {
+  FamilyScan out;
+  out.last_error = fc.last_error;
+  std::vector<const Knob*> schedule_knobs;
+  for (const Knob& k : knobs()) {
+    if (k.stage == Stage::kSchedule) schedule_knobs.push_back(&k);
+  }
+  const double capacity = c.cluster.memory_bytes();
+  std::priority_queue<double> best;  // the family's kFamilySimulated best fitting times (max on top)
+  // To learn whether anything fits, the leanest first: most recompute, smallest micro-batches,
+  // sequence parallelism on.
+  std::vector<const Outer*> order;
+  for (const Outer& o : fc.outers) order.push_back(&o);
+  if (mode == ScanMode::kUntilOneFits) {
+    std::stable_sort(order.begin(), order.end(), [](const Outer* a, const Outer* b) {
+      return std::make_tuple(-static_cast<int>(a->layout.recompute), a->layout.microbatch, !a->layout.sp()) <
+             std::make_tuple(-static_cast<int>(b->layout.recompute), b->layout.microbatch, !b->layout.sp());
+    });
+  }
+  for (const Outer* op : order) {
+    const Outer& o = *op;
+    if (mode == ScanMode::kUntilOneFits && out.fitting > 0) break;
+    Layout y = o.layout;
+    combinations(c, schedule_knobs, 0, y, [&](const Layout& x) {
+      if (mode == ScanMode::kUntilOneFits && out.fitting > 0) return;
+      const Result<schedule::LayerAssignment>& assign = assignments.get(c.cfg, x, o.costs);
+      if (!assign.ok()) {
+        out.last_error = assign.error().message();
+        return;
+      }
+      if (mode == ScanMode::kPrune && static_cast<int>(best.size()) == kFamilySimulated &&
+          o.bound_s * (1 - 1e-9) > best.top()) {
+        ++out.pruned;
+        return;
+      }
+      EstimateOptions quick;
+      quick.simulate = false;
+      quick.assignment = &*assign;
+      Result<Estimate> e = estimate_from_costs(c.cfg, c.cluster, c.train, x, c.gpus, o.costs, quick);
+      if (!e.ok()) {
+        out.last_error = e.error().message();
+        return;
+      }
+      ++out.costed;
+      const double mem = e->memory.total_bytes;
+      if (mem < out.least) out.least = mem, out.least_layout = x.to_string();
+      const bool fits = mem <= capacity * kQuickMemorySlack;
+      if (fits) {
+        ++out.fitting;
+        best.push(e->time.step_s);
+        if (static_cast<int>(best.size()) > kFamilySimulated) best.pop();
+      }
+      if (fits || keep_all) out.variants.push_back({x, e->time.step_s, mem, fits});
+    });
+  }
+  return out;
+}
+
+// The variants that fit, fastest first by the quick pass (ties in enumeration order).
+std::vector<const Variant*> fitting_by_time(const std::vector<Variant>& variants) {
+  std::vector<const Variant*> f;
+  for (const Variant& v : variants) {
+    if (v.fits) f.push_back(&v);
+  }
+  std::stable_sort(f.begin(), f.end(), [](const Variant* a, const Variant* b) { return a->step_s < b->step_s; });
+  return f;
+}
+
+// Simulated estimates, each layout once.
+class Simulations {
+ public:
+  explicit Simulations(const Ctx& c) : c_(c) {}
+  const Result<Estimate>& get(const Layout& l) {
+    const std::string key = l.to_string();
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      ++count;
+      it = cache_.emplace(key, estimate(c_.cfg, c_.cluster, c_.train, l, c_.gpus)).first;
+    }
+    return it->second;
+  }
+  // The fastest of `order`'s first `limit` that fits when simulated; with `past_limit`, keeps going
+  // down the list until one fits.
+  std::optional<Estimate> fastest(const std::vector<const Variant*>& order, std::size_t limit, bool past_limit) {
+    std::optional<Estimate> best;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      if (i >= limit && (best || !past_limit)) break;
+      const Result<Estimate>& e = get(order[i]->layout);
+      if (e.ok() && e->fits() && (!best || e->time.step_s < best->time.step_s)) best = *e;
+    }
+    return best;
+  }
+  std::int64_t count = 0;
+
+ private:
+  const Ctx& c_;
+  std::map<std::string, Result<Estimate>> cache_;
+};
+
+std::string percent_slower(double s, double best) {
+  const double d = 100.0 * (s / best - 1.0);
+  return (d >= 0 ? "+" : "") + format_fixed(d, 1) + "%";
+}
+
+// Why the family's layout has this value of `k`: the best layout with another value (simulated) and
+// what it gives up, or that nothing with another value fits.
+KnobChoice explain(const Knob& k, const Estimate& best, const std::vector<Variant>& variants, Simulations& sims,
+                   const SearchSpace& space) {
+  KnobChoice out;
+  out.knob = k.name;
+  out.flag = k.flag;
+  out.type = k.type;
+  const std::int64_t value = k.get(best.layout);
+  out.value = k.text(value);
+  out.given = k.given(space).has_value();
+  if (out.given) {
+    out.why = std::string("given (") + k.flag + ")";
+    return out;
+  }
+  std::vector<Variant> others;
+  for (const Variant& v : variants) {
+    if (k.get(v.layout) != value) others.push_back(v);
+  }
+  if (others.empty()) {
+    out.why = "the only value these degrees allow";
+    return out;
+  }
+  if (!best.fits()) {
+    out.why = "nothing fits; the leanest variant has it";
+    return out;
+  }
+  std::set<std::int64_t> unfit_values;
+  for (const Variant& v : others) unfit_values.insert(k.get(v.layout));
+  for (const Variant& v : others) {
+    if (v.fits) unfit_values.erase(k.get(v.layout));
+  }
+  std::string unfit;
+  for (std::int64_t x : unfit_values) unfit += (unfit.empty() ? "" : ", ") + k.text(x);
+  const std::optional<Estimate> alt = sims.fastest(fitting_by_time(others), kFamilySimulated, true);
+  const double capacity = best.memory.capacity_bytes;
+  if (alt) {
+    out.runner_up = KnobChoice::Alternative{k.text(k.get(alt->layout)), alt->layout, alt->time.step_s,
+                                            alt->memory.total_bytes, true};
+    out.why = "fastest; the best with another value, " + std::string(k.flag) + " " + out.runner_up->value + " (" +
+              alt->layout.to_string() + "), takes " + format_fixed(alt->time.step_s, 3) + " s (" +
+              percent_slower(alt->time.step_s, best.time.step_s) + ") in " + format_bytes(alt->memory.total_bytes);
+    if (!unfit.empty()) out.why += "; nothing fits with " + std::string(k.flag) + " " + unfit;
+    return out;
+  }
+  // No other value fits: the leanest of them (by the quick pass), simulated for its memory.
+  const Variant* lean = &others.front();
+  for (const Variant& v : others) {
+    if (v.memory_bytes < lean->memory_bytes) lean = &v;
+  }
+  const Result<Estimate>& e = sims.get(lean->layout);
+  const double need = e.ok() ? e->memory.total_bytes : lean->memory_bytes;
+  out.runner_up =
+      KnobChoice::Alternative{k.text(k.get(lean->layout)), lean->layout, e.ok() ? e->time.step_s : 0, need, false};
+  out.why = "fits only with " + std::string(k.flag) + " " + out.value + ": the leanest with another value, " +
+            std::string(k.flag) + " " + out.runner_up->value + " (" + lean->layout.to_string() + "), needs " +
+            format_bytes(need) + " of " + format_bytes(capacity);
+  return out;
+}
+
+bool any_given(const SearchSpace& s) {
+  for (const Knob& k : knobs()) {
+    if (k.given(s)) return true;
+  }
+  return false;
+}
+
+Result<FamilyChoice> choose(const Ctx& c, const Layout& degrees, bool hints) {
+  const SearchSpace& space = c.space;
+  Layout base;
+  base.tp = degrees.tp, base.cp = degrees.cp, base.pp = degrees.pp, base.dp = degrees.dp;
+  base.zero = space.zero;
+  base.reshard_after_forward = space.reshard_after_forward;
+  base.layer_split = space.layer_split;
+  Assignments assignments(c.cfg.n_layers);
+  FamilyScan scan = scan_family(c, family_costs(c, base), /*keep_all=*/true, ScanMode::kAll, assignments);
+  if (scan.variants.empty()) {
+    // The layout as given, every other knob at its default: the constraint it breaks, worded once.
+    Layout as_given = base;
+    for (const Knob& k : knobs()) {
+      if (Given g = k.given(space)) k.set(as_given, *g);
+    }
+    HERD_RETURN_IF_ERROR(validate_layout(c.cfg, c.cluster, c.train, as_given, c.gpus));
+    return make_error(scan.last_error.empty() ? "no layout of these degrees and knobs" : scan.last_error);
+  }
+  FamilyChoice out;
+  out.variants = scan.costed;
+  out.fitting = scan.fitting;
+  Simulations sims(c);
+  std::optional<Estimate> best = sims.fastest(fitting_by_time(scan.variants), kFamilySimulated, true);
+  if (!best) {
+    // Nothing fits: the leanest variants (by the quick pass), simulated; the least memory wins.
+    std::vector<const Variant*> lean;
+    for (const Variant& v : scan.variants) lean.push_back(&v);
+    std::stable_sort(lean.begin(), lean.end(),
+                     [](const Variant* a, const Variant* b) { return a->memory_bytes < b->memory_bytes; });
+    for (std::size_t i = 0; i < lean.size() && i < static_cast<std::size_t>(kFamilySimulated); ++i) {
+      const Result<Estimate>& e = sims.get(lean[i]->layout);
+      if (e.ok() && (!best || e->memory.total_bytes < best->memory.total_bytes)) best = *e;
+    }
+    if (!best)
+      return make_error(scan.last_error.empty() ? "no layout of these degrees could be simulated" : scan.last_error);
+  }
+  // A knob's runner-up is simulated; should one be faster than the choice (the quick pass ranked it
+  // lower), it becomes the choice and every knob is explained again (at most 3 times).
+  for (int round = 0;; ++round) {
+    out.knobs.clear();
+    std::optional<Estimate> faster;
+    for (const Knob& k : knobs()) {
+      out.knobs.push_back(explain(k, *best, scan.variants, sims, space));
+      const auto& r = out.knobs.back().runner_up;
+      if (r && r->fits && r->step_s < best->time.step_s && (!faster || r->step_s < faster->time.step_s)) {
+        faster = *sims.get(r->layout);
+      }
+    }
+    if (!faster || round == 3) break;
+    best = std::move(faster);
+  }
+  out.best = std::move(*best);
+  out.simulated = sims.count;
+  if (!out.best.fits() && hints) {
+    const double need = out.best.memory.total_bytes, capacity = out.best.memory.capacity_bytes;
+    std::string hint = "the leanest variant needs " + format_bytes(need) + " per accelerator, " +
+                       format_bytes(capacity) + " available";
+    if (any_given(space)) {
+      SearchSpace open;
+      open.zero = space.zero;
+      open.reshard_after_forward = space.reshard_after_forward;
+      open.max_microbatch = space.max_microbatch;
+      const Ctx oc{c.cfg, c.cluster, c.train, c.gpus, open};
+      Result<FamilyChoice> free = choose(oc, degrees, false);
+      if (free.ok() && free->best.fits()) {
+        hint += "; it fits with the knobs left to the search: " + free->best.layout.to_flags();
+      }
+    }
+    Result<PlanResult> p = plan(c.cfg, c.cluster, c.train, c.gpus, space, 1);
+    if (p.ok() && !p->ranked.empty()) {
+      const Layout& l = p->ranked.front().layout;
+      hint += "; other degrees of these " + std::to_string(c.gpus) + " accelerators fit, e.g. herd plan's best: --tp " +
+              std::to_string(l.tp) + " --cp " + std::to_string(l.cp) + " --pp " + std::to_string(l.pp) + " --dp " +
+              std::to_string(l.dp) + " (" + format_bytes(p->ranked.front().memory.total_bytes) + ")";
+    }
+    hint += "; accelerators with at least " + format_bytes(need) + " of memory would hold it";
+    out.to_fit = hint;
+  }
+  return out;
+}
 
 }  // namespace
+
+Result<FamilyChoice> choose_layout(const model::LlamaConfig& cfg, const topology::Cluster& cluster,
+                                   const TrainingSpec& train, const Layout& degrees, std::int64_t gpus,
+                                   const SearchSpace& space) {
+  const Ctx c{cfg, cluster, train, gpus, space};
+  return choose(c, degrees, true);
+}
 
 Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
                         std::int64_t gpus, const SearchSpace& space, int top_k) {
@@ -55,19 +520,25 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
                       " accelerators)");
   }
   if (top_k < 1) return make_error("--top (", top_k, ") must be at least 1");
+  const Ctx c{cfg, cluster, train, gpus, space};
   PlanResult out;
-  std::vector<Candidate> candidates;
   const double capacity = cluster.memory_bytes();
-  const std::vector<model::Recompute> all_rc = {model::Recompute::kNone, model::Recompute::kSelective,
-                                                model::Recompute::kFull};
+  Assignments assignments(cfg.n_layers);
+  // Every family that passes the checks, with its step costs (and so its step-time bound).
+  struct Pending {
+    Rejection degrees;
+    FamilyCosts costs;
+  };
+  std::vector<Pending> pending;
   for (std::int64_t tp : divisors(gpus)) {
     for (std::int64_t cp : divisors(gpus / tp)) {
       for (std::int64_t pp : divisors(gpus / (tp * cp))) {
         const std::int64_t dp = gpus / (tp * cp * pp);
         ++out.families;
+        // The family's weakest form: sequence parallelism (when searched) only narrows the shapes.
         Layout base;
         base.tp = tp, base.cp = cp, base.pp = pp, base.dp = dp;
-        base.sequence_parallel = space.sequence_parallel;
+        base.sequence_parallel = space.sequence_parallel.value_or(false);
         base.zero = space.zero;
         base.reshard_after_forward = space.reshard_after_forward;
         base.layer_split = space.layer_split;
@@ -77,102 +548,67 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
           out.rejected.push_back({tp, cp, pp, dp, s.error().message()});
           continue;
         }
-        std::vector<std::int64_t> mbs;
-        if (space.microbatch) {
-          mbs = {*space.microbatch};
-        } else {
-          for (std::int64_t mb : divisors(train.global_batch / dp)) {
-            if (mb <= space.max_microbatch) mbs.push_back(mb);
-          }
-        }
-        const std::vector<model::Recompute> rcs =
-            space.recompute ? std::vector<model::Recompute>{*space.recompute} : all_rc;
-        const std::vector<int> vs = space.v ? std::vector<int>{*space.v} : v_candidates(cfg.n_layers, pp);
-        double least = std::numeric_limits<double>::infinity();
-        std::string least_layout, last_error;
-        bool any_fit = false;
-        for (std::int64_t mb : mbs) {
-          for (model::Recompute rc : rcs) {
-            Layout l = base;
-            l.microbatch = mb;
-            l.recompute = rc;
-            if (Status s = validate_layout(cfg, cluster, train, l, gpus); !s.ok()) {
-              last_error = s.error().message();
-              continue;
-            }
-            Result<StepCosts> costs = step_costs(cfg, cluster, train, l);
-            if (!costs.ok()) {
-              last_error = costs.error().message();
-              continue;
-            }
-            const std::int64_t m = l.microbatches(train);
-            for (int v : vs) {
-              l.v = v;
-              Result<schedule::LayerAssignment> assign = layer_assignment(cfg, l, *costs);
-              if (!assign.ok()) continue;
-              std::vector<int> ns;
-              if (space.n) {
-                if (*space.n <= m) ns.push_back(*space.n);
-              } else {
-                ns = {static_cast<int>(std::min<std::int64_t>(pp, m)), static_cast<int>(m)};
-                if (ns[0] == ns[1]) ns.pop_back();
-              }
-              for (int n : ns) {
-                l.v = v;
-                l.n = n;
-                EstimateOptions quick;
-                quick.simulate = false;
-                quick.assignment = &*assign;
-                Result<Estimate> e = estimate_from_costs(cfg, cluster, train, l, gpus, *costs, quick);
-                if (!e.ok()) {
-                  last_error = e.error().message();
-                  continue;
-                }
-                ++out.layouts_costed;
-                if (e->memory.total_bytes < least) least = e->memory.total_bytes, least_layout = l.to_string();
-                if (e->memory.total_bytes <= capacity * kQuickMemorySlack) {
-                  any_fit = true;
-                  ++out.layouts_fitting;
-                  candidates.push_back({l, e->time.step_s});
-                }
-              }
-            }
-          }
-        }
-        if (!any_fit) {
-          std::string reason = least < std::numeric_limits<double>::infinity()
-                                   ? "out of memory: the leanest variant (" + least_layout + ") needs " +
-                                         format_bytes(least) + " per accelerator, " + format_bytes(capacity) +
-                                         " available"
-                                   : last_error;
-          out.rejected.push_back({tp, cp, pp, dp, reason});
-        }
+        pending.push_back({{tp, cp, pp, dp, ""}, family_costs(c, base)});
       }
     }
   }
-
-  // Simulate the best quick-pass candidates; rank by simulated step time among those that fit.
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& a, const Candidate& b) { return a.step_s < b.step_s; });
-  const std::size_t n_sim =
-      std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(std::max(16 * top_k, 96)));
-  std::vector<Estimate> sims;
-  for (std::size_t i = 0; i < n_sim; ++i) {
-    Result<Estimate> e = estimate(cfg, cluster, train, candidates[i].layout, gpus);
-    ++out.layouts_simulated;
-    if (e.ok() && e->fits()) sims.push_back(std::move(*e));
-  }
-  std::stable_sort(sims.begin(), sims.end(),
-                   [](const Estimate& a, const Estimate& b) { return a.time.step_s < b.time.step_s; });
-  // One row per family of degrees (its best variant): the table compares layouts, not knob settings.
-  for (Estimate& e : sims) {
-    bool seen = false;
-    for (const Estimate& r : out.ranked) {
-      seen = seen || (r.layout.tp == e.layout.tp && r.layout.cp == e.layout.cp && r.layout.pp == e.layout.pp);
+  // Families in order of their bound. Only the n_families with the best quick-pass times are
+  // simulated: once n_families have a best time below a family's bound, that family cannot be one of
+  // them, and all that is left to learn is whether anything fits (else it is rejected, with its
+  // leanest variant).
+  const std::size_t n_families = static_cast<std::size_t>(std::max(2 * top_k, 12));
+  std::stable_sort(pending.begin(), pending.end(),
+                   [](const Pending& a, const Pending& b) { return a.costs.bound_s() < b.costs.bound_s(); });
+  struct Family {
+    std::vector<Variant> variants;  // those that fit (quick pass)
+    double best_s;
+  };
+  std::vector<Family> families;
+  std::priority_queue<double> best_families;  // the n_families best family times (max on top)
+  for (Pending& f : pending) {
+    const bool out_of_reach =
+        space.prune && best_families.size() == n_families && f.costs.bound_s() * (1 - 1e-9) > best_families.top();
+    FamilyScan scan = scan_family(c, f.costs, /*keep_all=*/false,
+                                  out_of_reach  ? ScanMode::kUntilOneFits
+                                  : space.prune ? ScanMode::kPrune
+                                                : ScanMode::kAll,
+                                  assignments);
+    out.layouts_costed += scan.costed;
+    out.layouts_fitting += scan.fitting;
+    out.layouts_pruned += scan.pruned;
+    Rejection& d = f.degrees;
+    if (scan.fitting == 0) {
+      d.reason = scan.least < std::numeric_limits<double>::infinity()
+                     ? "out of memory: the leanest variant (" + scan.least_layout + ") needs " +
+                           format_bytes(scan.least) + " per accelerator, " + format_bytes(capacity) + " available"
+                     : scan.last_error;
+      out.rejected.push_back(d);
+      continue;
     }
-    if (!seen) out.ranked.push_back(std::move(e));
-    if (out.ranked.size() == static_cast<std::size_t>(top_k)) break;
+    if (out_of_reach) continue;
+    double best_s = std::numeric_limits<double>::infinity();
+    for (const Variant& v : scan.variants) best_s = std::min(best_s, v.step_s);
+    best_families.push(best_s);
+    if (best_families.size() > n_families) best_families.pop();
+    families.push_back({std::move(scan.variants), best_s});
   }
+  std::stable_sort(out.rejected.begin(), out.rejected.end(), [](const Rejection& a, const Rejection& b) {
+    return std::tie(a.tp, a.cp, a.pp) < std::tie(b.tp, b.cp, b.pp);
+  });
+
+  // The families with the best quick-pass times each choose their layout as `herd estimate` does (the
+  // simulator over their best variants); the rows are those layouts by simulated step time.
+  std::stable_sort(families.begin(), families.end(),
+                   [](const Family& a, const Family& b) { return a.best_s < b.best_s; });
+  Simulations sims(c);
+  for (std::size_t i = 0; i < std::min(n_families, families.size()); ++i) {
+    std::optional<Estimate> e = sims.fastest(fitting_by_time(families[i].variants), kFamilySimulated, false);
+    if (e) out.ranked.push_back(std::move(*e));
+  }
+  out.layouts_simulated = sims.count;
+  std::stable_sort(out.ranked.begin(), out.ranked.end(),
+                   [](const Estimate& a, const Estimate& b) { return a.time.step_s < b.time.step_s; });
+  if (out.ranked.size() > static_cast<std::size_t>(top_k)) out.ranked.resize(static_cast<std::size_t>(top_k));
   out.search_s = timer.seconds();
   return out;
 }
