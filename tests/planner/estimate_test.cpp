@@ -61,7 +61,8 @@ TEST(Estimate, ActivationsAreModelBytesTimesInFlight) {
 
 TEST(Estimate, ParametersComeFromTheShardCounts) {
   TrainingSpec t{8192, 256, Precision::kBF16};
-  Layout l = layout(8, 1, 4, 8);  // no reshard: each rank holds its layers' bf16 weights gathered
+  Layout l = layout(8, 1, 4, 8);           // no reshard: each rank holds its layers' bf16 weights gathered
+  l.layer_split = LayerSplit::kLightEnds;  // the 19/21/21/19 split below
   Result<Estimate> e = estimate(kCfg, kCluster, t, l, 256);
   ASSERT_TRUE(e.ok());
   const auto lp = model::layer_params_tp_shard(kCfg, 8);

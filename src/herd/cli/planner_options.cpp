@@ -60,7 +60,23 @@ void add_planner_options(CLI::App* app, PlannerOptions& o) {
   app->add_option("--global-batch-tokens", o.global_batch_tokens,
                   "Tokens per optimizer step (a multiple of --seq-len), instead of --global-batch")
       ->check(positive_integer());
-  app->add_option("--precision", o.precision, "Matmul precision: bf16, fp16 or fp8")->capture_default_str();
+  app->add_option("--precision", o.precision, "Matmul precision: bf16, fp16, fp8 (GEMMs at the fp8 rate) or fp32")
+      ->capture_default_str();
+  app->add_option("--layer-split", o.layer_split,
+                  "Layers over the PP x V virtual stages: auto (per layout), even, or light-ends (first and last "
+                  "one layer lighter)")
+      ->capture_default_str();
+  app->add_option("--software", o.software,
+                  "Software profile: fused (Megatron / Transformer Engine) or eager (PyTorch eager / FSDP)")
+      ->capture_default_str();
+  app->add_option("--attention", o.attention,
+                  "Attention: flash, or materialized (s x s scores in memory, pre-FlashAttention Megatron)")
+      ->capture_default_str();
+  app->add_option("--pipeline-sends", o.pipeline_sends, "Pipeline point-to-point sends: async or sync")
+      ->capture_default_str();
+  app->add_option("--dp-overlap", o.dp_overlap,
+                  "Gradient reduction overlapped with the backward (on) or after it (off)")
+      ->capture_default_str();
   add_layout_knob_options(app, o.knobs);
   app->add_option("--zero", o.zero, "0 plain DP (all-reduce), 1, 2, or 3 (FSDP, the paper's choice)")
       ->capture_default_str()
@@ -108,6 +124,17 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
     return make_error("--global-batch: missing; give sequences per step (or --global-batch-tokens)");
   }
   HERD_ASSIGN_OR_RETURN(in.train.precision, planner::parse_precision(o.precision));
+  HERD_ASSIGN_OR_RETURN(in.base.layer_split, planner::parse_layer_split(o.layer_split));
+  HERD_ASSIGN_OR_RETURN(in.train.system.software, planner::parse_software(o.software));
+  HERD_ASSIGN_OR_RETURN(in.train.system.attention, planner::parse_attention(o.attention));
+  if (o.pipeline_sends != "async" && o.pipeline_sends != "sync") {
+    return make_error("--pipeline-sends: expected async or sync, got '", o.pipeline_sends, "'");
+  }
+  in.train.system.async_sends = o.pipeline_sends == "async";
+  if (o.dp_overlap != "on" && o.dp_overlap != "off") {
+    return make_error("--dp-overlap: expected on or off, got '", o.dp_overlap, "'");
+  }
+  in.train.system.dp_overlap = o.dp_overlap == "on";
   HERD_RETURN_IF_ERROR(apply_layout_knobs(o.knobs, in.base));
   in.base.zero = o.zero;
   in.reliability.failure_rate_per_hour = o.failure_rate;
@@ -135,6 +162,7 @@ planner::SearchSpace search_space(const PlannerOptions& o, const PlannerInputs& 
   if (o.knobs.sequence_parallel) space.sequence_parallel = in.base.sequence_parallel;
   space.zero = in.base.zero;
   space.reshard_after_forward = in.base.reshard_after_forward;
+  space.layer_split = in.base.layer_split;
   return space;
 }
 

@@ -39,6 +39,12 @@ struct PlannerOptions {
   std::int64_t global_batch = 0;         // sequences
   std::int64_t global_batch_tokens = 0;  // alternative to global_batch
   std::string precision = "bf16";
+  // Planner-only system knobs (planner::SystemSpec) and the layer split (planner::Layout::layer_split).
+  std::string layer_split = "auto";
+  std::string software = "fused";
+  std::string attention = "flash";
+  std::string pipeline_sends = "async";
+  std::string dp_overlap = "on";
   LayoutKnobs knobs;
   int zero = 3;
   bool json = false;

@@ -6,6 +6,7 @@
 #include "herd/core/collective_bw.h"
 #include "herd/model/activations.h"
 #include "herd/model/params.h"
+#include "herd/planner/software.h"
 
 namespace herd::planner {
 
@@ -61,6 +62,13 @@ double linear_train_s(double m, double n, double k, double peak, double bpe, con
   return f + gemm_s(m, k, n, peak, bpe, acc) + gemm_s(k, n, m, peak, bpe, acc);
 }
 
+double batched_gemm_s(double batch, double m, double n, double k, double peak_flops, double bpe,
+                      const topology::Accelerator& acc) {
+  const double compute = 2.0 * batch * m * n * k / (peak_flops * acc.matmul_efficiency);
+  const double memory = memory_bound_s(batch * (m * k + k * n + m * n) * bpe, acc);
+  return std::max(compute, memory) + acc.kernel_overhead_us * 1e-6;
+}
+
 double memory_bound_s(double bytes, const topology::Accelerator& acc) {
   return bytes / (acc.memory_bw_gb_per_s * 1e9 * acc.memory_bw_efficiency);
 }
@@ -84,12 +92,15 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   HERD_ASSIGN_OR_RETURN(c.dp_link, topology::link_for_group(cluster, l.tp * l.cp * l.pp, l.dp));
 
   const bool fp32 = train.precision == Precision::kFP32;
+  const bool fp8 = train.precision == Precision::kFP8;
+  const SoftwareProfile sw = software_profile(train.system.software, acc);
+  const bool materialized = train.system.attention == Attention::kMaterialized;
   // Attention runs at the activations' precision (bf16, or fp32 on a CPU).
   const double bf16_peak = (fp32 ? acc.peak_tflops_fp32 : acc.peak_tflops_bf16) * 1e12;
-  c.matmul_peak_flops = train.precision == Precision::kFP8 ? acc.peak_tflops_fp8 * 1e12 : bf16_peak;
+  c.matmul_peak_flops = fp8 ? acc.peak_tflops_fp8 * 1e12 : bf16_peak;
   // Bytes per activation element (bf16/fp16, or fp32; fp8 GEMM inputs are cast copies).
   const double e = element_bytes(train.precision);
-  const double gemm_bpe = train.precision == Precision::kFP8 ? 1.0 : e;
+  const double gemm_bpe = fp8 ? 1.0 : e;
 
   // Local sizes per micro-batch: tokens after CP, the residual stream after SP, heads and width after TP.
   const double b = static_cast<double>(l.microbatch);
@@ -103,36 +114,75 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   const double ffn = static_cast<double>(cfg.ffn_hidden) / tp;
   const bool swiglu = cfg.mlp == model::MlpKind::kSwiGLU;
   const double m = b * t;  // GEMM rows: SP gathers the sequence before every linear
+  const double launch = acc.kernel_overhead_us * 1e-6;
+  const double microbatches = static_cast<double>(std::max<std::int64_t>(1, l.microbatches(train)));
 
-  // GEMMs of one layer (fused q/k/v, fused gate/up as torchtitan and Megatron do).
+  // GEMMs of one layer: fused q/k/v and gate/up (Megatron, TE) or one GEMM per projection (eager).
+  // Under fp8 (Transformer Engine) every linear casts its input to fp8 with the transpose the weight
+  // gradient needs (read 2 bytes, write 1 + 1 per element, amax reduced in the same pass), the backward
+  // casts the output gradient the same way, and the weights are cast once per step (the fp8 copy and
+  // its transpose cached across micro-batches, TE's is_first_microbatch), all memory bound.
   PieceCost& L = c.layer;
-  double gemm_fwd = 0;
-  double gemm_all = linear_train_s(m, (heads + 2 * kv) * hd, h, c.matmul_peak_flops, gemm_bpe, acc, &gemm_fwd);
-  gemm_all += linear_train_s(m, h, heads * hd, c.matmul_peak_flops, gemm_bpe, acc, &gemm_fwd);
-  gemm_all += linear_train_s(m, (swiglu ? 2 : 1) * ffn, h, c.matmul_peak_flops, gemm_bpe, acc, &gemm_fwd);
-  gemm_all += linear_train_s(m, h, ffn, c.matmul_peak_flops, gemm_bpe, acc, &gemm_fwd);
+  double gemm_fwd = 0, gemm_all = 0, cast_fwd = 0, cast_bwd = 0;
+  auto linear = [&](double n, double k) {
+    gemm_all += linear_train_s(m, n, k, c.matmul_peak_flops, gemm_bpe, acc, &gemm_fwd);
+    if (fp8) {
+      cast_fwd += memory_bound_s(4.0 * (m * k + k * n / microbatches), acc) + 2 * launch;
+      cast_bwd += memory_bound_s(4.0 * m * n, acc) + launch;
+    }
+  };
+  if (sw.fused_projections) {
+    linear((heads + 2 * kv) * hd, h);
+  } else {
+    linear(heads * hd, h), linear(kv * hd, h), linear(kv * hd, h);
+  }
+  linear(h, heads * hd);
+  if (sw.fused_projections || !swiglu) {
+    linear((swiglu ? 2 : 1) * ffn, h);
+  } else {
+    linear(ffn, h), linear(ffn, h);
+  }
+  linear(h, ffn);
 
-  // Flash attention over the local queries: causal pairs are split evenly by the 2*CP chunking.
+  // Attention over the local queries. Flash: the causal pairs, split evenly by the 2*CP chunking, at
+  // the profile's flash efficiencies; the backward does 2.5x the forward's FLOPs (recomputed scores).
+  // Materialized: QK^T and PV as batched GEMMs over all t x T (query, key) pairs (the mask is applied
+  // after the matmul), the backward four GEMMs of the same size (dS, dV, dQ, dK); the scores cross HBM
+  // for the fused scale-mask-softmax (read 2, write 2 bytes per score) and dropout (read 2, write 2, a
+  // 1-byte mask), and back (dropout 2 + 1 + 2, softmax 2 + 2 + 2).
   HERD_ASSIGN_OR_RETURN(const double pairs, model::attention_pairs(train.seq_len, model::AttentionMask::causal()));
   const double attn_fwd_flops = 4.0 * b * heads * hd * pairs / static_cast<double>(l.cp);
-  const double attn_fwd = attn_fwd_flops / (bf16_peak * acc.attention_fwd_efficiency);
-  const double attn_bwd = 2.5 * attn_fwd_flops / (bf16_peak * acc.attention_bwd_efficiency);
+  double attn_fwd = 0, attn_bwd = 0;
+  const double T = static_cast<double>(train.seq_len);
+  const double scores = b * heads * t * T;  // score elements per layer and micro-batch (materialized)
+  if (materialized) {
+    const double bh = b * heads;
+    const double qk = batched_gemm_s(bh, t, T, hd, bf16_peak, e, acc),
+                 pv = batched_gemm_s(bh, t, hd, T, bf16_peak, e, acc);
+    attn_fwd = qk + pv + memory_bound_s(9.0 * scores, acc) + 3 * launch;
+    attn_bwd = 2.0 * (qk + pv) + memory_bound_s(11.0 * scores, acc) + 6 * launch;
+  } else {
+    attn_fwd = attn_fwd_flops / (bf16_peak * sw.attention_fwd_efficiency);
+    attn_bwd = 2.5 * attn_fwd_flops / (bf16_peak * sw.attention_bwd_efficiency);
+  }
 
-  // Elementwise traffic (bytes): residual stream An, q+k for RoPE, the MLP width F.
+  // Elementwise traffic (bytes): residual stream An, q+k for RoPE, the MLP width F, in the profile's
+  // multiples (software.cpp derives them op by op).
   const double An = b * tn * h * e, Q = b * t * (heads + kv) * hd * e, F = b * t * ffn * e;
-  const double ew_fwd = 10 * An + 2 * Q + (swiglu ? 3 : 2) * F;
-  const double ew_bwd = 14 * An + 2 * Q + (swiglu ? 5 : 3) * F;
+  auto traffic = [&](const ElementwiseTraffic& x) {
+    return x.an * An + x.q * Q + (swiglu ? x.f_swiglu : x.f_gelu) * F;
+  };
+  const double ew_fwd = traffic(sw.fwd);
+  const double ew_bwd = traffic(sw.bwd);
   // fp32 gradient accumulation across micro-batches: the bf16 weight gradient is written, read back
   // and added into the fp32 buffer (2 + 2 + 4 + 4 bytes per local parameter).
   const model::LayerParams lp = model::layer_params_tp_shard(cfg, l.tp);
   // In fp32 the weight-gradient GEMM accumulates straight into the gradient buffer (beta = 1).
   const double grad_acc = fp32 ? 0.0 : memory_bound_s(12.0 * static_cast<double>(lp.total()), acc);
-  const double launch = acc.kernel_overhead_us * 1e-6;
 
-  // Kernel launches beyond the GEMMs: about 20 forward (norms, RoPE, attention, SwiGLU, adds, casts,
-  // collectives) and 40 backward in an eager PyTorch layer.
-  L.fwd_math = gemm_fwd + attn_fwd + memory_bound_s(ew_fwd, acc) + 20 * launch;
-  L.bwd_math = (gemm_all - gemm_fwd) + attn_bwd + memory_bound_s(ew_bwd, acc) + grad_acc + 40 * launch;
+  L.fwd_math = gemm_fwd + cast_fwd + attn_fwd + memory_bound_s(ew_fwd, acc) + sw.launches_fwd * launch;
+  L.bwd_math =
+      (gemm_all - gemm_fwd) + cast_bwd + attn_bwd + memory_bound_s(ew_bwd, acc) + grad_acc + sw.launches_bwd * launch;
 
   // Tensor parallel (Megatron with sequence parallelism): forward all-gathers before attention and
   // MLP and reduce-scatters after them; backward mirrors them and re-gathers the two norm outputs for
@@ -155,9 +205,16 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
     L.fwd_cp = all_gather_s(kv_bytes, l.cp, c.cp_link);
     L.bwd_cp = L.fwd_cp + reduce_scatter_s(kv_bytes, l.cp, c.cp_link);
   }
-  // Recomputation happens inside the backward of the layer.
+  // Recomputation happens inside the backward of the layer. Selective: with materialized attention,
+  // exactly the attention core (QK^T, softmax, dropout, PV) is replayed (Korthikanti et al. 2022);
+  // otherwise the norms and the SwiGLU product are rebuilt elementwise, and under the eager profile
+  // op-level selective checkpointing also replays every second forward matmul.
   if (l.recompute == model::Recompute::kSelective) {
-    L.bwd_math += memory_bound_s(4 * An + (swiglu ? 3 : 2) * F, acc);
+    if (materialized) {
+      L.bwd_math += attn_fwd;
+    } else {
+      L.bwd_math += memory_bound_s(4 * An + (swiglu ? 3 : 2) * F, acc) + sw.selective_gemm_recompute * gemm_fwd;
+    }
   } else if (l.recompute == model::Recompute::kFull) {
     L.bwd_math += L.fwd_math;
     L.bwd_tp += L.fwd_tp;
@@ -165,8 +222,9 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   }
   const double tokens = b * t;
   L.model_flops = 6.0 * static_cast<double>(lp.attention() + lp.mlp()) * tokens + 3.0 * attn_fwd_flops;
-  L.hardware_flops =
-      L.model_flops + 0.5 * attn_fwd_flops + (l.recompute == model::Recompute::kFull ? L.model_flops / 3.0 : 0.0);
+  const double attn_hw = materialized ? 3.0 * 4.0 * scores * hd : 3.5 * attn_fwd_flops;
+  L.hardware_flops = L.model_flops - 3.0 * attn_fwd_flops + attn_hw +
+                     (l.recompute == model::Recompute::kFull ? L.model_flops / 3.0 : 0.0);
 
   // Output head (vocab-parallel) and loss: the final norm output is gathered over TP, logits for the
   // local vocabulary shard are computed tile by tile in fp32, and the softmax statistics are
@@ -175,7 +233,8 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   const double vocab_shard = static_cast<double>(mp.output > 0 ? mp.output : mp.embedding) / h;
   PieceCost& O = c.output;
   double head_fwd = 0;
-  const double head_all = linear_train_s(m, vocab_shard, h, c.matmul_peak_flops, gemm_bpe, acc, &head_fwd);
+  // Under fp8 the output head stays in bf16 (Megatron and NeMo keep the first and last layers out of fp8).
+  const double head_all = linear_train_s(m, vocab_shard, h, bf16_peak, e, acc, &head_fwd);
   const double logits = b * t * vocab_shard * 4.0;
   O.fwd_math = head_fwd + memory_bound_s(2 * logits + 4 * An, acc) + 4 * launch;
   O.bwd_math = head_all - head_fwd + memory_bound_s(2 * logits + 6 * An, acc) +
@@ -208,9 +267,14 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   shape.tp = l.tp;
   shape.cp = l.cp;
   shape.sequence_parallel = l.sp();
-  shape.recompute = l.recompute;
+  // Materialized attention's selective recompute rebuilds only the core: the norms' outputs are kept.
+  shape.recompute = materialized && l.recompute == model::Recompute::kSelective ? model::Recompute::kNone : l.recompute;
   shape.dtype = fp32 ? DType::kF32 : DType::kBF16;
   c.layer_activation_bytes = static_cast<double>(model::layer_activation_bytes(cfg, shape));
+  // Materialized attention keeps its core for the backward unless it is recomputed: the softmax
+  // output (2 bytes per score), the dropout mask (1) and the dropout output (2): 5 bytes per score,
+  // Korthikanti et al.'s 5 a s^2 b per layer.
+  if (materialized && l.recompute == model::Recompute::kNone) c.layer_activation_bytes += 5.0 * scores;
   c.embedding_activation_bytes = static_cast<double>(model::embedding_activation_bytes(cfg, shape));
   c.output_activation_bytes = static_cast<double>(model::output_activation_bytes(cfg, shape));
   return c;

@@ -1,6 +1,7 @@
 // Time of the pieces of one training step on one accelerator: GEMMs by roofline, flash attention by
-// an achieved fraction of peak, elementwise kernels by memory bandwidth, and collectives by the
-// nccl-tests bandwidth model over the network tier each group crosses. The planner adds these up per
+// an achieved fraction of peak (or materialized attention as batched GEMMs and s^2 traffic), the
+// software profile's elementwise traffic (planner/software.h), fp8 casts, elementwise kernels by memory bandwidth, and
+// collectives by the nccl-tests bandwidth model over the network tier each group crosses. The planner adds these up per
 // layer and micro-batch; schedule/ turns them into a pipeline step. Derivations: docs/planner.md.
 #pragma once
 
@@ -29,6 +30,10 @@ double gemm_s(double m, double n, double k, double peak_flops, double bytes_per_
 double linear_train_s(double m, double n, double k, double peak_flops, double bytes_per_element,
                       const topology::Accelerator& acc, double* fwd_s);
 double memory_bound_s(double bytes, const topology::Accelerator& acc);
+// `batch` independent GEMMs (m x k) @ (k x n) in one launch (materialized attention's QK^T and PV):
+// max(FLOPs at matmul_efficiency of peak, bytes over HBM); the batch fills the SMs (no wave loss).
+double batched_gemm_s(double batch, double m, double n, double k, double peak_flops, double bytes_per_element,
+                      const topology::Accelerator& acc);
 
 // Per-micro-batch costs of one layer, of the embedding and of the output head on one accelerator.
 struct PieceCost {

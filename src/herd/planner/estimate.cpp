@@ -5,6 +5,7 @@
 
 #include "herd/core/format.h"
 #include "herd/model/params.h"
+#include "herd/planner/software.h"
 
 namespace herd::planner {
 
@@ -34,6 +35,39 @@ double exposed(double total, double unit, double window) {
 
 }  // namespace
 
+namespace {
+
+// Busiest pipeline rank's forward + backward time per micro-batch under an assignment: its chunks'
+// layers, plus the embedding on virtual stage 0 and the output head on the last.
+double busiest_rank_s(const schedule::LayerAssignment& a, int pp, const StepCosts& c) {
+  const int stages = static_cast<int>(a.layers.size());
+  std::vector<double> rank(pp, 0.0);
+  for (int s = 0; s < stages; ++s) {
+    double x = static_cast<double>(a.layers[s].size()) * (c.layer.fwd() + c.layer.bwd());
+    if (s == 0) x += c.embedding.fwd() + c.embedding.bwd();
+    if (s == stages - 1) x += c.output.fwd() + c.output.bwd();
+    rank[s % pp] += x;
+  }
+  return *std::max_element(rank.begin(), rank.end());
+}
+
+}  // namespace
+
+LayerSplit resolve_layer_split(const model::LlamaConfig& cfg, const Layout& l, const StepCosts& c) {
+  if (l.layer_split != LayerSplit::kAuto) return l.layer_split;
+  const int layers = static_cast<int>(cfg.n_layers), pp = static_cast<int>(l.pp);
+  Result<schedule::LayerAssignment> even = schedule::assign_layers(layers, pp, l.v, false);
+  if (!even.ok()) return LayerSplit::kLightEnds;  // fewer layers than stages: only light ends place them
+  Result<schedule::LayerAssignment> light = schedule::assign_layers(layers, pp, l.v, true);
+  if (!light.ok()) return LayerSplit::kEven;
+  return busiest_rank_s(*light, pp, c) < busiest_rank_s(*even, pp, c) ? LayerSplit::kLightEnds : LayerSplit::kEven;
+}
+
+Result<schedule::LayerAssignment> layer_assignment(const model::LlamaConfig& cfg, const Layout& l, const StepCosts& c) {
+  return schedule::assign_layers(static_cast<int>(cfg.n_layers), static_cast<int>(l.pp), l.v,
+                                 resolve_layer_split(cfg, l, c) == LayerSplit::kLightEnds);
+}
+
 Result<Estimate> estimate(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
                           const Layout& layout, std::int64_t gpus, const EstimateOptions& options) {
   HERD_RETURN_IF_ERROR(validate_layout(cfg, cluster, train, layout, gpus));
@@ -50,6 +84,7 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   const double e = element_bytes(train.precision);
   Estimate est;
   est.layout = l;
+  est.layout.layer_split = resolve_layer_split(cfg, l, c);
   est.train = train;
   est.gpus = gpus;
   est.microbatches = l.microbatches(train);
@@ -61,7 +96,7 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   HERD_RETURN_IF_ERROR(schedule::validate(spec));
   schedule::LayerAssignment own;
   if (!options.assignment) {
-    HERD_ASSIGN_OR_RETURN(own, schedule::assign_layers(static_cast<int>(cfg.n_layers), spec.pp, spec.v, true));
+    HERD_ASSIGN_OR_RETURN(own, layer_assignment(cfg, l, c));
   }
   const schedule::LayerAssignment& assign = options.assignment ? *options.assignment : own;
   const int stages = spec.pp * spec.v;
@@ -72,7 +107,9 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   cost.backward.resize(stages);
   cost.activation_bytes.resize(stages);
   cost.boundary_bytes.assign(stages, c.boundary_bytes);
-  cost.async_send = true;
+  // Synchronous sends (--pipeline-sends sync): a stage waits for its send to complete before its next
+  // compute, so each transfer sits on the sender's critical path.
+  cost.async_send = train.system.async_sends;
   std::vector<RankSums> sums(spec.pp);
   for (int s = 0; s < stages; ++s) {
     const double nl = static_cast<double>(assign.layers[s].size());
@@ -198,6 +235,9 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   const double window_b =
       hide * nmin * pr.bwd * (1.0 - 1.0 / spec.v) + pr.bwd / spec.v * std::max(0.0, 1.0 - spec.v / lay);
   const double pr_busy = pr.math + pr.tp + pr.cp;
+  // --dp-overlap off: the gradient reduction runs after the backward, nothing of it hidden.
+  const double hide_grad = hide * (train.system.dp_overlap ? 1.0 : 0.0);
+  const double window_g = train.system.dp_overlap ? window_b : 0.0;
   double dp_total = 0, dp_exposed = 0;
   std::string dp_rule;
   if (n_dp > 1) {
@@ -207,25 +247,27 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
       case 0: {
         const double ar = all_reduce_s(4.0 * p_max, n_dp, link);
         dp_total = ar;
-        dp_exposed = exposed(ar, all_reduce_s(4.0 * unit, n_dp, link), window_b);
+        dp_exposed = exposed(ar, all_reduce_s(4.0 * unit, n_dp, link), window_g);
         dp_rule = "fp32 all-reduce overlapped with the last backward except the last layer";
         break;
       }
       case 1:
         dp_total = rs + ag;
-        dp_exposed = exposed(rs, rs_unit, window_b) + ag;
+        dp_exposed = exposed(rs, rs_unit, window_g) + ag;
         dp_rule = "fp32 reduce-scatter overlapped with the last backward; bf16 all-gather after the step exposed";
         break;
       case 2:
         dp_total = M * rs + ag;
-        dp_exposed = exposed(M * rs, rs_unit, hide * pr_busy * 0.5) + ag;
+        dp_exposed = exposed(M * rs, rs_unit, hide_grad * pr_busy * 0.5) + ag;
         dp_rule =
             "fp32 reduce-scatter per micro-batch overlapped with backward; bf16 all-gather after the step exposed";
         break;
       default:
         if (l.reshard_after_forward) {
           dp_total = 2.0 * M * ag + M * rs;
-          dp_exposed = exposed(2.0 * M * ag + (M - 1) * rs, ag_unit, hide * pr_busy) + exposed(rs, rs_unit, window_b);
+          dp_exposed = train.system.dp_overlap ? exposed(2.0 * M * ag + (M - 1) * rs, ag_unit, hide * pr_busy) +
+                                                     exposed(rs, rs_unit, window_b)
+                                               : exposed(2.0 * M * ag, ag_unit, hide * pr_busy) + M * rs;
           dp_rule =
               "bf16 all-gather before every forward and backward, fp32 reduce-scatter after every backward, "
               "prefetched and overlapped (first and last layer exposed)";
@@ -235,14 +277,18 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
           dp_rule = "all-gather before every micro-batch and one reduce-scatter, done by the ranks' threads (exposed)";
         } else {
           dp_total = ag + rs;
-          dp_exposed = exposed(ag, ag_unit, window_f) + exposed(rs, rs_unit, window_b);
+          dp_exposed = exposed(ag, ag_unit, window_f) + exposed(rs, rs_unit, window_g);
           dp_rule =
               "bf16 all-gather once, prefetched (first layer exposed); fp32 reduce-scatter overlapped with "
               "the last backward (last layer exposed)";
         }
     }
   }
+  if (n_dp > 1 && !train.system.dp_overlap) dp_rule += "; --dp-overlap off: gradient reduction after the backward";
   T.dp_s = dp_exposed;
+  // Compute slows while a collective overlaps it: NCCL's channels take SMs (planner/software.h).
+  const SoftwareProfile sw = software_profile(train.system.software, cluster.accelerator);
+  const double overlap_loss = sw.overlap_slowdown * std::max(0.0, dp_total - dp_exposed);
   const double p_opt = p_max / (l.zero >= 1 ? static_cast<double>(n_dp) : 1.0);
   T.optimizer_s =
       // AdamW traffic per parameter: fp32 reads p, g, m, v and writes p, m, v (28 bytes); with bf16
@@ -256,6 +302,7 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
     T.straggler_s =
         T.compute_s * cluster.accelerator.speed_variation * std::sqrt(2.0 * std::log(static_cast<double>(gpus)));
   }
+  T.compute_s += overlap_loss;
   T.step_s = T.compute_s + T.tp_s + T.cp_s + T.bubble_s + T.pp_s + T.dp_s + T.optimizer_s + T.straggler_s;
 
   // Throughput and utilisation.
@@ -301,7 +348,12 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
           format_sci(est.model_flops_per_token) + " FLOPs/token",
       "schedule: Llama 3 flexible interleaved, V=" + std::to_string(l.v) + ", micro-batch size " +
           std::to_string(l.microbatch) + ", M=" + std::to_string(est.microbatches) + ", N=" + std::to_string(est.n) +
-          ", first and last virtual stages one layer lighter",
+          ", layer split " + layer_split_name(est.layout.layer_split) +
+          (l.layer_split == LayerSplit::kAuto ? " (auto: the busiest pipeline rank's load is lower so)" : ""),
+      std::string("system: software ") + software_name(train.system.software) + ", attention " +
+          attention_name(train.system.attention) + ", pipeline sends " + (train.system.async_sends ? "async" : "sync") +
+          ", DP overlap " + (train.system.dp_overlap ? "on" : "off") + "; compute slowed by " +
+          format_fixed(100 * sw.overlap_slowdown, 1) + "% of the overlapped DP span (NCCL channels' SMs)",
       std::string("recompute: ") + model::recompute_name(l.recompute) + (l.sp() ? "; sequence parallelism on" : "") +
           "; ZeRO-" + std::to_string(l.zero) +
           (l.zero == 3

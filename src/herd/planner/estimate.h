@@ -94,6 +94,14 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
                                      const TrainingSpec& train, const Layout& layout, std::int64_t gpus,
                                      const StepCosts& costs, const EstimateOptions& options);
 
+// The layer split a layout runs with, kEven or kLightEnds: as given, or under kAuto the one whose
+// busiest pipeline rank (its chunks' layers + the embedding on virtual stage 0 + the output head and
+// loss on the last, forward and backward) is lighter; even on a tie, light ends when the layers
+// cannot fill every virtual stage. And the layer assignment under it.
+LayerSplit resolve_layer_split(const model::LlamaConfig& cfg, const Layout& layout, const StepCosts& costs);
+Result<schedule::LayerAssignment> layer_assignment(const model::LlamaConfig& cfg, const Layout& layout,
+                                                   const StepCosts& costs);
+
 // The flexible Llama 3 schedule the planner simulates for a layout.
 schedule::ScheduleSpec schedule_spec(const Layout& layout, const TrainingSpec& train);
 

@@ -18,6 +18,37 @@ const char* precision_name(Precision p) {
   return "?";
 }
 
+const char* software_name(Software s) { return s == Software::kFused ? "fused" : "eager"; }
+const char* attention_name(Attention a) { return a == Attention::kFlash ? "flash" : "materialized"; }
+
+const char* layer_split_name(LayerSplit s) {
+  switch (s) {
+    case LayerSplit::kAuto: return "auto";
+    case LayerSplit::kEven: return "even";
+    case LayerSplit::kLightEnds: return "light-ends";
+  }
+  return "?";
+}
+
+Result<Software> parse_software(const std::string& s) {
+  if (s == "fused") return Software::kFused;
+  if (s == "eager") return Software::kEager;
+  return make_error("--software: expected fused or eager, got '", s, "'");
+}
+
+Result<Attention> parse_attention(const std::string& s) {
+  if (s == "flash") return Attention::kFlash;
+  if (s == "materialized") return Attention::kMaterialized;
+  return make_error("--attention: expected flash or materialized, got '", s, "'");
+}
+
+Result<LayerSplit> parse_layer_split(const std::string& s) {
+  if (s == "auto") return LayerSplit::kAuto;
+  if (s == "even") return LayerSplit::kEven;
+  if (s == "light-ends") return LayerSplit::kLightEnds;
+  return make_error("--layer-split: expected auto, even or light-ends, got '", s, "'");
+}
+
 double element_bytes(Precision p) { return p == Precision::kFP32 ? 4.0 : 2.0; }
 
 Result<Precision> parse_precision(const std::string& s) {
@@ -25,7 +56,7 @@ Result<Precision> parse_precision(const std::string& s) {
   if (s == "fp16") return Precision::kFP16;
   if (s == "fp8") return Precision::kFP8;
   if (s == "fp32") return Precision::kFP32;
-  return make_error("precision: expected bf16, fp16, fp8 or fp32, got '", s, "'");
+  return make_error("--precision: expected bf16, fp16, fp8 or fp32, got '", s, "'");
 }
 
 int Layout::n_resolved(const TrainingSpec& t) const {
@@ -79,7 +110,9 @@ Status validate_layout(const model::LlamaConfig& cfg, const topology::Cluster& c
   HERD_RETURN_IF_ERROR(model::validate_activation_shape(cfg, shape));
   if (l.v < 1) return make_error("v (", l.v, ") must be at least 1 (virtual stages per pipeline rank)");
   {
-    auto a = schedule::assign_layers(static_cast<int>(cfg.n_layers), static_cast<int>(l.pp), l.v, true);
+    // auto accepts what light ends accept (the looser rule: the ends may hold no layer).
+    auto a = schedule::assign_layers(static_cast<int>(cfg.n_layers), static_cast<int>(l.pp), l.v,
+                                     l.layer_split != LayerSplit::kEven);
     if (!a.ok()) return a.error();
   }
   if (l.microbatch < 1) return make_error("microbatch size (", l.microbatch, ") must be at least 1");

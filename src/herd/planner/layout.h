@@ -22,12 +22,54 @@ double element_bytes(Precision p);
 const char* precision_name(Precision p);
 Result<Precision> parse_precision(const std::string& s);
 
+// The software a run uses (docs/planner.md section 3, "Software profiles"). kFused: Megatron-LM /
+// NeMo / Transformer Engine (fused norms, RoPE, SwiGLU and softmax kernels, fused q/k/v and gate/up
+// GEMMs, FlashAttention-3 class kernels on Hopper). kEager: PyTorch eager with FSDP (torchtitan and
+// the like without compile): every elementwise op its own kernel, norms and RoPE upcast to fp32,
+// separate q, k, v, gate and up GEMMs, PyTorch's FlashAttention-2 kernels, and `selective` recompute
+// as op-level selective checkpointing (every second matmul of the forward recomputed).
+enum class Software { kFused, kEager };
+// kFlash: attention never materialises the s x s scores (FlashAttention). kMaterialized: scores and
+// probabilities written to memory (pre-FlashAttention Megatron): full s x s batched GEMMs, s^2 traffic
+// for softmax, mask and dropout, the scores kept for the backward; `selective` recompute then
+// recomputes exactly that core (Korthikanti et al. 2022).
+enum class Attention { kFlash, kMaterialized };
+const char* software_name(Software s);
+const char* attention_name(Attention a);
+Result<Software> parse_software(const std::string& s);
+Result<Attention> parse_attention(const std::string& s);
+
+// Planner-only knobs of the system a run uses: they change its costs, not the runtime's layout (herd's
+// own runtime is fused-style, flash attention, asynchronous sends, overlapped gradient reduction).
+struct SystemSpec {
+  Software software = Software::kFused;
+  Attention attention = Attention::kFlash;
+  bool async_sends = true;  // --pipeline-sends async|sync: a sender waits for its send to complete when sync
+  bool dp_overlap = true;   // --dp-overlap on|off: gradient reduction overlapped with the backward or after it
+};
+
 struct TrainingSpec {
+  // Not an aggregate, so that `TrainingSpec{seq, batch, precision}` leaves the system knobs at their
+  // defaults without a missing-initializer warning.
+  TrainingSpec() = default;
+  TrainingSpec(std::int64_t seq, std::int64_t batch, Precision p = Precision::kBF16, SystemSpec s = {})
+      : seq_len(seq), global_batch(batch), precision(p), system(s) {}
   std::int64_t seq_len = 8192;
   std::int64_t global_batch = 0;           // sequences per optimizer step
   Precision precision = Precision::kBF16;  // matmul precision; parameters bf16, master/grad/optimizer fp32
+  SystemSpec system;
   std::int64_t tokens() const { return seq_len * global_batch; }
 };
+
+// How the transformer layers are placed on the PP x V virtual stages (schedule::assign_layers).
+// kEven: as evenly as possible. kLightEnds: the first and last virtual stage one layer lighter (the
+// embedding and the output head take a layer's place; Llama 3, Megatron's
+// --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split). kAuto: per
+// layout, the split whose busiest pipeline rank is less loaded once the embedding and output head
+// costs are counted (planner::resolve_layer_split).
+enum class LayerSplit { kAuto, kEven, kLightEnds };
+const char* layer_split_name(LayerSplit s);
+Result<LayerSplit> parse_layer_split(const std::string& s);
 
 struct Layout {
   std::int64_t tp = 1, cp = 1, pp = 1, dp = 1;
@@ -38,6 +80,9 @@ struct Layout {
   bool sequence_parallel = true;  // only meaningful with tp > 1
   int zero = 3;                   // 0 plain DP (all-reduce), 1, 2, 3 (FSDP, the paper's choice)
   bool reshard_after_forward = false;
+  // Layer placement over the virtual stages. Kept in the layout because it is the runtime's layer
+  // assignment (parallel/pp/plan.h); herd's runtime itself always uses light ends today.
+  LayerSplit layer_split = LayerSplit::kAuto;
 
   std::int64_t gpus() const { return tp * cp * pp * dp; }
   std::int64_t microbatches(const TrainingSpec& t) const { return t.global_batch / (dp * microbatch); }
@@ -54,7 +99,8 @@ struct Layout {
 // (topology::ParallelDims), which fits the cluster; the shard rules (model::check_shardable through
 // model::validate_activation_shape: tp divides heads, kv heads and the MLP width, the vocabulary is
 // padded; 2*cp divides the sequence, tp the local sequence under sequence parallelism); the layers
-// fill pp*v virtual stages; dp*microbatch divides the global batch; N is in [1, M]; zero in 0..3.
+// fill pp*v virtual stages under the layer split (auto: under either split); dp*microbatch divides the global batch; N
+// is in [1, M]; zero in 0..3.
 Status validate_layout(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
                        const Layout& layout, std::int64_t gpus);
 

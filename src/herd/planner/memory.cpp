@@ -104,10 +104,16 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
   m.rank = in.rank;
   m.capacity_bytes = cluster.memory_bytes();
   const std::string wt = e == 4.0 ? "fp32" : "bf16";
+  // fp8 (Transformer Engine): each layer's weights also live as an fp8 copy and its fp8 transpose,
+  // cast once per step and cached across micro-batches (1 + 1 bytes per local layer parameter); the
+  // embedding and output head stay bf16. Saved activations are counted in bf16 (an upper bound: TE
+  // keeps some linear inputs as their fp8 casts).
+  const double fp8_copy = train.precision == Precision::kFP8 ? 2.0 * p_layers : 0.0;
   m.parts.push_back(
-      {"parameters", sl.weights,
+      {"parameters", sl.weights + fp8_copy,
        std::to_string(in.layers) + " layers' " + wt + " weights (TP shard" +
-           (l.zero == 3 && !l.reshard_after_forward ? ", gathered once and kept: no reshard after forward)" : ")")});
+           (l.zero == 3 && !l.reshard_after_forward ? ", gathered once and kept: no reshard after forward)" : ")") +
+           (fp8_copy > 0 ? " + fp8 copy and transpose" : "")});
   m.parts.push_back({"gradients", sl.grads,
                      sl.grads < 4.0 * p_layers
                          ? "fp32 gradient shard (reduce-scattered after each backward)"
@@ -138,6 +144,11 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
   m.parts.push_back({"comm_buffers", buffers, "TP all-gather output, CP K/V, PP send/receive, FSDP unit buffers"});
   const double ffn_local = b * t * static_cast<double>(cfg.ffn_hidden / l.tp) * e;
   double transient = std::max(static_cast<double>(model::recompute_working_bytes(cfg, shape)), 3.0 * ffn_local);
+  if (train.system.attention == Attention::kMaterialized) {
+    // One layer's scores in flight: scores and probabilities forward, dP and dS backward (2 + 2 bytes
+    // per score of the local heads' t x T matrix).
+    transient += 4.0 * b * static_cast<double>(cfg.n_heads / l.tp) * t * static_cast<double>(train.seq_len);
+  }
   if (in.output) {
     // One fp32 logits tile and its gradient: all rows x up to 16,384 ids on a GPU; herd's CPU kernels
     // (fp32) tile 256 rows x 8,192 ids (kernels/cross_entropy.h, CrossEntropyTiles).

@@ -24,6 +24,7 @@ Json estimate_to_json(const Estimate& e) {
   j["gpus"] = e.gpus;
   j["model_flops_per_token"] = e.model_flops_per_token;
   j["bound"] = e.bound;
+  j["precision"] = precision_name(e.train.precision);
   Json mem;
   mem["total_bytes"] = e.memory.total_bytes;
   mem["capacity_bytes"] = e.memory.capacity_bytes;
@@ -70,6 +71,11 @@ Json estimate_to_json(const Estimate& e) {
                  {"sequence_parallel", l.sp()},
                  {"zero", l.zero},
                  {"reshard_after_forward", l.reshard_after_forward},
+                 {"layer_split", layer_split_name(l.layer_split)},
+                 {"software", software_name(e.train.system.software)},
+                 {"attention", attention_name(e.train.system.attention)},
+                 {"pipeline_sends", e.train.system.async_sends ? "async" : "sync"},
+                 {"dp_overlap", e.train.system.dp_overlap ? "on" : "off"},
                  {"flags", l.to_flags() + " --seq-len " + std::to_string(e.train.seq_len) + " --global-batch " +
                                std::to_string(e.train.global_batch)}};
   j["training"] = {{"seq_len", e.train.seq_len},

@@ -163,22 +163,23 @@ void combinations(const Ctx& c, const std::vector<const Knob*>& ks, std::size_t 
 }
 
 // Layer assignments, shared by every family and variant of one search with the same layout fields
-// that assign_layers reads (PP and V; a layer-split knob joins the key here).
+// that assign_layers reads: PP, V and the layer split the layout resolves to (auto: from its costs).
 class Assignments {
  public:
   explicit Assignments(std::int64_t layers) : layers_(static_cast<int>(layers)) {}
-  const Result<schedule::LayerAssignment>& get(const Layout& l) {
-    const std::pair<std::int64_t, int> key{l.pp, l.v};
+  const Result<schedule::LayerAssignment>& get(const model::LlamaConfig& cfg, const Layout& l, const StepCosts& c) {
+    const bool light = resolve_layer_split(cfg, l, c) == LayerSplit::kLightEnds;
+    const std::tuple<std::int64_t, int, bool> key{l.pp, l.v, light};
     auto it = cache_.find(key);
     if (it == cache_.end()) {
-      it = cache_.emplace(key, schedule::assign_layers(layers_, static_cast<int>(l.pp), l.v, true)).first;
+      it = cache_.emplace(key, schedule::assign_layers(layers_, static_cast<int>(l.pp), l.v, light)).first;
     }
     return it->second;
   }
 
  private:
   int layers_;
-  std::map<std::pair<std::int64_t, int>, Result<schedule::LayerAssignment>> cache_;
+  std::map<std::tuple<std::int64_t, int, bool>, Result<schedule::LayerAssignment>> cache_;
 };
 
 // One quick-pass estimate of a variant.
@@ -275,7 +276,7 @@ FamilyScan scan_family(const Ctx& c, const FamilyCosts& fc, bool keep_all, ScanM
     Layout y = o.layout;
     combinations(c, schedule_knobs, 0, y, [&](const Layout& x) {
       if (mode == ScanMode::kUntilOneFits && out.fitting > 0) return;
-      const Result<schedule::LayerAssignment>& assign = assignments.get(x);
+      const Result<schedule::LayerAssignment>& assign = assignments.get(c.cfg, x, o.costs);
       if (!assign.ok()) {
         out.last_error = assign.error().message();
         return;
@@ -427,6 +428,7 @@ Result<FamilyChoice> choose(const Ctx& c, const Layout& degrees, bool hints) {
   base.tp = degrees.tp, base.cp = degrees.cp, base.pp = degrees.pp, base.dp = degrees.dp;
   base.zero = space.zero;
   base.reshard_after_forward = space.reshard_after_forward;
+  base.layer_split = space.layer_split;
   Assignments assignments(c.cfg.n_layers);
   FamilyScan scan = scan_family(c, family_costs(c, base), /*keep_all=*/true, ScanMode::kAll, assignments);
   if (scan.variants.empty()) {
@@ -539,6 +541,7 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
         base.sequence_parallel = space.sequence_parallel.value_or(false);
         base.zero = space.zero;
         base.reshard_after_forward = space.reshard_after_forward;
+        base.layer_split = space.layer_split;
         base.microbatch = space.microbatch.value_or(1);
         base.v = 1;
         if (Status s = validate_layout(cfg, cluster, train, base, gpus); !s.ok()) {

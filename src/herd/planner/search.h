@@ -36,7 +36,8 @@ struct SearchSpace {
   std::optional<bool> sequence_parallel;  // not given: true and false are searched when tp > 1
   int zero = 3;
   bool reshard_after_forward = false;
-  std::int64_t max_microbatch = 16;  // micro-batch sizes searched: divisors of B/dp up to this
+  LayerSplit layer_split = LayerSplit::kAuto;  // auto: resolved per layout (planner::resolve_layer_split)
+  std::int64_t max_microbatch = 16;            // micro-batch sizes searched: divisors of B/dp up to this
   // Skip quick-pass estimates that a lower bound shows cannot be among their family's simulated
   // variants. false: cost every variant (the test that pruning changes nothing compares the two).
   bool prune = true;

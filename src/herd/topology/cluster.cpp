@@ -22,6 +22,11 @@ Status validate(const Cluster& c) {
   for (const auto& [name, f] : fractions) {
     if (!(f > 0 && f <= 1)) return make_error("accelerator.", name, ": must be in (0, 1], got ", f);
   }
+  for (const auto& [name, f] :
+       {std::pair<const char*, double>{"eager_attention_fwd_efficiency", a.eager_attention_fwd_efficiency},
+        {"eager_attention_bwd_efficiency", a.eager_attention_bwd_efficiency}}) {
+    if (!(f >= 0 && f <= 1)) return make_error("accelerator.", name, ": must be in [0, 1] (0 = as fused), got ", f);
+  }
   if (a.sm_count < 0) return make_error("accelerator.sm_count: must be 0 (not modelled) or positive, got ", a.sm_count);
   if (!(a.speed_variation >= 0 && a.speed_variation < 0.5)) {
     return make_error("accelerator.speed_variation: must be in [0, 0.5), got ", a.speed_variation);
@@ -136,6 +141,10 @@ Result<Cluster> cluster_from_json(const Json& j) {
                         json_number_or(a, "accelerator", "attention_bwd_efficiency", acc.attention_bwd_efficiency));
   HERD_ASSIGN_OR_RETURN(acc.memory_bw_efficiency,
                         json_number_or(a, "accelerator", "memory_bw_efficiency", acc.memory_bw_efficiency));
+  HERD_ASSIGN_OR_RETURN(acc.eager_attention_fwd_efficiency,
+                        json_number_or(a, "accelerator", "eager_attention_fwd_efficiency", 0.0));
+  HERD_ASSIGN_OR_RETURN(acc.eager_attention_bwd_efficiency,
+                        json_number_or(a, "accelerator", "eager_attention_bwd_efficiency", 0.0));
   HERD_ASSIGN_OR_RETURN(acc.sm_count, json_int_or(a, "accelerator", "sm_count", 0));
   HERD_ASSIGN_OR_RETURN(acc.kernel_overhead_us, json_number_or(a, "accelerator", "kernel_overhead_us", 0.0));
   HERD_ASSIGN_OR_RETURN(acc.speed_variation, json_number_or(a, "accelerator", "speed_variation", acc.speed_variation));
@@ -180,6 +189,10 @@ Json cluster_to_json(const Cluster& c) {
       {"sm_count", a.sm_count},
       {"kernel_overhead_us", a.kernel_overhead_us},
       {"speed_variation", a.speed_variation}};
+  if (a.eager_attention_fwd_efficiency > 0 || a.eager_attention_bwd_efficiency > 0) {
+    j["accelerator"]["eager_attention_fwd_efficiency"] = a.eager_attention_fwd_efficiency;
+    j["accelerator"]["eager_attention_bwd_efficiency"] = a.eager_attention_bwd_efficiency;
+  }
   if (a.host_cores > 0) {
     j["accelerator"]["host_cores"] = a.host_cores;
     j["accelerator"]["thread_scaling"] = a.thread_scaling;
@@ -266,13 +279,19 @@ Result<Cluster> resolve_cluster(const std::string& name_or_path) {
 
 namespace {
 
-// Bandwidth of a switched tier i for a group whose hops leave domains of the previous tier: with s
-// (the group's stride) below the previous domain size, min(s, prev) rings leave each such domain at
-// once, sharing its uplinks of prev * bw / oversubscription.
-double switched_bw(const Tier& t, std::int64_t prev_size, std::int64_t stride) {
-  const double flows = static_cast<double>(std::min(stride, prev_size));
-  const double share = static_cast<double>(prev_size) / (t.oversubscription * flows);
-  return t.bw_gb_per_s * 1e9 * t.efficiency * std::min(1.0, share);
+// Bandwidth of a switched tier i for a group whose hops leave domains of the previous tier (size P).
+// A group with k members in each node (the innermost domain, `node` accelerators with one NIC each,
+// as tier bandwidths are per accelerator) runs k parallel rings (NCCL channels), each leaving the node
+// through its own member's NIC, so its ring gets k NICs' rate: NCCL's ring bus bandwidth over 8-GPU
+// nodes is 8 x one NIC's (nccl-tests: 365.8 GB/s over 4 HGX H100 nodes of 8 x 400 Gbps,
+// NVIDIA/nccl-tests#309; 46-48 GB/s per NDR NIC, NVIDIA/nccl-tests#290). Every group of the dimension
+// runs at once: min(s, P) groups leave each domain of size P, k channels each, sharing its uplinks of
+// P x bw / oversubscription: each channel gets bw x min(1, P / (oversubscription x min(s, P) x k)).
+double switched_bw(const Tier& t, std::int64_t prev_size, std::int64_t stride, std::int64_t node, std::int64_t n) {
+  const std::int64_t k = prev_size > 1 ? std::clamp<std::int64_t>(node / std::max<std::int64_t>(1, stride), 1, n) : 1;
+  const double channels = static_cast<double>(std::min(stride, prev_size) * k);
+  const double share = static_cast<double>(prev_size) / (t.oversubscription * channels);
+  return static_cast<double>(k) * t.bw_gb_per_s * 1e9 * t.efficiency * std::min(1.0, share);
 }
 
 // A torus tier: sum over the axes the group spans of the per-group bandwidth along that axis.
@@ -332,7 +351,7 @@ Result<GroupLink> link_for_group(const Cluster& c, std::int64_t stride, std::int
     if (span <= prev) break;  // the group fits inside one domain of the previous tier
     double bw = 0;
     if (t.torus.empty()) {
-      bw = switched_bw(t, prev, stride);
+      bw = switched_bw(t, prev, stride, c.tiers.front().size, n);
     } else {
       std::int64_t steps = 0;
       torus_link(t, prev, stride, std::min(n, t.size / std::max<std::int64_t>(1, std::min(stride, t.size))), &bw,

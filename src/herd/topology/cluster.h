@@ -33,8 +33,12 @@ struct Accelerator {
   double attention_fwd_efficiency = 0.6;   // flash-attention forward / peak
   double attention_bwd_efficiency = 0.45;  // flash-attention backward / peak
   double memory_bw_efficiency = 0.8;       // streaming kernels / nominal HBM bandwidth
-  std::int64_t sm_count = 0;               // for GEMM wave quantization; 0 = not modelled
-  double kernel_overhead_us = 0;           // per kernel launch gap (host and launch latency)
+  // Attention under the eager software profile (PyTorch's FlashAttention-2 kernels) / peak, where it
+  // differs from the fused stack's kernels above (Hopper: FlashAttention-3 class); 0 = the same.
+  double eager_attention_fwd_efficiency = 0;
+  double eager_attention_bwd_efficiency = 0;
+  std::int64_t sm_count = 0;      // for GEMM wave quantization; 0 = not modelled
+  double kernel_overhead_us = 0;  // per kernel launch gap (host and launch latency)
   // Spread (standard deviation, as a fraction) of one accelerator's speed around the mean (thermal
   // and power-driven clock variation); a synchronous step waits for the slowest of the job.
   double speed_variation = 0.01;

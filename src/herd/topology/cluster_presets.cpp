@@ -30,7 +30,9 @@ constexpr double kLocalCommLatencyUs = 59.5;
 // the clock its peak is quoted at (the Llama 3 paper sees power-driven DVFS in production):
 // matmul 0.80 ("maximum achievable matmul FLOPS", 794 of 989 TFLOP/s, Bekman, ml-engineering) -> 0.72;
 // flash attention at head_dim 128 and long sequences about 0.65 forward and 0.50 backward
-// (FlashAttention-3, Shah et al. 2024) -> 0.585 and 0.45.
+// (FlashAttention-3, Shah et al. 2024) -> 0.585 and 0.45. PyTorch eager's FlashAttention-2 kernels:
+// FA3 is 1.5-2.0x faster forward and 1.5-1.75x backward on H100 (same paper); the midpoints give
+// 0.585 / 1.75 = 0.33 and 0.45 / 1.6 = 0.28.
 Accelerator h100() {
   Accelerator a;
   a.name = "H100 SXM 80GB";
@@ -43,6 +45,8 @@ Accelerator h100() {
   a.attention_fwd_efficiency = 0.585;
   a.attention_bwd_efficiency = 0.45;
   a.memory_bw_efficiency = 0.80;
+  a.eager_attention_fwd_efficiency = 0.33;
+  a.eager_attention_bwd_efficiency = 0.28;
   a.sm_count = 132;
   a.kernel_overhead_us = 3;
   return a;
@@ -117,7 +121,7 @@ Result<Cluster> cluster_preset(const std::string& name) {
     // at long sequences (Dao 2023); a 400 W A100 holds its boost clock better: x 0.95 sustained.
     // NVLink 3: 12 x 25 = 300 GB/s per direction; 8 x 200 Gbps HDR InfiniBand per server; SuperPOD of
     // 20-server scalable units.
-    c.accelerator = {"A100 SXM 80GB", 312, 0, 19.5, 79.2, 2039, 0.83, 0.62, 0.475, 0.80, 108, 4, 0.01};
+    c.accelerator = {"A100 SXM 80GB", 312, 0, 19.5, 79.2, 2039, 0.83, 0.62, 0.475, 0.80, 0, 0, 108, 4, 0.01};
     c.tiers = {{"nvlink", 8, 300, 3, 0.80, 1, {}},
                {"leaf", 160, 25, 4, 0.85, 1, {}},
                {"spine", 1120, 25, 6, 0.85, 1, {}},
@@ -137,7 +141,8 @@ Result<Cluster> cluster_preset(const std::string& name) {
     // TPU v5p (Google Cloud docs; scaling book): 459 TFLOP/s BF16, 96 GB HBM at 2.8 TB/s; a pod is a
     // 16 x 20 x 28 = 8,960-chip 3D torus of ICI links, 4.5e10 B/s per link per direction, 6 links
     // per chip (one each way along each axis), about 1 us per hop.
-    c.accelerator = {"TPU v5p", 459, 0, 0, 96e9 / (1024.0 * 1024 * 1024), 2765, 0.80, 0.60, 0.45, 0.80, 0, 0, 0.01};
+    c.accelerator = {"TPU v5p", 459, 0, 0,   96e9 / (1024.0 * 1024 * 1024), 2765, 0.80, 0.60, 0.45, 0.80, 0,
+                     0,         0,   0, 0.01};
     c.tiers = {{"ici", 8960, 45, 1, 0.80, 1, {16, 20, 28}}};
   } else if (name == "local-cpu") {
     c.accelerator = local_cpu();

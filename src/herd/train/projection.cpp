@@ -31,6 +31,8 @@ Result<Projection> project(const model::LlamaConfig& m, const ResolvedLayout& r,
   // One rank: plain fp32 AdamW on the whole model. More: every rank runs herd's FSDP flat units,
   // which keep the gathered weights from forward to backward unless resharded.
   l.zero = l.gpus() > 1 ? 3 : 0;
+  // herd's pipeline runtime places layers with light ends (parallel/pp/executor.h).
+  l.layer_split = planner::LayerSplit::kLightEnds;
   Projection p;
   p.layout = r;
   p.threads = threads;

@@ -1,0 +1,42 @@
+// Software profiles: what the kernels of a run's software stack reach on a given accelerator, and
+// how much elementwise traffic and how many launches a transformer layer costs under it. The GEMMs
+// are the same cuBLAS / CUTLASS kernels under every profile; what differs is fusion (how many times
+// an elementwise tensor crosses HBM, and in which precision), the attention kernel, the GEMM grouping
+// and what `selective` recompute means. Every number is derived in docs/planner.md section 3,
+// "Software profiles", op by op or from a published kernel benchmark; none is fitted to a run.
+#pragma once
+
+#include "herd/planner/layout.h"
+#include "herd/topology/cluster.h"
+
+namespace herd::planner {
+
+// Elementwise bytes of one transformer layer and micro-batch, as multiples of three tensors at the
+// activations' precision: An the residual stream (the sequence-parallel shard), Q the local q + k
+// (RoPE's inputs), F one local MLP-width tensor.
+struct ElementwiseTraffic {
+  double an = 0, q = 0, f_swiglu = 0, f_gelu = 0;
+};
+
+struct SoftwareProfile {
+  Software software = Software::kFused;
+  ElementwiseTraffic fwd, bwd;
+  double launches_fwd = 0, launches_bwd = 0;                          // kernels per layer beyond the GEMMs
+  bool fused_projections = true;                                      // q/k/v as one GEMM, gate/up as one GEMM
+  double attention_fwd_efficiency = 0, attention_bwd_efficiency = 0;  // flash kernels / peak
+  // `selective` recompute: the fraction of the forward's GEMM time replayed in the backward (0: only
+  // elementwise work is rebuilt, herd's and Megatron's selective; 0.5: op-level selective
+  // checkpointing that saves every second matmul output, torchtitan's policy).
+  double selective_gemm_recompute = 0;
+  // Fraction of the compute time lost while a collective overlaps it: NCCL runs one thread block per
+  // channel on an SM of its own, 2 channels per network peer (NCCL_NCHANNELS_PER_NET_PEER) x 8 NICs
+  // = 16 SMs of the accelerator's sm_count; 0 when the accelerator has no SM count (TPU, CPU).
+  double overlap_slowdown = 0;
+};
+
+// NCCL channels of a ring collective over 8 NICs per node (2 per network peer, NCCL's default).
+inline constexpr double kNcclChannels = 16;
+
+SoftwareProfile software_profile(Software s, const topology::Accelerator& acc);
+
+}  // namespace herd::planner

@@ -1,0 +1,238 @@
+// The six model changes of issue 18, each against numbers computed by hand in the comments:
+// spanning-group NIC bandwidth (and the published nccl-tests bus bandwidth of 8-GPU DGX nodes),
+// the layer split, the software profiles, materialized attention, synchronous sends / gradient
+// reduction after the backward, and fp8 casts. One flag per bad value is refused with its name.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include "herd/model/params.h"
+#include "herd/planner/cost.h"
+#include "herd/planner/estimate.h"
+#include "herd/planner/software.h"
+
+namespace herd::planner {
+namespace {
+
+const model::LlamaConfig k8b = *model::preset("llama3-8b");
+
+// A round-number accelerator so every cost is easy to compute by hand: 1000 TFLOP/s bf16, 2000 fp8,
+// 10,000 GB/s HBM, every efficiency 1 except flash attention (0.5 fused, 0.25 eager), no wave model, no
+// launch gaps, no stragglers. At 10 TB/s every GEMM of llama3-8b at 4,096 rows is compute-bound.
+topology::Cluster round_cluster() {
+  topology::Cluster c;
+  c.name = "round";
+  topology::Accelerator& a = c.accelerator;
+  a.name = "round";
+  a.peak_tflops_bf16 = 1000, a.peak_tflops_fp8 = 2000, a.peak_tflops_fp32 = 100;
+  a.memory_gib = 1000, a.memory_bw_gb_per_s = 10000;
+  a.matmul_efficiency = 1, a.attention_fwd_efficiency = 0.5, a.attention_bwd_efficiency = 0.5;
+  a.eager_attention_fwd_efficiency = 0.25, a.eager_attention_bwd_efficiency = 0.25;
+  a.memory_bw_efficiency = 1, a.sm_count = 0, a.kernel_overhead_us = 0, a.speed_variation = 0;
+  c.tiers = {{"nvlink", 8, 450, 3, 0.75, 1, {}}, {"net", 64, 50, 4, 1.0, 1, {}}};
+  return c;
+}
+
+// One sequence of 4,096 tokens on one accelerator, 8 micro-batches per step.
+const TrainingSpec kOne{4096, 8, Precision::kBF16};
+// Residual stream An = 4096 x 4096 x 2 = 33,554,432 B; q + k Q = 4096 x 40 x 128 x 2 = 41,943,040 B;
+// one MLP-width tensor F = 4096 x 14336 x 2 = 117,440,512 B.
+constexpr double kAn = 33554432, kQ = 41943040, kF = 117440512;
+// Forward GEMM FLOPs of a layer: 2 x 4096 rows x 218,103,808 weights = 1.78671e12 -> 1.78671e-3 s at 1e15.
+constexpr double kGemmFwd = 2.0 * 4096 * 218103808 / 1e15;
+
+StepCosts costs(const TrainingSpec& t, model::Recompute rc = model::Recompute::kNone) {
+  Layout l;
+  l.recompute = rc;
+  return *step_costs(k8b, round_cluster(), t, l);
+}
+
+// 1. A DP ring with 8 members in each node leaves it through 8 NICs, not one.
+TEST(ModelChanges, SpanningGroupsUseOneNicPerMember) {
+  const topology::Cluster dgx = *topology::cluster_preset("dgx-h100");
+  // 16 consecutive GPUs over 2 DGX H100 nodes: NVLink 450 x 0.75 = 337.5 GB/s; the leaf tier gives
+  // k = 8 members per node x 50 x 0.85 = 340 GB/s (was 42.5, one NIC); the slower of the two: 337.5.
+  EXPECT_NEAR(topology::link_for_group(dgx, 1, 16)->bw_bytes_per_s, 337.5e9, 1e6);
+  // Published: ring all-reduce bus bandwidth over 4 HGX H100 nodes of 8 x 400 Gbps NICs, 365.8 GB/s
+  // (NVIDIA/nccl-tests#309); within 8%.
+  EXPECT_NEAR(topology::link_for_group(dgx, 1, 32)->bw_bytes_per_s / 365.84e9, 1.0, 0.08);
+  // TP 2 below it: DP at stride 2 has 4 members per node: 4 x 42.5 = 170 GB/s.
+  EXPECT_NEAR(topology::link_for_group(dgx, 2, 8)->bw_bytes_per_s, 170e9, 1e6);
+  // One member per node (stride 8): one NIC, 42.5 GB/s, as before.
+  EXPECT_NEAR(topology::link_for_group(dgx, 8, 4)->bw_bytes_per_s, 42.5e9, 1e6);
+  // Llama 3's 1:7 aggregation at stride 2,048: 42.5 x 3072 / (7 x 2048) = 9.107 GB/s (docs 4.2).
+  const topology::Cluster meta = *topology::cluster_preset("llama3-h100");
+  EXPECT_NEAR(topology::link_for_group(meta, 2048, 8)->bw_bytes_per_s, 42.5e9 * 3072 / (7 * 2048.0), 1e6);
+  // An oversubscribed node uplink caps the k channels: 8 NICs x 50 GB/s / 4 = 100 GB/s for the group.
+  topology::Cluster over = round_cluster();
+  over.tiers[1].oversubscription = 4;
+  EXPECT_NEAR(topology::link_for_group(over, 1, 16)->bw_bytes_per_s, 100e9, 1e6);
+}
+
+// 2. auto: the split whose busiest pipeline rank is lighter.
+TEST(ModelChanges, LayerSplitAutoComparesTheBusiestRank) {
+  StepCosts c;
+  c.layer.fwd_math = 1.0 / 3, c.layer.bwd_math = 2.0 / 3;  // one layer: 1
+  c.embedding.fwd_math = 0.1, c.output.fwd_math = 0.5;
+  Layout l;
+  l.pp = 4;
+  // 32 layers on 4 ranks. Even: 8 each, ranks 0 and 3 carry 8.1 and 8.5. Light ends: 7, 9, 9, 7
+  // (34 slots over 4), the middle ranks carry 9. 8.5 < 9: even.
+  EXPECT_EQ(resolve_layer_split(k8b, l, c), LayerSplit::kEven);
+  // Embedding 1.5 and head 2: even's last rank carries 10; light ends 7 + 1.5, 9, 9, 7 + 2: 9. Light.
+  c.embedding.fwd_math = 1.5, c.output.fwd_math = 2;
+  EXPECT_EQ(resolve_layer_split(k8b, l, c), LayerSplit::kLightEnds);
+  l.layer_split = LayerSplit::kEven;
+  EXPECT_EQ(resolve_layer_split(k8b, l, c), LayerSplit::kEven);
+  // 405B on PP 16 x V 8: 126 layers cannot fill 128 stages evenly, so auto places them with light ends,
+  // and an explicit even split is refused by name.
+  const model::LlamaConfig big = *model::preset("llama3-405b");
+  Layout m;
+  m.tp = 8, m.pp = 16, m.dp = 128, m.v = 8, m.recompute = model::Recompute::kSelective;
+  const topology::Cluster meta = *topology::cluster_preset("llama3-h100");
+  const TrainingSpec t{8192, 2048};
+  EXPECT_EQ(resolve_layer_split(big, m, c), LayerSplit::kLightEnds);
+  m.layer_split = LayerSplit::kEven;
+  Status s = validate_layout(big, meta, t, m, 16384);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("cannot fill"), std::string::npos);
+}
+
+// 3. Software profiles.
+TEST(ModelChanges, EagerProfileCostsUnfusedElementwiseAndFa2) {
+  const StepCosts fused = costs(kOne);
+  TrainingSpec eager_t = kOne;
+  eager_t.system.software = Software::kEager;
+  const StepCosts eager = costs(eager_t);
+  // Attention: 4 x 32 heads x 128 x 4096 x 4097 / 2 pairs = 1.37468e11 FLOPs, at 0.5 of 1e15 fused and
+  // 0.25 eager: 2.749e-4 s more forward. Elementwise: (42 - 10) An + (10 - 2) Q + (5 - 3) F =
+  // 1,644,167,168 B at 1e13 B/s = 1.644e-4 s. GEMMs (compute-bound, split or fused) are equal.
+  const double attn = 4.0 * 32 * 128 * 4096 * 4097 / 2;
+  const double d_fwd = attn / 0.25e15 - attn / 0.5e15 + (32 * kAn + 8 * kQ + 2 * kF) / 1e13;
+  EXPECT_NEAR(eager.layer.fwd_math - fused.layer.fwd_math, d_fwd, 1e-3 * d_fwd);
+  // Op-level selective checkpointing replays every second forward matmul: the backward grows by the
+  // elementwise rebuild (4 An + 3 F = 486,539,264 B -> 4.865e-5 s) + 0.5 x 1.78671e-3 s.
+  TrainingSpec sel = eager_t;
+  const double d_sel = costs(sel, model::Recompute::kSelective).layer.bwd_math - eager.layer.bwd_math;
+  EXPECT_NEAR(d_sel, (4 * kAn + 3 * kF) / 1e13 + 0.5 * kGemmFwd, 1e-3 * d_sel);
+  // NCCL's 16 channels take 16 of an H100's 132 SMs: 12.1% of an overlapped span.
+  const topology::Cluster dgx = *topology::cluster_preset("dgx-h100");
+  EXPECT_NEAR(software_profile(Software::kFused, dgx.accelerator).overlap_slowdown, 16.0 / 132, 1e-12);
+  EXPECT_NEAR(software_profile(Software::kEager, dgx.accelerator).attention_fwd_efficiency, 0.33, 1e-12);
+}
+
+// 4. Materialized attention.
+TEST(ModelChanges, MaterializedAttentionPaysForTheScores) {
+  const StepCosts flash = costs(kOne);
+  TrainingSpec mt = kOne;
+  mt.system.attention = Attention::kMaterialized;
+  const StepCosts mat = costs(mt);
+  // Scores: 32 heads x 4096 x 4096 = 536,870,912. Forward: QK^T and PV, 2 x 2 x 32 x 4096^2 x 128 FLOPs
+  // = 2.749e-4 s at 1e15, + softmax and dropout 9 B per score = 4.832e-4 s; flash: 1.37468e11 / 5e14.
+  const double scores = 32.0 * 4096 * 4096;
+  const double mat_fwd = 4.0 * scores * 128 / 1e15 + 9 * scores / 1e13;
+  const double flash_fwd = 4.0 * 32 * 128 * 4096 * 4097 / 2 / 0.5e15;
+  EXPECT_NEAR(mat.layer.fwd_math - flash.layer.fwd_math, mat_fwd - flash_fwd, 1e-6);
+  // Backward: four GEMMs (2x the forward's) + 11 B per score, against flash's 2.5x at 0.5.
+  const double mat_bwd = 8.0 * scores * 128 / 1e15 + 11 * scores / 1e13;
+  EXPECT_NEAR(mat.layer.bwd_math - flash.layer.bwd_math, mat_bwd - 2.5 * flash_fwd, 1e-6);
+  // The kept core: 5 bytes per score = 2,684,354,560 B more per layer.
+  EXPECT_NEAR(mat.layer_activation_bytes - flash.layer_activation_bytes, 5 * scores, 1);
+  // Selective recompute drops exactly those bytes (the norms are kept: recompute none's saved set) and
+  // replays the core's forward in the backward.
+  const StepCosts sel = costs(mt, model::Recompute::kSelective);
+  EXPECT_NEAR(sel.layer_activation_bytes, flash.layer_activation_bytes, 1);
+  EXPECT_NEAR(sel.layer.bwd_math - mat.layer.bwd_math, mat.layer.fwd_math - flash.layer.fwd_math + flash_fwd, 1e-6);
+}
+
+// 5. Synchronous sends and gradient reduction after the backward.
+TEST(ModelChanges, SyncSendsAndNoDpOverlapExposeTheirTransfers) {
+  const topology::Cluster dgx = *topology::cluster_preset("dgx-h100");
+  Layout l;
+  l.tp = 8, l.pp = 2, l.dp = 2, l.zero = 0;
+  TrainingSpec t{8192, 16};
+  const Estimate on = *estimate(k8b, dgx, t, l, 32);
+  TrainingSpec off_t = t;
+  off_t.system.dp_overlap = false;
+  const Estimate off = *estimate(k8b, dgx, off_t, l, 32);
+  // ZeRO-0: one fp32 all-reduce of the rank's parameters, all of it exposed when not overlapped.
+  EXPECT_DOUBLE_EQ(off.time.dp_s, off.comm[3].total_s);
+  EXPECT_LT(on.time.dp_s, off.time.dp_s);
+  // The hidden part slows compute by 16/132 of its length; with nothing hidden, nothing is lost.
+  EXPECT_NEAR(on.time.compute_s - off.time.compute_s, 16.0 / 132 * (on.comm[3].total_s - on.time.dp_s), 1e-9);
+  TrainingSpec sync_t = t;
+  sync_t.system.async_sends = false;
+  const Estimate sync = *estimate(k8b, dgx, sync_t, l, 32);
+  // A synchronous sender waits for each transfer: the p2p delay grows, by at most every send once.
+  EXPECT_GT(sync.time.pp_s, on.time.pp_s);
+  EXPECT_LE(sync.time.pp_s - on.time.pp_s, on.comm[2].total_s + 1e-12);
+}
+
+// 6. fp8: GEMMs at twice the rate, casts costed at HBM speed, an fp8 weight copy.
+TEST(ModelChanges, Fp8HalvesGemmsAndPaysForCasts) {
+  const StepCosts bf16 = costs(kOne);
+  TrainingSpec ft = kOne;
+  ft.precision = Precision::kFP8;
+  const StepCosts fp8 = costs(ft);
+  // Casts per layer forward: 4 B x (rows x inputs: 4096 x 26,624 = 109,051,904, + weights / M:
+  // 218,103,808 / 8 = 27,262,976) = 5.4526e-4... / 1e13 -> 5.4526e-5 s; GEMMs 1.78671e-3 -> half.
+  const double cast_fwd = 4.0 * (4096.0 * 26624 + 218103808.0 / 8) / 1e13;
+  EXPECT_NEAR(fp8.layer.fwd_math - bf16.layer.fwd_math, cast_fwd - kGemmFwd / 2, 1e-7);
+  // Backward: output-gradient casts 4 B x 4096 x 43,008 = 7.0464e-5 s; dgrad + wgrad halve.
+  const double cast_bwd = 4.0 * 4096 * 43008 / 1e13;
+  EXPECT_NEAR(fp8.layer.bwd_math - bf16.layer.bwd_math, cast_bwd - kGemmFwd, 1e-7);
+  // Memory: the fp8 weight and its transpose, 2 B per layer parameter, on top of the bf16 weights.
+  Layout l;
+  const Estimate eb = *estimate(k8b, round_cluster(), kOne, l, 1);
+  const Estimate ef = *estimate(k8b, round_cluster(), ft, l, 1);
+  const double layer_params = 32.0 * static_cast<double>(model::layer_params_tp_shard(k8b, 1).total());
+  EXPECT_NEAR(ef.memory.part("parameters") - eb.memory.part("parameters"), 2 * layer_params, 1);
+}
+
+// Bad values: one line naming the flag, the value and the accepted ones.
+TEST(ModelChanges, BadFlagValuesAreNamed) {
+  const std::string base = std::string(HERD_BINARY) +
+                           " estimate --model llama3-8b --cluster dgx-h100 --gpus 8 --tp 8 --cp 1 --pp 1 --dp 1 "
+                           "--seq-len 4096 --global-batch 8 ";
+  const std::pair<const char*, const char*> cases[] = {{"--layer-split middle", "auto, even or light-ends"},
+                                                       {"--software jax", "fused or eager"},
+                                                       {"--attention sparse", "flash or materialized"},
+                                                       {"--pipeline-sends maybe", "async or sync"},
+                                                       {"--dp-overlap yes", "on or off"},
+                                                       {"--precision int4", "bf16, fp16, fp8 or fp32"}};
+  for (const auto& [flag, accepted] : cases) {
+    FILE* p = popen((base + flag + " 2>&1").c_str(), "r");
+    std::string out;
+    std::array<char, 4096> buf;
+    while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+    const int rc = pclose(p);
+    EXPECT_NE(WEXITSTATUS(rc), 0) << flag;
+    const std::string name(flag, std::string(flag).find(' '));
+    const std::string value = std::string(flag).substr(name.size() + 1);
+    EXPECT_NE(out.find(name), std::string::npos) << out;
+    EXPECT_NE(out.find("'" + value + "'"), std::string::npos) << out;
+    EXPECT_NE(out.find(accepted), std::string::npos) << out;
+    EXPECT_EQ(out.find('\n'), out.size() - 1) << out;  // one line
+  }
+  // Every knob reaches the JSON: layout keys and top-level precision.
+  FILE* p = popen((base + "--software eager --attention materialized --pipeline-sends sync --dp-overlap off "
+                          "--layer-split even --precision fp8 --json 2>&1")
+                      .c_str(),
+                  "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+  ASSERT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
+  const Json j = Json::parse(out);
+  EXPECT_EQ(j["layout"]["software"], "eager");
+  EXPECT_EQ(j["layout"]["attention"], "materialized");
+  EXPECT_EQ(j["layout"]["pipeline_sends"], "sync");
+  EXPECT_EQ(j["layout"]["dp_overlap"], "off");
+  EXPECT_EQ(j["layout"]["layer_split"], "even");
+  EXPECT_EQ(j["precision"], "fp8");
+}
+
+}  // namespace
+}  // namespace herd::planner
