@@ -5,13 +5,16 @@ A TP2 x DP2 job (ranks as threads, one BLAS thread each) of a small Llama on the
 shards, run repeatedly:
   1. clean, --steps steps (default 200): every straggler check (the `stragglers` list of the metrics
      records) that flags any rank is a false positive;
-  2. with rank --slow-rank slowed --slow-factor x (fault.slow_rank) from step --slow-from: the steps from
-     the slowdown to the first check that flags it, and whether any other rank was ever flagged.
+  2. with rank --slow-rank slowed --slow-factor x (fault.slow_rank: it computes the extra time) from step
+     --slow-from: the steps from the slowdown to the first check that flags it (as slow), and whether any
+     other rank was ever flagged;
+  3. with the same rank stalled --stall-factor x (fault.slow_mode=stall: it sleeps the extra time, as a
+     stopped rank would): the same, flagged as stalled.
 The machine is whatever it is (shared, noisy): the load average before and after is recorded. One JSON
 document (figure, machine, commit) and a summary line per part.
 
   python3 bench/diagnosis/stragglers.py [--herd build/herd] [--clean-runs 10] [--slow-runs 5]
-                                        [--out bench/diagnosis/results.json]
+                                        [--stall-runs 5] [--out bench/diagnosis/results.json]
 """
 import argparse
 import datetime
@@ -33,13 +36,14 @@ MODEL = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_s
          "tie_word_embeddings": False}
 
 
-def checks(metrics):
+def checks(metrics, kind=None):
+    """(step, flagged ranks) of every straggler check; with `kind`, only the ranks flagged as that kind."""
     out = []
     with open(metrics) as f:
         for line in f:
             r = json.loads(line)
             if "stragglers" in r:
-                out.append((r["step"], [s["rank"] for s in r["stragglers"]]))
+                out.append((r["step"], [s["rank"] for s in r["stragglers"] if kind is None or s.get("kind") == kind]))
     return out
 
 
@@ -53,6 +57,8 @@ def main():
     ap.add_argument("--slow-rank", type=int, default=2)
     ap.add_argument("--slow-factor", type=float, default=1.5)
     ap.add_argument("--slow-from", type=int, default=10)
+    ap.add_argument("--stall-runs", type=int, default=5)
+    ap.add_argument("--stall-factor", type=float, default=3.0)
     ap.add_argument("--out", default="bench/diagnosis/results.json")
     a = ap.parse_args()
     make_data(a.herd, a.data)
@@ -77,27 +83,35 @@ def main():
         clean.append({"checks": len(c), "flagged_checks": sum(1 for _, r in c if r),
                       "flagged": sorted({x for _, r in c for x in r}), "wall_s": time.time() - t0})
         print(f"clean run {i}: {clean[-1]['flagged_checks']} of {len(c)} checks flagged a rank", flush=True)
-    slow = []
     steps = a.slow_from + 40
-    for i in range(a.slow_runs):
-        metrics = os.path.join(root, f"slow{i}.jsonl")
-        p = subprocess.run(base + [f"--train.steps={steps}", f"--train.metrics_file={metrics}",
-                                   f"--fault.slow_rank={a.slow_rank}", f"--fault.slow_factor={a.slow_factor}",
-                                   f"--fault.slow_from_step={a.slow_from}"], capture_output=True, text=True)
-        if p.returncode != 0:
-            print(p.stderr[-2000:], file=sys.stderr)
-            return 1
-        c = checks(metrics)
-        first = next((s for s, r in c if a.slow_rank in r), None)
-        others = sorted({x for _, r in c for x in r if x != a.slow_rank})
-        slow.append({"first_flag_step": first, "steps_to_flag": None if first is None else first - a.slow_from,
-                     "other_ranks_flagged": others})
-        print(f"slow run {i}: rank {a.slow_rank} flagged {slow[-1]['steps_to_flag']} steps after its slowdown; "
-              f"others flagged: {others}", flush=True)
+
+    def flagged_runs(n, label, mode, factor, kind):
+        runs = []
+        for i in range(n):
+            metrics = os.path.join(root, f"{label}{i}.jsonl")
+            p = subprocess.run(base + [f"--train.steps={steps}", f"--train.metrics_file={metrics}",
+                                       f"--fault.slow_rank={a.slow_rank}", f"--fault.slow_factor={factor}",
+                                       f"--fault.slow_mode={mode}", f"--fault.slow_from_step={a.slow_from}"],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                print(p.stderr[-2000:], file=sys.stderr)
+                raise SystemExit(1)
+            c = checks(metrics)
+            first = next((s for s, r in checks(metrics, kind) if a.slow_rank in r), None)
+            others = sorted({x for _, r in c for x in r if x != a.slow_rank})
+            runs.append({"first_flag_step": first, "steps_to_flag": None if first is None else first - a.slow_from,
+                         "other_ranks_flagged": others})
+            print(f"{label} run {i}: rank {a.slow_rank} flagged {kind} {runs[-1]['steps_to_flag']} steps after its "
+                  f"slowdown; others flagged: {others}", flush=True)
+        return runs
+
+    slow = flagged_runs(a.slow_runs, "slow", "compute", a.slow_factor, "slow")
+    stall = flagged_runs(a.stall_runs, "stall", "stall", a.stall_factor, "stalled")
     after = load_average()
     total_checks = sum(r["checks"] for r in clean)
     fp_checks = sum(r["flagged_checks"] for r in clean)
     delays = [r["steps_to_flag"] for r in slow if r["steps_to_flag"] is not None]
+    stall_delays = [r["steps_to_flag"] for r in stall if r["steps_to_flag"] is not None]
     summary = {
         "clean_runs": len(clean), "clean_checks": total_checks, "false_positive_checks": fp_checks,
         "false_positive_rate_per_check": fp_checks / total_checks if total_checks else None,
@@ -106,14 +120,19 @@ def main():
         "steps_to_flag_median": statistics.median(delays) if delays else None,
         "steps_to_flag_max": max(delays) if delays else None,
         "slow_runs_with_another_rank_flagged": sum(1 for r in slow if r["other_ranks_flagged"]),
+        "stall_runs": len(stall), "stall_runs_flagged_stalled": len(stall_delays),
+        "stall_steps_to_flag_median": statistics.median(stall_delays) if stall_delays else None,
+        "stall_steps_to_flag_max": max(stall_delays) if stall_delays else None,
+        "stall_runs_with_another_rank_flagged": sum(1 for r in stall if r["other_ranks_flagged"]),
     }
     doc = {"figure": "straggler detection: false positives on clean runs, steps to flag a slowed rank "
                      "(bench/diagnosis)", "machine": machine(), "commit": commit(),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "config": {"layout": "tp2 x dp2, ranks as threads", "steps": a.steps, "slow_rank": a.slow_rank,
-                      "slow_factor": a.slow_factor, "slow_from_step": a.slow_from,
-                      "straggler_every": 3, "straggler_window": 10, "straggler_threshold": 1.3},
-           "load_average": [before, after], "summary": summary, "clean": clean, "slow": slow}
+                      "slow_factor": a.slow_factor, "stall_factor": a.stall_factor, "slow_from_step": a.slow_from,
+                      "straggler_every": 3, "straggler_window": 10, "straggler_threshold": 1.3,
+                      "straggler_stall_threshold": 2.0},
+           "load_average": [before, after], "summary": summary, "clean": clean, "slow": slow, "stall": stall}
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)

@@ -4,11 +4,16 @@
 // trace must name R (and only R) as the culprit, say that it is outside communication with its last
 // completed step, and name the call its peers wait in. Also: --svg, --job and the one-line errors.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "cli/cli_runner.h"
 #include "cli/xml_check.h"
@@ -133,18 +138,20 @@ TEST_F(TraceCli, HangInAnMpi8RankTp2Cp2Pp2JobNamesTheHungRank) {
 }
 #endif
 
-// diagnostics.dump_every: a healthy TP2 x DP2 job whose rank 2 is slowed 2x (fault.slow_rank; the trace judges
-// one 10-step window, without the live watch's three checks in a row, so 1.5x sits too near 1.3x) leaves
-// every rank's dump every 10 steps; `herd trace` on them names no culprit, each rank's last step, and
-// rank 2 as the straggler that the others wait on, as the trainer's own check did (its metrics).
-TEST_F(TraceCli, PeriodicDumpsOfAJobWithASlowRankNameTheStraggler) {
-  const std::string model = (dir_ / "straggler.json").string();
+// diagnostics.dump_every: a healthy TP2 x DP2 job whose rank 2 is slowed 1.5x from step 10
+// (fault.slow_rank) leaves every rank's dump every 10 steps; `herd trace` on them names no culprit, each
+// rank's last step, and rank 2 as the straggler that the others wait on, as the trainer's own checks did
+// (its metrics: rank 2 and only rank 2, within 20 steps of its slowdown). `launcher` runs the job under
+// mpirun, one process per rank; empty, as threads of one process.
+void expect_straggler_named(const fs::path& dir, const std::string& name, const std::string& launcher) {
+  const std::string model = (dir / "straggler.json").string();
   std::ofstream(model) << model::config_to_hf_json(herd::test_models::straggler_llama()).dump();
-  const std::string dumps = (dir_ / "periodic").string(), metrics = (dir_ / "periodic.jsonl").string();
-  auto r = run_herd("train --data.dir=" + dir_.string() + " --model.name=" + model +
+  const std::string dumps = (dir / name).string(), metrics = (dir / (name + ".jsonl")).string();
+  auto r = herd::testing::run_herd_env(
+      launcher, "train --data.dir=" + dir.string() + " --model.name=" + model +
                     " --data.seq_len=64 --train.global_batch=8 --parallel.microbatch_size=2 --tp 2 --dp 2"
                     " --train.steps=40 --train.threads=1 --eval.every=0 --generate.samples=0 --fault.slow_rank=2"
-                    " --fault.slow_factor=2 --fault.slow_from_step=3 --diagnostics.dump_every=10"
+                    " --fault.slow_factor=1.5 --fault.slow_from_step=10 --diagnostics.dump_every=10"
                     " --diagnostics.job_id=slow --diagnostics.dir=" +
                     dumps + " --train.metrics_file=" + metrics);
   ASSERT_EQ(r.status, 0) << r.err;
@@ -161,23 +168,107 @@ TEST_F(TraceCli, PeriodicDumpsOfAJobWithASlowRankNameTheStraggler) {
   EXPECT_EQ(j["stragglers"][0]["rank"], 2);
   EXPECT_GT(j["stragglers"][0]["slowdown"].get<double>(), 1.3);
   for (int rank = 0; rank < 4; ++rank) EXPECT_EQ(j["ranks"][rank]["last_step"], 40) << t.out;
-  // The metrics file's checks agree: rank 2 and only rank 2.
   std::ifstream in(metrics);
-  int flagged = 0;
+  std::int64_t first = -1;
   for (std::string line; std::getline(in, line);) {
     const Json m = Json::parse(line);
     if (!m.contains("stragglers")) continue;
     for (const Json& s : m["stragglers"]) {
       EXPECT_EQ(s["rank"], 2) << line;
       ASSERT_TRUE(s.contains("slowdown"));
-      ++flagged;
+      if (first < 0) first = m["step"].get<std::int64_t>();
     }
   }
-  EXPECT_GT(flagged, 0);
+  EXPECT_GT(first, 10) << "rank 2 was never flagged";
+  EXPECT_LE(first, 30) << "rank 2 was flagged " << first - 10 << " steps after its slowdown";
   auto text = run_herd("trace " + dumps);
   std::cout << text.out;
   EXPECT_NE(text.out.find("straggler: rank 2"), std::string::npos) << text.out;
 }
+
+TEST_F(TraceCli, PeriodicDumpsOfAJobWithASlowRankNameTheStraggler) { expect_straggler_named(dir_, "threads", ""); }
+
+#if HERD_HAVE_MPI
+// The pid of the MPI rank `rank` whose command line names `marker` (-1 when there is none yet).
+pid_t mpi_rank_pid(int rank, const std::string& marker) {
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string cmdline = herd::testing::slurp((e.path() / "cmdline").string());
+    if (cmdline.find(marker) == std::string::npos || cmdline.find("mpirun") != std::string::npos) continue;
+    std::string env = herd::testing::slurp((e.path() / "environ").string());
+    std::replace(env.begin(), env.end(), '\0', '\n');
+    if (("\n" + env).find("\nOMPI_COMM_WORLD_RANK=" + std::to_string(rank) + "\n") != std::string::npos) {
+      return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return -1;
+}
+
+// The case: one rank of a DP2 job (one MPI process per rank, each with a core of its own here)
+// stopped 60% of the time by SIGSTOP and SIGCONT from outside (60 ms stopped, 40 ms running). Its CPU
+// time is its peer's, so it is not slow; it is named as stalled, with its peer waiting on it. The model
+// is the straggler model with a vocabulary of 8192 (tens of milliseconds of compute a step), so that
+// most stops land while the rank computes rather than while it waits in a collective, where its peer is
+// blocked with it and nothing tells them apart.
+TEST_F(TraceCli, AnMpiRankStoppedMostOfTheTimeIsFlaggedAsStalled) {
+  const std::string model = (dir_ / "straggler.json").string();
+  model::LlamaConfig m = herd::test_models::straggler_llama();
+  m.vocab = 8192;
+  std::ofstream(model) << model::config_to_hf_json(m).dump();
+  const std::string metrics = (dir_ / "stopped.jsonl").string(), log = (dir_ / "stopped.log").string();
+  const std::string cmd =
+      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
+      "--bind-to none -np 2 " +
+      std::string(HERD_BINARY) + " train --data.dir=" + dir_.string() + " --model.name=" + model +
+      " --data.seq_len=64 --train.global_batch=8 --parallel.microbatch_size=2 --dp 2"
+      " --train.steps=80 --train.threads=1 --eval.every=0 --generate.samples=0"
+      " --train.metrics_file=" +
+      metrics + " >" + log + " 2>&1";
+  const pid_t job = ::fork();
+  ASSERT_GE(job, 0);
+  if (job == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  pid_t victim = -1;
+  for (int i = 0; i < 600 && victim < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    victim = mpi_rank_pid(1, metrics);
+  }
+  int status = 0;
+  bool done = false;
+  while (!done) {
+    if (victim > 0) ::kill(victim, SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    if (victim > 0) ::kill(victim, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    done = ::waitpid(job, &status, WNOHANG) == job;
+  }
+  ASSERT_GT(victim, 0) << "rank 1's process was not found\n" << herd::testing::slurp(log);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << herd::testing::slurp(log);
+  std::ifstream in(metrics);
+  int flagged = 0;
+  for (std::string line; std::getline(in, line);) {
+    const Json m = Json::parse(line);
+    if (!m.contains("stragglers")) continue;
+    for (const Json& s : m["stragglers"]) {
+      EXPECT_EQ(s["rank"], 1) << line;
+      EXPECT_EQ(s["kind"], "stalled") << line;
+      EXPECT_EQ(s["waited_on_by"], Json::array({0})) << line;
+      ++flagged;
+    }
+  }
+  EXPECT_GT(flagged, 0) << herd::testing::slurp(log);
+  EXPECT_NE(herd::testing::slurp(log).find("is stalled"), std::string::npos);
+}
+
+TEST_F(TraceCli, AnMpiRankSlowedOneAndAHalfTimesIsFlaggedAndTraced) {
+  expect_straggler_named(dir_, "mpi",
+                         "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
+                         "--bind-to none -np 4");
+}
+#endif
 
 // Hand-made dumps of a desync (rank 1 all-reduces 12 elements where ranks 0 and 2 all-reduce 10, at the
 // same sequence number of the world group): the command reports it, with the odd rank apart.

@@ -288,12 +288,16 @@ TEST(TraceDump, TheRecorderDumpRoundTripsWithItsGroupTable) {
     COMM_EXPECT(d->entries[0].group_id == d->groups[1].group_id && d->entries[0].completed());
     COMM_EXPECT(d->steps.empty());
     // The trainer's step times: the last FlightRecorder::kStepsKept are kept and dumped.
-    for (int step = 1; step <= 40; ++step) c.recorder().note_step(step, 0.01 * step, 0.001);
+    for (int step = 1; step <= 40; ++step) {
+      c.recorder().note_step(
+          {.step = step, .busy_s = 0.01 * step, .wait_s = 0.001, .stall_s = 0.002, .queued_s = 0.003});
+    }
     Result<RankDump> e = parse_flight_dump(c.recorder().to_json("test").dump(), "x.json");
     COMM_EXPECT(e.ok());
     COMM_EXPECT(e->steps.size() == FlightRecorder::kStepsKept && e->steps.back().step == 40 &&
                 e->steps.front().step == 40 - static_cast<std::int64_t>(FlightRecorder::kStepsKept) + 1);
-    COMM_EXPECT(e->steps.back().busy_s == 0.4 && e->steps.back().wait_s == 0.001);
+    COMM_EXPECT(e->steps.back().busy_s == 0.4 && e->steps.back().wait_s == 0.001 && e->steps.back().stall_s == 0.002 &&
+                e->steps.back().queued_s == 0.003);
     return Status::Ok();
   });
   EXPECT_TRUE(first_error(st).ok()) << first_error(st).error().message();
@@ -331,7 +335,7 @@ TEST(TraceDump, MalformedDumpsAreOneLineErrorsNamingTheFile) {
   EXPECT_NE(err(with([](Json& j) { j["entries"][0]["state"] = "lost"; })).find("entries[0].state"), std::string::npos);
 }
 
-// Dumps that carry step times: rank 2 of a TP2 x DP2 job (no pp group: one stage) is 1.6x busier than
+// Dumps that carry step times: rank 2 of a TP2 x DP2 job (no pp group: one stage) is 1.6x slower than
 // the others, who wait in their collectives; the report names it as the trainer would, and nobody else.
 TEST(TraceDump, StepTimesInTheDumpsNameTheStraggler) {
   std::vector<RankDump> dumps;

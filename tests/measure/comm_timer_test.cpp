@@ -1,5 +1,8 @@
 // The timed communicator counts the time a rank spends blocked: rank 0 waits for a rank that arrives
-// 100 ms late, in the world and in a group split from it, and the counter sees both waits.
+// 100 ms late, in the world and in a group split from it, and the counter sees both waits. It counts the
+// thread's CPU time inside apart: a blocked wait costs wall time and next to no CPU, while the CPU the
+// rank spends reducing a large buffer inside the call is counted (the straggler watch's busy time is the
+// step's CPU time less this).
 #include "herd/measure/comm_timer.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +11,7 @@
 #include <thread>
 
 #include "herd/comm/local/local_world.h"
+#include "herd/measure/timing.h"
 
 namespace herd::measure {
 namespace {
@@ -34,6 +38,40 @@ TEST(TimedCommunicator, CountsTheWaitForALatePeerInTheWorldAndItsGroups) {
   EXPECT_GE(before_group, 0.08);
   EXPECT_LT(before_group, 5.0);
   EXPECT_GE(waited - before_group, 0.08);  // the group shares the world's counter
+}
+
+TEST(TimedCommunicator, CountsTheCpuTimeInsideApartFromTheWallTime) {
+  comm::CommOptions o;
+  o.timeout_s = 30;
+  comm::LocalWorld world(2, o);
+  double blocked_wall = -1, blocked_cpu = -1, reduce_cpu = -1, cpu_outside = -1;
+  const Status s = comm::first_error(world.run([&](comm::Communicator& c) -> Status {
+    TimedCommunicator timed(c);
+    if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    HERD_RETURN_IF_ERROR(timed.barrier());
+    if (c.rank() == 0) {
+      blocked_wall = timed.wait_seconds();
+      blocked_cpu = timed.totals().cpu_s;
+    }
+    // 64 MiB summed: the local backend copies and adds on the ranks' own threads, inside the call.
+    std::vector<float> x(16u << 20, 1.0f), y(x.size());
+    const double cpu0 = thread_cpu_seconds(), inside0 = timed.totals().cpu_s;
+    for (int i = 0; i < 3; ++i) {
+      HERD_RETURN_IF_ERROR(timed.all_reduce(x.data(), y.data(), x.size(), DType::kF32, comm::ReduceOp::kSum));
+    }
+    if (y.back() != 2.0f) return make_error("all_reduce gave ", y.back(), ", expected 2");
+    if (c.rank() == 0) {
+      reduce_cpu = timed.totals().cpu_s - inside0;
+      cpu_outside = (thread_cpu_seconds() - cpu0) - reduce_cpu;
+    }
+    return Status::Ok();
+  }));
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_GE(blocked_wall, 0.15);
+  EXPECT_LT(blocked_cpu, 0.5 * blocked_wall) << "a blocked wait is counted as CPU time";
+  EXPECT_GT(reduce_cpu, 0.0);
+  // Everything this thread ran between the two clock readings was inside the calls.
+  EXPECT_LT(cpu_outside, 0.25 * reduce_cpu + 0.005) << "CPU inside " << reduce_cpu << " s";
 }
 
 }  // namespace

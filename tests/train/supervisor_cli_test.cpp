@@ -285,7 +285,7 @@ TEST_F(Supervisor, HerdLaunchSigtermCheckpointsAndResumesBitIdentical) {
   ASSERT_EQ(launch("mpiref", "", log, 150), 0) << herd::testing::slurp(log);
   const std::string metrics = metrics_path("mpicut");
   const std::string status = (dir_ / "status").string();
-  // The interrupted run's steps are stretched (fault.slow_rank sleeps, it computes the same), so the signal
+  // The interrupted run's steps are stretched (fault.slow_rank computes 50x as long), so the signal
   // lands long before its last step however fast the machine is.
   const std::string cmd = "sh -c '" + launch_command("mpicut", "--fault.slow_rank=0 --fault.slow_factor=50", 150) +
                           " >" + log + " 2>&1 & p=$!; i=0; while [ $i -lt 3000 ] && [ \"$(cat " + metrics +

@@ -58,10 +58,10 @@ std::string FlightRecorder::last_activity() const {
   return activity_;
 }
 
-void FlightRecorder::note_step(std::int64_t step, double busy_s, double wait_s) {
+void FlightRecorder::note_step(const StepTimes& t) {
   std::lock_guard<std::mutex> lock(mu_);
   if (steps_.size() == kStepsKept) steps_.erase(steps_.begin());
-  steps_.push_back(StepTimes{step, busy_s, wait_s});
+  steps_.push_back(t);
 }
 
 std::vector<FlightRecorder::StepTimes> FlightRecorder::steps() const {
@@ -147,7 +147,11 @@ Json FlightRecorder::to_json(const std::string& reason) const {
   j["groups"] = std::move(groups);
   Json steps = Json::array();
   for (const StepTimes& t : this->steps())
-    steps.push_back(Json{{"step", t.step}, {"busy_s", t.busy_s}, {"wait_s", t.wait_s}});
+    steps.push_back(Json{{"step", t.step},
+                         {"busy_s", t.busy_s},
+                         {"wait_s", t.wait_s},
+                         {"stall_s", t.stall_s},
+                         {"queued_s", t.queued_s}});
   j["steps"] = std::move(steps);
   Json list = Json::array();
   for (const RecordEntry& e : entries()) {

@@ -80,19 +80,23 @@ class FlightRecorder {
   double idle_seconds() const;
   std::string last_activity() const;
 
-  // The trainer's measured step: its busy seconds (outside collectives) and its wait in collectives. The
+  // The trainer's measured step (comm/stragglers.h has the split): its busy seconds (CPU time computing,
+  // outside collectives), its wait (wall time) in collectives, and its time off the CPU outside them. The
   // last kStepsKept are dumped as "steps", so `herd trace` can tell a slow rank from the ranks waiting
   // on it (comm/stragglers.h).
   struct StepTimes {
     std::int64_t step = 0;
     double busy_s = 0, wait_s = 0;
+    double stall_s = 0, queued_s = 0;  // off the CPU outside collectives: stopped or blocked; waiting for a core
   };
   static constexpr std::size_t kStepsKept = 32;
-  void note_step(std::int64_t step, double busy_s, double wait_s);
+  void note_step(const StepTimes& t);
   std::vector<StepTimes> steps() const;
 
   // {"rank", "host", "pid", "reason", "wall_clock_at_creation_ms", "total_recorded", "capacity",
-  //  "groups": [{"group_id", "name", "members"}], "steps": [{"step", "busy_s", "wait_s"}], "entries": [...]}.
+  //  "groups": [{"group_id", "name", "members"}], "steps": [{"step", "busy_s", "wait_s", "stall_s",
+  //  "queued_s"}],
+  //  "entries": [...]}.
   Json to_json(const std::string& reason) const;
   // Writes to_json to <dir>/herd_flight_<tag>_rank<rank>.json (dir empty: the system temp dir; tag:
   // the job id) through a temporary file and a rename, and returns the path, or an error naming it.

@@ -146,8 +146,17 @@ Result<RankDump> parse_dump_json(const Json& j) {
       HERD_ASSIGN_OR_RETURN(t.step, json_int(ss[i], at, "step"));
       HERD_ASSIGN_OR_RETURN(t.busy_s, json_number(ss[i], at, "busy_s"));
       HERD_ASSIGN_OR_RETURN(t.wait_s, json_number(ss[i], at, "wait_s"));
-      if (!(t.busy_s >= 0) || !(t.wait_s >= 0) || !std::isfinite(t.busy_s) || !std::isfinite(t.wait_s)) {
-        return make_error(at, ": busy_s and wait_s must be finite seconds >= 0");
+      // stall_s and queued_s are optional (dumps of herd before they were measured).
+      if (ss[i].contains("stall_s")) {
+        HERD_ASSIGN_OR_RETURN(t.stall_s, json_number(ss[i], at, "stall_s"));
+      }
+      if (ss[i].contains("queued_s")) {
+        HERD_ASSIGN_OR_RETURN(t.queued_s, json_number(ss[i], at, "queued_s"));
+      }
+      for (const double v : {t.busy_s, t.wait_s, t.stall_s, t.queued_s}) {
+        if (!(v >= 0) || !std::isfinite(v)) {
+          return make_error(at, ": busy_s, wait_s, stall_s and queued_s must be finite seconds >= 0");
+        }
       }
       d.steps.push_back(t);
     }
@@ -178,13 +187,17 @@ void find_dump_stragglers(const std::vector<RankDump>& dumps, TraceReport& rep) 
       if (g.name == "pp" && at != g.members.end()) t.stage = static_cast<int>(at - g.members.begin());
     }
     const std::size_t n = std::min<std::size_t>(d.steps.size(), kStragglerWindow);
-    std::vector<double> busy, wait;
+    std::vector<double> busy, stall, queued, wait;
     for (std::size_t i = d.steps.size() - n; i < d.steps.size(); ++i) {
       busy.push_back(d.steps[i].busy_s);
+      stall.push_back(d.steps[i].stall_s);
+      queued.push_back(d.steps[i].queued_s);
       wait.push_back(d.steps[i].wait_s);
     }
     t.busy_s = median(busy);
-    t.wait_s = median(wait);
+    t.stall_s = median(stall);
+    t.queued_s = median(queued);
+    t.wait_s = mean(wait);  // a mean, as the trainer's (comm::RankStepTimes says why)
     used = std::max(used, static_cast<int>(n));
     ranks.push_back(std::move(t));
   }

@@ -14,7 +14,8 @@
 //     root) on different ranks;
 //   - each rank's last completed step (from its last activity "step N") and the call it is in;
 //   - stragglers: from the busy and wait seconds of each rank's last steps that the dumps carry, the
-//     ranks busier than their pipeline stage's peers (comm/stragglers.h, the trainer's own rule).
+//     ranks slow or stalled against their pipeline stage's peers (comm/stragglers.h: the
+//     trainer's own rule).
 // Parsing never aborts: a malformed dump is an error naming the file and the field.
 #pragma once
 

@@ -1,6 +1,10 @@
 // TimedCommunicator: a Communicator that forwards every op to another one and adds up the wall time
 // this rank spends inside the communicator (posting, testing, waiting): the "communication" share
-// of a step in the scaling benchmark and the measured "exposed comm" of `herd train`.
+// of a step in the scaling benchmark and the measured "exposed comm" of `herd train`. It adds up the
+// calling thread's scheduler clocks there too (measure/thread_clock.h: CPU time, time queued for a
+// core), so the trainer can tell what a rank did outside collectives from what its backend did inside:
+// the CPU a backend burns while it polls or reduces is not computing (the straggler watch,
+// train/straggler_monitor.h).
 //
 // It wraps the world communicator before the axis groups are split from it, and every group it makes
 // is wrapped the same way with the same counter, so one number covers TP, DP and every other group.
@@ -23,13 +27,20 @@ class TimedCommunicator final : public comm::Communicator {
  public:
   // Borrows `inner`, which must outlive this object.
   explicit TimedCommunicator(comm::Communicator& inner);
-  TimedCommunicator(std::unique_ptr<comm::Communicator> owned, std::shared_ptr<double> counter);
+  // The totals of one rank, shared by the world and every group made from it.
+  struct Totals {
+    double wall_s = 0;    // wall seconds inside the communicator
+    double cpu_s = 0;     // the calling thread's CPU seconds inside it (measure::thread_clock)
+    double queued_s = 0;  // its seconds inside it runnable but waiting for a core
+  };
+  TimedCommunicator(std::unique_ptr<comm::Communicator> owned, std::shared_ptr<Totals> totals);
 
   const char* backend() const override { return inner_->backend(); }
   Result<std::unique_ptr<comm::Communicator>> new_group(const std::vector<std::int64_t>& global_ranks,
                                                         const std::string& name) override;
   using comm::Communicator::new_group;
-  double wait_seconds() const { return *seconds_; }
+  double wait_seconds() const { return totals_->wall_s; }
+  const Totals& totals() const { return *totals_; }
 
  protected:
   std::shared_ptr<comm::Work> post(const comm::OpDesc& op) override;
@@ -37,7 +48,7 @@ class TimedCommunicator final : public comm::Communicator {
  private:
   std::unique_ptr<comm::Communicator> owned_;
   comm::Communicator* inner_;
-  std::shared_ptr<double> seconds_;
+  std::shared_ptr<Totals> totals_;
 };
 
 }  // namespace herd::measure

@@ -188,6 +188,9 @@ const std::vector<Field>& registry() {
       bind_field("fault.slow_factor", &C::fault, &FaultSection::slow_factor,
                  "how much longer the slow rank's steps take"),
       bind_field("fault.slow_from_step", &C::fault, &FaultSection::slow_from_step, "first step of the slow rank"),
+      bind_field("fault.slow_mode", &C::fault, &FaultSection::slow_mode,
+                 "compute: the slow rank computes the extra time (a slower core); stall: it sleeps it (stopped or "
+                 "preempted: off the CPU)"),
       bind_field("fault.kill_every", &C::fault, &FaultSection::kill_every,
                  "every K steps a rank drawn from fault.seed exits; 0: never"),
       bind_field("fault.seed", &C::fault, &FaultSection::seed, "draws the ranks of fault.kill_every"),
@@ -214,8 +217,12 @@ const std::vector<Field>& registry() {
       bind_field("diagnostics.straggler_window", &C::diagnostics, &DiagnosticsSection::straggler_window,
                  "steps each rank's median busy time is taken over"),
       bind_field("diagnostics.straggler_threshold", &C::diagnostics, &DiagnosticsSection::straggler_threshold,
-                 "a rank busier than its pipeline stage's peers' median by this factor at three checks in a row is a "
-                 "straggler"),
+                 "a rank whose CPU time computing is this factor x its pipeline stage's peers' median at three checks "
+                 "in a row is a (slow) straggler"),
+      bind_field("diagnostics.straggler_stall_threshold", &C::diagnostics,
+                 &DiagnosticsSection::straggler_stall_threshold,
+                 "a rank whose time computing or stalled (stopped, asleep, blocked outside collectives) is this factor "
+                 "x its peers' median at three checks in a row is a (stalled) straggler"),
       bind_field(
           "projection.cluster_file", &C::projection, &ProjectionSection::cluster_file,
           "herd calibrate output to plan with; empty: this machine's stored calibration, else the local-cpu preset"),
@@ -407,6 +414,9 @@ Status validate(const TrainConfig& c) {
     return make_error("fault.slow_factor: must be >= 1 (1: not slowed), got ", c.fault.slow_factor);
   }
   HERD_RETURN_IF_ERROR(positive(c.fault.slow_from_step, "fault.slow_from_step"));
+  if (c.fault.slow_mode != "compute" && c.fault.slow_mode != "stall") {
+    return make_error("fault.slow_mode: '", c.fault.slow_mode, "' is unknown; use compute or stall");
+  }
   if (c.fault.kill_every < 0) return make_error("fault.kill_every: must be >= 0 (0: never), got ", c.fault.kill_every);
   if (c.fault.max_restarts < 0) {
     return make_error("fault.max_restarts: must be >= 0 (0: no supervisor), got ", c.fault.max_restarts);
@@ -431,9 +441,15 @@ Status validate(const TrainConfig& c) {
   HERD_RETURN_IF_ERROR(positive(c.diagnostics.straggler_window, "diagnostics.straggler_window"));
   if (!(c.diagnostics.straggler_threshold > 1) || !std::isfinite(c.diagnostics.straggler_threshold)) {
     return make_error(
-        "diagnostics.straggler_threshold: must be a finite factor above 1 (1.3: 30% busier than the "
+        "diagnostics.straggler_threshold: must be a finite factor above 1 (1.3: 30% more CPU time than the "
         "peers), got ",
         c.diagnostics.straggler_threshold);
+  }
+  if (!(c.diagnostics.straggler_stall_threshold > 1) || !std::isfinite(c.diagnostics.straggler_stall_threshold)) {
+    return make_error(
+        "diagnostics.straggler_stall_threshold: must be a finite factor above 1 (2: twice the peers' time "
+        "computing or stalled), got ",
+        c.diagnostics.straggler_stall_threshold);
   }
   HERD_RETURN_IF_ERROR(positive(c.comm.recorder_size, "comm.recorder_size"));
   if (c.projection.background_jobs < 0 && c.projection.background_jobs != -1) {

@@ -118,14 +118,15 @@ struct FaultSection {
   std::int64_t fail_checkpoint_step = 0;  // the save at this step fails as a full disk would; 0: none
   std::int64_t nan_step = 0;              // fault.nan_rank's gradient gets a NaN at this step; 0: none
   std::int64_t nan_rank = 0;
-  std::int64_t slow_rank = -1;      // this rank's steps take fault.slow_factor x longer from fault.slow_from_step
-  double slow_factor = 2;           // (it sleeps (factor - 1) x its measured compute time after each step)
-  std::int64_t slow_from_step = 1;  //
-  std::int64_t kill_every = 0;      // every K steps a rank drawn from fault.seed exits; 0: never
-  std::int64_t seed = 1;            // draws the ranks of fault.kill_every
-  bool corrupt_checkpoint = false;  // an injected kill first flips a byte of its shard of the newest checkpoint
-  std::int64_t max_restarts = 0;    // > 0: run under a supervisor that restarts a failed job up to K times
-  double restart_backoff_s = 1;     // wait before the first restart; doubles for each further one (max 60 s)
+  std::int64_t slow_rank = -1;        // this rank's steps take fault.slow_factor x longer from fault.slow_from_step
+  double slow_factor = 2;             // by (factor - 1) x its measured compute time more after each step:
+  std::int64_t slow_from_step = 1;    //
+  std::string slow_mode = "compute";  // computing it (a slower core) or "stall": sleeping (off the CPU)
+  std::int64_t kill_every = 0;        // every K steps a rank drawn from fault.seed exits; 0: never
+  std::int64_t seed = 1;              // draws the ranks of fault.kill_every
+  bool corrupt_checkpoint = false;    // an injected kill first flips a byte of its shard of the newest checkpoint
+  std::int64_t max_restarts = 0;      // > 0: run under a supervisor that restarts a failed job up to K times
+  double restart_backoff_s = 1;       // wait before the first restart; doubles for each further one (max 60 s)
 };
 
 // Communicator behaviour (comm::CommOptions; the timeout is parallel.comm_timeout_s). These were the
@@ -140,12 +141,15 @@ struct DiagnosticsSection {
   std::string dir = "";         // empty: <checkpoint.dir>/diagnostics, else beside train.metrics_file, else temp dir
   std::string job_id = "";      // names the dumps (herd_flight_<job_id>_rank<r>.json); empty: made at start
   std::int64_t dump_every = 0;  // every rank also dumps its flight recorder every N steps; 0: only on failure
-  // Straggler detection (train/straggler_monitor.h): every N steps (0: off) the ranks' median busy times
-  // over the last `window` steps are compared with their pipeline stage's peers; a rank busier than the
-  // peers' median by `threshold` at three checks in a row is flagged.
+  // Straggler detection (train/straggler_monitor.h): every N steps (0: off) the ranks' medians over the
+  // last `window` steps are compared with their pipeline stage's peers; a rank whose CPU time computing
+  // is `threshold` x the peers' median (slow), or whose time computing or stalled (stopped, asleep,
+  // blocked outside collectives) is `stall_threshold` x theirs (stalled), at three checks in a row is
+  // flagged (comm/stragglers.h says where the defaults come from).
   std::int64_t straggler_every = 3;
   std::int64_t straggler_window = 10;
   double straggler_threshold = 1.3;
+  double straggler_stall_threshold = 2.0;
 };
 
 // The planner's "planned" and "planned vs measured" lines (train/projection.h). These were the

@@ -15,13 +15,27 @@ namespace {
 constexpr int kHostChars = 64;  // a host name's first 64 characters identify it well enough in a report
 }  // namespace
 
+comm::FlightRecorder::StepTimes split_step(std::int64_t step, double wall_s, const measure::ThreadClock& start,
+                                           const measure::ThreadClock& end,
+                                           const measure::TimedCommunicator::Totals& comm_start,
+                                           const measure::TimedCommunicator::Totals& comm_end) {
+  comm::FlightRecorder::StepTimes t;
+  t.step = step;
+  t.wait_s = std::max(0.0, comm_end.wall_s - comm_start.wall_s);
+  t.busy_s = std::max(0.0, (end.cpu_s - start.cpu_s) - (comm_end.cpu_s - comm_start.cpu_s));
+  t.queued_s = std::max(0.0, (end.queued_s - start.queued_s) - (comm_end.queued_s - comm_start.queued_s));
+  t.stall_s = std::max(0.0, wall_s - t.wait_s - t.busy_s - t.queued_s);
+  return t;
+}
+
 Result<StragglerMonitor> StragglerMonitor::make(const DiagnosticsSection& d, const parallel::ParallelContext& ctx) {
   StragglerMonitor m;
   m.world_ = static_cast<int>(ctx.dims.world());
   m.rank_ = ctx.rank;
   m.every_ = d.straggler_every;
   m.window_ = d.straggler_window;
-  m.threshold_ = d.straggler_threshold;
+  m.thresholds_.slow = d.straggler_threshold;
+  m.thresholds_.stalled = d.straggler_stall_threshold;
   // Stages and hosts never change during a run: one all-reduce at start, each rank filling its row.
   const auto w = static_cast<std::size_t>(m.world_);
   std::vector<std::int32_t> rows(w * (1 + kHostChars), 0);
@@ -47,24 +61,28 @@ Result<StragglerMonitor> StragglerMonitor::make(const DiagnosticsSection& d, con
   return m;
 }
 
-void StragglerMonitor::add_step(double busy_s, double wait_s) {
+void StragglerMonitor::add_step(const comm::FlightRecorder::StepTimes& t) {
   if (!enabled_) return;
-  busy_.push_back(std::max(0.0, busy_s));
-  wait_.push_back(std::max(0.0, wait_s));
-  while (static_cast<std::int64_t>(busy_.size()) > window_) {
-    busy_.pop_front();
-    wait_.pop_front();
-  }
+  steps_.push_back(t);
+  while (static_cast<std::int64_t>(steps_.size()) > window_) steps_.pop_front();
 }
 
 bool StragglerMonitor::due(std::int64_t step) const {
-  return enabled_ && step % every_ == 0 && static_cast<std::int64_t>(busy_.size()) >= window_;
+  return enabled_ && step % every_ == 0 && static_cast<std::int64_t>(steps_.size()) >= window_;
 }
 
 std::vector<double> StragglerMonitor::slots() const {
-  std::vector<double> v(2 * static_cast<std::size_t>(world_), 0.0);
-  v[2 * static_cast<std::size_t>(rank_)] = median(std::vector<double>(busy_.begin(), busy_.end()));
-  v[2 * static_cast<std::size_t>(rank_) + 1] = median(std::vector<double>(wait_.begin(), wait_.end()));
+  using Times = comm::FlightRecorder::StepTimes;
+  static constexpr double Times::*kFields[kSlots] = {&Times::busy_s, &Times::stall_s, &Times::queued_s, &Times::wait_s};
+  std::vector<double> v(kSlots * static_cast<std::size_t>(world_), 0.0);
+  double* mine = v.data() + kSlots * static_cast<std::size_t>(rank_);
+  std::vector<double> x;
+  x.reserve(steps_.size());
+  for (int f = 0; f < kSlots; ++f) {
+    x.clear();
+    for (const Times& t : steps_) x.push_back(t.*kFields[f]);
+    mine[f] = kFields[f] == &Times::wait_s ? mean(x) : median(x);  // comm::RankStepTimes says why
+  }
   return v;
 }
 
@@ -75,17 +93,17 @@ std::vector<comm::Straggler> StragglerMonitor::observe(const double* gathered, s
     t.rank = r;
     t.stage = stages_[static_cast<std::size_t>(r)];
     t.host = hosts_[static_cast<std::size_t>(r)];
-    t.busy_s = gathered[2 * r];
-    t.wait_s = gathered[2 * r + 1];
+    const double* g = gathered + kSlots * r;
+    t.busy_s = g[0];
+    t.stall_s = g[1];
+    t.queued_s = g[2];
+    t.wait_s = g[3];
     ranks.push_back(std::move(t));
   }
-  // A rank over the threshold at one check is a candidate; at kChecksInARow checks in a row (it stayed
-  // slower over window + 2 x every steps), a straggler. One window's median can still catch a burst of
-  // contention on a shared host (bench/diagnosis measured one such 1.39x flag in 380 checks with two in
-  // a row under heavy load); three in a row need it to last 18 steps.
-  const std::vector<comm::Straggler> over = comm::find_stragglers(ranks, threshold_);
+  // A rank over a threshold at one check is a candidate; at kChecksInARow checks in a row (it stayed
+  // slower over window + 2 x every steps), a straggler.
+  const std::vector<comm::Straggler> over = comm::find_stragglers(ranks, thresholds_);
   std::vector<comm::Straggler> now;
-  std::vector<int> candidates;
   std::map<int, int> runs;
   for (const comm::Straggler& s : over) {
     const int run = (runs_.count(s.rank) ? runs_.at(s.rank) : 0) + 1;
@@ -113,8 +131,7 @@ std::vector<comm::Straggler> StragglerMonitor::observe(const double* gathered, s
     const bool still = std::any_of(now.begin(), now.end(), [&](const auto& s) { return s.rank == c.rank; });
     if (!still) {
       std::ostringstream o;
-      o << "straggler at step " << step << ": rank " << c.rank << " is back within " << format_fixed(threshold_, 2)
-        << "x of its peers' median";
+      o << "straggler at step " << step << ": rank " << c.rank << " is back within the thresholds of its peers' median";
       news_.push_back(o.str());
     }
   }
@@ -127,7 +144,7 @@ std::string StragglerMonitor::progress_suffix() const {
   std::ostringstream o;
   for (std::size_t i = 0; i < current_.size(); ++i) {
     o << (i == 0 ? " | straggler " : ", ") << "r" << current_[i].rank << " " << format_fixed(current_[i].slowdown, 2)
-      << "x";
+      << "x" << (current_[i].kind == comm::StragglerKind::kStalled ? " stalled" : "");
   }
   return o.str();
 }
@@ -135,8 +152,9 @@ std::string StragglerMonitor::progress_suffix() const {
 std::string StragglerMonitor::summary() const {
   std::ostringstream o;
   o << (history_.empty() ? "stragglers: none in " : "stragglers in ") << checks_ << " check(s): every " << every_
-    << " steps, medians over " << window_ << " steps, threshold " << format_fixed(threshold_, 2)
-    << "x its stage's peers";
+    << " steps, medians over " << window_ << " steps, thresholds " << format_fixed(thresholds_.slow, 2)
+    << "x its stage's peers' CPU time (slow) and " << format_fixed(thresholds_.stalled, 2)
+    << "x their time computing or stalled (stalled)";
   if (history_.empty()) return o.str();
   o << ":";
   for (const auto& [rank, h] : history_) {

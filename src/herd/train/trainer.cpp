@@ -19,6 +19,7 @@
 #include "herd/core/log.h"
 #include "herd/core/timer.h"
 #include "herd/kernels/gemm.h"
+#include "herd/measure/timing.h"
 #include "herd/model/flops.h"
 #include "herd/model/weights.h"
 #include "herd/parallel/model.h"
@@ -326,10 +327,32 @@ Status Trainer<T>::maybe_inject_fault() {
   return Status::Ok();
 }
 
+namespace {
+
+// Keeps the calling thread computing until it has run `cpu_s` more seconds of CPU: extra work, as a
+// slower core or accelerator would take, measured the way any rank's busy time is (a sleep would not
+// count as CPU time, and a slow rank should not be told apart from real work by how it is slow). The
+// wall-clock cap only guards against a CPU clock that does not advance.
+void burn_cpu(double cpu_s) {
+  if (!(cpu_s > 0)) return;
+  const double start = measure::thread_cpu_seconds();
+  Timer wall;
+  volatile double sink = 1.0;
+  while (measure::thread_cpu_seconds() - start < cpu_s && wall.seconds() < 60.0 + 100.0 * cpu_s) {
+    double x = sink;
+    for (int i = 0; i < 4096; ++i) x = x * 0.999999 + 1e-9;
+    sink = x;
+  }
+}
+
+}  // namespace
+
 // fault.slow_rank: the rank's step takes slow_factor x its compute time (a straggler; unlike the one-shot
-// faults it persists across restarts, as a slow host would). Its start is recorded as "slow@S".
+// faults it persists across restarts, as a slow host would): the rank computes (slow_factor - 1) x its
+// step's CPU time more (fault.slow_mode=compute: a slower core), or sleeps it (stall: a rank stopped or
+// preempted while it should compute). Its start is recorded as "slow@S".
 template <typename T>
-void Trainer<T>::maybe_slow_down(double compute_s) {
+void Trainer<T>::maybe_slow_down(const std::function<double()>& compute_s) {
   const FaultSection& f = cfg_.fault;
   if (f.slow_rank != ctx_.rank || step_ < f.slow_from_step || f.slow_factor <= 1) return;
   const std::string key = "slow@" + std::to_string(f.slow_from_step);
@@ -338,7 +361,12 @@ void Trainer<T>::maybe_slow_down(double compute_s) {
     log_warning("fault.slow_rank: rank ", ctx_.rank, "'s steps take ", f.slow_factor, " x longer from step ",
                 f.slow_from_step);
   }
-  std::this_thread::sleep_for(std::chrono::duration<double>((f.slow_factor - 1) * std::max(0.0, compute_s)));
+  const double extra = (f.slow_factor - 1) * std::max(0.0, compute_s());
+  if (f.slow_mode == "stall") {
+    std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+  } else {
+    burn_cpu(extra);
+  }
 }
 
 template <typename T>
@@ -358,7 +386,11 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     if (heartbeat) heartbeat("step " + std::to_string(step_ + 1));
     HERD_RETURN_IF_ERROR(maybe_inject_fault());
     Timer step_timer;
-    const double wait_at_start = comm_wait_clock ? comm_wait_clock() : 0.0;
+    // The step's split for the straggler watch (straggler_monitor.h): the thread's clocks and the
+    // communicator's at the start and the end.
+    const measure::TimedCommunicator::Totals comm_at_start =
+        comm_clock ? comm_clock() : measure::TimedCommunicator::Totals{};
+    const measure::ThreadClock clock_at_start = measure::thread_clock();
     HERD_ASSIGN_OR_RETURN(data::Loader * next, loader_for(ramp_.at(tokens_)));
     if (next != current_) {
       HERD_RETURN_IF_ERROR(next->restore(current_->state()));
@@ -421,16 +453,22 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     }
     ++step_;
     tokens_ += step_tokens;
-    if (comm_wait_clock) rec.comm_wait_s = comm_wait_clock() - wait_at_start;
-    // fault.slow_rank stretches this rank's step (inside its step time, as a slow host's would be).
-    maybe_slow_down(step_timer.seconds() - std::max(0.0, rec.comm_wait_s));
+    // Every collective of the step counts, the control all-reduce included.
+    const auto split_now = [&] {
+      return split_step(step_, step_timer.seconds(), clock_at_start, measure::thread_clock(), comm_at_start,
+                        comm_clock ? comm_clock() : comm_at_start);
+    };
+    // fault.slow_rank stretches this rank's step by its compute so far (inside its step time, as a slow
+    // host's would be).
+    maybe_slow_down([&] { return split_now().busy_s; });
+    if (comm_clock) {
+      const comm::FlightRecorder::StepTimes split = split_now();
+      rec.comm_wait_s = split.wait_s;
+      stragglers_.add_step(split);
+      if (recorder) recorder->note_step(split);
+    }
     const double dt = step_timer.seconds();
     step_seconds_total += dt;
-    if (rec.comm_wait_s >= 0) {
-      // Busy: the step outside collectives (the control all-reduce included, as every collective).
-      stragglers_.add_step(dt - rec.comm_wait_s, rec.comm_wait_s);
-      if (recorder) recorder->note_step(step_, dt - rec.comm_wait_s, rec.comm_wait_s);
-    }
     rec.straggler_check = ctl.straggler_check;
     rec.stragglers = ctl.stragglers;
     if (lead && !quiet && ctl.straggler_check) {
