@@ -67,7 +67,8 @@ void add_planner_options(CLI::App* app, PlannerOptions& o) {
                   "one layer lighter)")
       ->capture_default_str();
   app->add_option("--software", o.software,
-                  "Software profile: fused (Megatron / Transformer Engine) or eager (PyTorch eager / FSDP)")
+                  "Software profile: fused (Megatron / Transformer Engine), eager (PyTorch eager / FSDP) or compiled "
+                  "(PyTorch under torch.compile)")
       ->capture_default_str();
   app->add_option("--attention", o.attention,
                   "Attention: flash, or materialized (s x s scores in memory, pre-FlashAttention Megatron)")

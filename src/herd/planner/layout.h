@@ -27,8 +27,11 @@ Result<Precision> parse_precision(const std::string& s);
 // GEMMs, FlashAttention-3 class kernels on Hopper). kEager: PyTorch eager with FSDP (torchtitan and
 // the like without compile): every elementwise op its own kernel, norms and RoPE upcast to fp32,
 // separate q, k, v, gate and up GEMMs, PyTorch's FlashAttention-2 kernels, and `selective` recompute
-// as op-level selective checkpointing (every second matmul of the forward recomputed).
-enum class Software { kFused, kEager };
+// as op-level selective checkpointing (every second matmul of the forward recomputed). kCompiled:
+// the same PyTorch model under torch.compile (Inductor): the elementwise chains fused as kFused's,
+// while the GEMMs, the attention kernel (scaled_dot_product_attention) and the checkpointing policy
+// stay kEager's.
+enum class Software { kFused, kEager, kCompiled };
 // kFlash: attention never materialises the s x s scores (FlashAttention). kMaterialized: scores and
 // probabilities written to memory (pre-FlashAttention Megatron): full s x s batched GEMMs, s^2 traffic
 // for softmax, mask and dropout, the scores kept for the backward; `selective` recompute then
