@@ -197,10 +197,12 @@ TEST(ModelChanges, BadFlagValuesAreNamed) {
                            " estimate --model llama3-8b --cluster dgx-h100 --gpus 8 --tp 8 --cp 1 --pp 1 --dp 1 "
                            "--seq-len 4096 --global-batch 8 ";
   const std::pair<const char*, const char*> cases[] = {{"--layer-split middle", "auto, even or light-ends"},
-                                                       {"--software jax", "fused or eager"},
+                                                       {"--software jax", "fused, eager or compiled"},
                                                        {"--attention sparse", "flash or materialized"},
                                                        {"--pipeline-sends maybe", "async or sync"},
                                                        {"--dp-overlap yes", "on or off"},
+                                                       {"--grad-acc-fusion auto", "on or off"},
+                                                       {"--tp-overlap sometimes", "on or off"},
                                                        {"--precision int4", "bf16, fp16, fp8 or fp32"}};
   for (const auto& [flag, accepted] : cases) {
     FILE* p = popen((base + flag + " 2>&1").c_str(), "r");
@@ -218,7 +220,7 @@ TEST(ModelChanges, BadFlagValuesAreNamed) {
   }
   // Every knob reaches the JSON: layout keys and top-level precision.
   FILE* p = popen((base + "--software eager --attention materialized --pipeline-sends sync --dp-overlap off "
-                          "--layer-split even --precision fp8 --json 2>&1")
+                          "--grad-acc-fusion on --tp-overlap on --layer-split even --precision fp8 --json 2>&1")
                       .c_str(),
                   "r");
   std::string out;
@@ -230,6 +232,8 @@ TEST(ModelChanges, BadFlagValuesAreNamed) {
   EXPECT_EQ(j["layout"]["attention"], "materialized");
   EXPECT_EQ(j["layout"]["pipeline_sends"], "sync");
   EXPECT_EQ(j["layout"]["dp_overlap"], "off");
+  EXPECT_EQ(j["layout"]["grad_acc_fusion"], "on");
+  EXPECT_EQ(j["layout"]["tp_overlap"], "on");
   EXPECT_EQ(j["layout"]["layer_split"], "even");
   EXPECT_EQ(j["precision"], "fp8");
 }

@@ -45,6 +45,8 @@ struct PlannerOptions {
   std::string attention = "flash";
   std::string pipeline_sends = "async";
   std::string dp_overlap = "on";
+  std::string grad_acc_fusion = "off";
+  std::string tp_overlap = "off";
   LayoutKnobs knobs;
   int zero = 3;
   bool json = false;

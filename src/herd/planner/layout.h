@@ -48,7 +48,17 @@ struct SystemSpec {
   Software software = Software::kFused;
   Attention attention = Attention::kFlash;
   bool async_sends = true;  // --pipeline-sends async|sync: a sender waits for its send to complete when sync
-  bool dp_overlap = true;   // --dp-overlap on|off: gradient reduction overlapped with the backward or after it
+  // --dp-overlap on|off: gradient reduction overlapped with the backward and, under ZeRO-1/2, the
+  // parameter all-gather after the optimizer step overlapped with the next forward (Megatron-Core's
+  // overlap_grad_reduce + overlap_param_gather); off: both after the backward, exposed.
+  bool dp_overlap = true;
+  // --grad-acc-fusion on|off: the weight-gradient GEMM accumulates straight into the fp32 gradient
+  // buffer (Megatron's gradient_accumulation_fusion, TE's fuse_wgrad_accumulation) instead of writing a
+  // bf16 gradient that a separate pass adds into the buffer.
+  bool grad_acc_fusion = false;
+  // --tp-overlap on|off: the sequence-parallel all-gathers and reduce-scatters are split into chunks
+  // pipelined with the GEMMs they feed or follow (Transformer Engine userbuffers, PyTorch async TP).
+  bool tp_overlap = false;
 };
 
 struct TrainingSpec {
