@@ -9,8 +9,8 @@ estimates with the same flags and asserts the bounds recorded in the JSON; `--wr
 bounds from today's errors (the coordinator's step after a model change, never automatic).
 
 A run's optional system fields (software, attention, pipeline_sends, dp_overlap, layer_split, grad_acc_fusion,
-tp_overlap) and precisions other than bf16 are passed only when `herd estimate --help` lists the flag or value, so the
-same data works before and after the planner gains those options; what was dropped is reported.
+tp_overlap, grad_dtype) and precisions other than bf16 are passed only when `herd estimate --help` lists the flag or
+value, so the same data works before and after the planner gains those options; what was dropped is reported.
 
 Usage: python3 tools/planner_validation.py [--herd build/herd] [--data tests/planner/published_runs.json]
        [--md docs/planner-validation.md] [--svg docs/images/planner-validation.svg] [--write-bounds]
@@ -35,6 +35,7 @@ OPTIONAL_FLAGS = {
     "layer_split": "--layer-split",
     "grad_acc_fusion": "--grad-acc-fusion",
     "tp_overlap": "--tp-overlap",
+    "grad_dtype": "--grad-dtype",
 }
 
 
@@ -53,6 +54,7 @@ ACCEPTED = {
     "dp_overlap": ("on", "off"),
     "grad_acc_fusion": ("on", "off"),
     "tp_overlap": ("on", "off"),
+    "grad_dtype": ("fp32", "bf16"),
     "layer_split": ("auto", "even", "light-ends"),
 }
 POSITIVE_INTS = ("gpus", "tp", "cp", "pp", "dp", "v", "microbatch_size", "global_batch", "seq_len")

@@ -203,6 +203,7 @@ TEST(ModelChanges, BadFlagValuesAreNamed) {
                                                        {"--dp-overlap yes", "on or off"},
                                                        {"--grad-acc-fusion auto", "on or off"},
                                                        {"--tp-overlap sometimes", "on or off"},
+                                                       {"--grad-dtype fp64", "fp32 or bf16"},
                                                        {"--precision int4", "bf16, fp16, fp8 or fp32"}};
   for (const auto& [flag, accepted] : cases) {
     FILE* p = popen((base + flag + " 2>&1").c_str(), "r");
@@ -219,10 +220,11 @@ TEST(ModelChanges, BadFlagValuesAreNamed) {
     EXPECT_EQ(out.find('\n'), out.size() - 1) << out;  // one line
   }
   // Every knob reaches the JSON: layout keys and top-level precision.
-  FILE* p = popen((base + "--software eager --attention materialized --pipeline-sends sync --dp-overlap off "
-                          "--grad-acc-fusion on --tp-overlap on --layer-split even --precision fp8 --json 2>&1")
-                      .c_str(),
-                  "r");
+  FILE* p = popen(
+      (base + "--software eager --attention materialized --pipeline-sends sync --dp-overlap off "
+              "--grad-acc-fusion on --tp-overlap on --grad-dtype bf16 --layer-split even --precision fp8 --json 2>&1")
+          .c_str(),
+      "r");
   std::string out;
   std::array<char, 4096> buf;
   while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
@@ -234,6 +236,7 @@ TEST(ModelChanges, BadFlagValuesAreNamed) {
   EXPECT_EQ(j["layout"]["dp_overlap"], "off");
   EXPECT_EQ(j["layout"]["grad_acc_fusion"], "on");
   EXPECT_EQ(j["layout"]["tp_overlap"], "on");
+  EXPECT_EQ(j["layout"]["grad_dtype"], "bf16");
   EXPECT_EQ(j["layout"]["layer_split"], "even");
   EXPECT_EQ(j["precision"], "fp8");
 }

@@ -7,8 +7,9 @@
 // within `per_run_pct` (15%) and the mean absolute error over all runs within `overall_mape_pct`.
 //
 // A run's optional system fields (software, attention, pipeline_sends, dp_overlap, layer_split,
-// grad_acc_fusion, tp_overlap) and a precision other than bf16 are passed only when `herd estimate
-// --help` lists the flag or value, so the data works before and after the planner gains them.
+// grad_acc_fusion, tp_overlap, grad_dtype) and a precision other than bf16 are passed only when
+// `herd estimate --help` lists the flag or value, so the data works before and after the planner
+// gains them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -48,7 +49,7 @@ const std::string kDataDir = std::string(HERD_SOURCE_DIR) + "/tests/planner";
 const std::vector<std::pair<std::string, std::string>> kOptionalFlags = {
     {"software", "--software"},     {"attention", "--attention"},     {"pipeline_sends", "--pipeline-sends"},
     {"dp_overlap", "--dp-overlap"}, {"layer_split", "--layer-split"}, {"grad_acc_fusion", "--grad-acc-fusion"},
-    {"tp_overlap", "--tp-overlap"}};
+    {"tp_overlap", "--tp-overlap"}, {"grad_dtype", "--grad-dtype"}};
 
 // The values each enumerated field may take (the flag contract; tools/planner_validation.py ACCEPTED).
 const std::vector<std::pair<std::string, std::vector<std::string>>> kAccepted = {
@@ -60,6 +61,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> kAccepted = 
     {"dp_overlap", {"on", "off"}},
     {"grad_acc_fusion", {"on", "off"}},
     {"tp_overlap", {"on", "off"}},
+    {"grad_dtype", {"fp32", "bf16"}},
     {"layer_split", {"auto", "even", "light-ends"}}};
 
 struct Supported {

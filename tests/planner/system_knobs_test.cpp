@@ -1,7 +1,8 @@
 // The system knobs added for the published runs (docs/planner.md section 3 and 4.4), each against
 // numbers computed by hand in the comments: gradient accumulation fusion (--grad-acc-fusion), TP
 // communication pipelined with its GEMMs (--tp-overlap), the ZeRO-1/2 parameter all-gather overlapped
-// with the next forward (--dp-overlap on), and the compiled (torch.compile) software profile.
+// with the next forward (--dp-overlap on), gradients accumulated and reduced in bf16 (--grad-dtype),
+// and the compiled (torch.compile) software profile.
 #include <gtest/gtest.h>
 
 #include "herd/model/params.h"
@@ -122,6 +123,44 @@ TEST(SystemKnobs, ZeroOneParameterGatherOverlapsTheNextForward) {
   EXPECT_LE(on.time.dp_s, off.time.dp_s - ag + ag_unit + 1e-12);
   EXPECT_GE(on.time.dp_s, ag_unit);
   EXPECT_NE(on.comm[3].overlap.find("overlapped with the next forward"), std::string::npos) << on.comm[3].overlap;
+}
+
+TEST(SystemKnobs, Bf16GradientsHalveTheAccumulationTheReductionAndTheBuffer) {
+  // The separate accumulation pass moves 2 + 2 + 2 + 2 = 8 bytes per layer parameter instead of 12.
+  TrainingSpec bf = kOne;
+  bf.system.bf16_grads = true;
+  const double layer_params = static_cast<double>(model::layer_params_tp_shard(k8b, 1).total());
+  EXPECT_NEAR(costs(kOne).layer.bwd_math - costs(bf).layer.bwd_math, 4.0 * layer_params / 1e13, 1e-12);
+  // With fusion the wgrad GEMM's C moves 4 bytes instead of 8: the memory-bound example of the fusion
+  // test, (4096 x 16 + 16 x 4096) x 2 + 4096 x 4096 x 4 = 67,371,008 B.
+  EXPECT_NEAR(gemm_accumulate_s(4096, 4096, 16, 1e15, 2, 4, round_cluster().accelerator), 67371008.0 / 1e13, 1e-12);
+  // DP: plain data parallelism over 2 nodes (TP 8, DP 2, ZeRO-0, reduction after the backward): the
+  // all-reduce of the rank's gradients at 2 bytes takes the 4-byte one's bandwidth term halved.
+  const topology::Cluster dgx = *topology::cluster_preset("dgx-h100");
+  Layout l;
+  l.tp = 8, l.dp = 2, l.zero = 0;
+  TrainingSpec t{8192, 16};
+  t.system.dp_overlap = false;
+  TrainingSpec tb = t;
+  tb.system.bf16_grads = true;
+  const Estimate e32 = *estimate(k8b, dgx, t, l, 16), e16 = *estimate(k8b, dgx, tb, l, 16);
+  const topology::GroupLink link = *topology::link_for_group(dgx, 8, 2);
+  const model::ModelParams mp = model::model_params_tp_shard(k8b, 8);
+  const double p = 32 * static_cast<double>(model::layer_params_tp_shard(k8b, 8).total()) +
+                   static_cast<double>(mp.embedding + mp.output);
+  EXPECT_NEAR(e32.time.dp_s, all_reduce_s(4 * p, 2, link), 1e-12);
+  EXPECT_NEAR(e16.time.dp_s, all_reduce_s(2 * p, 2, link), 1e-12);
+  EXPECT_NE(e16.comm[3].overlap.find("bf16 all-reduce"), std::string::npos) << e16.comm[3].overlap;
+  // Memory: the layers' accumulation buffer (ZeRO-0 keeps no shard; the embedding and head are counted
+  // apart) at 2 bytes per parameter.
+  const double layers = 32 * static_cast<double>(model::layer_params_tp_shard(k8b, 8).total());
+  EXPECT_NEAR(e32.memory.part("gradients"), 4 * layers, 1);
+  EXPECT_NEAR(e16.memory.part("gradients"), 2 * layers, 1);
+  // fp32 runs keep fp32 gradients whatever the flag says.
+  TrainingSpec f32 = kOne;
+  f32.precision = Precision::kFP32;
+  f32.system.bf16_grads = true;
+  EXPECT_EQ(f32.system.grad_bytes(f32.precision), 4.0);
 }
 
 TEST(SystemKnobs, CompiledProfileFusesElementwiseButKeepsPytorchGemmsAndSdpa) {

@@ -87,6 +87,10 @@ void add_planner_options(CLI::App* app, PlannerOptions& o) {
                   "Sequence-parallel TP collectives pipelined with their GEMMs (on: Transformer Engine "
                   "userbuffers, PyTorch async TP) or exposed (off)")
       ->capture_default_str();
+  app->add_option("--grad-dtype", o.grad_dtype,
+                  "Precision gradients are accumulated and reduced in: fp32 (Llama 3) or bf16 (NeMo's "
+                  "grad_sync_dtype=bf16, Megatron's fp16 gradients)")
+      ->capture_default_str();
   add_layout_knob_options(app, o.knobs);
   app->add_option("--zero", o.zero, "0 plain DP (all-reduce), 1, 2, or 3 (FSDP, the paper's choice)")
       ->capture_default_str()
@@ -153,6 +157,10 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
     return make_error("--tp-overlap: expected on or off, got '", o.tp_overlap, "'");
   }
   in.train.system.tp_overlap = o.tp_overlap == "on";
+  if (o.grad_dtype != "fp32" && o.grad_dtype != "bf16") {
+    return make_error("--grad-dtype: expected fp32 or bf16, got '", o.grad_dtype, "'");
+  }
+  in.train.system.bf16_grads = o.grad_dtype == "bf16";
   HERD_RETURN_IF_ERROR(apply_layout_knobs(o.knobs, in.base));
   in.base.zero = o.zero;
   in.reliability.failure_rate_per_hour = o.failure_rate;

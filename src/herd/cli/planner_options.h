@@ -47,6 +47,7 @@ struct PlannerOptions {
   std::string dp_overlap = "on";
   std::string grad_acc_fusion = "off";
   std::string tp_overlap = "off";
+  std::string grad_dtype = "fp32";
   LayoutKnobs knobs;
   int zero = 3;
   bool json = false;

@@ -140,6 +140,7 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // the TP overlap, which pairs each sequence-parallel collective with the GEMM it feeds or follows.
   PieceCost& L = c.layer;
   const bool gaf = train.system.grad_acc_fusion && !fp32;
+  const double gb = train.system.grad_bytes(train.precision);  // bytes per accumulated gradient element
   struct LinearTime {
     double fwd = 0, dgrad = 0, wgrad = 0;
   };
@@ -149,7 +150,7 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
     const double peak = c.matmul_peak_flops;
     x.fwd += gemm_s(m, n, k, peak, gemm_bpe, acc);
     x.dgrad += gemm_s(m, k, n, peak, gemm_bpe, acc);
-    x.wgrad += gaf ? gemm_accumulate_s(k, n, m, peak, gemm_bpe, 8.0, acc) : gemm_s(k, n, m, peak, gemm_bpe, acc);
+    x.wgrad += gaf ? gemm_accumulate_s(k, n, m, peak, gemm_bpe, 2 * gb, acc) : gemm_s(k, n, m, peak, gemm_bpe, acc);
     if (fp8) {
       cast_fwd += memory_bound_s(4.0 * (m * k + k * n / microbatches), acc) + 2 * launch;
       cast_bwd += memory_bound_s(4.0 * m * n, acc) + launch;
@@ -205,7 +206,8 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   const model::LayerParams lp = model::layer_params_tp_shard(cfg, l.tp);
   // In fp32, or with gradient accumulation fusion, the weight-gradient GEMM accumulates straight into the
   // gradient buffer (beta = 1).
-  const double grad_acc = fp32 || gaf ? 0.0 : memory_bound_s(12.0 * static_cast<double>(lp.total()), acc);
+  // The pass moves 2 + 2 + gb + gb bytes per parameter: 12 with fp32 gradients, 8 with bf16 ones.
+  const double grad_acc = fp32 || gaf ? 0.0 : memory_bound_s((4.0 + 2 * gb) * static_cast<double>(lp.total()), acc);
 
   L.fwd_math = gemm_fwd + cast_fwd + attn_fwd + memory_bound_s(ew_fwd, acc) + sw.launches_fwd * launch;
   L.bwd_math =
@@ -290,7 +292,7 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // Its weight gradient is added into the fp32 buffer (read and write, 8 bytes per weight), in the
   // GEMM's epilogue under gradient accumulation fusion.
   O.bwd_math = head_all - head_fwd + memory_bound_s(2 * logits + 6 * An, acc) +
-               (gaf ? 0.0 : memory_bound_s(8.0 * h * vocab_shard, acc)) + 6 * launch;
+               (gaf ? 0.0 : memory_bound_s(2 * gb * h * vocab_shard, acc)) + 6 * launch;
   if (l.tp > 1) {
     const double stats = 2 * all_reduce_s(b * t * 4.0, l.tp, c.tp_link);
     O.fwd_tp = (l.sp() ? all_gather_s(act_full, l.tp, c.tp_link) : 0) + stats;

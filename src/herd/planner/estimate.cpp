@@ -243,12 +243,14 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   std::string dp_rule;
   if (n_dp > 1) {
     const double ag = all_gather_s(e * p_max, n_dp, link), ag_unit = all_gather_s(e * unit, n_dp, link);
-    const double rs = reduce_scatter_s(4.0 * p_max, n_dp, link), rs_unit = reduce_scatter_s(4.0 * unit, n_dp, link);
+    // Gradients are reduced at their accumulation precision (--grad-dtype): 4 bytes, or 2.
+    const double g = train.system.grad_bytes(train.precision);
+    const double rs = reduce_scatter_s(g * p_max, n_dp, link), rs_unit = reduce_scatter_s(g * unit, n_dp, link);
     switch (l.zero) {
       case 0: {
-        const double ar = all_reduce_s(4.0 * p_max, n_dp, link);
+        const double ar = all_reduce_s(g * p_max, n_dp, link);
         dp_total = ar;
-        dp_exposed = exposed(ar, all_reduce_s(4.0 * unit, n_dp, link), window_g);
+        dp_exposed = exposed(ar, all_reduce_s(g * unit, n_dp, link), window_g);
         dp_rule = "fp32 all-reduce overlapped with the last backward except the last layer";
         break;
       }
@@ -291,6 +293,11 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
               "bf16 all-gather once, prefetched (first layer exposed); fp32 reduce-scatter overlapped with "
               "the last backward (last layer exposed)";
         }
+    }
+  }
+  if (n_dp > 1 && train.system.grad_bytes(train.precision) == 2.0) {
+    for (std::size_t at = dp_rule.find("fp32 "); at != std::string::npos; at = dp_rule.find("fp32 ", at)) {
+      dp_rule.replace(at, 4, "bf16");  // the gradient collectives run at --grad-dtype bf16
     }
   }
   if (n_dp > 1 && !train.system.dp_overlap) dp_rule += "; --dp-overlap off: gradient reduction after the backward";

@@ -59,6 +59,12 @@ struct SystemSpec {
   // --tp-overlap on|off: the sequence-parallel all-gathers and reduce-scatters are split into chunks
   // pipelined with the GEMMs they feed or follow (Transformer Engine userbuffers, PyTorch async TP).
   bool tp_overlap = false;
+  // --grad-dtype fp32|bf16: the precision gradients are accumulated across micro-batches and reduced
+  // over DP in (fp32, Llama 3's policy; bf16 for NeMo's grad_sync_dtype=bf16, Megatron-Core's
+  // grad_reduce_in_fp32=False, or Megatron-LM's fp16 gradients of 2021). fp32 runs always use fp32.
+  bool bf16_grads = false;
+  // Bytes per gradient element under `precision`: 2 with bf16 gradients (not in fp32 runs), else 4.
+  double grad_bytes(Precision precision) const { return bf16_grads && precision != Precision::kFP32 ? 2.0 : 4.0; }
 };
 
 struct TrainingSpec {
