@@ -112,6 +112,10 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // Bytes per activation element (bf16/fp16, or fp32; fp8 GEMM inputs are cast copies).
   const double e = element_bytes(train.precision);
   const double gemm_bpe = fp8 ? 1.0 : e;
+  // The layers' GEMMs run at the fp8 fraction of the fp8 peak under fp8 (where the accelerator gives
+  // one); everything else (attention, the output head) keeps the bf16 fraction.
+  topology::Accelerator gemm_acc = acc;
+  if (fp8 && acc.matmul_efficiency_fp8 > 0) gemm_acc.matmul_efficiency = acc.matmul_efficiency_fp8;
 
   // Local sizes per micro-batch: tokens after CP, the residual stream after SP, heads and width after TP.
   const double b = static_cast<double>(l.microbatch);
@@ -148,9 +152,10 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   double cast_fwd = 0, cast_bwd = 0;
   auto linear = [&](LinearTime& x, double n, double k) {
     const double peak = c.matmul_peak_flops;
-    x.fwd += gemm_s(m, n, k, peak, gemm_bpe, acc);
-    x.dgrad += gemm_s(m, k, n, peak, gemm_bpe, acc);
-    x.wgrad += gaf ? gemm_accumulate_s(k, n, m, peak, gemm_bpe, 2 * gb, acc) : gemm_s(k, n, m, peak, gemm_bpe, acc);
+    x.fwd += gemm_s(m, n, k, peak, gemm_bpe, gemm_acc);
+    x.dgrad += gemm_s(m, k, n, peak, gemm_bpe, gemm_acc);
+    x.wgrad +=
+        gaf ? gemm_accumulate_s(k, n, m, peak, gemm_bpe, 2 * gb, gemm_acc) : gemm_s(k, n, m, peak, gemm_bpe, gemm_acc);
     if (fp8) {
       cast_fwd += memory_bound_s(4.0 * (m * k + k * n / microbatches), acc) + 2 * launch;
       cast_bwd += memory_bound_s(4.0 * m * n, acc) + launch;

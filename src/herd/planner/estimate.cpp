@@ -377,8 +377,11 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
           (l.zero == 3
                ? (l.reshard_after_forward ? " (FSDP, reshard after forward)" : " (FSDP, no reshard after forward)")
                : ""),
-      "compute: GEMM roofline at " + format_fixed(100 * cluster.accelerator.matmul_efficiency, 0) +
-          "% of peak with wave quantization; flash attention " +
+      "compute: GEMM roofline at " + format_fixed(100 * cluster.accelerator.matmul_efficiency, 0) + "% of peak" +
+          (train.precision == Precision::kFP8 && cluster.accelerator.matmul_efficiency_fp8 > 0
+               ? " (fp8: " + format_fixed(100 * cluster.accelerator.matmul_efficiency_fp8, 0) + "% of the fp8 peak)"
+               : "") +
+          " with wave quantization; flash attention " +
           format_fixed(100 * cluster.accelerator.attention_fwd_efficiency, 0) + "% fwd / " +
           format_fixed(100 * cluster.accelerator.attention_bwd_efficiency, 0) + "% bwd; elementwise at " +
           format_fixed(100 * cluster.accelerator.memory_bw_efficiency, 0) + "% of HBM bandwidth",
