@@ -8,9 +8,9 @@ docs/planner-validation.md (table, MAPE overall and by group) and docs/images/pl
 estimates with the same flags and asserts the bounds recorded in the JSON; `--write-bounds` rewrites those
 bounds from today's errors (the coordinator's step after a model change, never automatic).
 
-A run's optional system fields (software, attention, pipeline_sends, dp_overlap, layer_split) and
-precisions other than bf16 are passed only when `herd estimate --help` lists the flag or value, so the
-same data works before and after the planner gains those options; what was dropped is reported.
+A run's optional system fields (software, attention, pipeline_sends, dp_overlap, layer_split, grad_acc_fusion,
+tp_overlap, grad_dtype) and precisions other than bf16 are passed only when `herd estimate --help` lists the flag or
+value, so the same data works before and after the planner gains those options; what was dropped is reported.
 
 Usage: python3 tools/planner_validation.py [--herd build/herd] [--data tests/planner/published_runs.json]
        [--md docs/planner-validation.md] [--svg docs/images/planner-validation.svg] [--write-bounds]
@@ -33,12 +33,60 @@ OPTIONAL_FLAGS = {
     "pipeline_sends": "--pipeline-sends",
     "dp_overlap": "--dp-overlap",
     "layer_split": "--layer-split",
+    "grad_acc_fusion": "--grad-acc-fusion",
+    "tp_overlap": "--tp-overlap",
+    "grad_dtype": "--grad-dtype",
 }
 
 
 def fail(msg):
     sys.stderr.write("planner_validation: " + msg + "\n")
     sys.exit(1)
+
+
+# The values each enumerated field may take (herd's flag contract, docs/planner.md).
+ACCEPTED = {
+    "recompute": ("none", "selective", "full"),
+    "precision": ("bf16", "fp16", "fp8", "fp32"),
+    "software": ("fused", "eager", "compiled"),
+    "attention": ("flash", "materialized"),
+    "pipeline_sends": ("async", "sync"),
+    "dp_overlap": ("on", "off"),
+    "grad_acc_fusion": ("on", "off"),
+    "tp_overlap": ("on", "off"),
+    "grad_dtype": ("fp32", "bf16"),
+    "layer_split": ("auto", "even", "light-ends"),
+}
+POSITIVE_INTS = ("gpus", "tp", "cp", "pp", "dp", "v", "microbatch_size", "global_batch", "seq_len")
+REQUIRED = ("id", "group", "source", "system", "model", "cluster", "accelerator", "recompute", "sequence_parallel",
+            "precision", "zero", "published", "derived_step_time_s", "derivation") + POSITIVE_INTS
+
+
+def validate_run(run, where):
+    """One line naming the run, the field, the value and what is accepted, for the first thing wrong."""
+    rid = run.get("id", "?") if isinstance(run, dict) else "?"
+    if not isinstance(run, dict):
+        fail(f"{where}: a run is not a JSON object; every run is an object with the fields listed in 'about'")
+    for k in REQUIRED:
+        if k not in run:
+            fail(f"{where}: run '{rid}' has no field '{k}'; every run needs the fields listed in the JSON's 'about'")
+    for k in POSITIVE_INTS:
+        v = run[k]
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            fail(f"{where}: run '{rid}': field '{k}' is {json.dumps(v)}; expected a positive integer")
+    for k, ok in ACCEPTED.items():
+        if k in run and run[k] not in ok:
+            fail(f"{where}: run '{rid}': field '{k}' is {json.dumps(run[k])}; expected one of {', '.join(ok)}")
+    if not isinstance(run["sequence_parallel"], bool):
+        fail(f"{where}: run '{rid}': field 'sequence_parallel' is {json.dumps(run['sequence_parallel'])}; expected true or false")
+    if run["zero"] not in (0, 1, 2, 3) or isinstance(run["zero"], bool):
+        fail(f"{where}: run '{rid}': field 'zero' is {json.dumps(run['zero'])}; expected 0, 1, 2 or 3")
+    d = run["derived_step_time_s"]
+    if not isinstance(d, (int, float)) or isinstance(d, bool) or not d > 0:
+        fail(f"{where}: run '{rid}': field 'derived_step_time_s' is {json.dumps(d)}; expected a positive number of seconds")
+    if run["tp"] * run["cp"] * run["pp"] * run["dp"] != run["gpus"]:
+        fail(f"{where}: run '{rid}': tp x cp x pp x dp = {run['tp'] * run['cp'] * run['pp'] * run['dp']} "
+             f"is not gpus ({run['gpus']}); fix the layout or the GPU count")
 
 
 def supported(herd):
@@ -85,8 +133,19 @@ def estimate_args(run, data_dir, model_path, flags, precisions):
 
 def run_all(herd, data_path):
     data_dir = os.path.dirname(os.path.abspath(data_path))
-    with open(data_path) as f:
-        doc = json.load(f)
+    try:
+        with open(data_path) as f:
+            doc = json.load(f)
+    except json.JSONDecodeError as e:
+        fail(f"{data_path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})")
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or not isinstance(doc.get("bounds"), dict):
+        fail(f"{data_path}: expected an object with a 'runs' list and a 'bounds' object")
+    ids = set()
+    for run in doc["runs"]:
+        validate_run(run, data_path)
+        if run["id"] in ids:
+            fail(f"{data_path}: run '{run['id']}' appears twice; ids must be unique")
+        ids.add(run["id"])
     flags, precisions = supported(herd)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -229,6 +288,7 @@ def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc):
         lines.append(f"| {g} | {len(rs)} | {mape(rs):.1f}% | {mean:+.1f}% |")
     for label, pred in (("A100", lambda r: "A100" in r["run"]["accelerator"]),
                         ("H100", lambda r: "H100" in r["run"]["accelerator"]),
+                        ("H200", lambda r: "H200" in r["run"]["accelerator"]),
                         ("B200 / GB200", lambda r: "B200" in r["run"]["accelerator"]),
                         ("GPT-style (GELU MLP)", lambda r: isinstance(r["run"]["model"], dict)
                          and r["run"]["model"].get("mlp") == "gelu"),

@@ -191,16 +191,49 @@ TEST(ModelChanges, Fp8HalvesGemmsAndPaysForCasts) {
   EXPECT_NEAR(ef.memory.part("parameters") - eb.memory.part("parameters"), 2 * layer_params, 1);
 }
 
+// fp8 GEMMs at the accelerator's own fp8 fraction (matmul_efficiency_fp8), the rest unchanged.
+TEST(ModelChanges, Fp8GemmsUseTheirOwnFraction) {
+  TrainingSpec ft = kOne;
+  ft.precision = Precision::kFP8;
+  topology::Cluster c = round_cluster();
+  Layout l;
+  const StepCosts same = *step_costs(k8b, c, ft, l);
+  c.accelerator.matmul_efficiency_fp8 = 0.8;
+  const StepCosts slower = *step_costs(k8b, c, ft, l);
+  // Forward GEMMs 1.78671e-3 / 2 s at fraction 1 take 1 / 0.8 as long: + 0.25 x 8.93355e-4 s; dgrad and
+  // wgrad twice that. Attention, casts and the output head (bf16) do not move.
+  EXPECT_NEAR(slower.layer.fwd_math - same.layer.fwd_math, 0.25 * kGemmFwd / 2, 1e-8);
+  EXPECT_NEAR(slower.layer.bwd_math - same.layer.bwd_math, 0.25 * kGemmFwd, 1e-8);
+  EXPECT_DOUBLE_EQ(slower.output.fwd_math, same.output.fwd_math);
+  // bf16 ignores it.
+  EXPECT_DOUBLE_EQ(step_costs(k8b, c, kOne, l)->layer.fwd_math, costs(kOne).layer.fwd_math);
+  // Presets: the measured fp8 fractions (Bekman's MAMF table) x 0.9: H100 1402.6 / 1979 -> 0.638, H200
+  // 1453.4 / 1979 -> 0.661; bf16 stays 0.72.
+  EXPECT_NEAR(topology::cluster_preset("dgx-h100")->accelerator.matmul_efficiency_fp8, 0.9 * 1402.6 / 1979, 5e-4);
+  EXPECT_NEAR(topology::cluster_preset("h200")->accelerator.matmul_efficiency_fp8, 0.9 * 1453.4 / 1979, 5e-4);
+  EXPECT_DOUBLE_EQ(topology::cluster_preset("h200")->accelerator.matmul_efficiency, 0.72);
+  // A cluster file may give it; out of [0, 1] it is refused with its name.
+  Json j = topology::cluster_to_json(c);
+  EXPECT_DOUBLE_EQ(topology::cluster_from_json(j)->accelerator.matmul_efficiency_fp8, 0.8);
+  j["accelerator"]["matmul_efficiency_fp8"] = 1.5;
+  const Result<topology::Cluster> bad = topology::cluster_from_json(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("accelerator.matmul_efficiency_fp8"), std::string::npos);
+}
+
 // Bad values: one line naming the flag, the value and the accepted ones.
 TEST(ModelChanges, BadFlagValuesAreNamed) {
   const std::string base = std::string(HERD_BINARY) +
                            " estimate --model llama3-8b --cluster dgx-h100 --gpus 8 --tp 8 --cp 1 --pp 1 --dp 1 "
                            "--seq-len 4096 --global-batch 8 ";
   const std::pair<const char*, const char*> cases[] = {{"--layer-split middle", "auto, even or light-ends"},
-                                                       {"--software jax", "fused or eager"},
+                                                       {"--software jax", "fused, eager or compiled"},
                                                        {"--attention sparse", "flash or materialized"},
                                                        {"--pipeline-sends maybe", "async or sync"},
                                                        {"--dp-overlap yes", "on or off"},
+                                                       {"--grad-acc-fusion auto", "on or off"},
+                                                       {"--tp-overlap sometimes", "on or off"},
+                                                       {"--grad-dtype fp64", "fp32 or bf16"},
                                                        {"--precision int4", "bf16, fp16, fp8 or fp32"}};
   for (const auto& [flag, accepted] : cases) {
     FILE* p = popen((base + flag + " 2>&1").c_str(), "r");
@@ -217,10 +250,11 @@ TEST(ModelChanges, BadFlagValuesAreNamed) {
     EXPECT_EQ(out.find('\n'), out.size() - 1) << out;  // one line
   }
   // Every knob reaches the JSON: layout keys and top-level precision.
-  FILE* p = popen((base + "--software eager --attention materialized --pipeline-sends sync --dp-overlap off "
-                          "--layer-split even --precision fp8 --json 2>&1")
-                      .c_str(),
-                  "r");
+  FILE* p = popen(
+      (base + "--software eager --attention materialized --pipeline-sends sync --dp-overlap off "
+              "--grad-acc-fusion on --tp-overlap on --grad-dtype bf16 --layer-split even --precision fp8 --json 2>&1")
+          .c_str(),
+      "r");
   std::string out;
   std::array<char, 4096> buf;
   while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
@@ -230,6 +264,9 @@ TEST(ModelChanges, BadFlagValuesAreNamed) {
   EXPECT_EQ(j["layout"]["attention"], "materialized");
   EXPECT_EQ(j["layout"]["pipeline_sends"], "sync");
   EXPECT_EQ(j["layout"]["dp_overlap"], "off");
+  EXPECT_EQ(j["layout"]["grad_acc_fusion"], "on");
+  EXPECT_EQ(j["layout"]["tp_overlap"], "on");
+  EXPECT_EQ(j["layout"]["grad_dtype"], "bf16");
   EXPECT_EQ(j["layout"]["layer_split"], "even");
   EXPECT_EQ(j["precision"], "fp8");
 }

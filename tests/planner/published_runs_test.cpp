@@ -6,15 +6,18 @@
 // docs/planner-validation.md), and asserts the bounds the JSON records: every run in `tight_runs`
 // within `per_run_pct` (15%) and the mean absolute error over all runs within `overall_mape_pct`.
 //
-// A run's optional system fields (software, attention, pipeline_sends, dp_overlap, layer_split) and a
-// precision other than bf16 are passed only when `herd estimate --help` lists the flag or value, so
-// the data works before and after the planner gains them.
+// A run's optional system fields (software, attention, pipeline_sends, dp_overlap, layer_split,
+// grad_acc_fusion, tp_overlap, grad_dtype) and a precision other than bf16 are passed only when
+// `herd estimate --help` lists the flag or value, so the data works before and after the planner
+// gains them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -43,11 +46,23 @@ CmdOut run_herd(const std::string& args) {
 const std::string kDataDir = std::string(HERD_SOURCE_DIR) + "/tests/planner";
 
 // JSON key of an optional system field -> the `herd estimate` flag of the contract (docs/planner.md).
-const std::vector<std::pair<std::string, std::string>> kOptionalFlags = {{"software", "--software"},
-                                                                         {"attention", "--attention"},
-                                                                         {"pipeline_sends", "--pipeline-sends"},
-                                                                         {"dp_overlap", "--dp-overlap"},
-                                                                         {"layer_split", "--layer-split"}};
+const std::vector<std::pair<std::string, std::string>> kOptionalFlags = {
+    {"software", "--software"},     {"attention", "--attention"},     {"pipeline_sends", "--pipeline-sends"},
+    {"dp_overlap", "--dp-overlap"}, {"layer_split", "--layer-split"}, {"grad_acc_fusion", "--grad-acc-fusion"},
+    {"tp_overlap", "--tp-overlap"}, {"grad_dtype", "--grad-dtype"}};
+
+// The values each enumerated field may take (the flag contract; tools/planner_validation.py ACCEPTED).
+const std::vector<std::pair<std::string, std::vector<std::string>>> kAccepted = {
+    {"recompute", {"none", "selective", "full"}},
+    {"precision", {"bf16", "fp16", "fp8", "fp32"}},
+    {"software", {"fused", "eager", "compiled"}},
+    {"attention", {"flash", "materialized"}},
+    {"pipeline_sends", {"async", "sync"}},
+    {"dp_overlap", {"on", "off"}},
+    {"grad_acc_fusion", {"on", "off"}},
+    {"tp_overlap", {"on", "off"}},
+    {"grad_dtype", {"fp32", "bf16"}},
+    {"layer_split", {"auto", "even", "light-ends"}}};
 
 struct Supported {
   std::set<std::string> fields;      // optional fields whose flag this herd has
@@ -178,6 +193,12 @@ TEST(PublishedRuns, DataIsCompleteAndConsistent) {
       ASSERT_TRUE(run.contains("flops_per_step"));
       EXPECT_NEAR(derived, run["flops_per_step"].get<double>() / (value * 1e12 * gpus), 1e-3 * derived);
     }
+    // Enumerated fields hold a value herd accepts (a misspelt one would make its estimate fail).
+    for (const auto& [key, accepted] : kAccepted) {
+      if (!run.contains(key)) continue;
+      const std::string v = run[key].get<std::string>();
+      EXPECT_NE(std::find(accepted.begin(), accepted.end(), v), accepted.end()) << key << " = '" << v << "'";
+    }
     accelerators.insert(run["accelerator"].get<std::string>().substr(0, 4));
     precisions.insert(run["precision"].get<std::string>());
     const bool inline_model = run["model"].is_object();
@@ -187,7 +208,7 @@ TEST(PublishedRuns, DataIsCompleteAndConsistent) {
     fsdp |= run["zero"].get<long>() == 3 && run["tp"].get<long>() == 1;
   }
   // The coverage the issue asks for.
-  for (const char* a : {"A100", "H100", "B200"}) EXPECT_TRUE(accelerators.count(a)) << a;
+  for (const char* a : {"A100", "H100", "H200", "B200"}) EXPECT_TRUE(accelerators.count(a)) << a;
   for (const char* p : {"bf16", "fp8"}) EXPECT_TRUE(precisions.count(p)) << p;
   EXPECT_TRUE(gpt && llama && megatron && fsdp);
   for (const auto& id : data()["bounds"]["tight_runs"]) EXPECT_TRUE(ids.count(id.get<std::string>())) << id;
@@ -244,6 +265,49 @@ TEST(PublishedRuns, EveryRunEstimatesAndMapeWithinBound) {
   const double mape = sum / n;
   EXPECT_LE(mape, data()["bounds"]["overall_mape_pct"].get<double>()) << "MAPE " << mape << "% over " << n << " runs";
   std::printf("published runs: MAPE %.2f%% over %d runs\n", mape, n);
+}
+
+// tools/planner_validation.py refuses a malformed entry with one line naming the run, the field, the
+// value and what it accepts, and exits 1, before it runs any estimate.
+TEST(PublishedRuns, MalformedEntryGetsOneLineNamingIt) {
+  if (std::system("python3 -c 0 > /dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not installed";
+  ASSERT_TRUE(data().contains("runs"));
+  const std::string tool = std::string(HERD_SOURCE_DIR) + "/tools/planner_validation.py";
+  const std::string dir = std::string(::testing::TempDir()) + "/published_bad_" + std::to_string(getpid());
+  std::system(("mkdir -p " + dir).c_str());
+  struct Case {
+    const char* field;
+    herd::Json value;
+    const char* expect;
+  };
+  const Case cases[] = {{"tp_overlap", "maybe", "field 'tp_overlap' is \"maybe\"; expected one of on, off"},
+                        {"software", "jax", "field 'software' is \"jax\"; expected one of fused, eager, compiled"},
+                        {"tp", 3, "tp x cp x pp x dp = "},
+                        {"microbatch_size", 0, "field 'microbatch_size' is 0; expected a positive integer"},
+                        {"derived_step_time_s", nullptr, "has no field 'derived_step_time_s'"}};
+  for (const Case& c : cases) {
+    herd::Json doc = data();
+    herd::Json& run = doc["runs"][1];
+    const std::string id = run["id"].get<std::string>();
+    if (c.value.is_null()) {
+      run.erase(c.field);
+    } else {
+      run[c.field] = c.value;
+    }
+    const std::string path = dir + "/runs.json";
+    std::ofstream(path) << doc.dump();
+    const std::string cmd = "python3 " + tool + " --herd " + std::string(HERD_BINARY) + " --data " + path + " --md " +
+                            dir + "/v.md --svg " + dir + "/v.svg 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    std::array<char, 4096> buf;
+    while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+    const int rc = pclose(p);
+    EXPECT_EQ(WEXITSTATUS(rc), 1) << c.field << ": " << out;
+    EXPECT_NE(out.find("run '" + id + "'"), std::string::npos) << out;
+    EXPECT_NE(out.find(c.expect), std::string::npos) << out;
+    EXPECT_EQ(out.find('\n'), out.size() - 1) << out;  // one line
+  }
 }
 
 }  // namespace

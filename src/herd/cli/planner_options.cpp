@@ -67,7 +67,8 @@ void add_planner_options(CLI::App* app, PlannerOptions& o) {
                   "one layer lighter)")
       ->capture_default_str();
   app->add_option("--software", o.software,
-                  "Software profile: fused (Megatron / Transformer Engine) or eager (PyTorch eager / FSDP)")
+                  "Software profile: fused (Megatron / Transformer Engine), eager (PyTorch eager / FSDP) or compiled "
+                  "(PyTorch under torch.compile)")
       ->capture_default_str();
   app->add_option("--attention", o.attention,
                   "Attention: flash, or materialized (s x s scores in memory, pre-FlashAttention Megatron)")
@@ -75,7 +76,20 @@ void add_planner_options(CLI::App* app, PlannerOptions& o) {
   app->add_option("--pipeline-sends", o.pipeline_sends, "Pipeline point-to-point sends: async or sync")
       ->capture_default_str();
   app->add_option("--dp-overlap", o.dp_overlap,
-                  "Gradient reduction overlapped with the backward (on) or after it (off)")
+                  "Gradient reduction overlapped with the backward, and the ZeRO-1/2 parameter all-gather with "
+                  "the next forward (on), or both after the backward (off)")
+      ->capture_default_str();
+  app->add_option("--grad-acc-fusion", o.grad_acc_fusion,
+                  "Weight-gradient GEMMs accumulate into the fp32 gradient buffer (on: Megatron's "
+                  "gradient_accumulation_fusion) or a separate pass adds each micro-batch's gradient (off)")
+      ->capture_default_str();
+  app->add_option("--tp-overlap", o.tp_overlap,
+                  "Sequence-parallel TP collectives pipelined with their GEMMs (on: Transformer Engine "
+                  "userbuffers, PyTorch async TP) or exposed (off)")
+      ->capture_default_str();
+  app->add_option("--grad-dtype", o.grad_dtype,
+                  "Precision gradients are accumulated and reduced in: fp32 (Llama 3) or bf16 (NeMo's "
+                  "grad_sync_dtype=bf16, Megatron's fp16 gradients)")
       ->capture_default_str();
   add_layout_knob_options(app, o.knobs);
   app->add_option("--zero", o.zero, "0 plain DP (all-reduce), 1, 2, or 3 (FSDP, the paper's choice)")
@@ -135,6 +149,18 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
     return make_error("--dp-overlap: expected on or off, got '", o.dp_overlap, "'");
   }
   in.train.system.dp_overlap = o.dp_overlap == "on";
+  if (o.grad_acc_fusion != "on" && o.grad_acc_fusion != "off") {
+    return make_error("--grad-acc-fusion: expected on or off, got '", o.grad_acc_fusion, "'");
+  }
+  in.train.system.grad_acc_fusion = o.grad_acc_fusion == "on";
+  if (o.tp_overlap != "on" && o.tp_overlap != "off") {
+    return make_error("--tp-overlap: expected on or off, got '", o.tp_overlap, "'");
+  }
+  in.train.system.tp_overlap = o.tp_overlap == "on";
+  if (o.grad_dtype != "fp32" && o.grad_dtype != "bf16") {
+    return make_error("--grad-dtype: expected fp32 or bf16, got '", o.grad_dtype, "'");
+  }
+  in.train.system.bf16_grads = o.grad_dtype == "bf16";
   HERD_RETURN_IF_ERROR(apply_layout_knobs(o.knobs, in.base));
   in.base.zero = o.zero;
   in.reliability.failure_rate_per_hour = o.failure_rate;

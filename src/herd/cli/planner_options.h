@@ -45,6 +45,9 @@ struct PlannerOptions {
   std::string attention = "flash";
   std::string pipeline_sends = "async";
   std::string dp_overlap = "on";
+  std::string grad_acc_fusion = "off";
+  std::string tp_overlap = "off";
+  std::string grad_dtype = "fp32";
   LayoutKnobs knobs;
   int zero = 3;
   bool json = false;

@@ -1,6 +1,7 @@
 #include "herd/planner/cost.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "herd/core/collective_bw.h"
@@ -47,11 +48,16 @@ double wave_efficiency(double m, double n, const topology::Accelerator& acc) {
 
 }  // namespace
 
-double gemm_s(double m, double n, double k, double peak_flops, double bpe, const topology::Accelerator& acc) {
+double gemm_accumulate_s(double m, double n, double k, double peak_flops, double bpe, double c_bytes,
+                         const topology::Accelerator& acc) {
   const double flops = 2.0 * m * n * k;
   const double compute = flops / (peak_flops * acc.matmul_efficiency * wave_efficiency(m, n, acc));
-  const double memory = memory_bound_s((m * k + k * n + m * n) * bpe, acc);
+  const double memory = memory_bound_s((m * k + k * n) * bpe + m * n * c_bytes, acc);
   return std::max(compute, memory) + acc.kernel_overhead_us * 1e-6;
+}
+
+double gemm_s(double m, double n, double k, double peak_flops, double bpe, const topology::Accelerator& acc) {
+  return gemm_accumulate_s(m, n, k, peak_flops, bpe, bpe, acc);
 }
 
 double linear_train_s(double m, double n, double k, double peak, double bpe, const topology::Accelerator& acc,
@@ -60,6 +66,11 @@ double linear_train_s(double m, double n, double k, double peak, double bpe, con
   if (fwd_s) *fwd_s += f;
   // dgrad: (m x n) @ (n x k); wgrad: (k x m) @ (m x n), accumulated into an fp32 buffer.
   return f + gemm_s(m, k, n, peak, bpe, acc) + gemm_s(k, n, m, peak, bpe, acc);
+}
+
+double tp_overlapped_exposed_s(double comm_s, double gemm_s, double tp) {
+  if (comm_s <= 0) return 0;
+  return std::max(comm_s, gemm_s) + std::min(comm_s, gemm_s) / tp - gemm_s;
 }
 
 double batched_gemm_s(double batch, double m, double n, double k, double peak_flops, double bpe,
@@ -101,6 +112,10 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // Bytes per activation element (bf16/fp16, or fp32; fp8 GEMM inputs are cast copies).
   const double e = element_bytes(train.precision);
   const double gemm_bpe = fp8 ? 1.0 : e;
+  // The layers' GEMMs run at the fp8 fraction of the fp8 peak under fp8 (where the accelerator gives
+  // one); everything else (attention, the output head) keeps the bf16 fraction.
+  topology::Accelerator gemm_acc = acc;
+  if (fp8 && acc.matmul_efficiency_fp8 > 0) gemm_acc.matmul_efficiency = acc.matmul_efficiency_fp8;
 
   // Local sizes per micro-batch: tokens after CP, the residual stream after SP, heads and width after TP.
   const double b = static_cast<double>(l.microbatch);
@@ -122,27 +137,44 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // gradient needs (read 2 bytes, write 1 + 1 per element, amax reduced in the same pass), the backward
   // casts the output gradient the same way, and the weights are cast once per step (the fp8 copy and
   // its transpose cached across micro-batches, TE's is_first_microbatch), all memory bound.
+  //
+  // With gradient accumulation fusion (--grad-acc-fusion on) the weight-gradient GEMM reads and writes
+  // the fp32 gradient buffer in its epilogue (beta = 1): 8 bytes per weight in the GEMM's memory term and
+  // no separate accumulation pass (below). The four linears are kept apart (q/k/v, o, gate/up, down) for
+  // the TP overlap, which pairs each sequence-parallel collective with the GEMM it feeds or follows.
   PieceCost& L = c.layer;
-  double gemm_fwd = 0, gemm_all = 0, cast_fwd = 0, cast_bwd = 0;
-  auto linear = [&](double n, double k) {
-    gemm_all += linear_train_s(m, n, k, c.matmul_peak_flops, gemm_bpe, acc, &gemm_fwd);
+  const bool gaf = train.system.grad_acc_fusion && !fp32;
+  const double gb = train.system.grad_bytes(train.precision);  // bytes per accumulated gradient element
+  struct LinearTime {
+    double fwd = 0, dgrad = 0, wgrad = 0;
+  };
+  std::array<LinearTime, 4> lin{};  // q/k/v, o, gate/up (or the GeLU up), down
+  double cast_fwd = 0, cast_bwd = 0;
+  auto linear = [&](LinearTime& x, double n, double k) {
+    const double peak = c.matmul_peak_flops;
+    x.fwd += gemm_s(m, n, k, peak, gemm_bpe, gemm_acc);
+    x.dgrad += gemm_s(m, k, n, peak, gemm_bpe, gemm_acc);
+    x.wgrad +=
+        gaf ? gemm_accumulate_s(k, n, m, peak, gemm_bpe, 2 * gb, gemm_acc) : gemm_s(k, n, m, peak, gemm_bpe, gemm_acc);
     if (fp8) {
       cast_fwd += memory_bound_s(4.0 * (m * k + k * n / microbatches), acc) + 2 * launch;
       cast_bwd += memory_bound_s(4.0 * m * n, acc) + launch;
     }
   };
   if (sw.fused_projections) {
-    linear((heads + 2 * kv) * hd, h);
+    linear(lin[0], (heads + 2 * kv) * hd, h);
   } else {
-    linear(heads * hd, h), linear(kv * hd, h), linear(kv * hd, h);
+    linear(lin[0], heads * hd, h), linear(lin[0], kv * hd, h), linear(lin[0], kv * hd, h);
   }
-  linear(h, heads * hd);
+  linear(lin[1], h, heads * hd);
   if (sw.fused_projections || !swiglu) {
-    linear((swiglu ? 2 : 1) * ffn, h);
+    linear(lin[2], (swiglu ? 2 : 1) * ffn, h);
   } else {
-    linear(ffn, h), linear(ffn, h);
+    linear(lin[2], ffn, h), linear(lin[2], ffn, h);
   }
-  linear(h, ffn);
+  linear(lin[3], h, ffn);
+  double gemm_fwd = 0, gemm_all = 0;
+  for (const LinearTime& x : lin) gemm_fwd += x.fwd, gemm_all += x.fwd + x.dgrad + x.wgrad;
 
   // Attention over the local queries. Flash: the causal pairs, split evenly by the 2*CP chunking, at
   // the profile's flash efficiencies; the backward does 2.5x the forward's FLOPs (recomputed scores).
@@ -177,8 +209,10 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // fp32 gradient accumulation across micro-batches: the bf16 weight gradient is written, read back
   // and added into the fp32 buffer (2 + 2 + 4 + 4 bytes per local parameter).
   const model::LayerParams lp = model::layer_params_tp_shard(cfg, l.tp);
-  // In fp32 the weight-gradient GEMM accumulates straight into the gradient buffer (beta = 1).
-  const double grad_acc = fp32 ? 0.0 : memory_bound_s(12.0 * static_cast<double>(lp.total()), acc);
+  // In fp32, or with gradient accumulation fusion, the weight-gradient GEMM accumulates straight into the
+  // gradient buffer (beta = 1).
+  // The pass moves 2 + 2 + gb + gb bytes per parameter: 12 with fp32 gradients, 8 with bf16 ones.
+  const double grad_acc = fp32 || gaf ? 0.0 : memory_bound_s((4.0 + 2 * gb) * static_cast<double>(lp.total()), acc);
 
   L.fwd_math = gemm_fwd + cast_fwd + attn_fwd + memory_bound_s(ew_fwd, acc) + sw.launches_fwd * launch;
   L.bwd_math =
@@ -187,9 +221,32 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // Tensor parallel (Megatron with sequence parallelism): forward all-gathers before attention and
   // MLP and reduce-scatters after them; backward mirrors them and re-gathers the two norm outputs for
   // the weight gradients. Without SP: one all-reduce after attention and one after the MLP, each way.
+  //
+  // --tp-overlap on (sequence parallelism only; Transformer Engine's userbuffers and PyTorch's async TP
+  // need it): each collective is split into tp chunks pipelined with its GEMM, so of a collective of
+  // c seconds beside a GEMM of g seconds, max(c, g) + min(c, g) / tp - g is exposed (the first chunk, or
+  // what the GEMM cannot cover). Forward: all-gather with q/k/v and with gate/up, reduce-scatter with o
+  // and with down. Backward: the all-gathers of the output gradient with the dgrad of o and of down; of
+  // q/k/v's and gate/up's inputs with their dgrad, whose output gradient is reduce-scattered during their
+  // wgrad. The communication kernels take SMs: the overlapped span costs overlap_slowdown of its length.
   const double act_full = b * t * h * e;
   if (l.tp > 1) {
-    if (l.sp()) {
+    if (l.sp() && train.system.tp_overlap) {
+      const double ag = all_gather_s(act_full, l.tp, c.tp_link), rs = reduce_scatter_s(act_full, l.tp, c.tp_link);
+      double hidden_f = 0, hidden_b = 0;
+      auto pair = [&](double comm, double gemm, double& exposed_sum, double& hidden) {
+        const double x = tp_overlapped_exposed_s(comm, gemm, tp);
+        exposed_sum += x;
+        hidden += comm - x;
+      };
+      pair(ag, lin[0].fwd, L.fwd_tp, hidden_f), pair(rs, lin[1].fwd, L.fwd_tp, hidden_f);
+      pair(ag, lin[2].fwd, L.fwd_tp, hidden_f), pair(rs, lin[3].fwd, L.fwd_tp, hidden_f);
+      pair(ag, lin[1].dgrad, L.bwd_tp, hidden_b), pair(ag, lin[3].dgrad, L.bwd_tp, hidden_b);
+      pair(ag, lin[0].dgrad, L.bwd_tp, hidden_b), pair(rs, lin[0].wgrad, L.bwd_tp, hidden_b);
+      pair(ag, lin[2].dgrad, L.bwd_tp, hidden_b), pair(rs, lin[2].wgrad, L.bwd_tp, hidden_b);
+      L.fwd_math += sw.overlap_slowdown * hidden_f;
+      L.bwd_math += sw.overlap_slowdown * hidden_b;
+    } else if (l.sp()) {
       const double ag = all_gather_s(act_full, l.tp, c.tp_link), rs = reduce_scatter_s(act_full, l.tp, c.tp_link);
       L.fwd_tp = 2 * ag + 2 * rs;
       L.bwd_tp = 4 * ag + 2 * rs;
@@ -237,8 +294,10 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   const double head_all = linear_train_s(m, vocab_shard, h, bf16_peak, e, acc, &head_fwd);
   const double logits = b * t * vocab_shard * 4.0;
   O.fwd_math = head_fwd + memory_bound_s(2 * logits + 4 * An, acc) + 4 * launch;
+  // Its weight gradient is added into the fp32 buffer (read and write, 8 bytes per weight), in the
+  // GEMM's epilogue under gradient accumulation fusion.
   O.bwd_math = head_all - head_fwd + memory_bound_s(2 * logits + 6 * An, acc) +
-               memory_bound_s(8.0 * h * vocab_shard, acc) + 6 * launch;
+               (gaf ? 0.0 : memory_bound_s(2 * gb * h * vocab_shard, acc)) + 6 * launch;
   if (l.tp > 1) {
     const double stats = 2 * all_reduce_s(b * t * 4.0, l.tp, c.tp_link);
     O.fwd_tp = (l.sp() ? all_gather_s(act_full, l.tp, c.tp_link) : 0) + stats;

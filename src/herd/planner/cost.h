@@ -26,6 +26,14 @@ double p2p_s(double bytes, const topology::GroupLink& link);
 // efficiency of 128 x 128 output tiles over the SMs; bytes of A, B, C over achievable HBM bandwidth).
 double gemm_s(double m, double n, double k, double peak_flops, double bytes_per_element,
               const topology::Accelerator& acc);
+// The same GEMM whose output C (m x n) is read and written at c_bytes per element (beta = 1): a
+// weight-gradient GEMM accumulating into an fp32 buffer has c_bytes = 8 (4 read + 4 written).
+double gemm_accumulate_s(double m, double n, double k, double peak_flops, double bytes_per_element, double c_bytes,
+                         const topology::Accelerator& acc);
+// Exposed part of a TP collective of comm_s seconds split into tp chunks pipelined with a GEMM of
+// gemm_s seconds: max(comm, gemm) + min(comm, gemm) / tp - gemm (the first chunk, or what the GEMM
+// cannot cover).
+double tp_overlapped_exposed_s(double comm_s, double gemm_s, double tp);
 // Forward + dgrad + wgrad of one linear applied to m tokens: y(m x n) = x(m x k) W(k x n).
 double linear_train_s(double m, double n, double k, double peak_flops, double bytes_per_element,
                       const topology::Accelerator& acc, double* fwd_s);

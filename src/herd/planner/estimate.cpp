@@ -238,29 +238,40 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   // --dp-overlap off: the gradient reduction runs after the backward, nothing of it hidden.
   const double hide_grad = hide * (train.system.dp_overlap ? 1.0 : 0.0);
   const double window_g = train.system.dp_overlap ? window_b : 0.0;
+  const bool gather_overlap = train.system.dp_overlap && !cpu_ranks;  // ZeRO-1/2 parameter all-gather
   double dp_total = 0, dp_exposed = 0;
   std::string dp_rule;
   if (n_dp > 1) {
     const double ag = all_gather_s(e * p_max, n_dp, link), ag_unit = all_gather_s(e * unit, n_dp, link);
-    const double rs = reduce_scatter_s(4.0 * p_max, n_dp, link), rs_unit = reduce_scatter_s(4.0 * unit, n_dp, link);
+    // Gradients are reduced at their accumulation precision (--grad-dtype): 4 bytes, or 2.
+    const double g = train.system.grad_bytes(train.precision);
+    const double rs = reduce_scatter_s(g * p_max, n_dp, link), rs_unit = reduce_scatter_s(g * unit, n_dp, link);
     switch (l.zero) {
       case 0: {
-        const double ar = all_reduce_s(4.0 * p_max, n_dp, link);
+        const double ar = all_reduce_s(g * p_max, n_dp, link);
         dp_total = ar;
-        dp_exposed = exposed(ar, all_reduce_s(4.0 * unit, n_dp, link), window_g);
+        dp_exposed = exposed(ar, all_reduce_s(g * unit, n_dp, link), window_g);
         dp_rule = "fp32 all-reduce overlapped with the last backward except the last layer";
         break;
       }
+      // ZeRO-1/2: the updated bf16 parameters are all-gathered after the optimizer step; under
+      // --dp-overlap on that gather is issued bucket by bucket ahead of the next step's forward
+      // (Megatron-Core's overlap_param_gather), prefetched like ZeRO-3's gather (first layer exposed).
       case 1:
         dp_total = rs + ag;
-        dp_exposed = exposed(rs, rs_unit, window_g) + ag;
-        dp_rule = "fp32 reduce-scatter overlapped with the last backward; bf16 all-gather after the step exposed";
+        dp_exposed = exposed(rs, rs_unit, window_g) + (gather_overlap ? exposed(ag, ag_unit, window_f) : ag);
+        dp_rule = gather_overlap ? "fp32 reduce-scatter overlapped with the last backward; bf16 all-gather "
+                                   "overlapped with the next forward (first layer exposed)"
+                                 : "fp32 reduce-scatter and bf16 all-gather after the backward, exposed";
         break;
       case 2:
         dp_total = M * rs + ag;
-        dp_exposed = exposed(M * rs, rs_unit, hide_grad * pr_busy * 0.5) + ag;
-        dp_rule =
-            "fp32 reduce-scatter per micro-batch overlapped with backward; bf16 all-gather after the step exposed";
+        dp_exposed = exposed(M * rs, rs_unit, hide_grad * pr_busy * 0.5) +
+                     (gather_overlap ? exposed(ag, ag_unit, window_f) : ag);
+        dp_rule = gather_overlap ? "fp32 reduce-scatter per micro-batch overlapped with backward; bf16 "
+                                   "all-gather overlapped with the next forward (first layer exposed)"
+                                 : "fp32 reduce-scatter per micro-batch overlapped with backward; bf16 "
+                                   "all-gather after the step exposed";
         break;
       default:
         if (l.reshard_after_forward) {
@@ -282,6 +293,11 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
               "bf16 all-gather once, prefetched (first layer exposed); fp32 reduce-scatter overlapped with "
               "the last backward (last layer exposed)";
         }
+    }
+  }
+  if (n_dp > 1 && train.system.grad_bytes(train.precision) == 2.0) {
+    for (std::size_t at = dp_rule.find("fp32 "); at != std::string::npos; at = dp_rule.find("fp32 ", at)) {
+      dp_rule.replace(at, 4, "bf16");  // the gradient collectives run at --grad-dtype bf16
     }
   }
   if (n_dp > 1 && !train.system.dp_overlap) dp_rule += "; --dp-overlap off: gradient reduction after the backward";
@@ -352,15 +368,20 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
           (l.layer_split == LayerSplit::kAuto ? " (auto: the busiest pipeline rank's load is lower so)" : ""),
       std::string("system: software ") + software_name(train.system.software) + ", attention " +
           attention_name(train.system.attention) + ", pipeline sends " + (train.system.async_sends ? "async" : "sync") +
-          ", DP overlap " + (train.system.dp_overlap ? "on" : "off") + "; compute slowed by " +
-          format_fixed(100 * sw.overlap_slowdown, 1) + "% of the overlapped DP span (NCCL channels' SMs)",
+          ", DP overlap " + (train.system.dp_overlap ? "on" : "off") + ", gradient accumulation fusion " +
+          (train.system.grad_acc_fusion ? "on" : "off") + ", TP overlap " + (train.system.tp_overlap ? "on" : "off") +
+          "; compute slowed by " + format_fixed(100 * sw.overlap_slowdown, 1) +
+          "% of the overlapped DP span (NCCL channels' SMs)",
       std::string("recompute: ") + model::recompute_name(l.recompute) + (l.sp() ? "; sequence parallelism on" : "") +
           "; ZeRO-" + std::to_string(l.zero) +
           (l.zero == 3
                ? (l.reshard_after_forward ? " (FSDP, reshard after forward)" : " (FSDP, no reshard after forward)")
                : ""),
-      "compute: GEMM roofline at " + format_fixed(100 * cluster.accelerator.matmul_efficiency, 0) +
-          "% of peak with wave quantization; flash attention " +
+      "compute: GEMM roofline at " + format_fixed(100 * cluster.accelerator.matmul_efficiency, 0) + "% of peak" +
+          (train.precision == Precision::kFP8 && cluster.accelerator.matmul_efficiency_fp8 > 0
+               ? " (fp8: " + format_fixed(100 * cluster.accelerator.matmul_efficiency_fp8, 0) + "% of the fp8 peak)"
+               : "") +
+          " with wave quantization; flash attention " +
           format_fixed(100 * cluster.accelerator.attention_fwd_efficiency, 0) + "% fwd / " +
           format_fixed(100 * cluster.accelerator.attention_bwd_efficiency, 0) + "% bwd; elementwise at " +
           format_fixed(100 * cluster.accelerator.memory_bw_efficiency, 0) + "% of HBM bandwidth",

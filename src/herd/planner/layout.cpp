@@ -18,7 +18,14 @@ const char* precision_name(Precision p) {
   return "?";
 }
 
-const char* software_name(Software s) { return s == Software::kFused ? "fused" : "eager"; }
+const char* software_name(Software s) {
+  switch (s) {
+    case Software::kFused: return "fused";
+    case Software::kEager: return "eager";
+    case Software::kCompiled: return "compiled";
+  }
+  return "?";
+}
 const char* attention_name(Attention a) { return a == Attention::kFlash ? "flash" : "materialized"; }
 
 const char* layer_split_name(LayerSplit s) {
@@ -33,7 +40,8 @@ const char* layer_split_name(LayerSplit s) {
 Result<Software> parse_software(const std::string& s) {
   if (s == "fused") return Software::kFused;
   if (s == "eager") return Software::kEager;
-  return make_error("--software: expected fused or eager, got '", s, "'");
+  if (s == "compiled") return Software::kCompiled;
+  return make_error("--software: expected fused, eager or compiled, got '", s, "'");
 }
 
 Result<Attention> parse_attention(const std::string& s) {

@@ -27,8 +27,11 @@ Result<Precision> parse_precision(const std::string& s);
 // GEMMs, FlashAttention-3 class kernels on Hopper). kEager: PyTorch eager with FSDP (torchtitan and
 // the like without compile): every elementwise op its own kernel, norms and RoPE upcast to fp32,
 // separate q, k, v, gate and up GEMMs, PyTorch's FlashAttention-2 kernels, and `selective` recompute
-// as op-level selective checkpointing (every second matmul of the forward recomputed).
-enum class Software { kFused, kEager };
+// as op-level selective checkpointing (every second matmul of the forward recomputed). kCompiled:
+// the same PyTorch model under torch.compile (Inductor): the elementwise chains fused as kFused's,
+// while the GEMMs, the attention kernel (scaled_dot_product_attention) and the checkpointing policy
+// stay kEager's.
+enum class Software { kFused, kEager, kCompiled };
 // kFlash: attention never materialises the s x s scores (FlashAttention). kMaterialized: scores and
 // probabilities written to memory (pre-FlashAttention Megatron): full s x s batched GEMMs, s^2 traffic
 // for softmax, mask and dropout, the scores kept for the backward; `selective` recompute then
@@ -45,7 +48,23 @@ struct SystemSpec {
   Software software = Software::kFused;
   Attention attention = Attention::kFlash;
   bool async_sends = true;  // --pipeline-sends async|sync: a sender waits for its send to complete when sync
-  bool dp_overlap = true;   // --dp-overlap on|off: gradient reduction overlapped with the backward or after it
+  // --dp-overlap on|off: gradient reduction overlapped with the backward and, under ZeRO-1/2, the
+  // parameter all-gather after the optimizer step overlapped with the next forward (Megatron-Core's
+  // overlap_grad_reduce + overlap_param_gather); off: both after the backward, exposed.
+  bool dp_overlap = true;
+  // --grad-acc-fusion on|off: the weight-gradient GEMM accumulates straight into the fp32 gradient
+  // buffer (Megatron's gradient_accumulation_fusion, TE's fuse_wgrad_accumulation) instead of writing a
+  // bf16 gradient that a separate pass adds into the buffer.
+  bool grad_acc_fusion = false;
+  // --tp-overlap on|off: the sequence-parallel all-gathers and reduce-scatters are split into chunks
+  // pipelined with the GEMMs they feed or follow (Transformer Engine userbuffers, PyTorch async TP).
+  bool tp_overlap = false;
+  // --grad-dtype fp32|bf16: the precision gradients are accumulated across micro-batches and reduced
+  // over DP in (fp32, Llama 3's policy; bf16 for NeMo's grad_sync_dtype=bf16, Megatron-Core's
+  // grad_reduce_in_fp32=False, or Megatron-LM's fp16 gradients of 2021). fp32 runs always use fp32.
+  bool bf16_grads = false;
+  // Bytes per gradient element under `precision`: 2 with bf16 gradients (not in fp32 runs), else 4.
+  double grad_bytes(Precision precision) const { return bf16_grads && precision != Precision::kFP32 ? 2.0 : 4.0; }
 };
 
 struct TrainingSpec {

@@ -36,7 +36,8 @@ struct StateBytes {
 // sharded over `shard` ranks (DP x CP: both hold replicas of the same TP/PP shard).
 // In fp32 the working weights are the master copy when nothing is sharded (ZeRO-0); a sharded
 // optimizer keeps its fp32 shard apart from the gathered working copy (FSDP flat units).
-StateBytes state_bytes(double p, const Layout& l, double shard, std::int64_t microbatches, double e) {
+// `g` is the bytes per gradient element (--grad-dtype: 4, or 2 for bf16 gradients).
+StateBytes state_bytes(double p, const Layout& l, double shard, std::int64_t microbatches, double e, double g) {
   StateBytes s;
   const bool keep_gathered = !(l.zero == 3 && l.reshard_after_forward);
   s.weights = keep_gathered ? e * p : 0.0;  // working copy (stage 3 keeps it after forward)
@@ -45,9 +46,9 @@ StateBytes state_bytes(double p, const Layout& l, double shard, std::int64_t mic
   // herd's CPU runtime (fp32) keeps every flat unit's full gradient buffer until the end of the backward.
   const bool sharded_grads = l.zero == 2 || (l.zero == 3 && (l.reshard_after_forward || microbatches == 1) && e != 4.0);
   if (sharded_grads) {
-    s.grads = 4.0 * p / shard;  // reduce-scattered after every micro-batch into an fp32 shard
+    s.grads = g * p / shard;  // reduce-scattered after every micro-batch into a gradient shard
   } else {
-    s.grads = 4.0 * p + (l.zero >= 1 ? 4.0 * p / shard : 0.0);  // fp32 accumulation, then its shard
+    s.grads = g * p + (l.zero >= 1 ? g * p / shard : 0.0);  // accumulation buffer, then its shard
   }
   s.optimizer = 12.0 * p / (l.zero >= 1 ? shard : 1.0);  // fp32 master + Adam m and v
   if (e == 4.0 && l.zero == 0) s.optimizer = 8.0 * p;    // fp32 weights are the master: m and v only
@@ -90,8 +91,9 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
   const double p_eo = rp.embedding_output;
   const std::int64_t mbs = l.microbatches(train);
   const double e = element_bytes(train.precision);
-  const StateBytes sl = state_bytes(p_layers, l, shard, mbs, e);
-  const StateBytes se = state_bytes(p_eo, l, shard, mbs, e);
+  const double g = train.system.grad_bytes(train.precision);
+  const StateBytes sl = state_bytes(p_layers, l, shard, mbs, e, g);
+  const StateBytes se = state_bytes(p_eo, l, shard, mbs, e, g);
 
   const model::ActivationShape shape = activation_shape(train, l);
   const double b = static_cast<double>(l.microbatch);
@@ -114,11 +116,12 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
        std::to_string(in.layers) + " layers' " + wt + " weights (TP shard" +
            (l.zero == 3 && !l.reshard_after_forward ? ", gathered once and kept: no reshard after forward)" : ")") +
            (fp8_copy > 0 ? " + fp8 copy and transpose" : "")});
-  m.parts.push_back({"gradients", sl.grads,
-                     sl.grads < 4.0 * p_layers
-                         ? "fp32 gradient shard (reduce-scattered after each backward)"
-                         : "fp32 accumulation across micro-batches" +
-                               std::string(l.zero >= 1 ? " + its reduce-scattered fp32 shard" : "")});
+  m.parts.push_back(
+      {"gradients", sl.grads,
+       sl.grads < g * p_layers
+           ? std::string(g == 2.0 ? "bf16" : "fp32") + " gradient shard (reduce-scattered after each backward)"
+           : std::string(g == 2.0 ? "bf16" : "fp32") + " accumulation across micro-batches" +
+                 std::string(l.zero >= 1 ? " + its reduce-scattered shard" : "")});
   m.parts.push_back(
       {"optimizer_state", sl.optimizer,
        std::string(e == 4.0 && l.zero == 0 ? "AdamW m and v (the fp32 weights are the master)"
@@ -140,7 +143,7 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
                static_cast<double>(cfg.head_dim) * e;  // gathered K and V
   }
   if (l.pp > 1) buffers += 4.0 * b * (l.sp() ? t / static_cast<double>(l.tp) : t) * h * e;  // 2 sends + 2 receives
-  if (l.dp * l.cp > 1) buffers += 4.0 * unit + e * unit;  // one fp32 reduce-scatter and one all-gather unit
+  if (l.dp * l.cp > 1) buffers += g * unit + e * unit;  // one gradient reduce-scatter and one all-gather unit
   m.parts.push_back({"comm_buffers", buffers, "TP all-gather output, CP K/V, PP send/receive, FSDP unit buffers"});
   const double ffn_local = b * t * static_cast<double>(cfg.ffn_hidden / l.tp) * e;
   double transient = std::max(static_cast<double>(model::recompute_working_bytes(cfg, shape)), 3.0 * ffn_local);

@@ -76,6 +76,9 @@ Json estimate_to_json(const Estimate& e) {
                  {"attention", attention_name(e.train.system.attention)},
                  {"pipeline_sends", e.train.system.async_sends ? "async" : "sync"},
                  {"dp_overlap", e.train.system.dp_overlap ? "on" : "off"},
+                 {"grad_acc_fusion", e.train.system.grad_acc_fusion ? "on" : "off"},
+                 {"tp_overlap", e.train.system.tp_overlap ? "on" : "off"},
+                 {"grad_dtype", e.train.system.bf16_grads && e.train.precision != Precision::kFP32 ? "bf16" : "fp32"},
                  {"flags", l.to_flags() + " --seq-len " + std::to_string(e.train.seq_len) + " --global-batch " +
                                std::to_string(e.train.global_batch)}};
   j["training"] = {{"seq_len", e.train.seq_len},

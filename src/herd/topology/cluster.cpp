@@ -27,6 +27,10 @@ Status validate(const Cluster& c) {
         {"eager_attention_bwd_efficiency", a.eager_attention_bwd_efficiency}}) {
     if (!(f >= 0 && f <= 1)) return make_error("accelerator.", name, ": must be in [0, 1] (0 = as fused), got ", f);
   }
+  if (!(a.matmul_efficiency_fp8 >= 0 && a.matmul_efficiency_fp8 <= 1)) {
+    return make_error("accelerator.matmul_efficiency_fp8: must be in [0, 1] (0 = as matmul_efficiency), got ",
+                      a.matmul_efficiency_fp8);
+  }
   if (a.sm_count < 0) return make_error("accelerator.sm_count: must be 0 (not modelled) or positive, got ", a.sm_count);
   if (!(a.speed_variation >= 0 && a.speed_variation < 0.5)) {
     return make_error("accelerator.speed_variation: must be in [0, 0.5), got ", a.speed_variation);
@@ -135,6 +139,7 @@ Result<Cluster> cluster_from_json(const Json& j) {
   HERD_ASSIGN_OR_RETURN(acc.memory_bw_gb_per_s, json_number(a, "accelerator", "memory_bw_gb_per_s"));
   HERD_ASSIGN_OR_RETURN(acc.matmul_efficiency,
                         json_number_or(a, "accelerator", "matmul_efficiency", acc.matmul_efficiency));
+  HERD_ASSIGN_OR_RETURN(acc.matmul_efficiency_fp8, json_number_or(a, "accelerator", "matmul_efficiency_fp8", 0.0));
   HERD_ASSIGN_OR_RETURN(acc.attention_fwd_efficiency,
                         json_number_or(a, "accelerator", "attention_fwd_efficiency", acc.attention_fwd_efficiency));
   HERD_ASSIGN_OR_RETURN(acc.attention_bwd_efficiency,
@@ -189,6 +194,7 @@ Json cluster_to_json(const Cluster& c) {
       {"sm_count", a.sm_count},
       {"kernel_overhead_us", a.kernel_overhead_us},
       {"speed_variation", a.speed_variation}};
+  if (a.matmul_efficiency_fp8 > 0) j["accelerator"]["matmul_efficiency_fp8"] = a.matmul_efficiency_fp8;
   if (a.eager_attention_fwd_efficiency > 0 || a.eager_attention_bwd_efficiency > 0) {
     j["accelerator"]["eager_attention_fwd_efficiency"] = a.eager_attention_fwd_efficiency;
     j["accelerator"]["eager_attention_bwd_efficiency"] = a.eager_attention_bwd_efficiency;

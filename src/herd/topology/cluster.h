@@ -29,7 +29,10 @@ struct Accelerator {
   double memory_gib = 0;        // usable HBM per accelerator
   double memory_bw_gb_per_s = 0;
   // Achievable fractions (documented defaults in docs/planner.md; optional in a cluster file):
-  double matmul_efficiency = 0.8;          // large-GEMM throughput / peak (max achievable matmul FLOPS)
+  double matmul_efficiency = 0.8;  // large-GEMM throughput / peak (max achievable matmul FLOPS)
+  // fp8 GEMMs / the fp8 peak, where it differs from the bf16 fraction above (Hopper: 0.71 of the fp8
+  // peak against 0.80 of the bf16 one at the best shapes); 0 = the same as matmul_efficiency.
+  double matmul_efficiency_fp8 = 0;
   double attention_fwd_efficiency = 0.6;   // flash-attention forward / peak
   double attention_bwd_efficiency = 0.45;  // flash-attention backward / peak
   double memory_bw_efficiency = 0.8;       // streaming kernels / nominal HBM bandwidth
