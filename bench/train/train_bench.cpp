@@ -1,9 +1,11 @@
 // herd's training step throughput on one CPU rank: tokens/s and achieved FLOP/s of full training steps
 // (forward, backward, clipping, AdamW) of a preset model, beside the BLAS's own SGEMM peak measured in
-// the same process with the same thread count. bench/train/run.sh runs it next to the PyTorch peer
+// the same process with the same thread count (with --precision bf16 also the bf16 matmul's peak, the
+// one `fraction_of_gemm_peak` is against). bench/train/run.sh runs it next to the PyTorch peer
 // (torch_peer.py) on the same model and batch.
 //
-//   herd_bench_train --model small --threads 1 --micro-batch 8 --seq-len 512 --steps 3 [--path P] [--out r.json]
+//   herd_bench_train --model small --threads 1 --micro-batch 8 --seq-len 512 --steps 3 [--path P]
+//                    [--precision fp32|bf16] [--out r.json]
 //
 // --path trainer (the default) times what `herd train` runs on one rank: parallel::DistributedLlama in a
 // one-rank world (its FSDP units, TP and CP hooks at degree 1) and its optimizer step; --path reference
@@ -20,6 +22,8 @@
 
 #ifdef HERD_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 #include <CLI/CLI.hpp>
@@ -33,6 +37,7 @@
 #include "herd/comm/local/local_world.h"
 #include "herd/core/check.h"
 #include "herd/core/timer.h"
+#include "herd/kernels/convert.h"
 #include "herd/kernels/gemm.h"
 #include "herd/model/flops.h"
 #include "herd/nn/model.h"
@@ -93,6 +98,37 @@ std::vector<GemmPeak> sgemm_peaks(int threads, std::int64_t n) {
   return peaks;
 }
 
+// The bf16 GEMM peak the same way: oneDNN's bf16 matmul (bf16 in, fp32 out) with its own OpenMP
+// threading, called directly, and herd's gemm_bf16 (split across herd's threads) on the same square.
+std::vector<GemmPeak> bf16_peaks(std::int64_t n) {
+  std::vector<herd::bf16> a16(static_cast<std::size_t>(n * n)), b16(a16.size());
+  {
+    const std::vector<float> f(a16.size(), 0.5f);
+    herd::kernels::to_bf16(f.data(), n * n, a16.data());
+    herd::kernels::to_bf16(f.data(), n * n, b16.data());
+  }
+  std::vector<GemmPeak> peaks;
+#ifdef HERD_HAVE_DNNL
+  {
+    using dt = dnnl::memory::data_type;
+    const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream stream(eng);
+    const dnnl::memory::desc ad({n, n}, dt::bf16, {n, 1}), cd({n, n}, dt::f32, {n, 1});
+    const dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, ad, cd), eng));
+    peaks.push_back(best_of("oneDNN bf16 matmul", n, [&](const float*, const float*, float* c) {
+      dnnl::memory am(ad, eng, a16.data()), bm(ad, eng, b16.data()), cm(cd, eng, c);
+      mm.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+      stream.wait();
+    }));
+  }
+#endif
+  peaks.push_back(best_of("herd gemm_bf16", n, [&](const float*, const float*, float* c) {
+    herd::kernels::gemm_bf16(herd::kernels::Trans::kNo, herd::kernels::Trans::kNo, n, n, n, 1.0f, a16.data(), n,
+                             b16.data(), n, 0.0f, c, n);
+  }));
+  return peaks;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -117,8 +153,19 @@ int main(int argc, char** argv) {
   app.add_option("--path", path, "trainer (what herd train runs on one rank) or reference (nn::LlamaModel)")
       ->capture_default_str()
       ->check(CLI::IsMember({"trainer", "reference"}));
+  std::string precision = "fp32";
+  app.add_option("--precision", precision,
+                 "fp32, or bf16 (train.precision = bf16: bf16 weight copies and matmul inputs, fp32 master and "
+                 "optimizer; the trainer path only)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--out", out, "JSON output file (default: stdout)");
   CLI11_PARSE(app, argc, argv);
+  const bool bf16 = precision == "bf16";
+  if (bf16 && path == "reference") {
+    std::fprintf(stderr, "--precision bf16: the reference model is fp32 only; use --path trainer\n");
+    return 2;
+  }
 
   herd::kernels::set_num_threads(threads);
   herd::Result<herd::model::LlamaConfig> cfg = herd::model::preset(model_name);
@@ -167,8 +214,9 @@ int main(int argc, char** argv) {
     const std::vector<herd::Status> st = world.run([&](herd::comm::Communicator& w) -> herd::Status {
       HERD_ASSIGN_OR_RETURN(herd::topology::ParallelDims dims, herd::topology::ParallelDims::make(1, 1, 1, 1, 1));
       HERD_ASSIGN_OR_RETURN(auto groups, herd::parallel::ParallelGroups::make(w, dims));
-      herd::parallel::DistributedLlama<float> m(*cfg, groups->context(), herd::model::Recompute::kNone, micro_batch,
-                                                seq_len);
+      herd::parallel::ParallelContext ctx = groups->context();
+      ctx.bf16 = bf16;
+      herd::parallel::DistributedLlama<float> m(*cfg, ctx, herd::model::Recompute::kNone, micro_batch, seq_len);
       m.init_weights(1);
       param_count = m.full_param_count();
       herd::Status failed = herd::Status::Ok();
@@ -206,6 +254,27 @@ int main(int argc, char** argv) {
     if (p.library != "herd gemm" && p.cpu_gflops > best.cpu_gflops) best = p;
   }
 
+  // The GEMM peak of the step's own precision: the sgemm one for fp32, the bf16 matmul's for bf16.
+  GemmPeak best16;
+  herd::Json peaks16_json = herd::Json::array();
+  if (bf16) {
+    for (const GemmPeak& p : bf16_peaks(2048)) {
+      peaks16_json.push_back({{"library", p.library},
+                              {"n", 2048},
+                              {"wall_gflops", p.wall_gflops},
+                              {"gflops_per_cpu_s_x_threads", p.cpu_gflops * threads}});
+      if (p.library != "herd gemm_bf16" && p.cpu_gflops > best16.cpu_gflops) best16 = p;
+    }
+    if (best16.library.empty()) best16 = {"herd gemm_bf16", 0, 0};  // built without oneDNN
+    for (const herd::Json& p : peaks16_json) {
+      if (best16.library == "herd gemm_bf16" && p["library"] == "herd gemm_bf16") {
+        best16.wall_gflops = p["wall_gflops"];
+        best16.cpu_gflops = p["gflops_per_cpu_s_x_threads"].get<double>() / threads;
+      }
+    }
+  }
+  const GemmPeak& own = bf16 ? best16 : best;
+
   herd::Json doc_json = herd::bench::envelope("train_step_throughput");
   herd::Json r;
   r["impl"] = "herd";
@@ -216,7 +285,7 @@ int main(int argc, char** argv) {
   r["micro_batch"] = micro_batch;
   r["seq_len"] = seq_len;
   r["steps_timed"] = steps;
-  r["precision"] = "fp32";
+  r["precision"] = precision;
   r["step_s"] = wall;
   r["step_cpu_s"] = cpu;
   r["step_s_median"] = med_wall;
@@ -234,6 +303,14 @@ int main(int argc, char** argv) {
   // CPU-time rate over the CPU-time peak (less distorted when other jobs share the cores).
   r["fraction_of_sgemm_peak"] = gflops_wall / best.wall_gflops;
   r["fraction_of_sgemm_peak_cpu_time"] = gflops_cpu / (best.cpu_gflops * threads);
+  // The same against the GEMM peak of the step's precision (bf16: the bf16 matmul's).
+  r["gemm_peaks"] = bf16 ? peaks16_json : peaks_json;
+  r["gemm_peak_library"] = own.library;
+  r["gemm_peak_gflops"] = own.wall_gflops;
+  r["gemm_peak_gflops_cpu_time"] = own.cpu_gflops * threads;
+  r["fraction_of_gemm_peak"] = gflops_wall / own.wall_gflops;
+  r["fraction_of_gemm_peak_cpu_time"] = gflops_cpu / (own.cpu_gflops * threads);
+  if (bf16) r["bf16_gemm"] = herd::kernels::bf16_gemm_description();
   r["blas"] = herd::kernels::blas_name();
   r["gemm_policy"] =
       herd::kernels::have_onednn() ? "auto (oneDNN for non-transposed A on 1 thread, else OpenBLAS)" : "OpenBLAS";

@@ -55,5 +55,36 @@ TEST(PlotCli, WritesAnSvgOfTheMetrics) {
   std::filesystem::remove(svg);
 }
 
+// --compare puts a second run on the same axes, each with its own colours and legend names.
+TEST(PlotCli, ComparePlotsTwoRunsWithTheirLabels) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string a = (dir / "herd_plot_a.jsonl").string(), b = (dir / "herd_plot_b.jsonl").string();
+  const std::string svg = (dir / "herd_plot_ab.svg").string();
+  for (const auto& [path, shift] : {std::pair{a, 0.0}, {b, 0.05}}) {
+    std::ofstream m(path);
+    for (int s = 1; s <= 10; ++s) {
+      m << "{\"step\": " << s << ", \"loss\": " << 9.0 - 0.2 * s + shift << (s == 10 ? ", \"val_loss\": 7" : "")
+        << "}\n";
+    }
+  }
+  herd::testing::CliResult r =
+      herd::testing::run_herd("plot " + a + " --compare " + b + " --labels fp32,bf16 --svg " + svg);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string text = herd::testing::slurp(svg);
+  std::size_t lines = 0;
+  for (std::size_t at = text.find("<polyline"); at != std::string::npos; at = text.find("<polyline", at + 1)) ++lines;
+  EXPECT_EQ(lines, 4u);  // two training and two held-out curves
+  for (const char* label : {"fp32 training", "bf16 training", "fp32 held-out", "bf16 held-out"}) {
+    EXPECT_NE(text.find(label), std::string::npos) << label;
+  }
+  r = herd::testing::run_herd("plot " + a + " --compare " + b + " --labels fp32 --svg " + svg);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--labels 'fp32': expected two names"), std::string::npos) << r.err;
+  r = herd::testing::run_herd("plot " + a + " --labels x,y --svg " + svg);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--labels: only with --compare"), std::string::npos) << r.err;
+  for (const std::string& f : {a, b, svg}) std::filesystem::remove(f);
+}
+
 }  // namespace
 }  // namespace herd::cli

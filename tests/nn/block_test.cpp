@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/test_model.h"
+#include "herd/kernels/convert.h"
 #include "herd/model/activations.h"
 
 namespace herd::nn {
@@ -174,6 +175,98 @@ TEST(TransformerBlock, KeepsExactlyThePlannersActivationList) {
   for (model::Recompute r : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
     check_saved_bytes<float>(r);
     check_saved_bytes<double>(r);
+  }
+}
+
+// bf16 mode: the same names at the planner's bf16 sizes (activations bf16, statistics fp32).
+TEST(TransformerBlock, Bf16KeepsThePlannersBf16ActivationList) {
+  for (model::Recompute policy : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
+    SCOPED_TRACE(model::recompute_name(policy));
+    const model::LlamaConfig cfg = small_config();
+    const LayerSizes sizes = *layer_sizes(cfg);
+    Batch batch;
+    kernels::RopeConfig rc;
+    rc.head_dim = cfg.head_dim;
+    const kernels::RopeTable<float> rope(rc, cfg.max_seq_len);
+    std::vector<bf16> w(static_cast<std::size_t>(LayerLayout(sizes).total), to_bf16(0.1f));
+    std::vector<float> g(w.size(), 0.f), x(static_cast<std::size_t>(batch.view().rows() * cfg.hidden), 0.5f);
+    tensor::Arena arena(1 << 20);
+    TransformerBlock<float> block(sizes, policy, "L0.", /*bf16_mode=*/true);
+    block.bind_bf16(w.data(), g.data());
+    BlockState<float> st = block.forward(arena, batch.view(), rope, x.data());
+    model::ActivationShape shape;
+    shape.seq_len = batch.view().seq_len;
+    shape.micro_batch = batch.view().batch;
+    shape.dtype = DType::kBF16;
+    shape.recompute = policy;
+    std::int64_t listed = 0;
+    for (const model::SavedTensor& t : model::layer_saved_tensors(cfg, shape)) {
+      EXPECT_EQ(arena.tags().at("L0." + t.name).current, static_cast<std::size_t>(t.bytes())) << t.name;
+      listed += t.bytes();
+    }
+    std::size_t held = 0;
+    for (const auto& [tag, stats] : arena.tags()) held += stats.current;
+    EXPECT_EQ(held, static_cast<std::size_t>(listed));
+    block.backward(arena, batch.view(), rope, st, x.data());
+    EXPECT_EQ(arena.used(), 0u);
+  }
+}
+
+// The bf16 block against the double block on the same (bf16-representable) weights: what differs is
+// the rounding of the activations to 8 bits of precision (u = 2^-8) where the block saves them or
+// feeds them to a GEMM, so output and gradients agree to a small multiple of u relative to their
+// largest entry (docs/precision.md). none and selective see the same rounded tensors: bit-identical.
+TEST(TransformerBlock, Bf16ModeMatchesTheDoubleBlockWithinBf16Rounding) {
+  Harness h;
+  std::vector<bf16> w16(h.w.size());
+  for (std::size_t i = 0; i < h.w.size(); ++i) {
+    w16[i] = to_bf16(static_cast<float>(h.w[i]));
+    h.w[i] = static_cast<double>(to_float(w16[i]));
+  }
+  TransformerBlock<double> ref(h.sizes, model::Recompute::kNone);
+  std::vector<double> dx_ref, dw_ref, y_ref = h.x;
+  h.backward(ref, dx_ref, dw_ref);
+  {
+    std::vector<double> g(h.w.size(), 0.0);
+    ref.bind(h.w.data(), g.data());
+    BlockState<double> st = ref.forward(h.arena, h.batch.view(), h.rope, y_ref.data());
+    h.arena.reset(st.mark);
+  }
+  kernels::RopeConfig rc;
+  rc.head_dim = h.cfg.head_dim;
+  rc.theta = h.cfg.rope_theta;
+  const kernels::RopeTable<float> rope(rc, h.cfg.max_seq_len);
+  auto rel = [](const std::vector<float>& a, const std::vector<double>& b) {
+    double diff = 0, scale = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+      scale = std::max(scale, std::fabs(b[i]));
+    }
+    return diff / scale;
+  };
+  std::vector<float> dx_none, dw_none;
+  for (model::Recompute policy : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
+    SCOPED_TRACE(model::recompute_name(policy));
+    TransformerBlock<float> b(h.sizes, policy, "", true);
+    std::vector<float> g(h.w.size(), 0.f), y(h.x.begin(), h.x.end());
+    b.bind_bf16(w16.data(), g.data());
+    tensor::Arena arena(1 << 20);
+    BlockState<float> st = b.forward(arena, h.batch.view(), rope, y.data());
+    EXPECT_LT(rel(y, y_ref), 4 * 0x1p-8) << "output";
+    std::vector<float> dx(h.r.begin(), h.r.end());
+    b.backward(arena, h.batch.view(), rope, st, dx.data());
+    EXPECT_LT(rel(dx, dx_ref), 8 * 0x1p-8) << "input gradient";
+    EXPECT_LT(rel(g, dw_ref), 8 * 0x1p-8) << "weight gradients";
+    EXPECT_GT(rel(g, dw_ref), 1e-6) << "bf16 rounding left no trace: not the bf16 path";
+    std::printf("bf16 block (%s) vs double: output %.2e, dx %.2e, dw %.2e (u = %.2e)\n", model::recompute_name(policy),
+                rel(y, y_ref), rel(dx, dx_ref), rel(g, dw_ref), 0x1p-8);
+    if (policy == model::Recompute::kNone) {
+      dx_none = dx;
+      dw_none = g;
+    } else if (policy == model::Recompute::kSelective) {
+      EXPECT_EQ(dx, dx_none);
+      EXPECT_EQ(g, dw_none);
+    }
   }
 }
 

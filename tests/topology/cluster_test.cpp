@@ -38,6 +38,9 @@ TEST(Cluster, MalformedFieldsAreNamed) {
       {"/tiers/3/efficiency", 1.5, "tiers[3].efficiency"},
       {"/storage_bw_gb_per_s", -1.0, "storage_bw_gb_per_s: must be 0"},
       {"/storage_bw_gb_per_s", "fast", "storage_bw_gb_per_s: expected a number"},
+      {"/accelerator/bf16", 0.5, "accelerator.bf16: expected an object"},
+      {"/accelerator/bf16/matmul_efficiency", 1.5, "accelerator.bf16.matmul_efficiency: must be in [0, 1]"},
+      {"/accelerator/bf16/attention_bwd_efficiency", "fast", "accelerator.bf16.attention_bwd_efficiency: expected"},
   };
   for (const Case& c : cases) {
     Json j = llama3_json();
@@ -54,6 +57,27 @@ TEST(Cluster, MalformedFieldsAreNamed) {
   Json unordered = llama3_json();
   unordered["tiers"][1]["size"] = 4;
   EXPECT_FALSE(cluster_from_json(unordered).ok());
+}
+
+// A host calibrated in both precisions: the bf16 efficiencies round-trip and replace the fp32 ones for a
+// bf16 run only; absent (every GPU preset) a bf16 run keeps the accelerator's own.
+TEST(Cluster, Bf16EfficienciesRoundTripAndApplyToBf16RunsOnly) {
+  Cluster c = *cluster_preset("local-cpu");
+  c.accelerator.bf16_matmul_efficiency = 0.7;
+  c.accelerator.bf16_attention_fwd_efficiency = 0.2;
+  c.accelerator.bf16_attention_bwd_efficiency = 0.25;
+  c.accelerator.bf16_memory_bw_efficiency = 0.6;
+  Result<Cluster> back = cluster_from_json(cluster_to_json(c));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->accelerator.bf16_attention_bwd_efficiency, 0.25);
+  const Accelerator b = at_precision(back->accelerator, true), f = at_precision(back->accelerator, false);
+  EXPECT_EQ(b.matmul_efficiency, 0.7);
+  EXPECT_EQ(b.attention_fwd_efficiency, 0.2);
+  EXPECT_EQ(b.memory_bw_efficiency, 0.6);
+  EXPECT_EQ(f.matmul_efficiency, c.accelerator.matmul_efficiency);
+  const Accelerator h100 = cluster_preset("llama3-h100")->accelerator;
+  EXPECT_EQ(at_precision(h100, true).attention_fwd_efficiency, h100.attention_fwd_efficiency);
+  EXPECT_FALSE(cluster_to_json(*cluster_preset("llama3-h100"))["accelerator"].contains("bf16"));
 }
 
 TEST(Cluster, GroupsCrossTheTierTheirSpanNeeds) {

@@ -44,6 +44,22 @@ TEST(TrainCli, ConfigErrorsAreOneLineWithStatus1) {
   EXPECT_NE(r.output.find("\"steps\": 7"), std::string::npos) << r.output;
 }
 
+// train.precision: fp32, bf16 or fp64, by override or flag; anything else is one line naming the field.
+TEST(TrainCli, PrecisionIsFp32Bf16OrFp64) {
+  for (const std::string args : {"--train.precision=fp16", "--precision bf8", "--precision BF16"}) {
+    CmdResult r = run_herd("train " + args);
+    EXPECT_EQ(r.status, 1) << args;
+    const std::string value = args.substr(args.find_first_of("= ") + 1);
+    EXPECT_EQ(r.output, "herd train: error: train.precision: expected fp32, bf16 or fp64, got '" + value + "'\n")
+        << args;
+  }
+  for (const std::string p : {"fp32", "bf16", "fp64"}) {
+    CmdResult r = run_herd("train --print-config --precision " + p);
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("\"precision\": \"" + p + "\""), std::string::npos) << r.output;
+  }
+}
+
 TEST(Sampling, GreedyTemperatureAndTopP) {
   const std::vector<float> logits = {0.0f, 3.0f, 2.9f, -1.0f};
   SampleOptions o;

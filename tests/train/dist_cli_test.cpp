@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -149,6 +150,34 @@ TEST_F(DistCli, ThePlansLayoutLineTrainsAsItIs) {
   ASSERT_EQ(r.status, 0) << r.err;
   const auto a = losses_of(one), b = losses_of(metrics);
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << line << " step " << i + 1;
+}
+
+// --precision on the command line: fp64 trains the same curve as fp32 (to fp32's rounding), bf16 a
+// curve within bf16's (docs/precision.md), and bf16 on TP2 x DP2 the one-rank bf16 curve within the
+// layout bound of bf16_parity_test.cpp.
+TEST_F(DistCli, PrecisionFlagTrainsFp64AndBf16OnAnyLayout) {
+  const std::string fp32 = (dir_ / "p32.jsonl").string(), fp64 = (dir_ / "p64.jsonl").string();
+  const std::string bf16 = (dir_ / "p16.jsonl").string(), bf16x4 = (dir_ / "p16x4.jsonl").string();
+  for (const auto& [metrics, flags] : {std::pair{fp32, std::string()},
+                                       {fp64, std::string(" --precision fp64")},
+                                       {bf16, std::string(" --precision bf16")},
+                                       {bf16x4, std::string(" --precision bf16 --tp 2 --dp 2")}}) {
+    auto r = herd::testing::run_herd(run_args(metrics) + flags);
+    ASSERT_EQ(r.status, 0) << flags << ": " << r.err;
+  }
+  const auto a = losses_of(fp32), d = losses_of(fp64), h = losses_of(bf16), h4 = losses_of(bf16x4);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(d.size(), 5u);
+  ASSERT_EQ(h.size(), 5u);
+  ASSERT_EQ(h4.size(), 5u);
+  double gap = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(d[i], a[i], 1e-5 * a[i]) << "fp64 step " << i + 1;
+    EXPECT_NEAR(h[i], a[i], 1e-2 * a[i]) << "bf16 step " << i + 1;
+    EXPECT_NEAR(h4[i], h[i], 1e-3 * h[i]) << "bf16 tp2 dp2 step " << i + 1;
+    gap = std::max(gap, std::fabs(h[i] - a[i]) / a[i]);
+  }
+  EXPECT_GT(gap, 1e-6) << "the bf16 curve is the fp32 one: bf16 did not run";
 }
 
 TEST_F(DistCli, MpiBackendOutsideMpirunIsRefused) {

@@ -65,6 +65,31 @@ TEST_F(ProjectionCli, PlannedAndMeasuredLinesOnOneRankAndOnTpDp) {
   }
 }
 
+// train.precision = bf16: the plan is the planner's bf16 one (said on the line), and the state it counts
+// (fp32 master, AdamW moments and gradients, the bf16 weight copies FSDP gathers) is what the rank holds:
+// 18 bytes per parameter on one rank, 2 P + 4 P + 16 P / dp on TP x DP (gathered bf16, full fp32
+// gradients, the shard's master, reduced gradients and moments). A pipeline measures its saved
+// activations apart: bf16 tensors and fp32 statistics, as model/activations.h counts them.
+TEST_F(ProjectionCli, Bf16PlanAndStateMatchTheRun) {
+  for (const std::string layout : {"", "--tp 2 --dp 2", "--pp 2 --parallel.microbatch_size=2"}) {
+    const std::string summary = (dir_ / "p16.json").string();
+    auto r = train(layout + " --precision bf16 --train.projection_file=" + summary);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string all = r.out + r.err;
+    EXPECT_NE(all.find(layout.empty() ? " 1 rank, bf16, " : " ranks, bf16, "), std::string::npos) << all;
+    const Json j = Json::parse(herd::testing::slurp(summary));
+    EXPECT_EQ(j["precision"], "bf16");
+    const double planned = j["planned"]["state_bytes"].get<double>(), got = j["measured"]["state_bytes"].get<double>();
+    EXPECT_NEAR(planned, got, 0.02 * got) << layout;
+    if (layout.find("--pp") != std::string::npos) {
+      const double ps = j["planned"]["saved_activation_bytes"].get<double>();
+      const double ms = j["measured"]["saved_activation_bytes"].get<double>();
+      EXPECT_NEAR(ps, ms, 0.05 * ms) << layout;
+    }
+    fs::remove(summary);
+  }
+}
+
 TEST_F(ProjectionCli, MalformedCalibrationFileIsOneLineAndTrainingGoesOn) {
   const std::string bad = (dir_ / "bad.json").string();
   std::ofstream(bad) << R"({"name": "x", "accelerator": {"name": "cpu", "peak_tflops": {"bf16": "fast"}}})";
@@ -102,6 +127,15 @@ TEST_F(ProjectionCli, CalibrateWritesALoadableClusterWithARuntimeEfficiency) {
   EXPECT_TRUE(rec["other_runnable_processes"].is_array());
   EXPECT_FALSE(rec["loadavg"].get<std::string>().empty());
   ASSERT_GE(rec["measurements"].size(), 7u);
+  // bf16 measured too: the bf16 GEMM rate is the bf16 peak, and the bf16 runtime's efficiencies.
+  EXPECT_GT(rec["gemm_bf16_flops_per_s_one_thread"].get<double>(), 0.0);
+  EXPECT_GT(rec["reference_step_bf16_s"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(c->accelerator.peak_tflops_bf16, rec["gemm_bf16_flops_per_s_one_thread"].get<double>() / 1e12);
+  for (double e : {c->accelerator.bf16_matmul_efficiency, c->accelerator.bf16_attention_fwd_efficiency,
+                   c->accelerator.bf16_attention_bwd_efficiency, c->accelerator.bf16_memory_bw_efficiency}) {
+    EXPECT_GT(e, 0.0);
+    EXPECT_LE(e, 1.0);
+  }
   for (const Json& m : rec["measurements"]) EXPECT_GE(m["takes"].size(), 2u) << m["what"];
 }
 

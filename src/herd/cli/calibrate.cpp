@@ -13,7 +13,10 @@
 // time-slice the cores). Last, a real single-rank training step on one thread against the planner's
 // projection of it from those kernel rates: their ratio, the runtime efficiency, derates every compute
 // rate; and the same work per rank on two thread ranks (DP = 2), communication taken out: the multi-rank
-// efficiency.
+// efficiency. bf16 (`train.precision = bf16`) the same way: gemm_bf16 at the same shapes (-> peak_tflops.bf16),
+// the bf16 block's attention (widened inputs, rounded outputs) against it, and a single-rank bf16 step
+// against its kernel-only projection (-> accelerator.bf16's efficiencies, which the planner uses for a
+// bf16 run; topology::at_precision).
 // Every measurement above is taken several times and the best take kept; a take that ran beside other
 // jobs (the /proc accounting around it, wall-clock measurements) or gave an implausible result (a thread
 // scaling far below 1, a rate far from this machine's last calibration of the same shapes) is redone, a
@@ -38,6 +41,7 @@
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/kernels/attention.h"
+#include "herd/kernels/convert.h"
 #include "herd/kernels/gemm.h"
 #include "herd/kernels/rmsnorm.h"
 #include "herd/measure/comm_fit.h"
@@ -97,7 +101,9 @@ struct GemmTake {
   double flops = 0, seconds = 0;
   std::vector<std::vector<std::string>> rows;
 };
-GemmTake gemm_take(const model::LlamaConfig& m, std::int64_t rows, int repeats, const char* label) {
+// bf16: gemm_bf16 on bf16 copies of the same operands (the GEMMs of `train.precision = bf16`).
+GemmTake gemm_take(const model::LlamaConfig& m, std::int64_t rows, int repeats, const char* label,
+                   bool use_bf16 = false) {
   const std::int64_t h = m.hidden, q = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
   const std::int64_t shapes[][2] = {{q + 2 * kv, h}, {h, q}, {2 * m.ffn_hidden, h}, {h, m.ffn_hidden}, {m.vocab, h}};
   GemmTake out;
@@ -105,16 +111,31 @@ GemmTake gemm_take(const model::LlamaConfig& m, std::int64_t rows, int repeats, 
     const std::int64_t n = s[0], k = s[1];
     std::vector<float> a = filled(rows * std::max(n, k), 0.01f), b = filled(n * k, 0.02f);
     std::vector<float> c = filled(std::max(rows * n, rows * k), 0.0f), w = filled(n * k, 0.0f);
+    std::vector<bf16> a16(use_bf16 ? a.size() : 0), b16(use_bf16 ? b.size() : 0), c16(use_bf16 ? c.size() : 0);
+    if (use_bf16) {
+      kernels::to_bf16(a.data(), static_cast<std::int64_t>(a.size()), a16.data());
+      kernels::to_bf16(b.data(), static_cast<std::int64_t>(b.size()), b16.data());
+      kernels::to_bf16(c.data(), static_cast<std::int64_t>(c.size()), c16.data());
+    }
     using kernels::Trans;
     // y (rows, n) = x (rows, k) W^T; dx (rows, k) = dy (rows, n) W; dW (n, k) += dy^T x.
+    auto mm = [&](Trans ta, Trans tb, std::int64_t mm_m, std::int64_t mm_n, std::int64_t mm_k, const float* fa,
+                  const bf16* ha, std::int64_t lda, const float* fb, const bf16* hb, std::int64_t ldb, float beta,
+                  float* fc, std::int64_t ldc) {
+      if (use_bf16) {
+        kernels::gemm_bf16(ta, tb, mm_m, mm_n, mm_k, 1.f, ha, lda, hb, ldb, beta, fc, ldc);
+      } else {
+        kernels::gemm<float>(ta, tb, mm_m, mm_n, mm_k, 1.f, fa, lda, fb, ldb, beta, fc, ldc);
+      }
+    };
     const double f = time_median(repeats, [&] {
-      kernels::gemm<float>(Trans::kNo, Trans::kYes, rows, n, k, 1.f, a.data(), k, b.data(), k, 0.f, c.data(), n);
+      mm(Trans::kNo, Trans::kYes, rows, n, k, a.data(), a16.data(), k, b.data(), b16.data(), k, 0.f, c.data(), n);
     });
     const double d = time_median(repeats, [&] {
-      kernels::gemm<float>(Trans::kNo, Trans::kNo, rows, k, n, 1.f, a.data(), n, b.data(), k, 0.f, c.data(), k);
+      mm(Trans::kNo, Trans::kNo, rows, k, n, a.data(), a16.data(), n, b.data(), b16.data(), k, 0.f, c.data(), k);
     });
     const double g = time_median(repeats, [&] {
-      kernels::gemm<float>(Trans::kYes, Trans::kNo, n, k, rows, 1.f, a.data(), n, c.data(), k, 1.f, w.data(), k);
+      mm(Trans::kYes, Trans::kNo, n, k, rows, a.data(), a16.data(), n, c.data(), c16.data(), k, 1.f, w.data(), k);
     });
     const double fl = 2.0 * static_cast<double>(rows * n * k);
     out.flops += 3 * fl;
@@ -175,7 +196,7 @@ struct ReferenceStep {
 // `micro_batch` sequences per rank, through the trainer of `herd train`: ranks = 1 is a one-rank job;
 // 2 is DP = 2 on the local communicator, two thread ranks each doing the single rank's work.
 Result<ReferenceStep> reference_step(const model::LlamaConfig& m, std::int64_t micro_batch, std::int64_t seq_len,
-                                     int steps, int ranks) {
+                                     int steps, int ranks, const std::string& precision = "fp32") {
   const auto docs = random_documents(m.vocab, 4 * (steps + 1) * ranks * micro_batch * seq_len);
   train::TrainConfig cfg;
   cfg.data.seq_len = seq_len;
@@ -187,6 +208,7 @@ Result<ReferenceStep> reference_step(const model::LlamaConfig& m, std::int64_t m
   cfg.schedule.warmup_steps = 1;
   cfg.eval.every = 0;
   cfg.eval.batches = 1;
+  cfg.train.precision = precision;
   train::JobResult<float> r;
   r.quiet = true;
   HERD_RETURN_IF_ERROR(
@@ -270,6 +292,21 @@ int run_calibrate(const CalibrateOptions& o) {
   for (const auto& r : g1.rows) t.add(r);
   for (const auto& r : gall.rows) t.add(r);
   kernels::set_num_threads(1);
+  // The same shapes through gemm_bf16 (`train.precision = bf16`): the bf16 peak of this machine's path.
+  GemmTake g16;
+  measure_it(
+      "gemm bf16, 1 thread", false,
+      [&] {
+        GemmTake g = gemm_take(m, rows, o.repeats, "bf16, 1 thread", true);
+        if (g16.seconds == 0 || g.seconds < g16.seconds) g16 = g;
+        return g.seconds;
+      },
+      [&](double secs) {
+        return far_from_last("bf16 GEMM rate", g16.flops / secs, last_number("gemm_bf16_flops_per_s_one_thread"),
+                             taken_at_last);
+      });
+  const double gemm1_16 = g16.flops / g16.seconds;
+  for (const auto& r : g16.rows) t.add(r);
   // The all-core rate is the threads' scaling only when nothing else ran: with other jobs running (or
   // every take disturbed) the preset's value, measured on an idle host, is kept.
   const topology::Cluster preset = *topology::cluster_preset("local-cpu");
@@ -314,6 +351,42 @@ int run_calibrate(const CalibrateOptions& o) {
                              std::to_string(m.head_dim);
   t.add({"attention fwd", ashape, format_fixed(1e3 * af, 3) + " ms", format_fixed(100 * eff_f, 1) + "% of gemm"});
   t.add({"attention bwd", ashape, format_fixed(1e3 * ab, 3) + " ms", format_fixed(100 * eff_b, 1) + "% of gemm"});
+  // The bf16 block's attention (nn/block_bf16.cpp): bf16 q, k, v (and out) widened, the fp32 kernel, the
+  // outputs rounded; against the bf16 GEMM rate.
+  std::vector<bf16> q16(static_cast<std::size_t>(qn)), k16(static_cast<std::size_t>(kn)),
+      v16(static_cast<std::size_t>(kn)), o16(static_cast<std::size_t>(qn));
+  kernels::to_bf16(q.data(), qn, q16.data());
+  kernels::to_bf16(k.data(), kn, k16.data());
+  kernels::to_bf16(v.data(), kn, v16.data());
+  const double af16 =
+      measure_it("attention fwd, bf16", false, [&] {
+        return time_median(o.repeats, [&] {
+          kernels::to_float(q16.data(), qn, q.data());
+          kernels::to_float(k16.data(), kn, k.data());
+          kernels::to_float(v16.data(), kn, v.data());
+          kernels::attention_forward<float>(ad, mask, q.data(), k.data(), v.data(), out_a.data(), lse.data());
+          kernels::to_bf16(out_a.data(), qn, o16.data());
+        });
+      }).seconds;
+  const double ab16 = measure_it("attention bwd, bf16", false, [&] {
+                        return time_median(o.repeats, [&] {
+                          kernels::to_float(q16.data(), qn, q.data());
+                          kernels::to_float(k16.data(), kn, k.data());
+                          kernels::to_float(v16.data(), kn, v.data());
+                          kernels::to_float(o16.data(), qn, out_a.data());
+                          kernels::attention_backward<float>(ad, mask, q.data(), k.data(), v.data(), out_a.data(),
+                                                             lse.data(), q.data(), dq.data(), dk.data(), dv.data());
+                          kernels::to_bf16(dq.data(), qn, q16.data());
+                          kernels::to_bf16(dk.data(), kn, k16.data());
+                          kernels::to_bf16(dv.data(), kn, v16.data());
+                        });
+                      }).seconds;
+  const double eff_f16 = std::clamp(attn_flops / (af16 * gemm1_16), 0.01, 1.0);
+  const double eff_b16 = std::clamp(2.5 * attn_flops / (ab16 * gemm1_16), 0.01, 1.0);
+  t.add({"attention fwd, bf16", ashape, format_fixed(1e3 * af16, 3) + " ms",
+         format_fixed(100 * eff_f16, 1) + "% of bf16 gemm"});
+  t.add({"attention bwd, bf16", ashape, format_fixed(1e3 * ab16, 3) + " ms",
+         format_fixed(100 * eff_b16, 1) + "% of bf16 gemm"});
 
   // Elementwise: RMSNorm forward (read x, write y) and backward (read dy, x; write dx).
   const std::int64_t h = m.hidden;
@@ -365,7 +438,11 @@ int run_calibrate(const CalibrateOptions& o) {
   c.name = "local-cpu";
   topology::Accelerator& a = c.accelerator;
   a.peak_tflops_fp32 = gemm1 / 1e12;
-  a.peak_tflops_bf16 = 2 * a.peak_tflops_fp32;
+  a.peak_tflops_bf16 = gemm1_16 / 1e12;
+  a.bf16_matmul_efficiency = 1.0;
+  a.bf16_attention_fwd_efficiency = eff_f16;
+  a.bf16_attention_bwd_efficiency = eff_b16;
+  a.bf16_memory_bw_efficiency = 1.0;
   a.matmul_efficiency = 1.0;
   a.attention_fwd_efficiency = eff_f;
   a.attention_bwd_efficiency = eff_b;
@@ -385,9 +462,9 @@ int run_calibrate(const CalibrateOptions& o) {
   // nor the two-rank one below is a layout of bench/projection: every row there is a prediction.
   // Both run on the wall clock: each take is a short training run, redone when other jobs ran beside it.
   Status failed = Status::Ok();
-  auto reference = [&](int ranks, ReferenceStep* best) {
-    return [&, ranks, best] {
-      Result<ReferenceStep> r = reference_step(m, o.micro_batch, o.seq_len, 5, ranks);
+  auto reference = [&](int ranks, ReferenceStep* best, const char* precision = "fp32") {
+    return [&, ranks, best, precision] {
+      Result<ReferenceStep> r = reference_step(m, o.micro_batch, o.seq_len, 5, ranks, precision);
       if (!r.ok()) {
         failed = r.error();
         return 1e9;
@@ -407,6 +484,13 @@ int run_calibrate(const CalibrateOptions& o) {
       return eff >= kLowestScaling ? std::string() : "multi-rank efficiency " + format_fixed(eff, 2) + " far below 1";
     });
   }
+  // The bf16 runtime around its kernels, the same way: a single-rank bf16 step.
+  ReferenceStep ref16;
+  if (failed.ok()) {
+    measure_it("training step, 1 rank, bf16", true, reference(1, &ref16, "bf16"), [&](double secs) {
+      return far_from_last("bf16 reference step", secs, last_number("reference_step_bf16_s"), taken_at_last);
+    });
+  }
   kernels::set_num_threads(1);
   if (!failed.ok()) return report_error("calibrate", failed.error().with_context("reference training step"));
   train::ResolvedLayout one;
@@ -417,6 +501,17 @@ int run_calibrate(const CalibrateOptions& o) {
   Result<train::Projection> kernel_plan = train::project(m, one, /*threads=*/1, c);
   if (!kernel_plan.ok()) return report_error("calibrate", kernel_plan.error().with_context("reference projection"));
   const double runtime_eff = std::clamp(kernel_plan->step_s() / ref.step_s, 0.05, 1.0);
+  train::ResolvedLayout one16 = one;
+  one16.spec.precision = planner::Precision::kBF16;
+  Result<train::Projection> kernel_plan16 = train::project(m, one16, /*threads=*/1, c);
+  if (!kernel_plan16.ok()) {
+    return report_error("calibrate", kernel_plan16.error().with_context("bf16 reference projection"));
+  }
+  const double runtime_eff16 = std::clamp(kernel_plan16->step_s() / ref16.step_s, 0.05, 1.0);
+  a.bf16_matmul_efficiency = runtime_eff16;
+  a.bf16_attention_fwd_efficiency = std::min(1.0, eff_f16 * runtime_eff16);
+  a.bf16_attention_bwd_efficiency = std::min(1.0, eff_b16 * runtime_eff16);
+  a.bf16_memory_bw_efficiency = runtime_eff16;
   a.matmul_efficiency = runtime_eff;
   a.attention_fwd_efficiency = std::min(1.0, a.attention_fwd_efficiency * runtime_eff);
   a.attention_bwd_efficiency = std::min(1.0, a.attention_bwd_efficiency * runtime_eff);
@@ -431,6 +526,9 @@ int run_calibrate(const CalibrateOptions& o) {
   t.add({"training step (1 rank, 1 thread)", shape, format_fixed(1e3 * ref.step_s, 1) + " ms",
          "kernels alone " + format_fixed(1e3 * kernel_plan->step_s(), 1) + " ms: runtime " +
              format_fixed(100 * runtime_eff, 1) + "%"});
+  t.add({"training step (1 rank, 1 thread), bf16", shape, format_fixed(1e3 * ref16.step_s, 1) + " ms",
+         "kernels alone " + format_fixed(1e3 * kernel_plan16->step_s(), 1) + " ms: runtime " +
+             format_fixed(100 * runtime_eff16, 1) + "%"});
   t.add({"same per rank, 2 ranks (DP)", shape, format_fixed(1e3 * dist.step_s, 1) + " ms",
          "comm " + format_fixed(1e3 * dist.comm_s, 1) + " ms: multi-rank " +
              format_fixed(100 * a.multi_rank_efficiency, 1) + "%"});
@@ -454,8 +552,11 @@ int run_calibrate(const CalibrateOptions& o) {
                                                                   : format_fixed(background, 1) + " background jobs"))
             << "); attention " << format_fixed(100 * eff_f, 1) << "% / " << format_fixed(100 * eff_b, 1)
             << "%; elementwise " << format_fixed(stream / 1e9, 1) << " GB/s; op overhead "
-            << format_fixed(overhead_us, 2) << " us; runtime efficiency " << format_fixed(100 * runtime_eff, 1)
-            << "% (multi-rank " << format_fixed(100 * a.multi_rank_efficiency, 1) << "%); local comm "
+            << format_fixed(overhead_us, 2) << " us; bf16: GEMM " << format_fixed(gemm1_16 / 1e9, 1) << " GFLOP/s ("
+            << kernels::bf16_gemm_description() << "), attention " << format_fixed(100 * eff_f16, 1) << "% / "
+            << format_fixed(100 * eff_b16, 1) << "%, runtime " << format_fixed(100 * runtime_eff16, 1)
+            << "%; runtime efficiency " << format_fixed(100 * runtime_eff, 1) << "% (multi-rank "
+            << format_fixed(100 * a.multi_rank_efficiency, 1) << "%); local comm "
             << format_fixed(c.tiers[0].bw_gb_per_s, 2) << " GB/s, " << format_fixed(c.tiers[0].latency_us, 1)
             << " us per step\n";
 
@@ -505,6 +606,10 @@ int run_calibrate(const CalibrateOptions& o) {
                       {"previous", last ? Json{{"path", last->path}, {"taken_at", last->taken_at}} : Json()},
                       {"gemm_flops_per_s_one_thread", gemm1},
                       {"gemm_flops_per_s_all_cores", gemm_all},
+                      {"gemm_bf16_flops_per_s_one_thread", gemm1_16},
+                      {"gemm_bf16_path", kernels::bf16_gemm_description()},
+                      {"reference_step_bf16_s", ref16.step_s},
+                      {"reference_step_bf16_kernels_only_s", kernel_plan16->step_s()},
                       {"reference_step_s", ref.step_s},
                       {"reference_step_distributed_s", dist.step_s},
                       {"reference_step_distributed_comm_s", dist.comm_s},

@@ -62,13 +62,20 @@ std::string num(double v) {
 }  // namespace
 
 std::string loss_curve_svg(const LossCurves& c, const std::string& title, const std::vector<ReferenceLine>& refs) {
+  return loss_curves_svg({{c, ""}}, title, refs);
+}
+
+std::string loss_curves_svg(const std::vector<LabeledCurves>& runs, const std::string& title,
+                            const std::vector<ReferenceLine>& refs) {
   const double W = 720, H = 420, left = 60, right = 20, top = 40, bottom = 50;
   double x0 = 0, x1 = 1, y0 = 1e300, y1 = -1e300;
-  for (const auto* s : {&c.train, &c.val}) {
-    for (const CurvePoint& p : *s) {
-      x1 = std::max(x1, p.x);
-      y0 = std::min(y0, p.y);
-      y1 = std::max(y1, p.y);
+  for (const LabeledCurves& run : runs) {
+    for (const auto* s : {&run.curves.train, &run.curves.val}) {
+      for (const CurvePoint& p : *s) {
+        x1 = std::max(x1, p.x);
+        y0 = std::min(y0, p.y);
+        y1 = std::max(y1, p.y);
+      }
     }
   }
   for (const ReferenceLine& r : refs) {
@@ -116,18 +123,35 @@ std::string loss_curve_svg(const LossCurves& c, const std::string& title, const 
     for (const CurvePoint& p : s) o << X(p.x) << "," << Y(p.y) << " ";
     o << "\"/>\n";
   };
-  polyline(c.train, "#4a7fd4", 1.2);
-  if (!c.val.empty()) {
-    polyline(c.val, "#d4544a", 2);
-    for (const CurvePoint& p : c.val)
-      o << "<circle cx=\"" << X(p.x) << "\" cy=\"" << Y(p.y) << "\" r=\"3\" fill=\"#d4544a\"/>\n";
+  // (training, held-out) colours per run: blue/red for the first, as a single run has always been.
+  const char* colors[][2] = {{"#4a7fd4", "#d4544a"}, {"#2a9d5c", "#e0a030"}, {"#8a5cc4", "#5a5a5a"}};
+  std::vector<std::pair<std::string, const char*>> legend;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const LossCurves& c = runs[r].curves;
+    const char* tc = colors[r % 3][0];
+    const char* vc = colors[r % 3][1];
+    const std::string prefix = runs[r].label.empty() ? "" : runs[r].label + " ";
+    polyline(c.train, tc, 1.2);
+    legend.push_back({prefix + (prefix.empty() ? "training loss" : "training"), tc});
+    if (!c.val.empty()) {
+      polyline(c.val, vc, 2);
+      for (const CurvePoint& p : c.val)
+        o << "<circle cx=\"" << X(p.x) << "\" cy=\"" << Y(p.y) << "\" r=\"3\" fill=\"" << vc << "\"/>\n";
+    }
+    // A single run's legend names both curves even without held-out points, as it always has.
+    if (!c.val.empty() || runs.size() == 1)
+      legend.push_back({prefix + (prefix.empty() ? "held-out loss" : "held-out"), vc});
   }
-  o << "<rect x=\"" << W - right - 170 << "\" y=\"" << top + 8 << "\" width=\"160\" height=\"44\" fill=\"white\" "
-    << "stroke=\"#ccc\"/>\n<line x1=\"" << W - right - 160 << "\" x2=\"" << W - right - 135 << "\" y1=\"" << top + 22
-    << "\" y2=\"" << top + 22 << "\" stroke=\"#4a7fd4\" stroke-width=\"2\"/><text x=\"" << W - right - 128 << "\" y=\""
-    << top + 26 << "\">training loss</text>\n<line x1=\"" << W - right - 160 << "\" x2=\"" << W - right - 135
-    << "\" y1=\"" << top + 40 << "\" y2=\"" << top + 40 << "\" stroke=\"#d4544a\" stroke-width=\"2\"/><text x=\""
-    << W - right - 128 << "\" y=\"" << top + 44 << "\">held-out loss</text>\n</svg>\n";
+  const double lw = 170, lh = 8 + 18 * static_cast<double>(legend.size());
+  o << "<rect x=\"" << W - right - lw << "\" y=\"" << top + 8 << "\" width=\"" << lw - 10 << "\" height=\"" << lh
+    << "\" fill=\"white\" stroke=\"#ccc\"/>\n";
+  for (std::size_t i = 0; i < legend.size(); ++i) {
+    const double y = top + 22 + 18 * static_cast<double>(i);
+    o << "<line x1=\"" << W - right - 160 << "\" x2=\"" << W - right - 135 << "\" y1=\"" << y << "\" y2=\"" << y
+      << "\" stroke=\"" << legend[i].second << "\" stroke-width=\"2\"/><text x=\"" << W - right - 128 << "\" y=\""
+      << y + 4 << "\">" << xml_text(legend[i].first) << "</text>\n";
+  }
+  o << "</svg>\n";
   return o.str();
 }
 

@@ -33,4 +33,13 @@ struct ReferenceLine {
 std::string loss_curve_svg(const LossCurves& curves, const std::string& title,
                            const std::vector<ReferenceLine>& references = {});
 
+// Several runs on the same axes (`herd plot A --compare B`): each run's training and held-out curves in
+// its own pair of colours, labelled "<label> training" and "<label> held-out" in the legend.
+struct LabeledCurves {
+  LossCurves curves;
+  std::string label;
+};
+std::string loss_curves_svg(const std::vector<LabeledCurves>& runs, const std::string& title,
+                            const std::vector<ReferenceLine>& references = {});
+
 }  // namespace herd::cli

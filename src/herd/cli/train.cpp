@@ -61,6 +61,7 @@ struct TrainOptions {
   std::optional<std::int64_t> tp, cp, pp, dp, seq_len, global_batch;
   LayoutKnobs knobs;
   std::optional<std::string> schedule, backend;
+  std::optional<std::string> precision;  // train.precision
   std::optional<std::string> init_from, export_hf;
   std::optional<std::string> layout;  // "auto": the planner chooses
   std::optional<std::int64_t> ranks;  // with --layout auto: the rank count (default: MPI world or cores)
@@ -77,6 +78,7 @@ Status apply_flags(const TrainOptions& o, train::TrainConfig& cfg) {
   if (o.global_batch) cfg.train.global_batch = *o.global_batch;
   if (o.schedule) cfg.parallel.schedule = *o.schedule;
   if (o.backend) cfg.parallel.backend = *o.backend;
+  if (o.precision) cfg.train.precision = *o.precision;
   if (o.max_restarts) cfg.fault.max_restarts = *o.max_restarts;
   if (o.init_from) cfg.init.from = *o.init_from;
   if (o.export_hf) cfg.export_.hf = *o.export_hf;
@@ -92,7 +94,9 @@ void print_resolved(const train::TrainConfig& cfg, const model::LlamaConfig& m) 
   std::cout << "\nmodel " << m.name << ": " << format_thousands(model::model_params(m).total()) << " parameters, "
             << m.n_layers << " layers, hidden " << m.hidden << ", heads " << m.n_heads << "/" << m.n_kv_heads
             << ", vocab " << m.vocab << "; BLAS " << kernels::blas_name() << ", " << kernels::num_threads()
-            << " threads\n\n";
+            << " threads";
+  if (train::is_bf16(cfg)) std::cout << "; precision bf16, matmuls: " << kernels::bf16_gemm_description();
+  std::cout << "\n\n";
   std::cout.flush();
 }
 
@@ -178,7 +182,7 @@ Status choose_layout(const TrainOptions& o, train::TrainConfig& cfg, const model
   planner::TrainingSpec spec;
   spec.seq_len = cfg.data.seq_len;
   spec.global_batch = cfg.train.global_batch;
-  spec.precision = planner::Precision::kFP32;
+  spec.precision = train::is_bf16(cfg) ? planner::Precision::kBF16 : planner::Precision::kFP32;
   planner::SearchSpace space;
   if (o.knobs.v) space.v = static_cast<int>(*o.knobs.v);
   if (o.knobs.microbatch) space.microbatch = *o.knobs.microbatch;
@@ -231,8 +235,9 @@ Status choose_layout(const TrainOptions& o, train::TrainConfig& cfg, const model
 }
 
 // The final weights, gathered on rank 0, continue the prompt in the plain reference model.
+template <typename T>
 void print_samples(const train::TrainConfig& cfg, const model::LlamaConfig& m,
-                   const std::vector<std::pair<std::string, std::vector<float>>>& weights) {
+                   const std::vector<std::pair<std::string, std::vector<T>>>& weights) {
   if (cfg.data.tokenizer.empty() || cfg.generate.samples == 0 || weights.empty()) return;
   Result<data::Tokenizer> tok = data::Tokenizer::load(cfg.data.tokenizer);
   if (!tok.ok()) {
@@ -333,13 +338,21 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
     }
   }
   const bool samples = !cfg->data.tokenizer.empty() && cfg->generate.samples > 0;
-  train::JobResult<float> out;
   train::install_preemption_handlers();  // SIGTERM/SIGUSR1: a checkpoint at the next step, then exit 143
-  out.exit_on_hang = true;               // this process is the job: a hung rank must not keep it alive
-  Status s = train::run_job<float>(*cfg, *in, train::distributed_llama_factory<float>(), &out, o.stop_after, samples);
-  if (!s.ok()) return report_error("train", s.error());
-  if (out.preempted) return train::kPreemptedExitCode;
-  if (lead && samples) print_samples(*cfg, in->model, out.weights);
+  // One trainer; its element type is the master weights': double under fp64, float otherwise (bf16 keeps
+  // fp32 masters and runs its bf16 copies inside the model, docs/precision.md).
+  auto run = [&](auto tag) -> int {
+    using T = decltype(tag);
+    train::JobResult<T> out;
+    out.exit_on_hang = true;  // this process is the job: a hung rank must not keep it alive
+    Status s = train::run_job<T>(*cfg, *in, train::distributed_llama_factory<T>(), &out, o.stop_after, samples);
+    if (!s.ok()) return report_error("train", s.error());
+    if (out.preempted) return train::kPreemptedExitCode;
+    if (lead && samples) print_samples<T>(*cfg, in->model, out.weights);
+    return -1;
+  };
+  const int rc = train::is_fp64(*cfg) ? run(double{}) : run(float{});
+  if (rc >= 0) return rc;
   if (lead && !cfg->export_.hf.empty()) {
     // The last step saved a checkpoint and waited for it: export that one (docs/interop.md).
     Status e = train::export_hf(cfg->checkpoint.dir, cfg->export_.hf);
@@ -388,6 +401,10 @@ Subcommand add_train_command(CLI::App& root) {
                   "Pipeline schedule: flexible (Llama 3, default), interleaved, 1f1b, gpipe (parallel.schedule)");
   app->add_option("--backend", opts->backend,
                   "local (ranks as threads), mpi (under mpirun) or auto (parallel.backend)");
+  app->add_option("--precision", opts->precision,
+                  "fp32 (default), bf16 (the Llama 3 recipe: bf16 weight copies and matmul inputs, fp32 master "
+                  "weights, optimizer, gradient accumulation and reduce-scatter) or fp64 (train.precision; "
+                  "docs/precision.md)");
   app->allow_extras();
   app->footer(
       "Every field of the configuration can be overridden as --section.field=value, e.g. --optim.lr=1e-3 "

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "herd/core/bf16.h"
 #include "herd/core/error.h"
 
 namespace herd {
@@ -38,6 +39,10 @@ constexpr DType dtype_of<float>() {
 template <>
 constexpr DType dtype_of<double>() {
   return DType::kF64;
+}
+template <>
+constexpr DType dtype_of<bf16>() {
+  return DType::kBF16;
 }
 template <>
 constexpr DType dtype_of<std::int32_t>() {

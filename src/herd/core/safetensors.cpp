@@ -36,24 +36,6 @@ Result<DType> parse_safetensors_dtype(const std::string& s) {
                     "\" is not supported (F32, F16, BF16 or F64); convert the checkpoint to one of them");
 }
 
-float bf16_to_float(std::uint16_t h) {
-  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-std::uint16_t float_to_bf16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0) {
-    return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);  // a quiet NaN
-  }
-  const std::uint32_t lsb = (bits >> 16) & 1u;
-  bits += 0x7fffu + lsb;  // round to nearest, ties to even
-  return static_cast<std::uint16_t>(bits >> 16);
-}
-
 float fp16_to_float(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "herd/core/bf16.h"
 #include "herd/core/dtype.h"
 #include "herd/core/error.h"
 #include "herd/core/json.h"
@@ -30,9 +31,8 @@ namespace herd {
 const char* safetensors_dtype_name(DType t);
 Result<DType> parse_safetensors_dtype(const std::string& s);
 
-// fp32 <-> bf16 / fp16 bit patterns (round to nearest even; NaN stays NaN, overflow is infinity).
-float bf16_to_float(std::uint16_t h);
-std::uint16_t float_to_bf16(float f);
+// fp32 <-> fp16 bit patterns (round to nearest even; NaN stays NaN, overflow is infinity). The bf16
+// pair, bf16_to_float and float_to_bf16, is core/bf16.h's: the runtime's bf16 path rounds with it too.
 float fp16_to_float(std::uint16_t h);
 std::uint16_t float_to_fp16(float f);
 

@@ -18,6 +18,8 @@
 
 #include <cstdint>
 
+#include "herd/core/bf16.h"
+
 namespace herd::kernels {
 
 inline constexpr std::int32_t kIgnoreIndex = -1;
@@ -53,6 +55,17 @@ template <typename T>
 void ce_shard_backward(const T* h, std::int64_t n, std::int64_t dim, const T* w, std::int64_t vocab_begin,
                        std::int64_t shard, const std::int32_t* targets, const T* lse, T scale, T* dh, T* dw,
                        const CrossEntropyTiles& tiles = {}, T* workspace = nullptr);
+
+// The same two with h and w in bf16 (`train.precision = bf16`): the logits tiles come from gemm_bf16
+// in fp32, the statistics, lse and G = (softmax - onehot) x scale are fp32, and G is rounded to bf16
+// per tile for the two gradient GEMMs (their inputs, as every matmul input under bf16); dh and dw
+// accumulate in fp32. `workspace` is fp32 as above.
+void ce_shard_stats(const bf16* h, std::int64_t n, std::int64_t dim, const bf16* w, std::int64_t vocab_begin,
+                    std::int64_t shard, const std::int32_t* targets, float* row_max, float* row_sumexp,
+                    float* target_logit, const CrossEntropyTiles& tiles = {}, float* workspace = nullptr);
+void ce_shard_backward(const bf16* h, std::int64_t n, std::int64_t dim, const bf16* w, std::int64_t vocab_begin,
+                       std::int64_t shard, const std::int32_t* targets, const float* lse, float scale, float* dh,
+                       float* dw, const CrossEntropyTiles& tiles = {}, float* workspace = nullptr);
 
 // Single shard (the whole vocab): loss and lse (n).
 template <typename T>

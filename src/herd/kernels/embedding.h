@@ -8,12 +8,18 @@
 
 #include <cstdint>
 
+#include "herd/core/bf16.h"
+
 namespace herd::kernels {
 
 // out (n, dim) = table[ids[i] - vocab_begin], or 0 when the id is not in this shard. Overwrites out.
 template <typename T>
 void embedding_forward(const std::int32_t* ids, std::int64_t n, const T* table, std::int64_t vocab_begin,
                        std::int64_t rows, std::int64_t dim, T* out);
+
+// The same from a bf16 table, widened into fp32 rows (exact).
+void embedding_forward(const std::int32_t* ids, std::int64_t n, const bf16* table, std::int64_t vocab_begin,
+                       std::int64_t rows, std::int64_t dim, float* out);
 
 // dtable[ids[i] - vocab_begin] += dout[i] for ids in the shard. Accumulates (+=) into dtable.
 // Serial over tokens (repeated ids make a parallel scatter racy), vectorised over dim.

@@ -8,6 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include "herd/core/bf16.h"
 
 namespace herd::kernels {
 
@@ -20,6 +23,31 @@ void gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T 
 template <typename T>
 void gemm_reference(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
                     std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);
+
+// C (fp32) = alpha op(A) op(B) + beta C with A and B in bf16 (`train.precision = bf16`): every
+// product of two bf16 values is exact in fp32 and the k-sums accumulate in fp32, so the result is the
+// fp32 GEMM of the widened inputs up to summation order. Same layout and beta contract as gemm.
+// Served by oneDNN's matmul primitive (bf16 inputs, fp32 destination, beta as a sum post-op), which
+// uses AVX512-BF16 (vdpbf16ps) or AMX where the CPU has them, split over herd's threads like gemm;
+// otherwise, or with kConverted, the inputs are widened to fp32 and go through gemm<float>: the same
+// numbers at the fp32 rate. docs/precision.md has the measurements.
+void gemm_bf16(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
+               std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+// The spec: the triple loop over widened values, summed in double.
+void gemm_bf16_reference(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
+                         std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+
+// How gemm_bf16 computes. kAuto: oneDNN's bf16 matmul when the build has oneDNN and the CPU has
+// AVX512-BF16 or AMX-BF16 instructions; else kConverted, said once on the log (warning) at first use.
+enum class Bf16GemmPath { kAuto, kOneDNN, kConverted };
+void set_bf16_gemm_path(Bf16GemmPath p);
+// The path kAuto resolves to on this machine and build (never kAuto).
+Bf16GemmPath bf16_gemm_path();
+// "oneDNN bf16 matmul (avx512_bf16)" or "converted to fp32 (no bf16 instructions on this CPU)", for logs
+// and benchmark records.
+std::string bf16_gemm_description();
+// Whether this CPU executes bf16 dot products natively (AVX512-BF16 or AMX-BF16).
+bool cpu_has_bf16();
 
 // Which library serves float gemm. On the reference CPU (Sapphire Rapids) oneDNN's sgemm is ~15% faster
 // than OpenBLAS on one thread when A is not transposed (forward and dX GEMMs) and ~20% slower when it is

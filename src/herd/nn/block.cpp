@@ -9,6 +9,7 @@
 #include "herd/nn/block.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "herd/kernels/attention.h"
 #include "herd/kernels/gemm.h"
@@ -54,12 +55,16 @@ kernels::AttentionMask attention_mask(const MicroBatch& mb) {
 }  // namespace
 
 template <typename T>
-TransformerBlock<T>::TransformerBlock(const LayerSizes& sizes, model::Recompute recompute, std::string tag_prefix)
-    : sizes_(sizes), layout_(sizes), recompute_(recompute), prefix_(std::move(tag_prefix)) {}
+TransformerBlock<T>::TransformerBlock(const LayerSizes& sizes, model::Recompute recompute, std::string tag_prefix,
+                                      bool bf16_mode)
+    : sizes_(sizes), layout_(sizes), recompute_(recompute), prefix_(std::move(tag_prefix)), bf16_(bf16_mode) {
+  HERD_CHECK(!bf16_mode || (std::is_same_v<T, float>), "bf16 mode is a mode of the fp32 block");
+}
 
 template <typename T>
 BlockState<T> TransformerBlock<T>::forward(tensor::Arena& arena, const MicroBatch& mb,
                                            const kernels::RopeTable<T>& rope, T* x) const {
+  if (bf16_) return forward_bf16(arena, mb, rope, x);
   HERD_CHECK(w_ != nullptr, "TransformerBlock::forward before bind()");
   const std::int64_t n = mb.rows(), d = sizes_.hidden, f = sizes_.ffn;
   const std::int64_t nl = tp_ ? tp_->local_rows(n) : n;
@@ -175,6 +180,10 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
 template <typename T>
 void TransformerBlock<T>::backward(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope,
                                    BlockState<T>& st, T* dx) const {
+  if (bf16_) {
+    backward_bf16(arena, mb, rope, st, dx);
+    return;
+  }
   HERD_CHECK(g_ != nullptr && st.input != nullptr, "TransformerBlock::backward without bind() or forward state");
   const std::int64_t n = mb.rows(), d = sizes_.hidden, f = sizes_.ffn;
   const std::int64_t qd = sizes_.q_dim(), kvd = sizes_.kv_dim();

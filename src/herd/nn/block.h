@@ -20,12 +20,21 @@
 // Context parallelism (parallel/cp) plugs in the same way through AttentionHooks: the block then holds
 // the CP-local rows of each sequence (mb.seq_len is the local length) and the hook replaces the
 // attention kernel call by one that sees every key of the sequence; everything else is row-local.
+// bf16 mode (`train.precision = bf16`, TransformerBlock<float> built with bf16 = true; block_bf16.cpp,
+// docs/precision.md): the weights are the FSDP unit's bf16 copy (bind_bf16), every linear is
+// gemm_bf16 (bf16 inputs, fp32 sums and outputs), the saved tensors are held in bf16 under the same
+// names (the norm statistics and the attention lse stay fp32, as model/activations.h counts them),
+// and everything else runs in fp32 on the same kernels: the norms on their bf16-rounded saved inputs,
+// RoPE and attention on bf16-rounded q, k, v, the SwiGLU gate on bf16-rounded gate and up, the
+// residual stream and every gradient. Weight gradients accumulate in fp32 (beta = 1) as above.
 // Legend: N = B x T rows, n_loc = the rows of the norm regions, d hidden, q = heads x head_dim, kv = kv_heads x
 // head_dim, f = ffn.
 #pragma once
 
 #include <string>
 
+#include "herd/core/bf16.h"
+#include "herd/core/check.h"
 #include "herd/kernels/attention.h"
 #include "herd/kernels/rope.h"
 #include "herd/model/flops.h"
@@ -45,6 +54,8 @@ class TensorParallelHooks {
   virtual std::int64_t local_rows(std::int64_t n) const = 0;
   // full (n, cols) from this rank's local (local_rows(n), cols): SP all-gather over TP, else a copy.
   virtual void gather(const T* local, T* full, std::int64_t n, std::int64_t cols) const = 0;
+  // The same for bf16 tensors (a bf16 block's linear inputs): half the bytes of gather.
+  virtual void gather(const bf16* local, bf16* full, std::int64_t n, std::int64_t cols) const = 0;
   // local (local_rows(n), cols) = sum over TP of partial (n, cols): SP reduce-scatter, else all-reduce.
   virtual void reduce(const T* partial, T* local, std::int64_t n, std::int64_t cols) const = 0;
 };
@@ -81,21 +92,44 @@ struct BlockState {
   T* gate = nullptr;           // (N, f)
   T* up = nullptr;             // (N, f)
   T* act = nullptr;            // (N, f) silu(gate) * up; none only
+  // bf16 mode: the same saved tensors in bf16 (the fp32 pointers above are then null but the three
+  // statistics, attn_rstd, lse and mlp_rstd).
+  bf16* input_h = nullptr;
+  bf16* attn_norm_out_h = nullptr;
+  bf16* q_h = nullptr;
+  bf16* k_h = nullptr;
+  bf16* v_h = nullptr;
+  bf16* attn_out_h = nullptr;
+  bf16* mlp_input_h = nullptr;
+  bf16* mlp_norm_out_h = nullptr;
+  bf16* gate_h = nullptr;
+  bf16* up_h = nullptr;
+  bf16* act_h = nullptr;
 };
 
 template <typename T>
 class TransformerBlock {
  public:
-  TransformerBlock(const LayerSizes& sizes, model::Recompute recompute, std::string tag_prefix = "");
+  // bf16_mode: see the file comment (T = float only).
+  TransformerBlock(const LayerSizes& sizes, model::Recompute recompute, std::string tag_prefix = "",
+                   bool bf16_mode = false);
 
   const LayerSizes& sizes() const { return sizes_; }
   const LayerLayout& layout() const { return layout_; }
   std::int64_t param_count() const { return layout_.total; }
   model::Recompute recompute() const { return recompute_; }
+  bool bf16_mode() const { return bf16_; }
 
   // params and grads: param_count() elements each, owned by the caller (a model's flat unit).
   void bind(T* params, T* grads) {
+    HERD_CHECK(!bf16_, "a bf16 block reads bf16 weights: bind_bf16");
     w_ = params;
+    g_ = grads;
+  }
+  // bf16 mode: the unit's bf16 weight copy and its fp32 gradient buffer.
+  void bind_bf16(const bf16* params, T* grads) {
+    HERD_CHECK(bf16_, "bind_bf16 on a block not built in bf16 mode");
+    w16_ = params;
     g_ = grads;
   }
   // Tensor-parallel collectives (nullptr: single rank). Not owned.
@@ -117,11 +151,20 @@ class TransformerBlock {
   // the shared body of forward and of full recompute.
   void compute(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, BlockState<T>& st,
                T* x_out) const;
+  // bf16 mode (block_bf16.cpp). compute_bf16 reads the fp32 residual `residual` (the forward's input;
+  // null under full recompute: the widened saved input) and fills st's bf16 fields and statistics.
+  BlockState<T> forward_bf16(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, T* x) const;
+  void compute_bf16(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, BlockState<T>& st,
+                    const T* residual, T* x_out) const;
+  void backward_bf16(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, BlockState<T>& st,
+                     T* dx) const;
 
   LayerSizes sizes_;
   LayerLayout layout_;
   model::Recompute recompute_;
   std::string prefix_;
+  bool bf16_ = false;
+  const bf16* w16_ = nullptr;
   T* w_ = nullptr;
   T* g_ = nullptr;
   const TensorParallelHooks<T>* tp_ = nullptr;

@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
+#include "herd/kernels/convert.h"
+#include "herd/kernels/gemm.h"
 #include "herd/kernels/rmsnorm.h"
 #include "herd/nn/init.h"
 
@@ -55,6 +58,7 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
       rope_(std::move(rope)) {
   HERD_CHECK(tpc_ != nullptr && ctx.fsdp() != nullptr, "a distributed stage needs its TP and FSDP groups");
   HERD_CHECK(ctx.cp_size() == 1 || cph_ != nullptr, "cp > 1 needs the CP attention hooks");
+  HERD_CHECK(!ctx.bf16 || (std::is_same_v<T, float>), "bf16 compute keeps fp32 master weights: a float model");
   const int tp = ctx.tp_size();
   Result<nn::LayerSizes> local = nn::layer_sizes(cfg, tp);
   HERD_CHECK(local.ok(), local.error().message());
@@ -75,7 +79,7 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
     if (layer) {
       HERD_CHECK(static_cast<int>(units_.size()) - layer0_ == static_cast<int>(blocks_.size()),
                  "stage layers must be consecutive and increasing");
-      blocks_.emplace_back(local_, recompute, name + ".");
+      blocks_.emplace_back(local_, recompute, name + ".", ctx.bf16);
       HERD_CHECK(blocks_.back().layout().total == table_units[t].local_count,
                  "nn::LayerLayout and the weight table disagree on ", name);
     } else if (t == 0) {
@@ -85,7 +89,7 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
       head_ = static_cast<int>(units_.size());
     }
     stage_unit[t] = static_cast<int>(units_.size());
-    units_.push_back(std::make_unique<fsdp::FlatUnit<T>>(name, table_units[t].local_count, *ctx.fsdp()));
+    units_.push_back(std::make_unique<fsdp::FlatUnit<T>>(name, table_units[t].local_count, *ctx.fsdp(), ctx.bf16));
     norm_ranges_.emplace_back();
   }
   HERD_CHECK(blocks_.size() == layers_.size(), "stage layers out of range or not increasing");
@@ -136,6 +140,21 @@ void DistributedStage<T>::init_weights(std::uint64_t seed) {
                        : static_cast<T>(nn::normal_at(stream, static_cast<std::uint64_t>(g), sd));
     }
   }
+  params_updated();
+}
+
+template <typename T>
+void DistributedStage<T>::params_updated() {
+  for (auto& u : units_) u->params_updated();
+}
+
+template <typename T>
+void DistributedStage<T>::bind(std::size_t l, fsdp::FlatUnit<T>& unit) {
+  if (ctx_.bf16) {
+    blocks_[l].bind_bf16(unit.full_params_bf16(), unit.full_grads());
+  } else {
+    blocks_[l].bind(unit.full_params(), unit.full_grads());
+  }
 }
 
 template <typename T>
@@ -155,6 +174,7 @@ void DistributedStage<T>::load_full(const T* full) {
       shard[i] = j < unit.count() ? local[u][static_cast<std::size_t>(j)] : T(0);  // padding stays zero
     }
   }
+  params_updated();
 }
 
 template <typename T>
@@ -234,7 +254,15 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
     prefetch(1);
     const tensor::Arena::Mark m = a.mark();
     T* full = a.allocate_array<T>(n * d, "scratch");
-    tp::vocab_embedding_forward<T>(*tpc_, mb.tokens, n, units_[0]->full_params(), vocab_, d, full, x);
+    if constexpr (std::is_same_v<T, float>) {
+      if (ctx_.bf16) {
+        tp::vocab_embedding_forward(*tpc_, mb.tokens, n, units_[0]->full_params_bf16(), vocab_, d, full, x);
+      } else {
+        tp::vocab_embedding_forward<T>(*tpc_, mb.tokens, n, units_[0]->full_params(), vocab_, d, full, x);
+      }
+    } else {
+      tp::vocab_embedding_forward<T>(*tpc_, mb.tokens, n, units_[0]->full_params(), vocab_, d, full, x);
+    }
     a.reset(m);
     if (reshard) units_[0]->release();
     u = 1;
@@ -244,7 +272,7 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
     fsdp::FlatUnit<T>& unit = *units_[u];
     HERD_RETURN_IF_ERROR(unit.wait_gather());
     prefetch(u + 1);
-    blocks_[l].bind(unit.full_params(), unit.full_grads());
+    bind(l, unit);
     st.blocks.push_back(blocks_[l].forward(a, mb, *rope_, x));
     if (reshard) unit.release();
   }
@@ -257,6 +285,17 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
   HERD_RETURN_IF_ERROR(hu.wait_gather());
   if (reshard && fuse_head && head_ > 0) units_[static_cast<std::size_t>(head_ - 1)]->begin_gather();
   st.head_mark = a.mark();
+  if (ctx_.bf16) {
+    head_forward_bf16(a, n, st, x);
+    std::memcpy(st.targets, mb.targets, bytes_of(n, sizeof(std::int32_t)));
+    if (fuse_head) {
+      HERD_RETURN_IF_ERROR(head_backward_bf16(a, n, st, loss_scale, x));
+      st.head_done = true;
+      return st;
+    }
+    HERD_RETURN_IF_ERROR(head_backward_bf16(a, n, st, T(0), nullptr));  // the loss; scale 0 adds exact zeros
+    return st;
+  }
   st.fin_in = a.allocate_array<T>(nl * d, "final_norm.input");
   st.fin_rstd = a.allocate_array<T>(nl, "final_norm.rstd");
   st.fin_out = a.allocate_array<T>(nl * d, "final_norm.output");
@@ -308,6 +347,67 @@ Status DistributedStage<T>::head_backward(tensor::Arena& a, std::int64_t n, Stat
 }
 
 template <typename T>
+void DistributedStage<T>::head_forward_bf16(tensor::Arena& a, std::int64_t n, State& st, T* x) {
+  if constexpr (std::is_same_v<T, float>) {
+    const std::int64_t d = cfg_.hidden, nl = tpc_->local_rows(n);
+    const fsdp::FlatUnit<T>& hu = *units_[static_cast<std::size_t>(head_)];
+    st.fin_in_h = a.allocate_array<bf16>(nl * d, "final_norm.input");
+    st.fin_rstd = a.allocate_array<float>(nl, "final_norm.rstd");
+    st.fin_out_h = a.allocate_array<bf16>(nl * d, "final_norm.output");
+    st.lse = a.allocate_array<float>(n, "loss.lse");
+    st.targets = a.allocate_array<std::int32_t>(n, "loss.targets");
+    kernels::to_bf16(x, nl * d, st.fin_in_h);
+    const tensor::Arena::Mark m = a.mark();
+    float* xin = a.allocate_array<float>(nl * d, "scratch");  // the norm's input as its backward sees it
+    float* w = a.allocate_array<float>(d, "scratch");
+    float* normed = a.allocate_array<float>(nl * d, "scratch");
+    kernels::to_float(st.fin_in_h, nl * d, xin);
+    kernels::to_float(hu.full_params_bf16(), d, w);
+    kernels::rmsnorm_forward<float>(xin, d, w, nl, d, cfg_.norm_eps, normed, d, st.fin_rstd);
+    kernels::to_bf16(normed, nl * d, st.fin_out_h);
+    a.reset(m);
+  } else {
+    (void)a, (void)n, (void)st, (void)x;
+    HERD_CHECK(false, "bf16 stages are float stages");
+  }
+}
+
+// dx null: the loss only (the pipeline's forward, evaluation), with scale 0 adding exact zeros.
+template <typename T>
+Status DistributedStage<T>::head_backward_bf16(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx) {
+  if constexpr (std::is_same_v<T, float>) {
+    const std::int64_t d = cfg_.hidden, nl = tpc_->local_rows(n);
+    fsdp::FlatUnit<T>& hu = *units_[static_cast<std::size_t>(head_)];
+    const bf16* w16 = hu.full_params_bf16();
+    float* g_fn = hu.full_grads();
+    const tensor::Arena::Mark m = a.mark();
+    bf16* h = a.allocate_array<bf16>(n * d, "scratch");  // (N, d) all rows
+    tpc_->gather(st.fin_out_h, h, n, d);
+    float* dh = a.allocate_array<float>(n * d, "scratch");  // (N, d) partial over TP
+    std::memset(dh, 0, bytes_of(n * d, sizeof(float)));
+    float* stats = a.allocate_array<float>(3 * n * (2 * tpc_->size() + 1), "scratch");
+    st.loss = tp::vocab_cross_entropy(*tpc_, h, n, d, w16 + d, vocab_, st.targets, dx ? loss_scale : 0.0f, st.lse, dh,
+                                      g_fn + d, stats);
+    if (dx) {
+      float* dh_local = a.allocate_array<float>(nl * d, "scratch");
+      tpc_->reduce(dh, dh_local, n, d);
+      float* xin = a.allocate_array<float>(nl * d, "scratch");
+      float* w = a.allocate_array<float>(d, "scratch");
+      kernels::to_float(st.fin_in_h, nl * d, xin);
+      kernels::to_float(w16, d, w);
+      kernels::rmsnorm_backward<float>(dh_local, d, xin, d, w, st.fin_rstd, nl, d, dx, d,
+                                       kernels::Accumulate::kOverwrite, g_fn);
+    }
+    a.reset(m);
+    return tpc_->status();
+  } else {
+    (void)a, (void)n, (void)st, (void)loss_scale, (void)dx;
+    HERD_CHECK(false, "bf16 stages are float stages");
+    return Status::Ok();
+  }
+}
+
+template <typename T>
 Status DistributedStage<T>::backward(tensor::Arena& a, const nn::MicroBatch& mb, State& st, T loss_scale, T* dx,
                                      bool last_of_step) {
   const std::int64_t n = mb.rows(), d = cfg_.hidden;
@@ -315,7 +415,8 @@ Status DistributedStage<T>::backward(tensor::Arena& a, const nn::MicroBatch& mb,
   if (last_) {
     if (!st.head_done) {
       const kernels::CrossEntropyLoss keep = st.loss;
-      HERD_RETURN_IF_ERROR(head_backward(a, n, st, loss_scale, dx));
+      HERD_RETURN_IF_ERROR(ctx_.bf16 ? head_backward_bf16(a, n, st, loss_scale, dx)
+                                     : head_backward(a, n, st, loss_scale, dx));
       st.loss = keep;
     }
     a.reset(st.head_mark);
@@ -327,7 +428,7 @@ Status DistributedStage<T>::backward(tensor::Arena& a, const nn::MicroBatch& mb,
     fsdp::FlatUnit<T>& unit = *units_[u];
     HERD_RETURN_IF_ERROR(unit.wait_gather());
     if (reshard && u > 0) units_[u - 1]->begin_gather();
-    blocks_[l].bind(unit.full_params(), unit.full_grads());
+    bind(l, unit);
     blocks_[l].backward(a, mb, *rope_, st.blocks[l], dx);
     HERD_RETURN_IF_ERROR(tpc_->status());
     if (cph_) HERD_RETURN_IF_ERROR(cph_->status());
@@ -345,6 +446,29 @@ Status DistributedStage<T>::backward(tensor::Arena& a, const nn::MicroBatch& mb,
   a.reset(st.start);
   st = State{};
   return Status::Ok();
+}
+
+template <typename T>
+void DistributedStage<T>::head_logits(tensor::Arena& a, std::int64_t n, const State& st, T* out) {
+  HERD_CHECK(last_, "head_logits on a stage without the head");
+  const std::int64_t d = cfg_.hidden;
+  fsdp::FlatUnit<T>& hu = *units_[static_cast<std::size_t>(head_)];
+  const tensor::Arena::Mark m = a.mark();
+  if constexpr (std::is_same_v<T, float>) {
+    if (ctx_.bf16) {
+      bf16* h = a.allocate_array<bf16>(n * d, "scratch");
+      tpc_->gather(st.fin_out_h, h, n, d);
+      kernels::gemm_bf16(kernels::Trans::kNo, kernels::Trans::kYes, n, vocab_.rows, d, 1.0f, h, d,
+                         hu.full_params_bf16() + d, d, 0.0f, out, vocab_.rows);
+      a.reset(m);
+      return;
+    }
+  }
+  T* h = a.allocate_array<T>(n * d, "scratch");
+  tpc_->gather(st.fin_out, h, n, d);
+  kernels::gemm<T>(kernels::Trans::kNo, kernels::Trans::kYes, n, vocab_.rows, d, T(1), h, d, hu.full_params() + d, d,
+                   T(0), out, vocab_.rows);
+  a.reset(m);
 }
 
 template <typename T>
@@ -383,6 +507,7 @@ void DistributedStage<T>::adamw(const kernels::AdamWConfig& cfg, double clip, st
     if (clip < 1.0) kernels::scale_buffer<T>(unit.shard_grads(), unit.shard_size(), static_cast<T>(clip));
     kernels::adamw_step<T>(unit.shard_params(), unit.shard_grads(), m_[u].get(), v_[u].get(), unit.shard_size(), cfg,
                            step);
+    unit.params_updated();
   }
 }
 
@@ -394,7 +519,10 @@ std::int64_t DistributedStage<T>::slot_bytes(std::int64_t micro_batch, std::int6
   model::LlamaConfig c = cfg_;
   c.n_layers = static_cast<std::int64_t>(layers_.size());
   const std::int64_t n = micro_batch * local_seq, d = cfg_.hidden, tp = ctx_.tp_size();
-  const std::int64_t extra = 6 * n * d + 3 * n * (2 * tp + 1) + n * (2 * cfg_.ffn_hidden);
+  std::int64_t extra = 6 * n * d + 3 * n * (2 * tp + 1) + n * (2 * cfg_.ffn_hidden);
+  // bf16 blocks widen their saved attention tensors back to fp32 for the attention backward
+  // (block_bf16.cpp): a margin over the fp32 block's scratch.
+  if (ctx_.bf16) extra += n * (cfg_.ffn_hidden + 2 * d);
   return nn::model_arena_bytes(c, micro_batch, local_seq, recompute_, sizeof(T)) +
          extra * static_cast<std::int64_t>(sizeof(T)) + 64 * 64;
 }

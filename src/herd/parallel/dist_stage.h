@@ -22,6 +22,10 @@
 // norm gradients under SP and posts each unit's reduce-scatter over CP x DP; wait_grads() completes
 // them. Units are released after each backward (release_after_backward) or only after the step's last
 // one (pipelines keep a chunk gathered across its micro-batches).
+// bf16 (ctx.bf16, `train.precision = bf16`): units gather bf16 copies of their fp32 master shards, the
+// blocks run in bf16 mode, the embedding reads the bf16 table, the head's final norm keeps its input
+// and output in bf16 and the loss GEMMs take bf16 inputs; gradients, their reduce-scatter, the
+// clipping norm and AdamW stay fp32 (docs/precision.md).
 // Legend: N = B x T_loc rows of this rank, n_loc its norm rows, d hidden.
 #pragma once
 
@@ -61,10 +65,12 @@ struct DistStageState {
   tensor::Arena::Mark start;    // the arena before the first saved tensor
   std::int32_t* ids = nullptr;  // embedding.ids (N), first stage only
   std::vector<nn::BlockState<T>> blocks;
-  tensor::Arena::Mark head_mark;    // the arena before the head's saved tensors
-  T* fin_in = nullptr;              // final_norm.input (n_loc, d)
-  T* fin_rstd = nullptr;            // final_norm.rstd (n_loc)
-  T* fin_out = nullptr;             // final_norm.output (n_loc, d)
+  tensor::Arena::Mark head_mark;  // the arena before the head's saved tensors
+  T* fin_in = nullptr;            // final_norm.input (n_loc, d)
+  T* fin_rstd = nullptr;          // final_norm.rstd (n_loc)
+  T* fin_out = nullptr;           // final_norm.output (n_loc, d)
+  bf16* fin_in_h = nullptr;       // bf16 stages: final_norm.input and .output in bf16 instead
+  bf16* fin_out_h = nullptr;
   T* lse = nullptr;                 // loss.lse (N)
   std::int32_t* targets = nullptr;  // loss.targets (N)
   bool head_done = false;           // fused head: its backward ran in the forward
@@ -105,6 +111,9 @@ class DistributedStage {
   // (nn::LlamaModel layout; other entries untouched).
   Status gather_full(bool grads, T* full);
   void zero_grads();
+  // The master shards were written from outside (a checkpoint load): bf16 copies are refreshed.
+  void params_updated();
+  bool bf16_compute() const { return ctx_.bf16; }
 
   // Pipelines: the CP masks of the step's micro-batches (collective over CP) and the one to use next.
   Status prepare_micro_batches(const std::vector<nn::MicroBatch>& mbs);
@@ -122,6 +131,10 @@ class DistributedStage {
   Status backward(tensor::Arena& arena, const nn::MicroBatch& mb, State& st, T loss_scale, T* dx, bool last_of_step);
   // Completes the reduce-scatters posted by the step's last backward.
   Status wait_grads();
+  // Last stage, after a forward of `st` (n rows): the logits of this TP rank's vocabulary rows, out
+  // (n, vocab / tp) row-major, from the final norm's output and the head weights at the stage's
+  // precision (bf16 inputs, fp32 logits under bf16). Collective over TP (the rows are gathered).
+  void head_logits(tensor::Arena& a, std::int64_t n, const State& st, T* out);
 
   // Sum of squares of this rank's gradient shards, replicated norm weights on TP rank 0 only.
   double counted_sum_squares() const;
@@ -133,7 +146,11 @@ class DistributedStage {
   std::int64_t slot_bytes(std::int64_t micro_batch, std::int64_t local_seq) const;
 
  private:
-  Status finish_unit(std::size_t u);  // TP-sum of SP norm gradients, then post the reduce-scatter
+  Status finish_unit(std::size_t u);                  // TP-sum of SP norm gradients, then post the reduce-scatter
+  void bind(std::size_t l, fsdp::FlatUnit<T>& unit);  // block l to the unit's gathered weights
+  // The final norm of a bf16 stage (its saved tensors in bf16) and its head backward.
+  void head_forward_bf16(tensor::Arena& a, std::int64_t n, State& st, T* x);
+  Status head_backward_bf16(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx);
   Status head_backward(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx);
   Status after_backward(std::size_t u, bool last_of_step);
 

@@ -105,6 +105,21 @@ Result<kernels::CrossEntropyLoss> DistributedLlama<T>::evaluate(const nn::MicroB
 }
 
 template <typename T>
+Status DistributedLlama<T>::logits(const nn::MicroBatch& mb, T* out) {
+  HERD_CHECK(mb.rows() <= max_rows_ && mb.seq_len <= max_seq_, "micro-batch (", mb.batch, ", ", mb.seq_len,
+             ") exceeds the model's sizing");
+  if (cph_) HERD_RETURN_IF_ERROR(cph_->set_micro_batch(mb));
+  tensor::Arena& a = *arena_;
+  const tensor::Arena::Mark start = a.mark();
+  T* x = a.allocate_array<T>(tpc_->local_rows(mb.rows()) * cfg_.hidden, "residual");
+  HERD_ASSIGN_OR_RETURN(typename DistributedStage<T>::State st, stage_->forward(a, mb, x, T(0), false));
+  stage_->head_logits(a, mb.rows(), st, out);
+  a.reset(start);
+  for (std::int64_t u = 0; u < stage_->unit_count(); ++u) stage_->unit(u).release();
+  return tpc_->status();
+}
+
+template <typename T>
 Result<double> DistributedLlama<T>::grad_norm() {
   double sq = stage_->counted_sum_squares();
   HERD_RETURN_IF_ERROR(ctx_.tp->all_reduce<double>(&sq, 1, comm::ReduceOp::kSum));

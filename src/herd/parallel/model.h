@@ -90,6 +90,9 @@ class DistributedLlama {
   // Forward only (evaluation): the micro-batch's loss sum and real tokens, as forward_backward returns
   // them; the gradients are untouched (the head adds exact zeros) and every unit is released after.
   Result<kernels::CrossEntropyLoss> evaluate(const nn::MicroBatch& mb);
+  // The same forward, and the logits of this TP rank's vocabulary rows: out (rows, vocab / tp), fp32
+  // (bf16 matmul inputs under bf16). Collective over TP and CP x DP like evaluate.
+  Status logits(const nn::MicroBatch& mb, T* out);
   // Global-norm clipping (max_norm 0: none) and AdamW on the shards; returns the norm before clipping.
   Result<double> step(const kernels::AdamWConfig& base, double lr, double max_norm);
   // The two halves of step(): the global gradient norm (collective over TP and CP x DP), then clipping

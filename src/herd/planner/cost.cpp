@@ -93,8 +93,10 @@ double model_flops_per_token(const model::LlamaConfig& cfg, std::int64_t seq_len
 
 Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Cluster& host, const TrainingSpec& train,
                              const Layout& l) {
-  topology::Cluster shared;
-  const topology::Cluster& cluster = topology::host_share(host, l.gpus(), &shared);
+  // A host calibrated in both precisions gives a bf16 run its bf16 efficiencies (topology::at_precision).
+  topology::Cluster at_precision = host, shared;
+  at_precision.accelerator = topology::at_precision(host.accelerator, train.precision != Precision::kFP32);
+  const topology::Cluster& cluster = topology::host_share(at_precision, l.gpus(), &shared);
   const topology::Accelerator& acc = cluster.accelerator;
   StepCosts c;
   HERD_ASSIGN_OR_RETURN(c.tp_link, topology::link_for_group(cluster, 1, l.tp));
@@ -209,10 +211,11 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // fp32 gradient accumulation across micro-batches: the bf16 weight gradient is written, read back
   // and added into the fp32 buffer (2 + 2 + 4 + 4 bytes per local parameter).
   const model::LayerParams lp = model::layer_params_tp_shard(cfg, l.tp);
-  // In fp32, or with gradient accumulation fusion, the weight-gradient GEMM accumulates straight into the
-  // gradient buffer (beta = 1).
-  // The pass moves 2 + 2 + gb + gb bytes per parameter: 12 with fp32 gradients, 8 with bf16 ones.
-  const double grad_acc = fp32 || gaf ? 0.0 : memory_bound_s((4.0 + 2 * gb) * static_cast<double>(lp.total()), acc);
+  // In fp32, with gradient accumulation fusion, and in herd's CPU runtime in either precision (gemm_bf16
+  // writes fp32 with beta = 1), the weight-gradient GEMM accumulates straight into the gradient buffer.
+  // Otherwise the pass moves 2 + 2 + gb + gb bytes per parameter: 12 with fp32 gradients, 8 with bf16 ones.
+  const double grad_acc =
+      fp32 || gaf || acc.host_cores > 0 ? 0.0 : memory_bound_s((4.0 + 2 * gb) * static_cast<double>(lp.total()), acc);
 
   L.fwd_math = gemm_fwd + cast_fwd + attn_fwd + memory_bound_s(ew_fwd, acc) + sw.launches_fwd * launch;
   L.bwd_math =

@@ -79,8 +79,9 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
                                      const TrainingSpec& train, const Layout& layout, std::int64_t gpus,
                                      const StepCosts& c, const EstimateOptions& options) {
   const Layout& l = layout;
-  topology::Cluster shared;
-  const topology::Cluster& cluster = topology::host_share(host, gpus, &shared);
+  topology::Cluster at_precision = host, shared;  // as step_costs: bf16 efficiencies for a bf16 run
+  at_precision.accelerator = topology::at_precision(host.accelerator, train.precision != Precision::kFP32);
+  const topology::Cluster& cluster = topology::host_share(at_precision, gpus, &shared);
   const double e = element_bytes(train.precision);
   Estimate est;
   est.layout = l;
@@ -205,7 +206,9 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
     // The quick pass sizes the ranks that can be worst: the first (most in flight), the second (a full
     // set of layers) and the last (output head and logits).
     if (!options.simulate && r > 1 && r != spec.pp - 1) continue;
-    MemoryBreakdown mb = rank_memory(cfg, cluster, train, l, in);
+    // The host as given (host_share only rescales rates, and clears host_cores, which says the ranks
+    // are herd's CPU runtime).
+    MemoryBreakdown mb = rank_memory(cfg, host, train, l, in);
     est.rank_memory_bytes.push_back(mb.total_bytes);
     if (est.memory.parts.empty() || mb.total_bytes > est.memory.total_bytes) est.memory = mb;
   }

@@ -31,6 +31,14 @@ Status validate(const Cluster& c) {
     return make_error("accelerator.matmul_efficiency_fp8: must be in [0, 1] (0 = as matmul_efficiency), got ",
                       a.matmul_efficiency_fp8);
   }
+  for (const auto& [name, f] : {std::pair<const char*, double>{"matmul_efficiency", a.bf16_matmul_efficiency},
+                                {"attention_fwd_efficiency", a.bf16_attention_fwd_efficiency},
+                                {"attention_bwd_efficiency", a.bf16_attention_bwd_efficiency},
+                                {"memory_bw_efficiency", a.bf16_memory_bw_efficiency}}) {
+    if (!(f >= 0 && f <= 1)) {
+      return make_error("accelerator.bf16.", name, ": must be in [0, 1] (0 = as the fp32 one), got ", f);
+    }
+  }
   if (a.sm_count < 0) return make_error("accelerator.sm_count: must be 0 (not modelled) or positive, got ", a.sm_count);
   if (!(a.speed_variation >= 0 && a.speed_variation < 0.5)) {
     return make_error("accelerator.speed_variation: must be in [0, 0.5), got ", a.speed_variation);
@@ -116,6 +124,19 @@ Result<Tier> tier_from_json(const Json& j, const std::string& path) {
 
 }  // namespace
 
+Accelerator at_precision(const Accelerator& a, bool bf16) {
+  if (!bf16) return a;
+  Accelerator b = a;
+  auto use = [](double& field, double override_value) {
+    if (override_value > 0) field = override_value;
+  };
+  use(b.matmul_efficiency, a.bf16_matmul_efficiency);
+  use(b.attention_fwd_efficiency, a.bf16_attention_fwd_efficiency);
+  use(b.attention_bwd_efficiency, a.bf16_attention_bwd_efficiency);
+  use(b.memory_bw_efficiency, a.bf16_memory_bw_efficiency);
+  return b;
+}
+
 Result<Cluster> cluster_from_json(const Json& j) {
   if (!j.is_object()) return make_error("cluster: expected a JSON object, got ", json_preview(j));
   Cluster c;
@@ -158,6 +179,20 @@ Result<Cluster> cluster_from_json(const Json& j) {
   HERD_ASSIGN_OR_RETURN(acc.multi_rank_efficiency,
                         json_number_or(a, "accelerator", "multi_rank_efficiency", acc.multi_rank_efficiency));
   HERD_ASSIGN_OR_RETURN(acc.background_jobs, json_number_or(a, "accelerator", "background_jobs", 0.0));
+  if (a.contains("bf16")) {
+    if (!a["bf16"].is_object()) {
+      return make_error("accelerator.bf16: expected an object {\"matmul_efficiency\", ...}, got ",
+                        json_preview(a["bf16"]));
+    }
+    const Json& b = a["bf16"];
+    HERD_ASSIGN_OR_RETURN(acc.bf16_matmul_efficiency, json_number_or(b, "accelerator.bf16", "matmul_efficiency", 0.0));
+    HERD_ASSIGN_OR_RETURN(acc.bf16_attention_fwd_efficiency,
+                          json_number_or(b, "accelerator.bf16", "attention_fwd_efficiency", 0.0));
+    HERD_ASSIGN_OR_RETURN(acc.bf16_attention_bwd_efficiency,
+                          json_number_or(b, "accelerator.bf16", "attention_bwd_efficiency", 0.0));
+    HERD_ASSIGN_OR_RETURN(acc.bf16_memory_bw_efficiency,
+                          json_number_or(b, "accelerator.bf16", "memory_bw_efficiency", 0.0));
+  }
   if (!j.contains("tiers") || !j["tiers"].is_array()) {
     return make_error(
         "tiers: missing or not a list; expected [{\"name\", \"size\", \"bw_gb_per_s\", \"latency_us\"}, ...]");
@@ -204,6 +239,13 @@ Json cluster_to_json(const Cluster& c) {
     j["accelerator"]["thread_scaling"] = a.thread_scaling;
     j["accelerator"]["multi_rank_efficiency"] = a.multi_rank_efficiency;
     j["accelerator"]["background_jobs"] = a.background_jobs;
+  }
+  if (a.bf16_matmul_efficiency > 0 || a.bf16_attention_fwd_efficiency > 0 || a.bf16_attention_bwd_efficiency > 0 ||
+      a.bf16_memory_bw_efficiency > 0) {
+    j["accelerator"]["bf16"] = {{"matmul_efficiency", a.bf16_matmul_efficiency},
+                                {"attention_fwd_efficiency", a.bf16_attention_fwd_efficiency},
+                                {"attention_bwd_efficiency", a.bf16_attention_bwd_efficiency},
+                                {"memory_bw_efficiency", a.bf16_memory_bw_efficiency}};
   }
   if (c.storage_bw_gb_per_s > 0) j["storage_bw_gb_per_s"] = c.storage_bw_gb_per_s;
   j["tiers"] = Json::array();

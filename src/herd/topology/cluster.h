@@ -60,7 +60,18 @@ struct Accelerator {
   // Other jobs competing for the host's cores right now (measured when a run starts): Linux shares
   // the cores fairly among scheduling groups (one per session with autogroup), not among threads.
   double background_jobs = 0;
+  // A host calibrated in both precisions (herd calibrate on a CPU: the efficiencies above are then its
+  // fp32 runtime's) carries those of its bf16 runtime here, against peak_tflops_bf16; 0 = the same as
+  // above (every GPU preset: its efficiencies are the bf16 ones already). JSON: accelerator.bf16.
+  double bf16_matmul_efficiency = 0;
+  double bf16_attention_fwd_efficiency = 0;
+  double bf16_attention_bwd_efficiency = 0;
+  double bf16_memory_bw_efficiency = 0;
 };
+
+// The accelerator as a run with bf16 (or fp16 / fp8) matmuls sees it: the bf16_* efficiencies in place
+// of the others where given. `a` itself for an fp32 run.
+Accelerator at_precision(const Accelerator& a, bool bf16);
 
 struct Tier {
   std::string name;

@@ -144,7 +144,11 @@ const std::vector<Field>& registry() {
       bind_field("train.metrics_file", &C::train, &TrainSection::metrics_file, "JSON-lines metrics; empty: none"),
       bind_field("train.projection_file", &C::train, &TrainSection::projection_file,
                  "JSON of planned vs measured step time and memory (docs/projection.md); empty: none"),
-      bind_field("train.peak_gflops_per_core", &C::train, &TrainSection::peak_gflops_per_core, "fp32 peak for MFU"),
+      bind_field("train.peak_gflops_per_core", &C::train, &TrainSection::peak_gflops_per_core,
+                 "fp32 peak for MFU (x 2 under bf16)"),
+      bind_field("train.precision", &C::train, &TrainSection::precision,
+                 "fp32, bf16 (bf16 weight copies and matmul inputs, fp32 master, optimizer, gradient "
+                 "accumulation and reduce-scatter; docs/precision.md) or fp64"),
       bind_field("train.nonfinite", &C::train, &TrainSection::nonfinite,
                  "a NaN/Inf loss or gradient norm: skip the step (no update) or stop the job"),
       bind_field("train.max_nonfinite_skips", &C::train, &TrainSection::max_nonfinite_skips,
@@ -371,6 +375,7 @@ Status validate(const TrainConfig& c) {
     return make_error("parallel.comm_timeout_s: must be >= 0 (0: fitted to the run), got ", c.parallel.comm_timeout_s);
   }
   if (c.train.threads < 0) return make_error("train.threads: must be >= 0, got ", c.train.threads);
+  HERD_RETURN_IF_ERROR(check_precision(c.train.precision));
   if (!(c.train.peak_gflops_per_core > 0)) {
     return make_error("train.peak_gflops_per_core: must be positive, got ", c.train.peak_gflops_per_core);
   }
@@ -458,12 +463,20 @@ Status validate(const TrainConfig& c) {
   return Status::Ok();
 }
 
+Status check_precision(const std::string& precision) {
+  if (precision == "fp32" || precision == "bf16" || precision == "fp64") return Status::Ok();
+  return make_error("train.precision: expected fp32, bf16 or fp64, got '", precision, "'");
+}
+
+bool is_bf16(const TrainConfig& cfg) { return cfg.train.precision == "bf16"; }
+bool is_fp64(const TrainConfig& cfg) { return cfg.train.precision == "fp64"; }
+
 Result<ResolvedLayout> resolve_layout(const TrainConfig& cfg) {
   ResolvedLayout r;
   r.layout = cfg.parallel;
   r.spec.seq_len = cfg.data.seq_len;
   r.spec.global_batch = cfg.train.global_batch;
-  r.spec.precision = planner::Precision::kFP32;
+  r.spec.precision = is_bf16(cfg) ? planner::Precision::kBF16 : planner::Precision::kFP32;
   planner::Layout& l = r.layout;
   const std::int64_t gb = cfg.train.global_batch;
   if (gb % l.dp != 0) {

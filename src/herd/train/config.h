@@ -50,14 +50,19 @@ struct ScheduleSection {
 };
 
 struct TrainSection {
-  std::int64_t steps = 300;              // optimizer steps
-  std::int64_t global_batch = 8;         // sequences per optimizer step, whatever the layout
-  std::int64_t threads = 0;              // kernel threads per rank; 0: the launcher's rule (cores / ranks)
-  std::int64_t seed = 1234;              // weight initialisation
-  std::int64_t log_every = 10;           // progress line period in steps
-  std::string metrics_file = "";         // JSON lines, one object per step; empty: none
-  std::string projection_file = "";      // JSON: the planner's step time and memory vs measured; empty: none
-  double peak_gflops_per_core = 117.0;   // for MFU: fp32 FMA peak of one core (ENVIRONMENT.md)
+  std::int64_t steps = 300;             // optimizer steps
+  std::int64_t global_batch = 8;        // sequences per optimizer step, whatever the layout
+  std::int64_t threads = 0;             // kernel threads per rank; 0: the launcher's rule (cores / ranks)
+  std::int64_t seed = 1234;             // weight initialisation
+  std::int64_t log_every = 10;          // progress line period in steps
+  std::string metrics_file = "";        // JSON lines, one object per step; empty: none
+  std::string projection_file = "";     // JSON: the planner's step time and memory vs measured; empty: none
+  double peak_gflops_per_core = 117.0;  // for MFU: fp32 FMA peak of one core (ENVIRONMENT.md); x 2 under bf16
+  // fp32: everything in fp32. bf16: the Llama 3 recipe (docs/precision.md): fp32 master weights and AdamW
+  // state, bf16 weight copies gathered by FSDP, bf16 matmul inputs with fp32 sums, bf16 saved activations,
+  // fp32 norms, softmax, RoPE, SwiGLU gate, loss, gradient accumulation, reduce-scatter and clipping.
+  // fp64: everything in double (the parity tests' precision).
+  std::string precision = "fp32";
   std::string nonfinite = "skip";        // a NaN/Inf loss or gradient norm: skip the step, or stop the job
   std::int64_t max_nonfinite_skips = 3;  // consecutive skipped steps after which the job stops
 };
@@ -182,7 +187,7 @@ struct TrainConfig {
 // Errors name the field: train.global_batch not divisible by dp x microbatch, and so on.
 struct ResolvedLayout {
   planner::Layout layout;
-  planner::TrainingSpec spec;     // seq_len, global_batch, fp32
+  planner::TrainingSpec spec;     // seq_len, global_batch, precision (fp32 or bf16; fp64 is planned as fp32)
   std::int64_t microbatches = 1;  // M
 };
 Result<ResolvedLayout> resolve_layout(const TrainConfig& cfg);
@@ -206,6 +211,12 @@ Status apply_override(TrainConfig& cfg, const std::string& arg);
 Result<TrainConfig> load_config(const std::string& path, const std::vector<std::string>& overrides);
 // The same without the validation, for a caller that sets more fields first (the CLI's flags).
 Result<TrainConfig> read_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// train.precision as the runtime takes it: "fp32", "bf16" or "fp64"; anything else is the one-line error
+// "train.precision: expected fp32, bf16 or fp64, got 'x'".
+Status check_precision(const std::string& precision);
+bool is_bf16(const TrainConfig& cfg);
+bool is_fp64(const TrainConfig& cfg);
 
 // Relations between fields (positivity, ranges); messages name the field and the value. Rules that need
 // the model (what divides the heads, the sequence) are the model's (model/, checked by the trainer).

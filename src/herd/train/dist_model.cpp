@@ -84,16 +84,20 @@ class DistributedLlamaModel final : public RankModel<T> {
   // in a group of one, which uses its shards in place), and its shard's master weights, reduced
   // gradients and both AdamW moments.
   RankMemoryUse memory_use() override {
-    double elems = 0;
+    double bytes = 0;
     for (std::int64_t u = 0; u < model_.unit_count(); ++u) {
       const parallel::fsdp::FlatUnit<T>& unit = model_.unit(u);
-      elems += (unit.in_place() ? 0.0 : 2.0 * static_cast<double>(unit.padded())) +
-               4.0 * static_cast<double>(unit.shard_size());
+      bytes += unit.step_peak_bytes();
     }
-    return {elems * sizeof(T), static_cast<double>(model_.arena().peak())};
+    return {bytes, static_cast<double>(model_.arena().peak())};
   }
   std::vector<ShardPiece<T>> shard_pieces() override { return pieces(/*for_load=*/false); }
   std::vector<ShardPiece<T>> load_pieces() override { return pieces(/*for_load=*/true); }
+  // The master shards were overwritten: bf16 weight copies are refreshed at the next gather.
+  Status after_load() override {
+    model_.stage().params_updated();
+    return Status::Ok();
+  }
 
   Result<std::vector<std::pair<std::string, std::vector<T>>>> gather_full_weights() override {
     HERD_ASSIGN_OR_RETURN(std::vector<T> full, model_.gather_full_weights());

@@ -31,8 +31,8 @@ Status run_rank_unguarded(comm::Communicator& world_in, const TrainConfig& cfg, 
       topology::ParallelDims dims,
       topology::ParallelDims::make(cfg.parallel.tp, cfg.parallel.cp, cfg.parallel.pp, cfg.parallel.dp, world.size()));
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelGroups> groups, parallel::ParallelGroups::make(world, dims));
-  const parallel::ParallelContext ctx =
-      groups->context(cfg.parallel.sequence_parallel, cfg.parallel.reshard_after_forward);
+  parallel::ParallelContext ctx = groups->context(cfg.parallel.sequence_parallel, cfg.parallel.reshard_after_forward);
+  ctx.bf16 = is_bf16(cfg);
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<RankModel<T>> model, factory(ctx, m, cfg));
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<Trainer<T>> trainer,
                         Trainer<T>::make(cfg, m, ctx, std::move(model), data.train, data.val));

@@ -99,19 +99,22 @@ class PipelineLlamaModel final : public RankModel<T> {
   // backward's temporaries inside a slot are not measured apart, so the saved peak is also reported
   // on its own (it is what the planner's "activations" part predicts).
   RankMemoryUse memory_use() override {
-    double elems = 0;
+    double bytes = 0;
     for (Stage& c : ex_->chunks()) {
       for (std::int64_t u = 0; u < c.unit_count(); ++u) {
         const parallel::fsdp::FlatUnit<T>& unit = c.unit(u);
-        elems += (unit.in_place() ? 0.0 : 2.0 * static_cast<double>(unit.padded())) +
-                 4.0 * static_cast<double>(unit.shard_size());
+        bytes += unit.step_peak_bytes();
       }
     }
     const double saved = static_cast<double>(peak_activation_bytes_);
-    return {elems * sizeof(T), saved + static_cast<double>(peak_boundary_bytes_), saved};
+    return {bytes, saved + static_cast<double>(peak_boundary_bytes_), saved};
   }
   std::vector<ShardPiece<T>> shard_pieces() override { return pieces(false); }
   std::vector<ShardPiece<T>> load_pieces() override { return pieces(true); }
+  Status after_load() override {
+    for (Stage& c : ex_->chunks()) c.params_updated();
+    return Status::Ok();
+  }
 
   // Each pipeline rank writes its chunks' weights into a zeroed full buffer; the sum over the pipeline
   // group is exact because every weight lives on exactly one pipeline rank.

@@ -105,8 +105,9 @@ std::string pct(double planned, double measured) {
 
 std::string planned_line(const Projection& p) {
   const planner::TimeBreakdown& t = p.estimate.time;
+  const bool bf16 = p.layout.spec.precision == planner::Precision::kBF16;
   return "planned (" + p.cluster + ", " + std::to_string(p.layout.layout.gpus()) + " rank" +
-         (p.layout.layout.gpus() > 1 ? "s" : "") + ", " + format_fixed(p.background_jobs, 1) +
+         (p.layout.layout.gpus() > 1 ? "s" : "") + (bf16 ? ", bf16" : "") + ", " + format_fixed(p.background_jobs, 1) +
          " background jobs): step " + secs(t.step_s) + " s (compute " + secs(t.compute_s) + ", comm " +
          secs(t.exposed_comm_s()) + ", bubble " + secs(t.bubble_s) + ", optimizer " + secs(t.optimizer_s) +
          ") | memory/rank " + mib(p.memory_bytes()) + " (state " + mib(p.state_bytes) + ", activations " +
@@ -149,6 +150,7 @@ Json projection_json(const Projection& p, const MeasuredRun& run) {
             {"ranks", l.gpus()},
             {"line", l.to_string()}}},
           {"background_jobs", p.background_jobs},
+          {"precision", planner::precision_name(p.layout.spec.precision)},
           {"planned",
            {{"step_s", t.step_s},
             {"step_s_idle", p.step_s_idle},

@@ -1,5 +1,6 @@
 // The planner held against herd's own runs: what `herd train` is predicted to cost on this machine
-// (the `local-cpu` cluster: CPU ranks sharing the host's cores, fp32 throughout) and what it measured.
+// (the `local-cpu` cluster: CPU ranks sharing the host's cores, fp32 or bf16 as train.precision says;
+// a calibrated host carries both precisions' rates) and what it measured.
 //
 // project() maps a run's layout onto the planner's Layout and TrainingSpec and calls
 // planner::estimate, so the numbers printed at the start of `herd train` ("planned") are exactly the
@@ -55,8 +56,8 @@ struct Projection {
   double step_s() const { return estimate.time.step_s; }
 };
 
-// The planner's prediction for this run on `cluster` (fp32; a single rank is ZeRO-0, more ranks are
-// herd's FSDP flat units, ZeRO-3). threads: kernel threads per rank (0: the launcher's rule).
+// The planner's prediction for this run on `cluster` (at the layout's precision; a single rank is
+// ZeRO-0, more ranks are herd's FSDP flat units, ZeRO-3). threads: kernel threads per rank (0: the launcher's rule).
 Result<Projection> project(const model::LlamaConfig& m, const ResolvedLayout& layout, int threads,
                            const topology::Cluster& cluster);
 

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "herd/core/check.h"
+#include "herd/kernels/convert.h"
 #include "herd/kernels/cpu/common.h"
 #include "herd/kernels/gemm.h"
 
@@ -75,12 +76,29 @@ void tile_backward(const T* g, std::int64_t rn, std::int64_t vn, std::int64_t di
   gemm<T>(Trans::kYes, Trans::kNo, vn, dim, rn, T(1), g, vn, h_rows, dim, T(1), dw_rows, dim);  // dw += G^T h
 }
 
-}  // namespace
+// bf16 inputs: G rounded to bf16 (a per-thread tile) for the two GEMMs.
+void tile_backward(const float* g, std::int64_t rn, std::int64_t vn, std::int64_t dim, const bf16* h_rows,
+                   const bf16* w_rows, float* dh_rows, float* dw_rows) {
+  bf16* g16 = cpu::thread_scratch<bf16, 0>(static_cast<std::size_t>(rn * vn));
+  to_bf16(g, rn * vn, g16);
+  gemm_bf16(Trans::kNo, Trans::kNo, rn, dim, vn, 1.0f, g16, vn, w_rows, dim, 1.0f, dh_rows, dim);   // dh += G w
+  gemm_bf16(Trans::kYes, Trans::kNo, vn, dim, rn, 1.0f, g16, vn, h_rows, dim, 1.0f, dw_rows, dim);  // dw += G^T h
+}
 
+// logits (rn, vn) = h_rows w_rows^T in T.
 template <typename T>
-void ce_shard_stats(const T* h, std::int64_t n, std::int64_t dim, const T* w, std::int64_t vocab_begin,
-                    std::int64_t shard, const std::int32_t* targets, T* row_max, T* row_sumexp, T* target_logit,
-                    const CrossEntropyTiles& tiles, T* workspace) {
+void logits_tile(const T* h, std::int64_t rn, std::int64_t vn, std::int64_t dim, const T* w, T* logits) {
+  gemm<T>(Trans::kNo, Trans::kYes, rn, vn, dim, T(1), h, dim, w, dim, T(0), logits, vn);
+}
+void logits_tile(const bf16* h, std::int64_t rn, std::int64_t vn, std::int64_t dim, const bf16* w, float* logits) {
+  gemm_bf16(Trans::kNo, Trans::kYes, rn, vn, dim, 1.0f, h, dim, w, dim, 0.0f, logits, vn);
+}
+
+// In: the element type of h and w (T, or bf16 with T = float).
+template <typename T, typename In>
+void shard_stats(const In* h, std::int64_t n, std::int64_t dim, const In* w, std::int64_t vocab_begin,
+                 std::int64_t shard, const std::int32_t* targets, T* row_max, T* row_sumexp, T* target_logit,
+                 const CrossEntropyTiles& tiles, T* workspace) {
   T* logits = workspace_or_scratch(workspace, tiles);
   std::fill(row_max, row_max + n, -std::numeric_limits<T>::infinity());
   std::fill(row_sumexp, row_sumexp + n, T(0));
@@ -89,10 +107,48 @@ void ce_shard_stats(const T* h, std::int64_t n, std::int64_t dim, const T* w, st
     const std::int64_t rn = std::min(tiles.rows, n - r0);
     for (std::int64_t v0 = 0; v0 < shard; v0 += tiles.vocab) {
       const std::int64_t vn = std::min(tiles.vocab, shard - v0);
-      gemm<T>(Trans::kNo, Trans::kYes, rn, vn, dim, T(1), h + r0 * dim, dim, w + v0 * dim, dim, T(0), logits, vn);
+      logits_tile(h + r0 * dim, rn, vn, dim, w + v0 * dim, logits);
       update_stats(logits, rn, vn, vocab_begin + v0, targets + r0, row_max + r0, row_sumexp + r0, target_logit + r0);
     }
   }
+}
+
+template <typename T, typename In>
+void shard_backward(const In* h, std::int64_t n, std::int64_t dim, const In* w, std::int64_t vocab_begin,
+                    std::int64_t shard, const std::int32_t* targets, const T* lse, T scale, T* dh, T* dw,
+                    const CrossEntropyTiles& tiles, T* workspace) {
+  T* logits = workspace_or_scratch(workspace, tiles);
+  for (std::int64_t r0 = 0; r0 < n; r0 += tiles.rows) {
+    const std::int64_t rn = std::min(tiles.rows, n - r0);
+    for (std::int64_t v0 = 0; v0 < shard; v0 += tiles.vocab) {
+      const std::int64_t vn = std::min(tiles.vocab, shard - v0);
+      logits_tile(h + r0 * dim, rn, vn, dim, w + v0 * dim, logits);
+      logits_to_grad(logits, rn, vn, vocab_begin + v0, targets + r0, lse + r0, scale);
+      tile_backward(logits, rn, vn, dim, h + r0 * dim, w + v0 * dim, dh + r0 * dim, dw + v0 * dim);
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void ce_shard_stats(const T* h, std::int64_t n, std::int64_t dim, const T* w, std::int64_t vocab_begin,
+                    std::int64_t shard, const std::int32_t* targets, T* row_max, T* row_sumexp, T* target_logit,
+                    const CrossEntropyTiles& tiles, T* workspace) {
+  shard_stats<T, T>(h, n, dim, w, vocab_begin, shard, targets, row_max, row_sumexp, target_logit, tiles, workspace);
+}
+
+void ce_shard_stats(const bf16* h, std::int64_t n, std::int64_t dim, const bf16* w, std::int64_t vocab_begin,
+                    std::int64_t shard, const std::int32_t* targets, float* row_max, float* row_sumexp,
+                    float* target_logit, const CrossEntropyTiles& tiles, float* workspace) {
+  shard_stats<float, bf16>(h, n, dim, w, vocab_begin, shard, targets, row_max, row_sumexp, target_logit, tiles,
+                           workspace);
+}
+
+void ce_shard_backward(const bf16* h, std::int64_t n, std::int64_t dim, const bf16* w, std::int64_t vocab_begin,
+                       std::int64_t shard, const std::int32_t* targets, const float* lse, float scale, float* dh,
+                       float* dw, const CrossEntropyTiles& tiles, float* workspace) {
+  shard_backward<float, bf16>(h, n, dim, w, vocab_begin, shard, targets, lse, scale, dh, dw, tiles, workspace);
 }
 
 template <typename T>
@@ -122,16 +178,7 @@ template <typename T>
 void ce_shard_backward(const T* h, std::int64_t n, std::int64_t dim, const T* w, std::int64_t vocab_begin,
                        std::int64_t shard, const std::int32_t* targets, const T* lse, T scale, T* dh, T* dw,
                        const CrossEntropyTiles& tiles, T* workspace) {
-  T* logits = workspace_or_scratch(workspace, tiles);
-  for (std::int64_t r0 = 0; r0 < n; r0 += tiles.rows) {
-    const std::int64_t rn = std::min(tiles.rows, n - r0);
-    for (std::int64_t v0 = 0; v0 < shard; v0 += tiles.vocab) {
-      const std::int64_t vn = std::min(tiles.vocab, shard - v0);
-      gemm<T>(Trans::kNo, Trans::kYes, rn, vn, dim, T(1), h + r0 * dim, dim, w + v0 * dim, dim, T(0), logits, vn);
-      logits_to_grad(logits, rn, vn, vocab_begin + v0, targets + r0, lse + r0, scale);
-      tile_backward(logits, rn, vn, dim, h + r0 * dim, w + v0 * dim, dh + r0 * dim, dw + v0 * dim);
-    }
-  }
+  shard_backward<T, T>(h, n, dim, w, vocab_begin, shard, targets, lse, scale, dh, dw, tiles, workspace);
 }
 
 template <typename T>

@@ -28,6 +28,22 @@ HERD_CPU_CLONES void embedding_forward(const std::int32_t* ids, std::int64_t n, 
   }
 }
 
+HERD_CPU_CLONES void embedding_forward(const std::int32_t* ids, std::int64_t n, const bf16* table,
+                                       std::int64_t vocab_begin, std::int64_t rows, std::int64_t dim, float* out) {
+#pragma omp parallel for schedule(static) if (n * dim > 32768)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t r = static_cast<std::int64_t>(ids[i]) - vocab_begin;
+    float* o = out + i * dim;
+    if (r >= 0 && r < rows) {
+      const bf16* t = table + r * dim;
+#pragma omp simd
+      for (std::int64_t j = 0; j < dim; ++j) o[j] = to_float(t[j]);
+    } else {
+      std::fill(o, o + dim, 0.0f);
+    }
+  }
+}
+
 template <typename T>
 HERD_CPU_CLONES void embedding_backward(const std::int32_t* ids, std::int64_t n, const T* dout,
                                         std::int64_t vocab_begin, std::int64_t rows, std::int64_t dim, T* dtable) {
@@ -131,6 +147,42 @@ HERD_CPU_CLONES void swiglu_backward(const T* dout, std::int64_t lddo, const T* 
       const T gs = g[j] * s;
       dg[j] = d[j] * u[j] * (s + gs * (T(1) - s));
       du[j] = d[j] * gs;
+    }
+  }
+}
+
+HERD_CPU_CLONES void swiglu_forward(const bf16* gate, std::int64_t ldg, const bf16* up, std::int64_t ldu,
+                                    std::int64_t n, std::int64_t width, bf16* out, std::int64_t ldo) {
+#pragma omp parallel for schedule(static) if (n * width > 32768)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const bf16* g = gate + i * ldg;
+    const bf16* u = up + i * ldu;
+    bf16* o = out + i * ldo;
+#pragma omp simd
+    for (std::int64_t j = 0; j < width; ++j) {
+      const float gj = to_float(g[j]);
+      o[j].bits = float_to_bf16(gj / (1.0f + cpu::fast_exp(-gj)) * to_float(u[j]));
+    }
+  }
+}
+
+HERD_CPU_CLONES void swiglu_backward(const float* dout, std::int64_t lddo, const bf16* gate, std::int64_t ldg,
+                                     const bf16* up, std::int64_t ldu, std::int64_t n, std::int64_t width, bf16* dgate,
+                                     std::int64_t lddg, bf16* dup, std::int64_t lddu) {
+#pragma omp parallel for schedule(static) if (n * width > 32768)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* d = dout + i * lddo;
+    const bf16* g = gate + i * ldg;
+    const bf16* u = up + i * ldu;
+    bf16* dg = dgate + i * lddg;
+    bf16* du = dup + i * lddu;
+#pragma omp simd
+    for (std::int64_t j = 0; j < width; ++j) {
+      const float gj = to_float(g[j]);
+      const float s = 1.0f / (1.0f + cpu::fast_exp(-gj));
+      const float gs = gj * s;
+      dg[j].bits = float_to_bf16(d[j] * to_float(u[j]) * (s + gs * (1.0f - s)));
+      du[j].bits = float_to_bf16(d[j] * gs);
     }
   }
 }

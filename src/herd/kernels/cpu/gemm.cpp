@@ -1,4 +1,5 @@
-// gemm through cblas (OpenBLAS), the naive reference, and the shared thread-count setting.
+// gemm through cblas (OpenBLAS), gemm_bf16 through oneDNN's matmul, the naive references, and the
+// shared thread-count setting.
 //
 // Threading: herd splits a large GEMM itself, across the OpenMP team its other kernels use, into
 // independent column or row blocks of C, each a single-threaded library call; the libraries run one
@@ -15,12 +16,19 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 #ifdef HERD_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 #include "herd/core/check.h"
+#include "herd/core/log.h"
+#include "herd/kernels/convert.h"
 
 namespace herd::kernels {
 
@@ -93,6 +101,11 @@ void library_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64
               static_cast<int>(ldc));
 }
 
+// bf16 inputs (below): oneDNN's matmul where it serves the layout, else converted to fp32.
+void library_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
+                  std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
+                  bool single);
+
 // Below this many multiply-adds a parallel region costs more than it saves.
 constexpr double kSplitMinMacs = 2.0e6;
 // Block edges are multiples of this, so every block but the last is whole vectors and cache lines.
@@ -100,9 +113,10 @@ constexpr std::int64_t kSplitAlign = 64;
 
 // C (m, n) in `parts` blocks along n when n is the larger side (row-major C: column blocks), else
 // along m; each block is an ordinary GEMM on offset pointers.
-template <typename T>
-void split_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
-                std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc, int parts) {
+// In: the input element type (T, or bf16 with T = float).
+template <typename In, typename T>
+void split_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const In* a,
+                std::int64_t lda, const In* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc, int parts) {
   const bool along_n = n >= m;
   const std::int64_t len = along_n ? n : m;
   const std::int64_t block = (len + parts - 1) / parts;
@@ -112,18 +126,18 @@ void split_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t
   for (std::int64_t i = 0; i < blocks; ++i) {
     const std::int64_t b0 = i * step, bn = std::min(step, len - b0);
     if (along_n) {
-      const T* bb = tb == Trans::kNo ? b + b0 : b + b0 * ldb;
+      const In* bb = tb == Trans::kNo ? b + b0 : b + b0 * ldb;
       library_gemm(ta, tb, m, bn, k, alpha, a, lda, bb, ldb, beta, c + b0, ldc, true);
     } else {
-      const T* ab = ta == Trans::kNo ? a + b0 * lda : a + b0;
+      const In* ab = ta == Trans::kNo ? a + b0 * lda : a + b0;
       library_gemm(ta, tb, bn, n, k, alpha, ab, lda, b, ldb, beta, c + b0 * ldc, ldc, true);
     }
   }
 }
 
-template <typename T>
-void gemm_impl(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
-               std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+template <typename In, typename T>
+void gemm_impl(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const In* a,
+               std::int64_t lda, const In* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
   check_dims(ta, tb, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   init_threads();
@@ -131,10 +145,142 @@ void gemm_impl(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t 
   const bool inside = omp_in_parallel();
   const bool big = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kSplitMinMacs;
   if (threads > 1 && !inside && big && std::max(m, n) >= 2 * kSplitAlign) {
-    split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads);
+    split_gemm<In, T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads);
     return;
   }
   library_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, inside);
+}
+
+// --- bf16 inputs, fp32 accumulation and output ---------------------------------------------------
+
+std::atomic<Bf16GemmPath> g_bf16_path{Bf16GemmPath::kAuto};
+
+#ifdef HERD_HAVE_DNNL
+// One oneDNN matmul per (layout, sizes, strides, alpha, beta), created on first use and kept by the
+// thread that uses it (herd's split runs each block on one thread of the team, so the primitives,
+// their scratchpads and the stream are never shared). A layout oneDNN serves only with its reference
+// implementation (or not at all) is remembered as unsupported and converted instead.
+struct MatmulKey {
+  std::int64_t m, n, k, lda, ldb, ldc;
+  std::uint32_t alpha_bits, beta_bits;
+  bool ta, tb;
+  bool operator==(const MatmulKey&) const = default;
+};
+struct MatmulKeyHash {
+  std::size_t operator()(const MatmulKey& x) const {
+    std::size_t h = 1469598103934665603ull;
+    for (std::int64_t v :
+         {x.m, x.n, x.k, x.lda, x.ldb, x.ldc, static_cast<std::int64_t>(x.alpha_bits),
+          static_cast<std::int64_t>(x.beta_bits), static_cast<std::int64_t>(x.ta), static_cast<std::int64_t>(x.tb)}) {
+      h = (h ^ static_cast<std::size_t>(v)) * 1099511628211ull;
+    }
+    return h;
+  }
+};
+struct Matmul {
+  bool ok = false;
+  dnnl::matmul prim;
+  dnnl::memory::desc a, b, c;
+};
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+std::uint32_t float_bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+Matmul make_matmul(const MatmulKey& key, float alpha, float beta) {
+  using dims = dnnl::memory::dims;
+  using dt = dnnl::memory::data_type;
+  Matmul mm;
+  try {
+    // Row-major op(A) (m, k) and op(B) (k, n) by strides: a transposed operand is the stored matrix
+    // read down its columns.
+    mm.a = dnnl::memory::desc({key.m, key.k}, dt::bf16, key.ta ? dims{1, key.lda} : dims{key.lda, 1});
+    mm.b = dnnl::memory::desc({key.k, key.n}, dt::bf16, key.tb ? dims{1, key.ldb} : dims{key.ldb, 1});
+    mm.c = dnnl::memory::desc({key.m, key.n}, dt::f32, dims{key.ldc, 1});
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.0f) {
+      dnnl::post_ops po;
+      po.append_sum(beta);
+      attr.set_post_ops(po);
+    }
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr, cpu_engine());
+    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return mm;  // the slow reference: convert instead
+    mm.prim = dnnl::matmul(pd);
+    mm.ok = true;
+  } catch (const dnnl::error&) {
+    mm.ok = false;
+  }
+  return mm;
+}
+
+// false when oneDNN cannot serve this layout (the caller converts).
+bool onednn_bf16(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
+                 std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  thread_local std::unordered_map<MatmulKey, Matmul, MatmulKeyHash> cache;
+  thread_local dnnl::stream stream(cpu_engine());
+  const MatmulKey key{
+      m, n, k, lda, ldb, ldc, float_bits(alpha), float_bits(beta), ta == Trans::kYes, tb == Trans::kYes};
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, make_matmul(key, alpha, beta)).first;
+  const Matmul& mm = it->second;
+  if (!mm.ok) return false;
+  const dnnl::engine& eng = cpu_engine();
+  dnnl::memory am(mm.a, eng, const_cast<bf16*>(a)), bm(mm.b, eng, const_cast<bf16*>(b)), cm(mm.c, eng, c);
+  mm.prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream.wait();
+  return true;
+}
+#endif
+
+// Widens a stored (rows, cols) bf16 matrix with row stride ld into a packed fp32 one.
+void widen(std::int64_t rows, std::int64_t cols, const bf16* x, std::int64_t ld, float* out) {
+  if (ld == cols) {
+    to_float(x, rows * cols, out);
+    return;
+  }
+  for (std::int64_t i = 0; i < rows; ++i) to_float(x + i * ld, cols, out + i * cols);
+}
+
+// The converted path: both inputs widened to fp32 (exact), then gemm<float>.
+void converted_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
+                    std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  const std::int64_t ar = ta == Trans::kNo ? m : k, ac = ta == Trans::kNo ? k : m;
+  const std::int64_t br = tb == Trans::kNo ? k : n, bc = tb == Trans::kNo ? n : k;
+  thread_local std::vector<float> wa, wb;
+  if (wa.size() < static_cast<std::size_t>(ar * ac)) wa.resize(static_cast<std::size_t>(ar * ac));
+  if (wb.size() < static_cast<std::size_t>(br * bc)) wb.resize(static_cast<std::size_t>(br * bc));
+  widen(ar, ac, a, lda, wa.data());
+  widen(br, bc, b, ldb, wb.data());
+  gemm_impl<float, float>(ta, tb, m, n, k, alpha, wa.data(), ac, wb.data(), bc, beta, c, ldc);
+}
+
+Bf16GemmPath resolved_bf16_path() {
+  static const Bf16GemmPath detected = [] {
+#ifdef HERD_HAVE_DNNL
+    if (cpu_has_bf16()) return Bf16GemmPath::kOneDNN;
+#endif
+    return Bf16GemmPath::kConverted;
+  }();
+  const Bf16GemmPath p = g_bf16_path.load(std::memory_order_relaxed);
+  return p == Bf16GemmPath::kAuto ? detected : p;
+}
+
+// One block of a split bf16 GEMM, or an unsplit one: oneDNN when it serves the layout, else converted.
+void library_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
+                  std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
+                  bool /*single*/) {
+#ifdef HERD_HAVE_DNNL
+  if (onednn_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+#endif
+  converted_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace
@@ -152,13 +298,71 @@ bool have_onednn() {
 template <>
 void gemm<float>(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
                  std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  gemm_impl<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_impl<float, float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template <>
 void gemm<double>(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
                   std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
-  gemm_impl<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_impl<double, double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+bool cpu_has_bf16() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+#else
+  return false;
+#endif
+}
+
+void set_bf16_gemm_path(Bf16GemmPath p) { g_bf16_path.store(p); }
+Bf16GemmPath bf16_gemm_path() { return resolved_bf16_path(); }
+
+std::string bf16_gemm_description() {
+  if (bf16_gemm_path() == Bf16GemmPath::kOneDNN) {
+    __builtin_cpu_init();
+    return std::string("oneDNN bf16 matmul (") + (__builtin_cpu_supports("amx-bf16") ? "amx_bf16" : "avx512_bf16") +
+           ")";
+  }
+  if (!have_onednn()) return "converted to fp32 and run as fp32 GEMMs (built without oneDNN)";
+  if (!cpu_has_bf16()) return "converted to fp32 and run as fp32 GEMMs (no bf16 instructions on this CPU)";
+  return "converted to fp32 and run as fp32 GEMMs (set by the caller)";
+}
+
+void gemm_bf16(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
+               std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  check_dims(ta, tb, m, n, k, lda, ldb, ldc);
+  if (m == 0 || n == 0) return;
+  if (resolved_bf16_path() == Bf16GemmPath::kConverted) {
+    static std::once_flag said;
+    if (g_bf16_path.load() == Bf16GemmPath::kAuto) {
+      std::call_once(said, [] {
+        log_warning("bf16: ", bf16_gemm_description(),
+                    "; the numerics are those of bf16 (bf16 inputs, fp32 sums), the speed that of fp32");
+      });
+    }
+    converted_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  gemm_impl<bf16, float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_bf16_reference(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
+                         std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  check_dims(ta, tb, m, n, k, lda, ldb, ldc);
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        const bf16 x = ta == Trans::kNo ? a[i * lda + p] : a[p * lda + i];
+        const bf16 y = tb == Trans::kNo ? b[p * ldb + j] : b[j * ldb + p];
+        s += static_cast<double>(to_float(x)) * static_cast<double>(to_float(y));
+      }
+      const double prev = beta == 0.0f ? 0.0 : static_cast<double>(beta) * c[i * ldc + j];
+      c[i * ldc + j] = static_cast<float>(static_cast<double>(alpha) * s + prev);
+    }
+  }
 }
 
 template <typename T>

@@ -2,6 +2,9 @@
 #include "herd/parallel/fsdp/flat_unit.h"
 
 #include <cstring>
+#include <type_traits>
+
+#include "herd/kernels/convert.h"
 
 namespace herd::parallel::fsdp {
 
@@ -15,8 +18,10 @@ AlignedPtr<T> zeros(std::int64_t n) {
 }  // namespace
 
 template <typename T>
-FlatUnit<T>::FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp)
-    : name_(std::move(name)), count_(count), dp_(&dp) {
+FlatUnit<T>::FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp, bool gather_bf16)
+    : name_(std::move(name)), count_(count), dp_(&dp), bf16_(gather_bf16) {
+  HERD_CHECK(!gather_bf16 || (std::is_same_v<T, float>), "FSDP unit ", name_,
+             ": bf16 gathers are of fp32 master weights");
   shard_ = (count + dp.size() - 1) / dp.size();
   begin_ = shard_ * dp.rank();
   in_place_ = dp.size() == 1;
@@ -32,6 +37,24 @@ FlatUnit<T>::~FlatUnit() {
 
 template <typename T>
 void FlatUnit<T>::begin_gather() {
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16_) {
+      if (in_place_) {
+        if (!full_h_) full_h_ = aligned_array<bf16>(static_cast<std::size_t>(shard_));
+        if (stale_) kernels::to_bf16(params_.get(), shard_, full_h_.get());
+        stale_ = false;
+        held_ = true;
+        return;
+      }
+      if (full_h_) return;
+      // This rank's shard rounded into its own place, then gathered in place around it.
+      full_h_ = aligned_array<bf16>(static_cast<std::size_t>(padded()));
+      kernels::to_bf16(params_.get(), shard_, full_h_.get() + begin_);
+      handle_ = dp_->iall_gather(full_h_.get() + begin_, full_h_.get(), static_cast<std::size_t>(shard_), DType::kBF16);
+      in_flight_ = true;
+      return;
+    }
+  }
   if (in_place_) {
     held_ = true;  // the shard is the whole unit
     return;
@@ -55,6 +78,16 @@ void FlatUnit<T>::release() {
   HERD_CHECK(!in_flight_, "FSDP unit ", name_, " released while its all-gather is in flight");
   held_ = false;
   full_.reset();
+  if (!in_place_) full_h_.reset();
+}
+
+template <typename T>
+double FlatUnit<T>::step_peak_bytes() const {
+  const double e = static_cast<double>(sizeof(T));
+  const double gathered = bf16_ ? 2.0 * static_cast<double>(in_place_ ? count_ : padded())
+                                : (in_place_ ? 0.0 : e * static_cast<double>(padded()));
+  const double full_grads = in_place_ ? 0.0 : e * static_cast<double>(padded());
+  return gathered + full_grads + 4.0 * e * static_cast<double>(shard_);
 }
 
 template <typename T>

@@ -15,9 +15,16 @@
 // full_grads() accumulates into the gradient shard, and neither the gather nor the reduce-scatter
 // copies anything.
 //
-// Bytes per unit per step with P = count x sizeof(T): all-gather (dp-1)/dp P sent per rank per
-// gather (one per forward, plus one per backward when resharded after forward), reduce-scatter
-// (dp-1)/dp P.
+// bf16 compute (`train.precision = bf16`, T = float, the paper's recipe): the shard stays the fp32
+// master copy the optimizer updates, and what is gathered is its bf16 copy: each gather rounds this
+// rank's shard into its place in a bf16 buffer of the whole unit and all-gathers in place, half the
+// bytes of an fp32 gather (full_params_bf16()). A group of one keeps one bf16 copy of the unit instead,
+// refreshed at the first gather after params_updated(). Gradients are untouched by this: they
+// accumulate in the fp32 full buffer across micro-batches and are reduce-scattered in fp32.
+//
+// Bytes per unit per step with P = count x sizeof(T) (x 1/2 for the bf16 gathers): all-gather
+// (dp-1)/dp P sent per rank per gather (one per forward, plus one per backward when resharded after
+// forward), reduce-scatter (dp-1)/dp P.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +32,7 @@
 
 #include "herd/comm/communicator.h"
 #include "herd/core/aligned.h"
+#include "herd/core/bf16.h"
 #include "herd/core/error.h"
 
 namespace herd::parallel::fsdp {
@@ -32,7 +40,8 @@ namespace herd::parallel::fsdp {
 template <typename T>
 class FlatUnit {
  public:
-  FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp);
+  // gather_bf16: gather bf16 copies of the fp32 shards (T = float only).
+  FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp, bool gather_bf16 = false);
   // Waits for any op still in flight (an error path may leave one) before its buffers go.
   ~FlatUnit();
   FlatUnit(const FlatUnit&) = delete;
@@ -45,6 +54,7 @@ class FlatUnit {
   std::int64_t padded() const { return shard_ * dp_->size(); }
   // A group of one: the full buffers are the shards (no second copy of the weights or gradients).
   bool in_place() const { return in_place_; }
+  bool bf16_gather() const { return bf16_; }
 
   T* shard_params() { return params_.get(); }  // (S) master weights
   T* shard_grads() { return grads_.get(); }    // (S) reduced gradients of the step
@@ -55,9 +65,18 @@ class FlatUnit {
   void begin_gather();
   // Waits for it (posting it first if needed); then full_params() is valid.
   Status wait_gather();
-  bool gathered() const { return in_place_ ? held_ : full_ != nullptr && !in_flight_; }
-  T* full_params() { return in_place_ ? (held_ ? params_.get() : nullptr) : full_.get(); }  // (padded)
-  void release();                                                                           // frees the full parameters
+  bool gathered() const { return in_place_ ? held_ : (full_ != nullptr || full_h_ != nullptr) && !in_flight_; }
+  // (padded) The gathered weights: the fp32 ones, or under bf16 (full_params() is then null) their bf16 copy.
+  T* full_params() { return bf16_ ? nullptr : in_place_ ? (held_ ? params_.get() : nullptr) : full_.get(); }
+  const bf16* full_params_bf16() const { return bf16_ && (!in_place_ || held_) ? full_h_.get() : nullptr; }
+  void release();  // frees the full parameters (a group of one keeps its bf16 copy)
+  // The master shard changed (optimizer step, initialisation, a checkpoint load): a group of one
+  // refreshes its bf16 copy at the next gather. Every other gather rounds the shard anyway.
+  void params_updated() { stale_ = true; }
+  // Bytes the unit holds at its peak inside a step: the gathered weights and full gradient buffer (none
+  // in a group of one, except its bf16 copy) and the shard's master weights, reduced gradients and both
+  // AdamW moments (which the owner allocates; counted here so every owner counts alike).
+  double step_peak_bytes() const;
 
   // The full gradient buffer of this step (padded), zeroed at its first use after zero_grads().
   T* full_grads();
@@ -72,9 +91,11 @@ class FlatUnit {
   std::int64_t count_, shard_, begin_;
   comm::Communicator* dp_;
   AlignedPtr<T> params_, grads_, full_, full_grads_;
+  AlignedPtr<bf16> full_h_;  // bf16: the gathered copy (padded), or a group of one's copy (count)
   comm::Handle handle_, grad_handle_;
   bool in_flight_ = false, grads_in_flight_ = false;
   bool in_place_ = false, held_ = false;  // a group of one: the shard is the full buffer
+  bool bf16_ = false, stale_ = true;
 };
 
 }  // namespace herd::parallel::fsdp

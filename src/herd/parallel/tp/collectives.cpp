@@ -22,6 +22,16 @@ void TpCollectives<T>::gather(const T* local, T* full, std::int64_t n, std::int6
 }
 
 template <typename T>
+void TpCollectives<T>::gather(const bf16* local, bf16* full, std::int64_t n, std::int64_t cols) const {
+  if (!sp_ || tp_->size() == 1) {
+    if (full != local) std::memcpy(full, local, sizeof(bf16) * ucount(n * cols));
+    return;
+  }
+  if (!status_.ok()) return;
+  record(tp_->all_gather(local, full, ucount(local_rows(n) * cols), DType::kBF16));
+}
+
+template <typename T>
 void TpCollectives<T>::reduce(const T* partial, T* local, std::int64_t n, std::int64_t cols) const {
   if (!status_.ok()) return;
   if (tp_->size() == 1) {  // the partial sum is the sum
@@ -66,17 +76,26 @@ void vocab_embedding_backward(const TpCollectives<T>& c, const std::int32_t* ids
   kernels::embedding_backward<T>(ids, n, full, shard.begin, shard.rows, d, dtable);
 }
 
-template <typename T>
-kernels::CrossEntropyLoss vocab_cross_entropy(const TpCollectives<T>& c, const T* h, std::int64_t n, std::int64_t d,
-                                              const T* w, VocabShard shard, const std::int32_t* targets, T scale,
-                                              T* lse, T* dh, T* dw, T* stats) {
+void vocab_embedding_forward(const TpCollectives<float>& c, const std::int32_t* ids, std::int64_t n, const bf16* table,
+                             VocabShard shard, std::int64_t d, float* full, float* x) {
+  kernels::embedding_forward(ids, n, table, shard.begin, shard.rows, d, full);
+  c.reduce(full, x, n, d);
+}
+
+namespace {
+
+// In: the element type of h and w (T, or bf16 with T = float).
+template <typename T, typename In>
+kernels::CrossEntropyLoss vocab_ce(const TpCollectives<T>& c, const In* h, std::int64_t n, std::int64_t d, const In* w,
+                                   VocabShard shard, const std::int32_t* targets, T scale, T* lse, T* dh, T* dw,
+                                   T* stats) {
   const int tp = c.size();
   // Local (max | sum-exp | target logit), 3n, packed so one all-gather carries all three, then
   // regrouped shard-major, (3, tp, n), as ce_combine_stats reads them.
   T* mine = stats;
   T* all = mine + 3 * n;            // (tp, 3, n)
   T* regrouped = all + 3 * n * tp;  // (3, tp, n)
-  kernels::ce_shard_stats<T>(h, n, d, w, shard.begin, shard.rows, targets, mine, mine + n, mine + 2 * n);
+  kernels::ce_shard_stats(h, n, d, w, shard.begin, shard.rows, targets, mine, mine + n, mine + 2 * n);
   c.all_gather(mine, all, 3 * n);
   for (int s = 0; s < tp; ++s) {
     for (int k = 0; k < 3; ++k) {
@@ -85,8 +104,24 @@ kernels::CrossEntropyLoss vocab_cross_entropy(const TpCollectives<T>& c, const T
   }
   const kernels::CrossEntropyLoss loss =
       kernels::ce_combine_stats<T>(n, tp, regrouped, regrouped + tp * n, regrouped + 2 * tp * n, targets, lse);
-  kernels::ce_shard_backward<T>(h, n, d, w, shard.begin, shard.rows, targets, lse, scale, dh, dw);
+  kernels::ce_shard_backward(h, n, d, w, shard.begin, shard.rows, targets, lse, scale, dh, dw);
   return loss;
+}
+
+}  // namespace
+
+template <typename T>
+kernels::CrossEntropyLoss vocab_cross_entropy(const TpCollectives<T>& c, const T* h, std::int64_t n, std::int64_t d,
+                                              const T* w, VocabShard shard, const std::int32_t* targets, T scale,
+                                              T* lse, T* dh, T* dw, T* stats) {
+  return vocab_ce<T, T>(c, h, n, d, w, shard, targets, scale, lse, dh, dw, stats);
+}
+
+kernels::CrossEntropyLoss vocab_cross_entropy(const TpCollectives<float>& c, const bf16* h, std::int64_t n,
+                                              std::int64_t d, const bf16* w, VocabShard shard,
+                                              const std::int32_t* targets, float scale, float* lse, float* dh,
+                                              float* dw, float* stats) {
+  return vocab_ce<float, bf16>(c, h, n, d, w, shard, targets, scale, lse, dh, dw, stats);
 }
 
 #define HERD_TP_INSTANTIATE(T)                                                                                       \

@@ -35,6 +35,7 @@ class TpCollectives final : public nn::TensorParallelHooks<T> {
 
   std::int64_t local_rows(std::int64_t n) const override { return sp_ ? n / tp_->size() : n; }
   void gather(const T* local, T* full, std::int64_t n, std::int64_t cols) const override;
+  void gather(const bf16* local, bf16* full, std::int64_t n, std::int64_t cols) const override;
   void reduce(const T* partial, T* local, std::int64_t n, std::int64_t cols) const override;
 
   // The adjoint-free reductions the model needs besides the pair: buf (count) summed over TP.
@@ -72,6 +73,10 @@ template <typename T>
 void vocab_embedding_backward(const TpCollectives<T>& c, const std::int32_t* ids, std::int64_t n, const T* dx,
                               VocabShard shard, std::int64_t d, T* full, T* dtable);
 
+// The same from a bf16 table (a bf16 stage's gathered embedding unit); x stays fp32.
+void vocab_embedding_forward(const TpCollectives<float>& c, const std::int32_t* ids, std::int64_t n, const bf16* table,
+                             VocabShard shard, std::int64_t d, float* full, float* x);
+
 // Vocab-parallel cross-entropy of h (n, d), all rows, against this rank's output shard w (rows, d):
 // lse (n) written; dh (n, d) accumulates this shard's (partial over TP) input gradient and dw (rows, d)
 // the weight gradient, both scaled by `scale` = dLoss/d(per-token loss). `stats` is scratch of
@@ -80,5 +85,10 @@ template <typename T>
 kernels::CrossEntropyLoss vocab_cross_entropy(const TpCollectives<T>& c, const T* h, std::int64_t n, std::int64_t d,
                                               const T* w, VocabShard shard, const std::int32_t* targets, T scale,
                                               T* lse, T* dh, T* dw, T* stats);
+// The same with h and w in bf16 (logits, softmax statistics and gradients in fp32).
+kernels::CrossEntropyLoss vocab_cross_entropy(const TpCollectives<float>& c, const bf16* h, std::int64_t n,
+                                              std::int64_t d, const bf16* w, VocabShard shard,
+                                              const std::int32_t* targets, float scale, float* lse, float* dh,
+                                              float* dw, float* stats);
 
 }  // namespace herd::parallel::tp
