@@ -1,9 +1,13 @@
-// herd's entry point: the allocator policy of a training process, then the CLI (cli/app.h).
+// herd's entry point: the OpenMP wait policy and the allocator policy of a training process, then the
+// CLI (cli/app.h).
 #include <malloc.h>
 
 #include "herd/cli/app.h"
+#include "herd/kernels/openmp_wait.h"
 
 int main(int argc, char** argv) {
+  // First: libgomp reads its wait policy only when it loads, so herd may re-execute itself here.
+  herd::kernels::settle_openmp_wait(argv);
 #ifdef __GLIBC__
   // Training frees and reallocates the same large buffers every micro-batch (FSDP's gathered units
   // and gradient buffers, pipeline and CP scratch). With glibc's defaults a rank thread's arena gives

@@ -1,0 +1,35 @@
+// How long an idle OpenMP thread spins before it sleeps: chosen for the host before libgomp starts.
+//
+// libgomp reads its wait policy from the environment once, when the library loads (before main), and
+// by default spins about 3 ms at every barrier before it sleeps. A rank whose team shares a core with
+// another job then spends its time slices spinning while its partner thread waits for the core (8x
+// slower beside one busy loop, docs/projection.md). Sleeping at once (OMP_WAIT_POLICY=passive) costs a
+// futex wake-up at every barrier instead (21% on a quiet host). herd sets a spin budget between the
+// two, from the job's processes, threads and the host's cores, and re-executes itself once so that
+// libgomp sees it. A user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept as given.
+#pragma once
+
+#include <string>
+
+namespace herd::kernels {
+
+struct SpinChoice {
+  long long spin_count = 0;  // GOMP_SPINCOUNT: busy-wait iterations before a thread sleeps
+  std::string reason;
+};
+
+// The budget for `processes` herd processes of `threads` OpenMP threads each on a host of `cores`
+// cores: no spinning when the threads outnumber the cores (a spinning thread holds a core its partner
+// needs), else a short spin that covers a balanced barrier on an idle core.
+SpinChoice choose_spin(int cores, int processes, int threads);
+
+// At process start, before anything else: when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set,
+// sets GOMP_SPINCOUNT to choose_spin's budget for this host (the processes from mpirun's
+// environment, the threads from OMP_NUM_THREADS or herd's default) and re-executes this program once.
+// Returns without doing anything otherwise, and when the re-execution fails.
+void settle_openmp_wait(char** argv);
+
+// The policy in force, for the log: "OpenMP wait: spin budget 3000 (...)" or the user's setting.
+std::string openmp_wait_description();
+
+}  // namespace herd::kernels
