@@ -9,8 +9,9 @@ writes (tokens/s by wall clock and per CPU-second, achieved model GFLOP/s with t
 --mode compile wraps the model in torch.compile (inductor backend; forward and, through AOTAutograd,
 backward are compiled, clipping and AdamW stay eager). The first warm-up step compiles; warm-up steps
 (two in this mode) are not timed, and `compile_s` is the first step's wall time less the median timed
-step. A torch without torch.compile (Debian's 1.13) prints a record with `skipped` instead, as does a
-compile that fails (the reason is in the record).
+step (run.sh gives each run a fresh TORCHINDUCTOR_CACHE_DIR, so it is a cold compile). A torch without
+torch.compile (Debian's 1.13) prints a record with `skipped` instead, as does a compile that fails
+(the reason is in the record).
 --precision bf16 runs forward and loss under torch.autocast("cpu", dtype=torch.bfloat16): fp32 master
 weights, fp32 gradients and fp32 AdamW, bf16 matmul inputs (herd's train.precision = bf16 likewise).
 The residual stream and the norms stay fp32; RoPE'd q and k are cast back to bf16 for the attention,
