@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
 # herd vs PyTorch training-step throughput, side by side in one run: tiny and small presets, 1 and 2
-# threads, the same batch (8 x 512 by default), fp32, the same AdamW step. For each (model, threads)
-# the implementations run one after the other: herd (herd_bench_train, which also measures the BLAS's
-# SGEMM peak in the same process), Debian's PyTorch 1.13 (/usr/bin/python3), and the PyPI PyTorch in
-# build/torch-venv when bench/train/setup_torch_venv.sh has installed it. Writes one JSON document
-# (figure, machine, commit, load averages, every result, herd's speed-up over each peer).
-#   bench/train/run.sh [OUT.json] [STEPS]        STEPS timed steps after one warm-up (median reported)
+# threads, the same batch (8 x 512 by default), the same AdamW step, fp32 and bf16. For each
+# (model, threads) these run one after the other:
+#   herd fp32 and herd bf16 (herd_bench_train --precision fp32|bf16; each also measures its
+#     precision's GEMM peak in the same process: the better SGEMM of OpenBLAS and oneDNN, and oneDNN's
+#     bf16 matmul),
+#   then for each PyTorch (Debian's 1.13 from /usr/bin/python3 when it has torch; the PyPI one in the
+#     venv of bench/train/setup_torch_venv.sh when present): eager fp32, torch.compile (inductor) fp32,
+#     and eager bf16 autocast (bench/train/torch_peer.py; a torch without torch.compile gives a
+#     "skipped" row).
+# Every row gets its fraction of its own precision's GEMM peak (fp32 rows against herd's SGEMM peak of
+# the same (model, threads), bf16 rows against the bf16 matmul peak), and each (model, threads) the
+# ratios of the issue's targets. Writes one JSON document (figure, machine, commit, load averages,
+# every result, ratios, targets) and the same as a Markdown table beside it (OUT with .md).
+#   bench/train/run.sh [OUT.json] [STEPS]        STEPS timed steps after the warm-up (median reported)
+# Environment: MODELS (tiny small), MICRO_BATCH (8), SEQ_LEN (512), THREADS (1 2),
+#   TORCH_VENV (build/torch-venv), HERD_BENCH_BIN (a built herd_bench_train; then no cmake rebuild,
+#   default build/bench/train/herd_bench_train rebuilt first).
 # Threads: OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and MKL_NUM_THREADS are all set to the count (Debian's
-# torch ignores set_num_threads for its OpenBLAS; ENVIRONMENT.md).
+# torch ignores set_num_threads for its OpenBLAS).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-bench/train/results.json}
@@ -15,77 +26,48 @@ steps=${2:-5}
 mb=${MICRO_BATCH:-8}
 seq=${SEQ_LEN:-512}
 models=${MODELS:-tiny small}
-bin=build/bench/train/herd_bench_train
-cmake --build build --target herd_bench_train >/dev/null
-peers=("debian:/usr/bin/python3")
-[ -x build/torch-venv/bin/python ] && peers+=("pypi:build/torch-venv/bin/python")
+thread_counts=${THREADS:-1 2}
+venv=${TORCH_VENV:-build/torch-venv}
+if [ -n "${HERD_BENCH_BIN:-}" ]; then
+  bin=$HERD_BENCH_BIN
+else
+  bin=build/bench/train/herd_bench_train
+  cmake --build build --target herd_bench_train >/dev/null
+fi
+peers=()
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  peers+=("debian:/usr/bin/python3")
+else
+  echo "run.sh: /usr/bin/python3 has no torch (apt-get install python3-torch): no Debian PyTorch rows" >&2
+fi
+if [ -x "$venv/bin/python" ]; then
+  peers+=("pypi:$venv/bin/python")
+else
+  echo "run.sh: no $venv (bench/train/setup_torch_venv.sh): no PyPI PyTorch rows" >&2
+fi
+variants=(eager:fp32 compile:fp32 eager:bf16)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench || echo "-dirty")
 for model in $models; do
-  for threads in 1 2; do
+  for threads in $thread_counts; do
     export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
-    cut -d' ' -f1-3 /proc/loadavg >"$tmp/load-herd-$model-$threads"
-    "$bin" --model "$model" --threads "$threads" --micro-batch "$mb" --seq-len "$seq" --steps "$steps" \
-      --out "$tmp/herd-$model-$threads.json"
+    for p in fp32 bf16; do
+      cut -d' ' -f1-3 /proc/loadavg >"$tmp/load-herd_$p-$model-$threads"
+      "$bin" --model "$model" --threads "$threads" --micro-batch "$mb" --seq-len "$seq" --steps "$steps" \
+        --precision "$p" --out "$tmp/herd_$p-$model-$threads.json"
+    done
     for peer in "${peers[@]}"; do
       name=${peer%%:*} py=${peer#*:}
-      cut -d' ' -f1-3 /proc/loadavg >"$tmp/load-$name-$model-$threads"
-      "$py" bench/train/torch_peer.py --model "$model" --threads "$threads" --micro-batch "$mb" --seq-len "$seq" \
-        --steps "$steps" >"$tmp/$name-$model-$threads.json"
+      for v in "${variants[@]}"; do
+        mode=${v%%:*} prec=${v#*:}
+        cut -d' ' -f1-3 /proc/loadavg >"$tmp/load-${name}_${mode}_$prec-$model-$threads"
+        # A fresh inductor cache per run: compile_s is a cold compile, not a cache hit of an earlier run.
+        TORCHINDUCTOR_CACHE_DIR="$tmp/inductor-$name-$model-$threads" "$py" bench/train/torch_peer.py \
+          --model "$model" --threads "$threads" --micro-batch "$mb" --seq-len "$seq" --steps "$steps" \
+          --mode "$mode" --precision "$prec" >"$tmp/${name}_${mode}_$prec-$model-$threads.json"
+      done
     done
   done
 done
-/usr/bin/python3 - "$tmp" "$out" "$commit" "$models" "${peers[@]}" <<'PY'
-import json, sys
-tmp, out, commit, models = sys.argv[1:5]
-peers = [p.split(":")[0] for p in sys.argv[5:]]
-load = lambda name: [float(x) for x in open(f"{tmp}/load-{name}").read().split()]
-doc, rows = None, []
-for model in models.split():
-    for threads in (1, 2):
-        h = json.load(open(f"{tmp}/herd-{model}-{threads}.json"))
-        if doc is None:
-            doc = {k: v for k, v in h.items() if k != "results"}
-        hr = h["results"][0]
-        hr["load_average_before"] = load(f"herd-{model}-{threads}")
-        row = {"model": model, "threads": threads, "herd": hr}
-        line = (f"{model:5s} {threads} thr: herd {hr['tokens_per_s']:6.0f} tok/s {hr['achieved_gflops']:5.1f} GFLOP/s "
-                f"({100 * hr['fraction_of_sgemm_peak']:3.0f}% of {hr['sgemm_peak_library']} {hr['sgemm_peak_gflops']:.0f}; "
-                f"cpu-time {100 * hr['fraction_of_sgemm_peak_cpu_time']:3.0f}%)")
-        for p in peers:
-            t = json.load(open(f"{tmp}/{p}-{model}-{threads}.json"))
-            t["load_average_before"] = load(f"{p}-{model}-{threads}")
-            row[f"pytorch_{p}"] = t
-            row[f"speedup_wall_vs_{p}"] = hr["tokens_per_s"] / t["tokens_per_s"]
-            row[f"speedup_cpu_time_vs_{p}"] = hr["tokens_per_cpu_s"] / t["tokens_per_cpu_s"]
-            # The least-disturbed step of each (on a shared machine the fastest step is the one
-            # closest to having the cores alone).
-            row[f"speedup_best_step_vs_{p}"] = min(t["step_s"]) / min(hr["step_s"])
-            line += (f" | torch {t['torch_version'].split('+')[0]} {t['tokens_per_s']:6.0f} tok/s "
-                     f"x{row[f'speedup_wall_vs_{p}']:.2f} (best step x{row[f'speedup_best_step_vs_{p}']:.2f}, "
-                     f"cpu-time x{row[f'speedup_cpu_time_vs_{p}']:.2f})")
-        rows.append(row)
-        print(line, file=sys.stderr)
-doc["figure"] = "herd vs PyTorch training throughput (fp32, one CPU rank, same model, batch and AdamW step)"
-doc["commit"] = commit
-doc["load_average_at_end"] = [float(x) for x in open("/proc/loadavg").read().split()[:3]]
-doc["results"] = rows
-json.dump(doc, open(out, "w"), indent=2)
-# The same as a Markdown table (docs/training.md).
-hdr = "| model | threads | herd tokens/s | herd GFLOP/s | % of SGEMM peak |"
-sep = "| --- | --- | --- | --- | --- |"
-for p in peers:
-    hdr += f" PyTorch ({p}) tokens/s | herd / PyTorch ({p}) |"
-    sep += " --- | --- |"
-print(hdr + "\n" + sep, file=sys.stderr)
-for r in rows:
-    h = r["herd"]
-    line = (f"| {r['model']} | {r['threads']} | {h['tokens_per_s']:.0f} | {h['achieved_gflops']:.0f} | "
-            f"{100 * h['fraction_of_sgemm_peak']:.0f}% of {h['sgemm_peak_gflops']:.0f} ({h['sgemm_peak_library']}) |")
-    for p in peers:
-        t = r[f"pytorch_{p}"]
-        line += f" {t['tokens_per_s']:.0f} | {r[f'speedup_wall_vs_{p}']:.2f}x |"
-    print(line, file=sys.stderr)
-print(f"wrote {out}", file=sys.stderr)
-PY
+/usr/bin/python3 bench/train/report.py "$tmp" "$out" "$commit" "$models" "$thread_counts" "$bin" "${peers[@]}"

@@ -2,14 +2,26 @@
 """PyTorch peer of herd_bench_train: the same Llama 3 preset, batch and optimizer step, timed the same way.
 
 Builds the model of herd's `tiny` or `small` preset (RMSNorm, RoPE, GQA, SwiGLU, untied embeddings,
-fp32), runs one warm-up step and N timed training steps (forward, cross-entropy, backward, clipping,
-AdamW) on random tokens, and prints one JSON result with the same fields herd's benchmark writes
-(tokens/s by wall clock and per CPU-second, achieved model GFLOP/s with the same FLOP count).
+fp32 parameters), runs warm-up steps and N timed training steps (forward, cross-entropy, backward,
+clipping, AdamW) on random tokens, and prints one JSON result with the same fields herd's benchmark
+writes (tokens/s by wall clock and per CPU-second, achieved model GFLOP/s with the same FLOP count).
+
+--mode compile wraps the model in torch.compile (inductor backend; forward and, through AOTAutograd,
+backward are compiled, clipping and AdamW stay eager). The first warm-up step compiles; warm-up steps
+(two in this mode) are not timed, and `compile_s` is the first step's wall time less the median timed
+step (run.sh gives each run a fresh TORCHINDUCTOR_CACHE_DIR, so it is a cold compile). A torch without
+torch.compile (Debian's 1.13) prints a record with `skipped` instead, as does a compile that fails
+(the reason is in the record).
+--precision bf16 runs forward and loss under torch.autocast("cpu", dtype=torch.bfloat16): fp32 master
+weights, fp32 gradients and fp32 AdamW, bf16 matmul inputs (herd's train.precision = bf16 likewise).
+The residual stream and the norms stay fp32; RoPE'd q and k are cast back to bf16 for the attention,
+and the loss is taken on fp32 logits.
 
 Thread control: torch.set_num_threads(n) does not limit the OpenBLAS inside Debian's torch, so
 OPENBLAS_NUM_THREADS must be set in the environment too (run.sh does; ENVIRONMENT.md).
 Run with Debian's torch: /usr/bin/python3 bench/train/torch_peer.py --model small --threads 1
 or with a PyPI torch in a venv (bench/train/setup_torch_venv.sh): build/torch-venv/bin/python ...
+  --mode eager|compile --precision fp32|bf16
 
 Each PyTorch gets its best eager path: where F.scaled_dot_product_attention exists (torch >= 2.0) the
 attention is its fused causal kernel (flash attention on the CPU) with GQA handled inside where the
@@ -17,6 +29,7 @@ version allows (enable_gqa, torch >= 2.5), and AdamW is the fused (or foreach) i
 older path is the explicit softmax(QK^T + mask) V of torch 1.13. --attention manual forces the latter.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -61,7 +74,8 @@ class Block(torch.nn.Module):
         q = self.wq(h).view(B, T, self.h, self.hd).transpose(1, 2)
         k = self.wk(h).view(B, T, self.kv, self.hd).transpose(1, 2)
         v = self.wv(h).view(B, T, self.kv, self.hd).transpose(1, 2)
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        # Under autocast v is bf16 and RoPE's fp32 tables promote q, k to fp32: attend in v's dtype.
+        q, k = rope(q, cos, sin).to(v.dtype), rope(k, cos, sin).to(v.dtype)
         if ATTENTION == "sdpa" and SDPA_GQA:
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         else:
@@ -104,7 +118,23 @@ class Llama(torch.nn.Module):
         for b in self.blocks:
             x = b(x, cos, sin, mask)
         logits = self.out(Block.norm(x, self.w_final))
-        return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
+        return F.cross_entropy(logits.float().view(-1, VOCAB), targets.view(-1))
+
+
+def matmul_peak(dtype, n=2048, reps=3):
+    """This torch's own square matmul rate in `dtype` (GFLOP/s, best of `reps` after one warm-up), for
+    reference beside herd's in-process peaks (the ones the fractions are taken against)."""
+    a = torch.full((n, n), 0.5, dtype=dtype)
+    best = 0.0
+    for r in range(reps + 1):
+        t0 = time.perf_counter()
+        torch.mm(a, a)
+        dt = time.perf_counter() - t0
+        if r:
+            best = max(best, 2.0 * n**3 / dt / 1e9)
+        elif dt > 10:  # a matmul this slow (no fast kernel for the dtype): one sample is enough
+            return 2.0 * n**3 / dt / 1e9
+    return best
 
 
 def main():
@@ -115,7 +145,24 @@ def main():
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--attention", default="auto", choices=("auto", "sdpa", "manual"))
+    ap.add_argument("--mode", default="eager", choices=("eager", "compile"),
+                    help="eager, or torch.compile with the inductor backend")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                    help="fp32, or bf16 autocast around forward and loss (fp32 master weights and AdamW)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed steps first (default: 1 eager, 2 compile)")
     args = ap.parse_args()
+    warmup = args.warmup if args.warmup is not None else (2 if args.mode == "compile" else 1)
+    B, T = args.micro_batch, args.seq_len
+    base = {"impl": "pytorch", "torch_version": torch.__version__, "model": args.model, "threads": args.threads,
+            "micro_batch": B, "seq_len": T, "steps_timed": args.steps, "mode": args.mode, "precision": args.precision}
+
+    def skipped(reason):
+        print(f"torch_peer: {args.mode} {args.precision} skipped: {reason}", file=sys.stderr)
+        print(json.dumps(dict(base, skipped=reason)))
+        sys.exit(0)
+
+    if args.mode == "compile" and not hasattr(torch, "compile"):
+        skipped(f"torch {torch.__version__} has no torch.compile")
     global ATTENTION, SDPA_GQA
     have_sdpa = hasattr(F, "scaled_dot_product_attention")
     ATTENTION = "sdpa" if args.attention == "sdpa" or (args.attention == "auto" and have_sdpa) else "manual"
@@ -134,37 +181,58 @@ def main():
     p = PRESETS[args.model]
     m = Llama(p)
     n_params = sum(x.numel() for x in m.parameters())
-    B, T = args.micro_batch, args.seq_len
     tokens = torch.randint(0, VOCAB, (B, T))
     targets = torch.randint(0, VOCAB, (B, T))
+    fwd = torch.compile(m, backend="inductor") if args.mode == "compile" else m
+    bf16 = args.precision == "bf16"
+    if bf16:
+        try:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                torch.nn.Linear(4, 4)(torch.zeros(2, 4))
+        except (TypeError, RuntimeError) as e:
+            skipped(f"torch {torch.__version__} has no CPU bf16 autocast ({e})")
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
 
     def step(opt):
         opt.zero_grad(set_to_none=True)
-        loss = m(tokens, targets)
+        with autocast():
+            loss = fwd(tokens, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
         return loss.item()
 
-    # The fastest AdamW this version runs on the CPU; the warm-up step doubles as the check (some
-    # versions accept fused=True at construction and refuse it at the first step).
-    opt, adamw = None, "single-tensor"
-    for kind in ("fused", "foreach", None):
+    # The fastest AdamW this version runs on the CPU, probed on a scratch parameter (some versions
+    # accept fused=True at construction and refuse it at the first step).
+    adamw = "single-tensor"
+    for kind in ("fused", "foreach"):
         try:
-            extra = {kind: True} if kind else {}
-            opt = torch.optim.AdamW(m.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, **extra)
-            step(opt)
-            adamw = kind or adamw
+            z = torch.nn.Parameter(torch.zeros(4))
+            z.grad = torch.ones(4)
+            torch.optim.AdamW([z], lr=1e-4, **{kind: True}).step()
+            adamw = kind
             break
         except (TypeError, RuntimeError, ValueError):
-            opt = None
-    assert opt is not None
+            pass
+    extra = {adamw: True} if adamw != "single-tensor" else {}
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, **extra)
+    warm_s, losses = [], []
+    for _ in range(warmup):
+        t0 = time.perf_counter()
+        try:
+            losses.append(step(opt))
+        except Exception as e:  # noqa: BLE001 - a compile that fails is a recorded result, not a crash
+            if args.mode != "compile":
+                raise
+            skipped(f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        warm_s.append(time.perf_counter() - t0)
     wall, cpu = [], []
     for _ in range(args.steps):
         t0, c0 = time.perf_counter(), time.process_time()
-        loss = step(opt)
+        losses.append(step(opt))
         wall.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
+    loss = losses[-1]
     step_s, step_cpu_s = list(wall), list(cpu)
     wall.sort()
     cpu.sort()
@@ -175,14 +243,20 @@ def main():
     fpt = 6 * n_params + 12 * p["layers"] * p["hidden"] * (T + 1) / 2
     n = B * T
     blas = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
-    r = {"impl": "pytorch", "torch_version": torch.__version__, "torch_blas": blas.group(1) if blas else "?",
-         "attention": ATTENTION + ("+gqa" if SDPA_GQA else ""), "adamw": adamw, "model": args.model, "params": n_params,
-         "threads": args.threads, "micro_batch": B, "seq_len": T, "steps_timed": args.steps, "precision": "fp32",
-         "fp32_matmul_precision": getattr(torch, "get_float32_matmul_precision", lambda: "highest")(),
-         "step_s": step_s, "step_cpu_s": step_cpu_s, "step_s_median": med_wall, "step_cpu_s_median": med_cpu,
-         "tokens_per_s": n / med_wall, "tokens_per_cpu_s": n / med_cpu * args.threads,
-         "model_flops_per_token": fpt, "achieved_gflops": fpt * n / med_wall / 1e9, "final_loss": loss,
-         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+    r = dict(base)
+    r.update({"torch_blas": blas.group(1) if blas else "?", "attention": ATTENTION + ("+gqa" if SDPA_GQA else ""),
+              "adamw": adamw, "params": n_params,
+              "autocast": "cpu bfloat16 (forward and loss)" if bf16 else None,
+              "fp32_matmul_precision": getattr(torch, "get_float32_matmul_precision", lambda: "highest")(),
+              "warmup_steps": warmup, "warmup_s": warm_s,
+              "compile_s": max(0.0, warm_s[0] - med_wall) if args.mode == "compile" else 0.0,
+              "step_s": step_s, "step_cpu_s": step_cpu_s, "step_s_median": med_wall, "step_cpu_s_median": med_cpu,
+              "tokens_per_s": n / med_wall, "tokens_per_cpu_s": n / med_cpu * args.threads,
+              "model_flops_per_token": fpt, "achieved_gflops": fpt * n / med_wall / 1e9,
+              "achieved_gflops_cpu_time": fpt * n / med_cpu * args.threads / 1e9,
+              "first_loss": losses[0], "final_loss": loss, "losses": losses,
+              "torch_matmul_peak_gflops": matmul_peak(torch.bfloat16 if bf16 else torch.float32),
+              "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20})
     print(json.dumps(r))
 
 
