@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The OpenMP spin budget (docs/kernels.md) before and after, quiet and beside a busy loop: the median
+# step of the tiny model on 1 rank x 2 threads and on 2 MPI ranks x 2 and x 1 threads, with libgomp's
+# default (GOMP_SPINCOUNT=300000, "before") and with herd's own choice ("after"). One line per run:
+# load, layout, policy, median step (s), background jobs the run measured. docs/projection.md has a run.
+#   bench/projection/spin_budget.sh [REPETITIONS]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+reps=${1:-2}
+data=runs/projection-data
+[ -f $data/meta.json ] || python3 -c "import sys; sys.path.insert(0, 'bench/common'); from benchlib import make_data; make_data('build/herd', '$data')"
+tmp=$(mktemp -d)
+busy=""
+trap 'rm -rf "$tmp"; [ -n "$busy" ] && kill -9 -"$busy" 2>/dev/null; true' EXIT
+run() {  # load layout policy command...
+  local load=$1 layout=$2 policy=$3
+  shift 3
+  rm -f "$tmp/p.json"
+  env -u HERD_OPENMP_WAIT "$@" --data.dir=$data --model.name=tiny --train.steps=8 --eval.every=0 --eval.batches=1 \
+    --schedule.warmup_steps=1 --generate.samples=0 --train.log_every=1000 --train.projection_file="$tmp/p.json" \
+    --global-batch 8 >"$tmp/log" 2>&1 || { tail -3 "$tmp/log"; return; }
+  python3 -c "import json; d = json.load(open('$tmp/p.json')); print('$load', '$layout', '$policy', \
+round(d['measured']['step_s'], 3), round(d['background_jobs'], 2))"
+}
+mpi=(mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2)
+for _ in $(seq "$reps"); do
+  for load in quiet busy; do
+    if [ $load = busy ]; then
+      setsid sh -c 'while :; do :; done' &
+      busy=$!
+      sleep 1
+    fi
+    for policy in before after; do
+      e=() x=()
+      [ $policy = before ] && e=(GOMP_SPINCOUNT=300000) x=(-x GOMP_SPINCOUNT=300000)
+      run $load "1rank-2threads-mb8" $policy "${e[@]}" build/herd train --microbatch-size 8
+      run $load "mpi-dp2-2threads" $policy "${mpi[@]}" "${x[@]}" build/herd train --dp 2 --microbatch-size 4 \
+        --train.threads=2
+      run $load "mpi-dp2-1thread" $policy "${mpi[@]}" "${x[@]}" build/herd train --dp 2 --microbatch-size 4
+    done
+    if [ -n "$busy" ]; then
+      kill -9 -"$busy" 2>/dev/null || true
+      busy=""
+    fi
+  done
+done
