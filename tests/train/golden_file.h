@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "herd/core/check.h"
 #include "herd/core/json.h"
+#include "herd/model/config.h"
 
 namespace herd::testing {
 
@@ -50,5 +52,35 @@ struct GoldenFile {
     return g;
   }
 };
+
+// A committed golden file under tests/train/golden/, read once per process (a bad file stops the test).
+inline const GoldenFile& golden_file(const std::string& name) {
+  static std::map<std::string, GoldenFile> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    Result<GoldenFile> r = GoldenFile::read(std::string(HERD_SOURCE_DIR) + "/tests/train/golden/" + name);
+    HERD_CHECK(r.ok(), r.error().message());
+    it = cache.emplace(name, std::move(*r)).first;
+  }
+  return it->second;
+}
+
+// The model the golden file's tools/ script built (its header's "config").
+inline model::LlamaConfig golden_model_config(const GoldenFile& g) {
+  const Json& c = g.header["config"];
+  model::LlamaConfig cfg;
+  cfg.name = "golden";
+  cfg.hidden = c["hidden"];
+  cfg.ffn_hidden = c["ffn_hidden"];
+  cfg.n_layers = c["n_layers"];
+  cfg.n_heads = c["n_heads"];
+  cfg.n_kv_heads = c["n_kv_heads"];
+  cfg.head_dim = c["head_dim"];
+  cfg.vocab = c["vocab"];
+  cfg.max_seq_len = c["seq_len"];
+  cfg.rope_theta = c["rope_theta"];
+  cfg.norm_eps = c["norm_eps"];
+  return cfg;
+}
 
 }  // namespace herd::testing

@@ -20,29 +20,11 @@ namespace {
 
 using testing::GoldenFile;
 
-const GoldenFile& golden() {
-  static const GoldenFile g = [] {
-    Result<GoldenFile> r = GoldenFile::read(std::string(HERD_SOURCE_DIR) + "/tests/train/golden/llama_tiny.bin");
-    HERD_CHECK(r.ok(), r.error().message());
-    return *r;
-  }();
-  return g;
-}
+const GoldenFile& golden() { return testing::golden_file("llama_tiny.bin"); }
 
 model::LlamaConfig golden_config() {
   const Json& c = golden().header["config"];
-  model::LlamaConfig cfg;
-  cfg.name = "golden";
-  cfg.hidden = c["hidden"];
-  cfg.ffn_hidden = c["ffn_hidden"];
-  cfg.n_layers = c["n_layers"];
-  cfg.n_heads = c["n_heads"];
-  cfg.n_kv_heads = c["n_kv_heads"];
-  cfg.head_dim = c["head_dim"];
-  cfg.vocab = c["vocab"];
-  cfg.max_seq_len = c["seq_len"];
-  cfg.rope_theta = c["rope_theta"];
-  cfg.norm_eps = c["norm_eps"];
+  model::LlamaConfig cfg = testing::golden_model_config(golden());
   EXPECT_EQ(c["rope_style"], "half");
   return cfg;
 }
