@@ -461,35 +461,60 @@ int run_calibrate(const CalibrateOptions& o) {
   // passes as herd runs them) becomes one efficiency on every compute rate. Neither this reference
   // nor the two-rank one below is a layout of bench/projection: every row there is a prediction.
   // Both run on the wall clock: each take is a short training run, redone when other jobs ran beside it.
+  // Unlike the kernel rates (on the thread's CPU clock, where the fastest take is the machine's rate),
+  // a reference step keeps the median of its undisturbed takes: a plan is for a run's median step, what
+  // `herd train` reports, and on a shared host the best of several runs is faster than a typical one.
   Status failed = Status::Ok();
-  auto reference = [&](int ranks, ReferenceStep* best, const char* precision = "fp32") {
-    return [&, ranks, best, precision] {
+  auto reference = [&](int ranks, std::vector<ReferenceStep>* takes, const char* precision = "fp32") {
+    return [&, ranks, takes, precision] {
       Result<ReferenceStep> r = reference_step(m, o.micro_batch, o.seq_len, 5, ranks, precision);
       if (!r.ok()) {
         failed = r.error();
         return 1e9;
       }
-      const double compute = r->step_s - (ranks > 1 ? r->comm_s : 0.0);
-      if (best->step_s == 0 || compute < best->step_s - (ranks > 1 ? best->comm_s : 0.0)) *best = *r;
-      return compute;
+      takes->push_back(*r);
+      return r->step_s - (ranks > 1 ? r->comm_s : 0.0);
     };
   };
+  auto median_take = [](const measure::SteadyResult& sr, const std::vector<ReferenceStep>& takes) {
+    std::vector<ReferenceStep> clean;
+    for (std::size_t i = 0; i < takes.size() && i < sr.takes.size(); ++i) {
+      if (sr.disturbed || sr.takes[i].disturbed.empty()) clean.push_back(takes[i]);
+    }
+    if (clean.empty()) return ReferenceStep{};
+    std::sort(clean.begin(), clean.end(),
+              [](const ReferenceStep& a, const ReferenceStep& b) { return a.step_s - a.comm_s < b.step_s - b.comm_s; });
+    const ReferenceStep& lo = clean[(clean.size() - 1) / 2];
+    const ReferenceStep& hi = clean[clean.size() / 2];
+    return ReferenceStep{0.5 * (lo.step_s + hi.step_s), 0.5 * (lo.comm_s + hi.comm_s)};
+  };
+  std::vector<ReferenceStep> ref_takes, dist_takes, ref16_takes;
   ReferenceStep ref, dist;
-  measure_it("training step, 1 rank", true, reference(1, &ref), [&](double secs) {
-    return far_from_last("reference step", secs, last_number("reference_step_s"), taken_at_last);
-  });
+  ref = median_take(measure_it("training step, 1 rank", true, reference(1, &ref_takes),
+                               [&](double secs) {
+                                 return far_from_last("reference step", secs, last_number("reference_step_s"),
+                                                      taken_at_last);
+                               }),
+                    ref_takes);
   if (failed.ok()) {
-    measure_it("training step, 2 ranks (DP), communication out", true, reference(2, &dist), [&](double secs) {
-      const double eff = ref.step_s / secs;
-      return eff >= kLowestScaling ? std::string() : "multi-rank efficiency " + format_fixed(eff, 2) + " far below 1";
-    });
+    dist = median_take(measure_it("training step, 2 ranks (DP), communication out", true, reference(2, &dist_takes),
+                                  [&](double secs) {
+                                    const double eff = ref.step_s / secs;
+                                    return eff >= kLowestScaling
+                                               ? std::string()
+                                               : "multi-rank efficiency " + format_fixed(eff, 2) + " far below 1";
+                                  }),
+                       dist_takes);
   }
   // The bf16 runtime around its kernels, the same way: a single-rank bf16 step.
   ReferenceStep ref16;
   if (failed.ok()) {
-    measure_it("training step, 1 rank, bf16", true, reference(1, &ref16, "bf16"), [&](double secs) {
-      return far_from_last("bf16 reference step", secs, last_number("reference_step_bf16_s"), taken_at_last);
-    });
+    ref16 = median_take(measure_it("training step, 1 rank, bf16", true, reference(1, &ref16_takes),
+                                   [&](double secs) {
+                                     return far_from_last("bf16 reference step", secs,
+                                                          last_number("reference_step_bf16_s"), taken_at_last);
+                                   }),
+                        ref16_takes);
   }
   kernels::set_num_threads(1);
   if (!failed.ok()) return report_error("calibrate", failed.error().with_context("reference training step"));
