@@ -60,13 +60,7 @@ struct HerdRun {
 HerdRun run_herd(bool bf16, model::Recompute recompute) {
   const model::LlamaConfig cfg = golden_config();
   const GoldenFile& g = golden();
-  nn::MicroBatch mb;
-  mb.batch = g.header["config"]["batch"];
-  mb.seq_len = g.header["config"]["seq_len"];
-  mb.tokens = g.i32.at("batch.tokens").data();
-  mb.targets = g.i32.at("batch.targets").data();
-  mb.positions = g.i32.at("batch.positions").data();
-  mb.doc_ids = g.i32.at("batch.doc_ids").data();
+  const nn::MicroBatch mb = testing::golden_batch(g);
   // The weights, in nn::LlamaModel's layout, from the same hash as the PyTorch side.
   nn::LlamaModel<float> layout(cfg, model::Recompute::kNone, 1, mb.seq_len);
   const std::vector<std::string> order = g.header["param_order"];

@@ -14,6 +14,7 @@
 #include "herd/core/check.h"
 #include "herd/core/json.h"
 #include "herd/model/config.h"
+#include "herd/nn/batch.h"
 
 namespace herd::testing {
 
@@ -81,6 +82,18 @@ inline model::LlamaConfig golden_model_config(const GoldenFile& g) {
   cfg.rope_theta = c["rope_theta"];
   cfg.norm_eps = c["norm_eps"];
   return cfg;
+}
+
+// The golden packed batch (its arrays stay in the file's buffers).
+inline nn::MicroBatch golden_batch(const GoldenFile& g) {
+  nn::MicroBatch mb;
+  mb.batch = g.header["config"]["batch"];
+  mb.seq_len = g.header["config"]["seq_len"];
+  mb.tokens = g.i32.at("batch.tokens").data();
+  mb.targets = g.i32.at("batch.targets").data();
+  mb.positions = g.i32.at("batch.positions").data();
+  mb.doc_ids = g.i32.at("batch.doc_ids").data();
+  return mb;
 }
 
 }  // namespace herd::testing

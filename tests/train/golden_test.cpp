@@ -42,17 +42,7 @@ void load_golden_weights(nn::LlamaModel<T>& m) {
   }
 }
 
-nn::MicroBatch golden_batch() {
-  const GoldenFile& g = golden();
-  nn::MicroBatch mb;
-  mb.batch = g.header["config"]["batch"];
-  mb.seq_len = g.header["config"]["seq_len"];
-  mb.tokens = g.i32.at("batch.tokens").data();
-  mb.targets = g.i32.at("batch.targets").data();
-  mb.positions = g.i32.at("batch.positions").data();
-  mb.doc_ids = g.i32.at("batch.doc_ids").data();
-  return mb;
-}
+nn::MicroBatch golden_batch() { return testing::golden_batch(golden()); }
 
 template <typename T>
 double relative(const T* got, const std::vector<float>& want) {

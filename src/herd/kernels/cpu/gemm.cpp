@@ -367,40 +367,43 @@ void gemm_bf16(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t 
   gemm_impl<bf16, float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void gemm_bf16_reference(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
-                         std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  check_dims(ta, tb, m, n, k, lda, ldb, ldc);
-  for (std::int64_t i = 0; i < m; ++i) {
-    for (std::int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (std::int64_t p = 0; p < k; ++p) {
-        const bf16 x = ta == Trans::kNo ? a[i * lda + p] : a[p * lda + i];
-        const bf16 y = tb == Trans::kNo ? b[p * ldb + j] : b[j * ldb + p];
-        s += static_cast<double>(to_float(x)) * static_cast<double>(to_float(y));
-      }
-      const double prev = beta == 0.0f ? 0.0 : static_cast<double>(beta) * c[i * ldc + j];
-      c[i * ldc + j] = static_cast<float>(static_cast<double>(alpha) * s + prev);
-    }
-  }
-}
+namespace {
 
-template <typename T>
-void gemm_reference(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
-                    std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+double widened(float x) { return x; }
+double widened(double x) { return x; }
+double widened(bf16 x) { return to_float(x); }
+
+// The naive triple loop in double, over stored inputs of type In (widened exactly) and outputs T.
+template <typename In, typename T>
+void naive_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const In* a,
+                std::int64_t lda, const In* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
   check_dims(ta, tb, m, n, k, lda, ldb, ldc);
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::int64_t j = 0; j < n; ++j) {
       double s = 0;
       for (std::int64_t p = 0; p < k; ++p) {
-        const T x = ta == Trans::kNo ? a[i * lda + p] : a[p * lda + i];
-        const T y = tb == Trans::kNo ? b[p * ldb + j] : b[j * ldb + p];
-        s += static_cast<double>(x) * static_cast<double>(y);
+        const In x = ta == Trans::kNo ? a[i * lda + p] : a[p * lda + i];
+        const In y = tb == Trans::kNo ? b[p * ldb + j] : b[j * ldb + p];
+        s += widened(x) * widened(y);
       }
       // beta == 0 ignores C, as BLAS does (C may be uninitialised).
       const double prev = beta == T(0) ? 0.0 : static_cast<double>(beta) * c[i * ldc + j];
       c[i * ldc + j] = static_cast<T>(static_cast<double>(alpha) * s + prev);
     }
   }
+}
+
+}  // namespace
+
+void gemm_bf16_reference(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
+                         std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  naive_gemm<bf16, float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <typename T>
+void gemm_reference(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+                    std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  naive_gemm<T, T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template void gemm_reference<float>(Trans, Trans, std::int64_t, std::int64_t, std::int64_t, float, const float*,
