@@ -96,3 +96,50 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(HERD_PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(HERD_LZMA REQUIRED IMPORTED_TARGET liblzma)
 list(APPEND HERD_EXTERNAL_data PkgConfig::HERD_PCRE2 PkgConfig::HERD_LZMA)
+
+# CUDA (the toolkit's nvcc, cudart and cuBLASLt): kernels/cuda/ is compiled into its own library,
+# herd_kernels_cuda, whenever nvcc is found, so every build on a machine with the toolkit compiles the
+# GPU backend (with warnings as errors under HERD_WERROR) although no GPU may be present; herd_kernels
+# and everything above it build without it. The herd binary and the tests link it whole (its backend
+# registers itself at load time: kernels/device.h), so no source outside kernels/cuda/ needs an
+# #ifdef. The sanitizer and fuzz builds leave it out (HERD_ENABLE_CUDA=OFF in scripts/test.sh and
+# scripts/fuzz.sh): nvcc takes neither instrumentation, and no GPU code runs on these machines anyway.
+# Architectures: sm_90 (H100, H200) by default; CMAKE_CUDA_ARCHITECTURES overrides.
+option(HERD_ENABLE_CUDA "Build the CUDA kernel backend (kernels/cuda) when nvcc is found" ON)
+set(HERD_HAVE_CUDA OFF)
+if(HERD_ENABLE_CUDA AND NOT HERD_SANITIZE AND NOT HERD_FUZZ)
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    if(HERD_CCACHE_PROGRAM AND NOT CMAKE_CUDA_COMPILER_LAUNCHER)
+      set(CMAKE_CUDA_COMPILER_LAUNCHER ${HERD_CCACHE_PROGRAM})
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(HERD_HAVE_CUDA ON)
+    file(GLOB herd_cuda_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/herd/kernels/cuda/*.cu
+         ${CMAKE_CURRENT_SOURCE_DIR}/src/herd/kernels/cuda/*.cpp)
+    add_library(herd_kernels_cuda STATIC ${herd_cuda_sources})
+    target_include_directories(herd_kernels_cuda PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/src)
+    target_link_libraries(herd_kernels_cuda PUBLIC herd_kernels CUDA::cudart CUDA::cublasLt)
+    # nvcc: the host compiler's -Wall -Wextra, device-side warnings, all as errors under HERD_WERROR.
+    set(herd_cuda_warn -Xcompiler=-Wall,-Wextra)
+    if(HERD_WERROR)
+      list(APPEND herd_cuda_warn -Werror=all-warnings -Xcompiler=-Werror)
+    endif()
+    target_compile_options(herd_kernels_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${herd_cuda_warn} --expt-relaxed-constexpr
+                                                     -lineinfo>)
+    set_target_properties(herd_kernels_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)
+    message(STATUS "herd: nvcc ${CMAKE_CUDA_COMPILER_VERSION} found; building kernels/cuda for sm_${CMAKE_CUDA_ARCHITECTURES}")
+  else()
+    message(STATUS "herd: nvcc not found; kernels/cuda is skipped (train.device=cuda will say so)")
+  endif()
+endif()
