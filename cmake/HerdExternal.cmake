@@ -121,9 +121,11 @@ if(HERD_ENABLE_CUDA AND NOT HERD_SANITIZE AND NOT HERD_FUZZ)
       set(CMAKE_CUDA_COMPILER_LAUNCHER ${HERD_CCACHE_PROGRAM})
     endif()
     enable_language(CUDA)
-    find_package(CUDAToolkit REQUIRED)
+    # C++20 as for the C++ sources: CMake 3.25 does not know nvcc 12+ takes -std=c++20, so say it.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION -std=c++20)
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION -std=c++20)
     set(CMAKE_CUDA_STANDARD 20)
-    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
     set(HERD_HAVE_CUDA ON)
     file(GLOB herd_cuda_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/herd/kernels/cuda/*.cu
          ${CMAKE_CURRENT_SOURCE_DIR}/src/herd/kernels/cuda/*.cpp)

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "herd/kernels/device.h"
 #include "herd/train/generate.h"
 
 namespace herd::train {
@@ -57,6 +58,30 @@ TEST(TrainCli, PrecisionIsFp32Bf16OrFp64) {
     CmdResult r = run_herd("train --print-config --precision " + p);
     EXPECT_EQ(r.status, 0) << r.output;
     EXPECT_NE(r.output.find("\"precision\": \"" + p + "\""), std::string::npos) << r.output;
+  }
+}
+
+// train.device: cpu or cuda. cuda names what is missing on this build and machine (the CUDA toolkit at
+// build time, a visible GPU) in one line, before anything is allocated; no run starts.
+TEST(TrainCli, DeviceIsCpuOrCuda) {
+  CmdResult r = run_herd("train --device tpu");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "herd train: error: train.device: expected cpu or cuda, got 'tpu'\n");
+  r = run_herd("train --print-config --device cuda");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("\"device\": \"cuda\""), std::string::npos) << r.output;
+  r = run_herd("train --train.device=cuda --train.steps=1");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  const kernels::DeviceBackend* cuda = kernels::device_backend(kernels::Device::kCuda);
+  std::string why;
+  if (cuda == nullptr) {
+    EXPECT_NE(r.output.find("needs a herd built with the CUDA toolkit"), std::string::npos) << r.output;
+  } else if (cuda->device_count(&why) == 0) {
+    EXPECT_NE(r.output.find("no GPU is visible"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("use train.device=cpu"), std::string::npos) << r.output;
+  } else {
+    EXPECT_NE(r.output.find("the training step does not yet"), std::string::npos) << r.output;
   }
 }
 

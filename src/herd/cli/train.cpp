@@ -63,6 +63,7 @@ struct TrainOptions {
   LayoutKnobs knobs;
   std::optional<std::string> schedule, backend;
   std::optional<std::string> precision;  // train.precision
+  std::optional<std::string> device;     // train.device
   std::optional<std::string> init_from, export_hf;
   std::optional<std::string> layout;  // "auto": the planner chooses
   std::optional<std::int64_t> ranks;  // with --layout auto: the rank count (default: MPI world or cores)
@@ -80,6 +81,7 @@ Status apply_flags(const TrainOptions& o, train::TrainConfig& cfg) {
   if (o.schedule) cfg.parallel.schedule = *o.schedule;
   if (o.backend) cfg.parallel.backend = *o.backend;
   if (o.precision) cfg.train.precision = *o.precision;
+  if (o.device) cfg.train.device = *o.device;
   if (o.max_restarts) cfg.fault.max_restarts = *o.max_restarts;
   if (o.init_from) cfg.init.from = *o.init_from;
   if (o.export_hf) cfg.export_.hf = *o.export_hf;
@@ -307,6 +309,7 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
     std::cout << json_text(train::to_json(*cfg), 2) << "\n";
     return 0;
   }
+  if (Status s = train::check_run_device(*cfg); !s.ok()) return report_error("train", s.error());
   Result<comm::Backend> backend = train::resolve_backend(*cfg);
   if (!backend.ok()) return report_error("train", backend.error());
   const std::int64_t world = *backend == comm::Backend::kMpi ? launcher_world_size() : 0;
@@ -406,6 +409,8 @@ Subcommand add_train_command(CLI::App& root) {
                   "fp32 (default), bf16 (the Llama 3 recipe: bf16 weight copies and matmul inputs, fp32 master "
                   "weights, optimizer, gradient accumulation and reduce-scatter) or fp64 (train.precision; "
                   "docs/precision.md)");
+  app->add_option("--device", opts->device,
+                  "Where the kernels run: cpu (default) or cuda (an NVIDIA GPU; train.device; docs/gpu.md)");
   app->allow_extras();
   app->footer(
       "Every field of the configuration can be overridden as --section.field=value, e.g. --optim.lr=1e-3 "

@@ -7,6 +7,7 @@
 #include <functional>
 #include <type_traits>
 
+#include "herd/kernels/device.h"
 #include "herd/model/flops.h"
 
 namespace herd::train {
@@ -149,6 +150,8 @@ const std::vector<Field>& registry() {
       bind_field("train.precision", &C::train, &TrainSection::precision,
                  "fp32, bf16 (bf16 weight copies and matmul inputs, fp32 master, optimizer, gradient "
                  "accumulation and reduce-scatter; docs/precision.md) or fp64"),
+      bind_field("train.device", &C::train, &TrainSection::device,
+                 "where the kernels run: cpu, or cuda (an NVIDIA GPU; docs/gpu.md)"),
       bind_field("train.nonfinite", &C::train, &TrainSection::nonfinite,
                  "a NaN/Inf loss or gradient norm: skip the step (no update) or stop the job"),
       bind_field("train.max_nonfinite_skips", &C::train, &TrainSection::max_nonfinite_skips,
@@ -376,6 +379,9 @@ Status validate(const TrainConfig& c) {
   }
   if (c.train.threads < 0) return make_error("train.threads: must be >= 0, got ", c.train.threads);
   HERD_RETURN_IF_ERROR(check_precision(c.train.precision));
+  if (!kernels::parse_device(c.train.device)) {
+    return make_error("train.device: expected cpu or cuda, got '", c.train.device, "'");
+  }
   if (!(c.train.peak_gflops_per_core > 0)) {
     return make_error("train.peak_gflops_per_core: must be positive, got ", c.train.peak_gflops_per_core);
   }
@@ -466,6 +472,16 @@ Status validate(const TrainConfig& c) {
 Status check_precision(const std::string& precision) {
   if (precision == "fp32" || precision == "bf16" || precision == "fp64") return Status::Ok();
   return make_error("train.precision: expected fp32, bf16 or fp64, got '", precision, "'");
+}
+
+Status check_run_device(const TrainConfig& cfg) {
+  const std::optional<kernels::Device> d = kernels::parse_device(cfg.train.device);
+  if (!d) return make_error("train.device: expected cpu or cuda, got '", cfg.train.device, "'");
+  HERD_RETURN_IF_ERROR(kernels::check_device(*d, "train.device"));
+  if (*d == kernels::Device::kCpu) return Status::Ok();
+  return make_error("train.device: 'cuda' on ", kernels::device_backend(*d)->describe(0),
+                    ": herd's kernels run there (scripts/device_check.sh), but the training step does not yet "
+                    "(docs/gpu.md); use train.device=cpu");
 }
 
 bool is_bf16(const TrainConfig& cfg) { return cfg.train.precision == "bf16"; }

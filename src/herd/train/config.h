@@ -63,6 +63,9 @@ struct TrainSection {
   // fp32 norms, softmax, RoPE, SwiGLU gate, loss, gradient accumulation, reduce-scatter and clipping.
   // fp64: everything in double (the parity tests' precision).
   std::string precision = "fp32";
+  // Where the kernels run: cpu, or cuda (kernels/cuda, docs/gpu.md; needs a build with the CUDA toolkit
+  // and a visible GPU, checked before anything is allocated).
+  std::string device = "cpu";
   std::string nonfinite = "skip";        // a NaN/Inf loss or gradient norm: skip the step, or stop the job
   std::int64_t max_nonfinite_skips = 3;  // consecutive skipped steps after which the job stops
 };
@@ -215,6 +218,10 @@ Result<TrainConfig> read_config(const std::string& path, const std::vector<std::
 // train.precision as the runtime takes it: "fp32", "bf16" or "fp64"; anything else is the one-line error
 // "train.precision: expected fp32, bf16 or fp64, got 'x'".
 Status check_precision(const std::string& precision);
+// train.device against this binary and machine (kernels/device.h): cpu always passes; cuda needs the CUDA
+// backend built in and a visible GPU, and then stops at the step that is not ported yet (docs/gpu.md
+// says what runs on a GPU today). Checked before anything is allocated.
+Status check_run_device(const TrainConfig& cfg);
 bool is_bf16(const TrainConfig& cfg);
 bool is_fp64(const TrainConfig& cfg);
 

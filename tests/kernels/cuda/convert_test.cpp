@@ -1,8 +1,9 @@
+#include "herd/kernels/convert.h"
+
 #include <gtest/gtest.h>
 
-#include "herd/kernels/convert.h"
 #include "herd/kernels/cuda/kernels.h"
-#include "tests/kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
 
 namespace herd::kernels::cuda {
 namespace {
@@ -16,9 +17,9 @@ using testing::upload;
 TEST(CudaConvert, BitsMatchTheCpuKernel) {
   HERD_REQUIRE_GPU();
   std::vector<float> x = random_vector(100003, 7, -3.0f, 3.0f);
-  x[0] = 1e-40f;                                     // subnormal
-  x[1] = 3.3895314e38f;                              // rounds to infinity
-  x[2] = 1.0f + 1.0f / 256;                          // a tie, to even
+  x[0] = 1e-40f;             // subnormal
+  x[1] = 3.3895314e38f;      // rounds to infinity
+  x[2] = 1.0f + 1.0f / 256;  // a tie, to even
   x[3] = -0.0f;
   std::vector<bf16> want(x.size());
   kernels::to_bf16(x.data(), static_cast<std::int64_t>(x.size()), want.data());

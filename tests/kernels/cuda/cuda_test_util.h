@@ -16,9 +16,9 @@
 namespace herd::kernels::cuda::testing {
 
 // Skips the calling test, naming why, when no CUDA device is visible (every CPU-only machine).
-#define HERD_REQUIRE_GPU()                                                              \
-  do {                                                                                  \
-    std::string herd_why_;                                                              \
+#define HERD_REQUIRE_GPU()                                                               \
+  do {                                                                                   \
+    std::string herd_why_;                                                               \
     if (::herd::kernels::cuda::device_count(&herd_why_) == 0) GTEST_SKIP() << herd_why_; \
   } while (0)
 
@@ -69,7 +69,9 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& got, const
     }
     if (err > worst) worst = err;
   }
-  if (misses) return ::testing::AssertionFailure() << misses << " of " << got.size() << " outside tolerance (worst |err| " << worst << "):" << first;
+  if (misses)
+    return ::testing::AssertionFailure() << misses << " of " << got.size() << " outside tolerance (worst |err| "
+                                         << worst << "):" << first;
   return ::testing::AssertionSuccess();
 }
 

@@ -1,7 +1,8 @@
+#include "herd/kernels/cuda/runtime.h"
+
 #include <gtest/gtest.h>
 
-#include "herd/kernels/cuda/runtime.h"
-#include "tests/kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
 
 namespace herd::kernels::cuda {
 namespace {

@@ -24,6 +24,14 @@ namespace herd::kernels::cuda {
     }                                                                                     \
   } while (0)
 
+// A precondition of a kernels/cuda entry point (a caller's bug): throws CudaError with the message.
+#define HERD_CHECK_CUDA_ARG(cond, message)                                                 \
+  do {                                                                                     \
+    if (!(cond)) [[unlikely]] {                                                            \
+      ::herd::kernels::cuda::throw_cuda_error_message(#cond, message, __FILE__, __LINE__); \
+    }                                                                                      \
+  } while (0)
+
 // After a kernel launch: a bad launch configuration shows here, not at the next synchronisation.
 #define HERD_CUDA_LAUNCHED(name) HERD_CUDA(cudaPeekAtLastError())
 

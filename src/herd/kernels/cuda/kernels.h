@@ -41,9 +41,8 @@ void gemm_bf16_out(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int6
 // query heads of a KV head. T = float, or bf16 q/k/v/out/dout with fp32 lse and fp32 softmax.
 void attention_forward(const AttentionDims& d, const AttentionMask& m, const float* q, const float* k, const float* v,
                        float* out, float* lse);
-void attention_backward(const AttentionDims& d, const AttentionMask& m, const float* q, const float* k,
-                        const float* v, const float* out, const float* lse, const float* dout, float* dq, float* dk,
-                        float* dv);
+void attention_backward(const AttentionDims& d, const AttentionMask& m, const float* q, const float* k, const float* v,
+                        const float* out, const float* lse, const float* dout, float* dq, float* dk, float* dv);
 void attention_forward(const AttentionDims& d, const AttentionMask& m, const bf16* q, const bf16* k, const bf16* v,
                        bf16* out, float* lse);
 // dq, dk, dv in fp32 (they feed fp32 weight-gradient GEMMs after conversion, as on the CPU).
@@ -54,8 +53,8 @@ void attention_backward(const AttentionDims& d, const AttentionMask& m, const bf
 void rmsnorm_forward(const float* x, std::int64_t ldx, const float* w, std::int64_t n, std::int64_t dim, double eps,
                      float* y, std::int64_t ldy, float* rstd);
 void rmsnorm_backward(const float* dy, std::int64_t lddy, const float* x, std::int64_t ldx, const float* w,
-                      const float* rstd, std::int64_t n, std::int64_t dim, float* dx, std::int64_t lddx,
-                      Accumulate acc, float* dw);
+                      const float* rstd, std::int64_t n, std::int64_t dim, float* dx, std::int64_t lddx, Accumulate acc,
+                      float* dw);
 
 // --- RoPE (rope.cu): the table's cos/sin copied to the device once.
 class DeviceRopeTable {
@@ -78,8 +77,8 @@ class DeviceRopeTable {
 // pos is a device array of n positions; x is (n, heads, head_dim) with row stride ld, rotated in place.
 void rope_forward(const DeviceRopeTable& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads, float* x,
                   std::int64_t ld);
-void rope_backward(const DeviceRopeTable& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads,
-                   float* dx, std::int64_t ld);
+void rope_backward(const DeviceRopeTable& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads, float* dx,
+                   std::int64_t ld);
 
 // --- SwiGLU (swiglu.cu): out = silu(gate) * up, gate math in fp32.
 void swiglu_forward(const float* gate, std::int64_t ldg, const float* up, std::int64_t ldu, std::int64_t n,

@@ -94,7 +94,9 @@ Event::Event() {
 Event::~Event() {
   if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
 }
-void Event::record(void* s) { HERD_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(s))); }
+void Event::record(void* s) {
+  HERD_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(s)));
+}
 void Event::wait(void* s) const {
   HERD_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(event_), 0));
 }

@@ -64,8 +64,8 @@ struct AllocatorStats {
   std::size_t peak_allocated = 0;  // most ever handed out at once
   std::size_t reserved = 0;        // bytes obtained from cudaMalloc and not released
   std::size_t peak_reserved = 0;
-  std::int64_t cuda_mallocs = 0;   // calls that reached cudaMalloc
-  std::int64_t cache_hits = 0;     // allocations served from the cache
+  std::int64_t cuda_mallocs = 0;  // calls that reached cudaMalloc
+  std::int64_t cache_hits = 0;    // allocations served from the cache
 };
 void* device_alloc(std::size_t bytes);  // throws herd::AllocationFailed (core/aligned.h) when the GPU is full
 void device_free(void* p);
@@ -81,7 +81,7 @@ std::size_t allocation_size(std::size_t bytes);
 void copy_to_device(void* dst, const void* src, std::size_t bytes);
 void copy_to_host(void* dst, const void* src, std::size_t bytes);
 void copy_device(void* dst, const void* src, std::size_t bytes);  // asynchronous, on the stream
-void fill_zero(void* dst, std::size_t bytes);                      // asynchronous, on the stream
+void fill_zero(void* dst, std::size_t bytes);                     // asynchronous, on the stream
 
 // A device buffer of `count` elements of T, freed into the caching allocator.
 template <typename T>
