@@ -1,7 +1,8 @@
 // SwiGLU on the GPU (kernels/swiglu.h): out = silu(gate) * up and its backward, elementwise over
 // (n, width) rows with row strides, the gate math in fp32 with the CPU kernel's expressions (expf,
-// IEEE division; the CPU uses its own fast_exp, so results may differ in the last fp32 bit). The bf16
-// variants widen gate and up in registers and round the results to nearest even as they are written.
+// IEEE division; the CPU uses its own fast_exp (about 2 ulp), and either side may contract into FMAs, so
+// results may differ in the last fp32 bits and bf16 results by one ulp). The bf16 variants widen gate
+// and up in registers and round the results to nearest even as they are written.
 //
 // Launch: a 2-D grid, blockIdx.x over rows and blockIdx.y over 256-column tiles of a row (each a
 // grid-stride loop past the grid limits), one element per thread.
