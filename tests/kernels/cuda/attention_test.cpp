@@ -176,11 +176,11 @@ void check_fp32(Problem p, std::uint32_t seed) {
   auto dk = upload(std::vector<float>(static_cast<std::size_t>(l.kv_size), kNaN));
   auto dv = upload(std::vector<float>(static_cast<std::size_t>(l.kv_size), kNaN));
   const Qkv<const float> x = split<const float>(p, l, q.data(), k.data(), v.data());
-  attention_forward(p.d, dm.mask(), x.q, x.k, x.v, out.data(), lse.data());
+  cuda::attention_forward(p.d, dm.mask(), x.q, x.k, x.v, out.data(), lse.data());
   // The backward gets the CPU's out and lse, so both sides differentiate the same forward.
   auto out_cpu = upload(want.out), lse_cpu = upload(want.lse);
   const Qkv<float> g = split<float>(p, l, dq.data(), dk.data(), dv.data());
-  attention_backward(p.d, dm.mask(), x.q, x.k, x.v, out_cpu.data(), lse_cpu.data(), dout.data(), g.q, g.k, g.v);
+  cuda::attention_backward(p.d, dm.mask(), x.q, x.k, x.v, out_cpu.data(), lse_cpu.data(), dout.data(), g.q, g.k, g.v);
 
   // fp32 on both sides; they differ by summation order and exp (expf vs the CPU's polynomial, both
   // within a few ulp): 1e-4 relative to the largest magnitude is ample for sums of a few hundred terms.
@@ -213,11 +213,11 @@ void check_bf16(Problem p, std::uint32_t seed) {
   auto dk = upload(std::vector<float>(static_cast<std::size_t>(l.kv_size), kNaN));
   auto dv = upload(std::vector<float>(static_cast<std::size_t>(l.kv_size), kNaN));
   const Qkv<const bf16> x = split<const bf16>(p, l, q.data(), k.data(), v.data());
-  attention_forward(p.d, dm.mask(), x.q, x.k, x.v, out.data(), lse.data());
+  cuda::attention_forward(p.d, dm.mask(), x.q, x.k, x.v, out.data(), lse.data());
   auto out_cpu = upload(to_bf16_host(want.out));
   auto lse_cpu = upload(want.lse);
   const Qkv<float> g = split<float>(p, l, dq.data(), dk.data(), dv.data());
-  attention_backward(p.d, dm.mask(), x.q, x.k, x.v, out_cpu.data(), lse_cpu.data(), dout.data(), g.q, g.k, g.v);
+  cuda::attention_backward(p.d, dm.mask(), x.q, x.k, x.v, out_cpu.data(), lse_cpu.data(), dout.data(), g.q, g.k, g.v);
 
   std::vector<float> got_out;
   for (const bf16 o : download(out)) got_out.push_back(bf16_to_float(o.bits));
@@ -298,7 +298,7 @@ TEST(CudaAttention, QueriesThatSeeNoKeyFp32) {
   const DeviceMask dm(pp);
   auto q = upload(in.q), k = upload(in.k), v = upload(in.v);
   DeviceBuffer<float> out(l.o_size), lse(pp.d.batch * pp.d.q_heads * pp.d.tq);
-  attention_forward(pp.d, dm.mask(), q.data(), k.data(), v.data(), out.data(), lse.data());
+  cuda::attention_forward(pp.d, dm.mask(), q.data(), k.data(), v.data(), out.data(), lse.data());
   const std::vector<float> o = download(out), ls = download(lse);
   for (std::int64_t s = 0; s < 2; ++s)
     for (std::int64_t h = 0; h < 4; ++h)
