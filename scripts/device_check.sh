@@ -10,7 +10,7 @@
 #                                       prints nvidia-smi and the driver and toolkit versions, runs every
 #                                       CUDA kernel test against the CPU reference, the NCCL test at world
 #                                       size one and the bf16 training-step benchmark, and writes one JSON
-#                                       summary, $OUT/device_check.json (or bench/gpu/device_check.json
+#                                       summary, $OUT/device_check.json (or .device/out/device_check.json
 #                                       without $OUT). Within 8 minutes; each stage has its own timeout.
 #
 # The device machine has the CUDA driver, runtime, cuBLASLt and NCCL (its CUDA 13 image) but none of
@@ -51,7 +51,7 @@ if [ "${1:-}" = "--prepare" ]; then
   exit 0
 fi
 
-out="${OUT:-bench/gpu}"
+out="${OUT:-$pack/out}"
 mkdir -p "$out"
 [ -d "$pack/bin" ] || { echo "device_check: $pack/ is missing: run scripts/device_check.sh --prepare here first and carry it" >&2; exit 2; }
 log() { echo "== device_check: $* (${SECONDS}s) =="; }

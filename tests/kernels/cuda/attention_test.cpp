@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "herd/kernels/cuda/kernels.h"
-#include "tests/kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
 
 namespace herd::kernels::cuda {
 namespace {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "herd/kernels/cuda/kernels.h"
-#include "tests/kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
 
 namespace herd::kernels::cuda {
 namespace {
