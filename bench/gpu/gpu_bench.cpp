@@ -11,7 +11,6 @@
 // checkpoint (docs/gpu.md says what runs where). bench/gpu/README.md has the command and the planner's
 // prediction for the same run beside it.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -78,8 +77,8 @@ class Step {
  public:
   Step(const model::LlamaConfig& cfg, std::int64_t tokens)
       : cfg_(cfg),
-        dm_{tokens, cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_hidden, cfg.vocab, cfg.n_heads, cfg.n_kv_heads,
-            cfg.head_dim},
+        dm_{tokens,    cfg.hidden,  cfg.q_dim(),    cfg.kv_dim(), cfg.ffn_hidden,
+            cfg.vocab, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim},
         rope_host_(make_rope(cfg), tokens),
         rope_(rope_host_) {
     const Dims& m = dm_;
@@ -154,12 +153,11 @@ class Step {
     kc::to_bf16(final_x_.data(), m.n * m.d, final16_.data());
     kc::ce_shard_stats(final16_.data(), m.n, m.d, out_.w16.data(), 0, m.vocab, targets_.data(), row_max_.data(),
                        row_sum_.data(), tlogit_.data(), tiles_, ce_ws_.data());
-    const kernels::CrossEntropyLoss loss = kc::ce_combine_stats(m.n, 1, row_max_.data(), row_sum_.data(),
-                                                                tlogit_.data(), targets_.data(), ce_lse_.data());
+    const kernels::CrossEntropyLoss loss =
+        kc::ce_combine_stats(m.n, 1, row_max_.data(), row_sum_.data(), tlogit_.data(), targets_.data(), ce_lse_.data());
     kc::fill_zero(f32_nd_.data(), f32_nd_.bytes());
     kc::ce_shard_backward(final16_.data(), m.n, m.d, out_.w16.data(), 0, m.vocab, targets_.data(), ce_lse_.data(),
-                          1.0f / static_cast<float>(loss.count), f32_nd_.data(), out_.g.data(), tiles_,
-                          ce_ws_.data());
+                          1.0f / static_cast<float>(loss.count), f32_nd_.data(), out_.g.data(), tiles_, ce_ws_.data());
     kc::rmsnorm_backward(f32_nd_.data(), m.d, x_.data(), m.d, final_norm_.p.data(), final_rstd_.data(), m.n, m.d,
                          dx_.data(), m.d, Accumulate::kOverwrite, final_norm_.g.data());
     for (std::size_t l = layers_.size(); l-- > 0;) backward(layers_[l]);
@@ -225,8 +223,8 @@ class Step {
     const bf16* q16 = y.qkv16.data();
     kc::attention_forward(attn_dims(), attn_mask(), q16, q16 + m.q, q16 + m.q + m.kv, y.ao.data(), y.lse.data());
     // x += ao Wo^T (the residual add is the GEMM's beta = 1).
-    kc::gemm_bf16(Trans::kNo, Trans::kYes, m.n, m.d, m.q, 1.0f, y.ao.data(), m.q, y.wo.w16.data(), m.q, 1.0f,
-                  x_.data(), m.d);
+    kc::gemm_bf16(Trans::kNo, Trans::kYes, m.n, m.d, m.q, 1.0f, y.ao.data(), m.q, y.wo.w16.data(), m.q, 1.0f, x_.data(),
+                  m.d);
     kc::copy_device(y.h.data(), x_.data(), x_.bytes());
     kc::rmsnorm_forward(x_.data(), m.d, y.mlp_norm.p.data(), m.n, m.d, cfg_.norm_eps, f32_nd_.data(), m.d,
                         y.rstd2.data());
@@ -253,8 +251,8 @@ class Step {
                         dgu16_.data(), 2 * m.f, dgu16_.data() + m.f, 2 * m.f);
     kc::gemm_bf16(Trans::kYes, Trans::kNo, 2 * m.f, m.d, m.n, 1.0f, dgu16_.data(), 2 * m.f, y.n2.data(), m.d, 1.0f,
                   y.wgu.g.data(), m.d);
-    kc::gemm_bf16(Trans::kNo, Trans::kNo, m.n, m.d, 2 * m.f, 1.0f, dgu16_.data(), 2 * m.f, y.wgu.w16.data(), m.d,
-                  0.0f, f32_nd_.data(), m.d);
+    kc::gemm_bf16(Trans::kNo, Trans::kNo, m.n, m.d, 2 * m.f, 1.0f, dgu16_.data(), 2 * m.f, y.wgu.w16.data(), m.d, 0.0f,
+                  f32_nd_.data(), m.d);
     kc::rmsnorm_backward(f32_nd_.data(), m.d, y.h.data(), m.d, y.mlp_norm.p.data(), y.rstd2.data(), m.n, m.d,
                          dx_.data(), m.d, Accumulate::kAdd, y.mlp_norm.g.data());
     // Attention.
@@ -353,7 +351,8 @@ int run(int argc, char** argv) {
     r["peak_reserved_gib"] = static_cast<double>(mem.peak_reserved) / (1u << 30);
     r["losses"] = losses;
     r["loss_fell"] = losses.size() > 1 && losses.back() < losses.front();
-    std::fprintf(stderr, "seq %lld: %.1f ms/step, %.0f tokens/s, %.0f TFLOP/s, MFU %.1f%%, peak %.1f GiB, loss %.4f -> %.4f\n",
+    std::fprintf(stderr,
+                 "seq %lld: %.1f ms/step, %.0f tokens/s, %.0f TFLOP/s, MFU %.1f%%, peak %.1f GiB, loss %.4f -> %.4f\n",
                  static_cast<long long>(seq), step_s * 1e3, static_cast<double>(seq) / step_s, tflops,
                  100 * tflops / peak_tflops, static_cast<double>(mem.peak_allocated) / (1u << 30), losses.front(),
                  losses.back());
