@@ -23,6 +23,12 @@ struct Case {
   float alpha, beta;
 };
 
+// Test names carry the case (the generator below); gtest need not print its bytes.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << (c.ta == Trans::kYes ? "T" : "N") << (c.tb == Trans::kYes ? "T" : "N") << " " << c.m << "x" << c.n << "x"
+      << c.k;
+}
+
 class CudaGemm : public ::testing::TestWithParam<Case> {};
 
 // Stored rows and columns of op(X) = (r, c) given the transpose flag.
