@@ -64,8 +64,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 log "libraries"
 work=$(mktemp -d)
 tar -C "$work" -xJf "$pack/lib.tar.xz"
-libpath="$PWD/$work/lib"
-[ -d "$libpath" ] || libpath="$work/lib"
+libpath="$work/lib"  # mktemp gives an absolute path
 # CUDA's own libraries on the device: the toolkit's, else the ones Python's CUDA wheels carry.
 for name in libcudart.so.13 libcublasLt.so.13 libnccl.so.2; do
   found=$(ldconfig -p 2>/dev/null | awk -v n="$name" '$1 == n {print $NF; exit}')

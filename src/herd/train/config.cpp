@@ -379,9 +379,7 @@ Status validate(const TrainConfig& c) {
   }
   if (c.train.threads < 0) return make_error("train.threads: must be >= 0, got ", c.train.threads);
   HERD_RETURN_IF_ERROR(check_precision(c.train.precision));
-  if (!kernels::parse_device(c.train.device)) {
-    return make_error("train.device: expected cpu or cuda, got '", c.train.device, "'");
-  }
+  if (Result<kernels::Device> d = train_device(c); !d.ok()) return d.error();
   if (!(c.train.peak_gflops_per_core > 0)) {
     return make_error("train.peak_gflops_per_core: must be positive, got ", c.train.peak_gflops_per_core);
   }
@@ -474,12 +472,17 @@ Status check_precision(const std::string& precision) {
   return make_error("train.precision: expected fp32, bf16 or fp64, got '", precision, "'");
 }
 
-Status check_run_device(const TrainConfig& cfg) {
+Result<kernels::Device> train_device(const TrainConfig& cfg) {
   const std::optional<kernels::Device> d = kernels::parse_device(cfg.train.device);
   if (!d) return make_error("train.device: expected cpu or cuda, got '", cfg.train.device, "'");
-  HERD_RETURN_IF_ERROR(kernels::check_device(*d, "train.device"));
-  if (*d == kernels::Device::kCpu) return Status::Ok();
-  return make_error("train.device: 'cuda' on ", kernels::device_backend(*d)->describe(0),
+  return *d;
+}
+
+Status check_run_device(const TrainConfig& cfg) {
+  HERD_ASSIGN_OR_RETURN(const kernels::Device d, train_device(cfg));
+  HERD_RETURN_IF_ERROR(kernels::check_device(d, "train.device"));
+  if (d == kernels::Device::kCpu) return Status::Ok();
+  return make_error("train.device: 'cuda' on ", kernels::device_backend(d)->describe(0),
                     ": herd's kernels run there (scripts/device_check.sh), but the training step does not yet "
                     "(docs/gpu.md); use train.device=cpu");
 }

@@ -15,6 +15,7 @@
 #include "herd/comm/types.h"
 #include "herd/core/error.h"
 #include "herd/core/json.h"
+#include "herd/kernels/device.h"
 #include "herd/planner/layout.h"
 
 namespace herd::train {
@@ -218,6 +219,8 @@ Result<TrainConfig> read_config(const std::string& path, const std::vector<std::
 // train.precision as the runtime takes it: "fp32", "bf16" or "fp64"; anything else is the one-line error
 // "train.precision: expected fp32, bf16 or fp64, got 'x'".
 Status check_precision(const std::string& precision);
+// train.device as a device: cpu or cuda; anything else is "train.device: expected cpu or cuda, got 'x'".
+Result<kernels::Device> train_device(const TrainConfig& cfg);
 // train.device against this binary and machine (kernels/device.h): cpu always passes; cuda needs the CUDA
 // backend built in and a visible GPU, and then stops at the step that is not ported yet (docs/gpu.md
 // says what runs on a GPU today). Checked before anything is allocated.

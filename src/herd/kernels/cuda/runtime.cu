@@ -136,9 +136,8 @@ class CachingAllocator {
     auto it = bins.lower_bound(size);
     if (it != bins.end() && it->first <= 2 * size) {
       void* p = it->second;
+      const Block& b = live_[p] = Block{it->first, t.device, t.stream};  // the bin key is the block's size
       bins.erase(it);
-      const Block& b = live_[p] = Block{cached_size_.at(p), t.device, t.stream};
-      cached_size_.erase(p);
       stats_.allocated += b.size;
       stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
       ++stats_.cache_hits;
@@ -173,7 +172,6 @@ class CachingAllocator {
     live_.erase(it);
     stats_.allocated -= b.size;
     free_[{b.device, b.stream}].emplace(b.size, p);
-    cached_size_[p] = b.size;
   }
 
   AllocatorStats stats() {
@@ -196,7 +194,6 @@ class CachingAllocator {
       for (auto& [size, p] : bins) {
         cudaFree(p);
         stats_.reserved -= size;
-        cached_size_.erase(p);
       }
       bins.clear();
     }
@@ -205,7 +202,6 @@ class CachingAllocator {
   std::mutex mu_;
   std::map<std::pair<int, cudaStream_t>, std::multimap<std::size_t, void*>> free_;
   std::unordered_map<void*, Block> live_;
-  std::unordered_map<void*, std::size_t> cached_size_;
   AllocatorStats stats_;
 };
 
