@@ -22,6 +22,7 @@
 
 #include "common/bench_json.h"
 #include "herd/kernels/attention.h"
+#include "herd/kernels/library_env.h"
 #include "herd/model/config.h"
 #include "herd/parallel/cp/cp_attention.h"
 #include "herd/parallel/cp/cp_balance.h"
@@ -116,6 +117,7 @@ double rank_seconds(SplitKind kind, std::int64_t T, std::int64_t cp, std::int64_
 }  // namespace
 
 int main(int argc, char** argv) {
+  herd::kernels::settle_library_env(argv);  // the OpenMP wait and OpenBLAS kernels herd itself runs with
   std::string out_path;
   std::int64_t T = 4096;
   int reps = 3;

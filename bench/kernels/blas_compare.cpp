@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/bench_json.h"
+#include "herd/kernels/library_env.h"
 
 namespace {
 
@@ -131,6 +132,7 @@ herd::Json measure(const Lib& lib, int threads, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  herd::kernels::settle_library_env(argv);  // the OpenMP wait and OpenBLAS kernels herd itself runs with
   std::string out_path;
   int reps = 7;
   std::vector<int> thread_counts = {1, 2};

@@ -18,6 +18,7 @@
 #include "herd/kernels/cpu/tile_gemm.h"
 #include "herd/kernels/cross_entropy.h"
 #include "herd/kernels/gemm.h"
+#include "herd/kernels/library_env.h"
 #include "herd/kernels/optim.h"
 #include "herd/kernels/rmsnorm.h"
 #include "herd/kernels/rope.h"
@@ -71,6 +72,7 @@ struct Gemm {
 }  // namespace
 
 int main(int argc, char** argv) {
+  herd::kernels::settle_library_env(argv);  // the OpenMP wait and OpenBLAS kernels herd itself runs with
   std::string out_path;
   int threads = 1, reps = 5;
   std::int64_t seq = 512, batch = 8;

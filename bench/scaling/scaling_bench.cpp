@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/bench_json.h"
+#include "herd/kernels/library_env.h"
 #include "herd/train/dist_model.h"
 #include "train/dist_harness.h"
 
@@ -36,6 +37,7 @@ std::shared_ptr<const data::TokenDocuments> docs(std::int64_t vocab, std::int64_
 }  // namespace
 
 int main(int argc, char** argv) {
+  herd::kernels::settle_library_env(argv);  // the OpenMP wait and OpenBLAS kernels herd itself runs with
   std::string model_name = "tiny", impl = "tpfsdp", out_path;
   std::int64_t steps = 4, max_ranks = 8;
   for (int i = 1; i + 1 < argc; i += 2) {

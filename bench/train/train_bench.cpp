@@ -39,6 +39,7 @@
 #include "herd/core/timer.h"
 #include "herd/kernels/convert.h"
 #include "herd/kernels/gemm.h"
+#include "herd/kernels/library_env.h"
 #include "herd/kernels/openmp_wait.h"
 #include "herd/model/flops.h"
 #include "herd/nn/model.h"
@@ -139,7 +140,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  herd::kernels::settle_openmp_wait(argv);  // as herd itself does: libgomp reads it when it loads
+  herd::kernels::settle_library_env(argv);  // as herd itself does: the libraries read it when they load
   CLI::App app{"herd training-step benchmark"};
   std::string model_name = "small", out;
   int threads = 1, steps = 3;
@@ -315,6 +316,7 @@ int main(int argc, char** argv) {
   if (bf16) r["bf16_gemm"] = herd::kernels::bf16_gemm_description();
   r["blas"] = herd::kernels::blas_name();
   r["openmp_wait"] = herd::kernels::openmp_wait_description();
+  r["blas_kernels"] = herd::kernels::blas_core_description();
   r["gemm_policy"] =
       herd::kernels::have_onednn() ? "auto (oneDNN for non-transposed A on 1 thread, else OpenBLAS)" : "OpenBLAS";
   r["final_loss"] = loss;

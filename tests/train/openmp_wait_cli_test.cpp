@@ -1,8 +1,11 @@
-// `herd train` as a user runs it: the OpenMP spin budget herd sets for itself (kernels/openmp_wait.h),
-// said at the start of the run, and a user's own wait policy kept as given.
+// `herd train` as a user runs it: the OpenMP spin budget and the OpenBLAS kernels herd sets for itself
+// (kernels/openmp_wait.h, kernels/library_env.h), said at the start of the run, and a user's own
+// settings kept as given.
 #include <gtest/gtest.h>
 
 #include "cli/cli_runner.h"
+#include "herd/kernels/cpu/cpu_features.h"
+#include "herd/kernels/library_env.h"
 #include "herd/kernels/openmp_wait.h"
 #include "train/parity_run_dir.h"
 
@@ -35,6 +38,34 @@ TEST_F(OpenMpWaitCli, AUsersOwnPolicyIsKept) {
   r = train("env -u OMP_WAIT_POLICY -u HERD_OPENMP_WAIT GOMP_SPINCOUNT=77");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("OpenMP wait: as set, GOMP_SPINCOUNT=77\n"), std::string::npos) << r.out;
+}
+
+// The header's BLAS line ("BLAS OpenBLAS 0.3.21 ... <core> MAX_THREADS=64") names the kernel set in use.
+std::string blas_core_in_header(const std::string& out) {
+  const std::size_t at = out.find(" MAX_THREADS=");
+  if (at == std::string::npos) return "";
+  const std::size_t from = out.rfind(' ', at - 1);
+  return out.substr(from + 1, at - from - 1);
+}
+
+TEST_F(OpenMpWaitCli, OpenBlasNeverRunsSseKernelsOnAnAvx2Cpu) {
+  const auto r = train("env -u OPENBLAS_CORETYPE -u HERD_BLAS_CORE");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("OpenBLAS kernels: "), std::string::npos) << r.out;
+  const std::string core = blas_core_in_header(r.out);
+  ASSERT_FALSE(core.empty()) << r.out;
+  const cpu::CpuFeatures f = cpu::cpu_features();
+  // Debian's OpenBLAS 0.3.21 took an Emerald Rapids Xeon for a Prescott; herd must have replaced it.
+  if (f.avx2_fma) {
+    EXPECT_GE(blas_core_level(core), 2) << core << "\n" << r.out;
+  }
+}
+
+TEST_F(OpenMpWaitCli, AUsersOwnOpenBlasKernelsAreKept) {
+  const auto r = train("env -u HERD_BLAS_CORE OPENBLAS_CORETYPE=Haswell");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("OpenBLAS kernels: Haswell (as set, OPENBLAS_CORETYPE=Haswell)\n"), std::string::npos) << r.out;
+  EXPECT_EQ(blas_core_in_header(r.out), "Haswell") << r.out;
 }
 
 }  // namespace

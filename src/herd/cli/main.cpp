@@ -1,13 +1,13 @@
-// herd's entry point: the OpenMP wait policy and the allocator policy of a training process, then the
-// CLI (cli/app.h).
+// herd's entry point: the libraries' load-time settings (OpenMP wait policy, OpenBLAS kernels) and the
+// allocator policy of a training process, then the CLI (cli/app.h).
 #include <malloc.h>
 
 #include "herd/cli/app.h"
-#include "herd/kernels/openmp_wait.h"
+#include "herd/kernels/library_env.h"
 
 int main(int argc, char** argv) {
-  // First: libgomp reads its wait policy only when it loads, so herd may re-execute itself here.
-  herd::kernels::settle_openmp_wait(argv);
+  // First: libgomp and OpenBLAS read their settings only when they load, so herd may re-execute itself here.
+  herd::kernels::settle_library_env(argv);
 #ifdef __GLIBC__
   // Training frees and reallocates the same large buffers every micro-batch (FSDP's gathered units
   // and gradient buffers, pipeline and CP scratch). With glibc's defaults a rank thread's arena gives

@@ -35,6 +35,7 @@
 #include "herd/core/log.h"
 #include "herd/data/tokenizer.h"
 #include "herd/kernels/gemm.h"
+#include "herd/kernels/library_env.h"
 #include "herd/kernels/openmp_wait.h"
 #include "herd/model/params.h"
 #include "herd/nn/model.h"
@@ -99,7 +100,7 @@ void print_resolved(const train::TrainConfig& cfg, const model::LlamaConfig& m) 
             << ", vocab " << m.vocab << "; BLAS " << kernels::blas_name() << ", " << kernels::num_threads()
             << " threads";
   if (train::is_bf16(cfg)) std::cout << "; precision bf16, matmuls: " << kernels::bf16_gemm_description();
-  std::cout << "\n" << kernels::openmp_wait_description() << "\n\n";
+  std::cout << "\n" << kernels::openmp_wait_description() << "\n" << kernels::blas_core_description() << "\n\n";
   std::cout.flush();
 }
 

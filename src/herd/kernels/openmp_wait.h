@@ -6,7 +6,7 @@
 // slower beside one busy loop, docs/projection.md). Sleeping at once (OMP_WAIT_POLICY=passive) costs a
 // futex wake-up at every barrier instead (21% on a quiet host). herd sets a spin budget between the
 // two, from the job's processes, threads and the host's cores, and re-executes itself once so that
-// libgomp sees it. A user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept as given.
+// libgomp sees it (kernels/library_env.h). A user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept as given.
 #pragma once
 
 #include <string>
@@ -23,11 +23,13 @@ struct SpinChoice {
 // needs), else a short spin that covers a balanced barrier on an idle core.
 SpinChoice choose_spin(int cores, int processes, int threads);
 
-// At process start, before anything else: when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set,
+// When this process has not settled it yet and neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set:
 // sets GOMP_SPINCOUNT to choose_spin's budget for this host (the processes from mpirun's
-// environment, the threads from OMP_NUM_THREADS or herd's default) and re-executes this program once.
-// Returns without doing anything otherwise, and when the re-execution fails.
-void settle_openmp_wait(char** argv);
+// environment, the threads from OMP_NUM_THREADS or herd's default) and returns true; the caller
+// re-executes the program (settle_library_env). False when nothing changed.
+bool set_openmp_wait_env();
+// Takes back what set_openmp_wait_env set, when the re-execution failed.
+void unset_openmp_wait_env();
 
 // The policy in force, for the log: "OpenMP wait: spin budget 3000 (...)" or the user's setting.
 std::string openmp_wait_description();

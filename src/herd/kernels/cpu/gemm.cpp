@@ -12,9 +12,6 @@
 #include "herd/kernels/gemm.h"
 
 #include <cblas.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 #include <omp.h>
 
 #include <algorithm>
@@ -32,6 +29,7 @@
 #include "herd/core/check.h"
 #include "herd/core/log.h"
 #include "herd/kernels/convert.h"
+#include "herd/kernels/cpu/cpu_features.h"
 
 namespace herd::kernels {
 
@@ -157,28 +155,6 @@ void gemm_impl(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t 
 // --- bf16 inputs, fp32 accumulation and output ---------------------------------------------------
 
 std::atomic<Bf16GemmPath> g_bf16_path{Bf16GemmPath::kAuto};
-
-// The CPU's bf16 instructions, from CPUID leaf 7 (the same bits with GCC and clang, whose
-// __builtin_cpu_supports names differ by version): AVX512_BF16 is subleaf 1 EAX bit 5, AMX-BF16
-// subleaf 0 EDX bit 22. Both need the OS to save the AVX-512 state (XCR0 bits 5-7); oneDNN asks Linux
-// for the AMX tile state itself.
-struct Bf16Isa {
-  bool avx512_bf16 = false;
-  bool amx_bf16 = false;
-};
-Bf16Isa bf16_isa() {
-  Bf16Isa isa;
-#if defined(__x86_64__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(1, &a, &b, &c, &d) == 0 || (c & bit_OSXSAVE) == 0) return isa;
-  unsigned xcr0_lo = 0, xcr0_hi = 0;
-  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-  if ((xcr0_lo & 0xE6u) != 0xE6u) return isa;
-  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) != 0) isa.amx_bf16 = ((d >> 22) & 1u) != 0;
-  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) != 0) isa.avx512_bf16 = ((a >> 5) & 1u) != 0;
-#endif
-  return isa;
-}
 
 #ifdef HERD_HAVE_DNNL
 // One oneDNN matmul per (layout, sizes, strides, alpha, beta), created on first use and kept by the
@@ -333,7 +309,7 @@ void gemm<double>(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64
 }
 
 bool cpu_has_bf16() {
-  const Bf16Isa isa = bf16_isa();
+  const cpu::CpuFeatures isa = cpu::cpu_features();
   return isa.avx512_bf16 || isa.amx_bf16;
 }
 
@@ -342,7 +318,7 @@ Bf16GemmPath bf16_gemm_path() { return resolved_bf16_path(); }
 
 std::string bf16_gemm_description() {
   if (bf16_gemm_path() == Bf16GemmPath::kOneDNN) {
-    return std::string("oneDNN bf16 matmul (") + (bf16_isa().amx_bf16 ? "amx_bf16" : "avx512_bf16") + ")";
+    return std::string("oneDNN bf16 matmul (") + (cpu::cpu_features().amx_bf16 ? "amx_bf16" : "avx512_bf16") + ")";
   }
   if (!have_onednn()) return "converted to fp32 and run as fp32 GEMMs (built without oneDNN)";
   if (!cpu_has_bf16()) return "converted to fp32 and run as fp32 GEMMs (no bf16 instructions on this CPU)";

@@ -57,11 +57,11 @@ SpinChoice choose_spin(int cores, int processes, int threads) {
   return {kSpinBudget, shape + ": about 10 us of spinning, then sleep"};
 }
 
-void settle_openmp_wait(char** argv) {
-  if (std::getenv(kMarker) != nullptr) return;
+bool set_openmp_wait_env() {
+  if (std::getenv(kMarker) != nullptr) return false;
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) {
     setenv(kMarker, "user", 1);
-    return;
+    return false;
   }
   const int cores = host_cores();
   const int processes = local_processes();
@@ -70,7 +70,10 @@ void settle_openmp_wait(char** argv) {
   const SpinChoice c = choose_spin(cores, processes, threads);
   setenv("GOMP_SPINCOUNT", std::to_string(c.spin_count).c_str(), 1);
   setenv(kMarker, c.reason.c_str(), 1);
-  execv("/proc/self/exe", argv);
+  return true;
+}
+
+void unset_openmp_wait_env() {
   // No re-execution (no /proc): libgomp keeps its defaults for this process; nothing else changes.
   unsetenv("GOMP_SPINCOUNT");
   setenv(kMarker, "libgomp default (re-execution failed)", 1);

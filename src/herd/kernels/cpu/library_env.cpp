@@ -1,0 +1,84 @@
+// The load-time settings of herd's libraries (library_env.h).
+#include "herd/kernels/library_env.h"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "herd/kernels/cpu/cpu_features.h"
+#include "herd/kernels/openmp_wait.h"
+
+namespace herd::kernels {
+namespace {
+
+// Set on the process that re-executes with an OPENBLAS_CORETYPE herd chose, and read for the log line.
+constexpr const char* kBlasMarker = "HERD_BLAS_CORE";
+
+int this_cpu_level() {
+  const cpu::CpuFeatures f = cpu::cpu_features();
+  return f.avx512 ? 3 : f.avx2_fma ? 2 : 0;
+}
+
+// What OpenBLAS picked at load, "" when it does not say.
+std::string detected_core() {
+  const char* name = openblas_get_corename();
+  return name != nullptr ? std::string(name) : std::string();
+}
+
+bool set_blas_core_env() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return false;
+  const BlasCoreChoice c = choose_blas_core(detected_core(), this_cpu_level(), cpu::cpu_features().avx512_bf16);
+  if (c.core.empty()) return false;
+  setenv("OPENBLAS_CORETYPE", c.core.c_str(), 1);
+  setenv(kBlasMarker, c.reason.c_str(), 1);
+  return true;
+}
+
+void unset_blas_core_env() {
+  unsetenv("OPENBLAS_CORETYPE");
+  unsetenv(kBlasMarker);
+}
+
+}  // namespace
+
+int blas_core_level(const std::string& core) {
+  for (const char* n : {"SkylakeX", "Cooperlake", "SapphireRapids"}) {
+    if (core == n) return 3;
+  }
+  for (const char* n : {"Haswell", "Zen"}) {
+    if (core == n) return 2;
+  }
+  for (const char* n : {"Sandybridge", "Bulldozer", "Piledriver", "Steamroller", "Excavator"}) {
+    if (core == n) return 1;
+  }
+  return 0;
+}
+
+BlasCoreChoice choose_blas_core(const std::string& detected, int cpu_level, bool avx512_bf16) {
+  const int have = blas_core_level(detected);
+  if (have > 0 || cpu_level < 2) return {"", "as detected"};
+  const std::string core = cpu_level >= 3 ? (avx512_bf16 ? "Cooperlake" : "SkylakeX") : "Haswell";
+  return {core, "OpenBLAS did not recognise this CPU and chose " + (detected.empty() ? "no kernel set" : detected) +
+                    " (SSE only); the CPU has " + (cpu_level >= 3 ? "AVX-512" : "AVX2")};
+}
+
+void settle_library_env(char** argv) {
+  const bool omp = set_openmp_wait_env();
+  const bool blas = set_blas_core_env();
+  if (!omp && !blas) return;
+  execv("/proc/self/exe", argv);
+  if (omp) unset_openmp_wait_env();
+  if (blas) unset_blas_core_env();
+}
+
+std::string blas_core_description() {
+  const std::string core = detected_core();
+  const char* marker = std::getenv(kBlasMarker);
+  const char* user = std::getenv("OPENBLAS_CORETYPE");
+  if (marker != nullptr && user != nullptr) return "OpenBLAS kernels: " + core + " (" + marker + ")";
+  if (user != nullptr) return "OpenBLAS kernels: " + core + " (as set, OPENBLAS_CORETYPE=" + user + ")";
+  return "OpenBLAS kernels: " + core + " (as detected)";
+}
+
+}  // namespace herd::kernels

@@ -1,0 +1,39 @@
+// Settings that the libraries under herd's kernels read once, when they load (before main), chosen
+// for this host at process start: libgomp's spin budget (openmp_wait.h) and OpenBLAS's kernel set.
+//
+// OpenBLAS (Debian's build carries every x86 kernel set and picks one from the CPU model at load)
+// does not know CPU models newer than its release and then falls back to Prescott's SSE3 kernels:
+// Debian 12's OpenBLAS 0.3.21 on an Emerald Rapids Xeon (family 6, model 207) ran herd's transposed
+// GEMMs at a quarter of the AVX-512 kernels' rate, and the tiny model's one-thread training step took
+// 3.9-4.8 s instead of 1.0-1.1 s (docs/kernels.md). herd then names the kernel set the CPU's
+// instructions call for in OPENBLAS_CORETYPE. Either setting makes herd re-execute itself once, so the
+// libraries see it; a user's own OPENBLAS_CORETYPE, OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept.
+#pragma once
+
+#include <string>
+
+namespace herd::kernels {
+
+// The instruction-set level an OpenBLAS kernel set (openblas_get_corename()) or a CPU is written for:
+// 0 SSE only, 1 AVX, 2 AVX2 + FMA, 3 AVX-512. An unknown name is 0.
+int blas_core_level(const std::string& core);
+
+struct BlasCoreChoice {
+  std::string core;  // for OPENBLAS_CORETYPE; empty: keep what OpenBLAS chose
+  std::string reason;
+};
+// OpenBLAS chose `detected` for a CPU of instruction-set level `cpu_level` (with AVX512_BF16 or not).
+// Only a fallback is overridden: a detected SSE-only set (OpenBLAS did not recognise the CPU) on a CPU
+// with AVX2 or better gets Cooperlake (AVX-512 with BF16), SkylakeX (AVX-512) or Haswell (AVX2). A set
+// OpenBLAS picked for a CPU it knows is its own judgement and is kept.
+BlasCoreChoice choose_blas_core(const std::string& detected, int cpu_level, bool avx512_bf16);
+
+// At process start, before anything else: sets what set_openmp_wait_env and choose_blas_core ask for
+// and re-executes this program once when either changed something. Returns at once otherwise, and
+// when the re-execution fails (the libraries keep their own choices).
+void settle_library_env(char** argv);
+
+// For the run's header: "OpenBLAS kernels: Cooperlake (...)", "... as detected" or the user's setting.
+std::string blas_core_description();
+
+}  // namespace herd::kernels
