@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -137,6 +139,16 @@ TEST_F(ProjectionCli, CalibrateWritesALoadableClusterWithARuntimeEfficiency) {
     EXPECT_LE(e, 1.0);
   }
   for (const Json& m : rec["measurements"]) EXPECT_GE(m["takes"].size(), 2u) << m["what"];
+  // Rank skew: rank 0's wait in the two-rank step beyond its collectives' fitted cost, over its compute,
+  // is the speed variation the planner's sigma x sqrt(2 ln G) term gives back at G = 2.
+  const double comm = rec["reference_step_distributed_comm_s"].get<double>();
+  const double planned = rec["reference_step_distributed_planned_comm_s"].get<double>();
+  const double wait = rec["reference_step_distributed_wait_s"].get<double>();
+  EXPECT_GT(planned, 0.0);
+  EXPECT_NEAR(wait, std::max(0.0, comm - planned), 1e-12);
+  const double compute = rec["reference_step_distributed_s"].get<double>() - comm;
+  EXPECT_NEAR(c->accelerator.speed_variation, std::clamp(wait / compute / std::sqrt(2.0 * std::log(2.0)), 0.0, 0.3),
+              1e-9);
 }
 
 }  // namespace

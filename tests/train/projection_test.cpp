@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +54,30 @@ ResolvedLayout run_layout(std::int64_t tp, std::int64_t cp, std::int64_t pp, std
   r.spec.precision = planner::Precision::kFP32;
   r.layout.n = r.layout.n_resolved(r.spec);
   return r;
+}
+
+// Rank skew on a shared host (`herd calibrate` measures accelerator.speed_variation): a synchronous
+// job of G ranks waits compute x sigma x sqrt(2 ln G) per step for its slowest rank; one rank never waits.
+TEST(Projection, RankSkewCostsComputeTimesSigmaTimesTheGaussianExtreme) {
+  const model::LlamaConfig m = small_cfg();
+  topology::Cluster c = hand_cluster();
+  c.accelerator.speed_variation = 0.1;
+  Result<Projection> one = project(m, run_layout(1, 1, 1, 1, 2, 16), 0, c);
+  ASSERT_TRUE(one.ok()) << one.error().message();
+  EXPECT_EQ(one->estimate.time.straggler_s, 0.0);
+  for (std::int64_t dp : {2, 4}) {
+    Result<Projection> p = project(m, run_layout(1, 1, 1, dp, 2, 16), 0, c);
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    const planner::TimeBreakdown& T = p->estimate.time;
+    EXPECT_NEAR(T.straggler_s, T.compute_s * 0.1 * std::sqrt(2.0 * std::log(static_cast<double>(dp))),
+                1e-12 * T.compute_s)
+        << dp;
+    c.accelerator.speed_variation = 0;
+    Result<Projection> flat = project(m, run_layout(1, 1, 1, dp, 2, 16), 0, c);
+    c.accelerator.speed_variation = 0.1;
+    ASSERT_TRUE(flat.ok());
+    EXPECT_NEAR(p->step_s() - flat->step_s(), T.straggler_s, 1e-9 * p->step_s()) << dp;
+  }
 }
 
 TEST(Projection, SingleRankStepAndStateMatchTheHandCount) {

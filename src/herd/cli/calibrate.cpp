@@ -13,12 +13,12 @@
 // time-slice the cores). Last, a real single-rank training step on one thread against the planner's
 // projection of it from those kernel rates: their ratio, the runtime efficiency, derates every compute
 // rate; and the same work per rank on two thread ranks (DP = 2), communication taken out: the multi-rank
-// efficiency. bf16 (`train.precision = bf16`) the same way: gemm_bf16 at the same shapes (-> peak_tflops.bf16),
-// the bf16 block's attention (widened inputs, rounded outputs) against it, and a single-rank bf16 step
-// against its kernel-only projection (-> accelerator.bf16's efficiencies, which the planner uses for a
-// bf16 run; topology::at_precision).
-// Every measurement above is taken several times and the best take kept; a take that ran beside other
-// jobs (the /proc accounting around it, wall-clock measurements) or gave an implausible result (a thread
+// efficiency; rank 0's wait in that step beyond its collectives' cost, over its compute, is the rank skew
+// (accelerator.speed_variation). bf16 (`train.precision = bf16`) the same way: gemm_bf16 at the same shapes (->
+// peak_tflops.bf16), the bf16 block's attention (widened inputs, rounded outputs) against it, and a single-rank bf16
+// step against its kernel-only projection (-> accelerator.bf16's efficiencies, which the planner uses for a bf16 run;
+// topology::at_precision). Every measurement above is taken several times and the best take kept; a take that ran
+// beside other jobs (the /proc accounting around it, wall-clock measurements) or gave an implausible result (a thread
 // scaling far below 1, a rate far from this machine's last calibration of the same shapes) is redone, a
 // bounded number of times, and one line says what was redone and why (measure/steady.h). The file
 // records when it was taken, on which host and CPU, the load average and the other runnable processes
@@ -547,6 +547,25 @@ int run_calibrate(const CalibrateOptions& o) {
   // system); their collectives are the network tier's. Not a layout of bench/projection.
   const double dist_compute = std::max(1e-9, dist.step_s - dist.comm_s);
   a.multi_rank_efficiency = std::clamp(ref.step_s / dist_compute, 0.05, 1.0);
+  // Rank skew: rank 0's time inside the communicator beyond what its collectives cost (the fitted
+  // ring model of the same step) is waiting at a rendezvous for the other rank, whose pace on this host
+  // wanders (the cores are time-shared with the hypervisor and other guests). The planner charges a
+  // synchronous job compute x sigma x sqrt(2 ln G) for it (planner/estimate.cpp, `speed_variation`),
+  // so sigma is that wait over the compute, divided by sqrt(2 ln 2) for these two ranks.
+  train::ResolvedLayout dp2 = one;
+  dp2.layout.dp = 2;
+  dp2.spec.global_batch = 2 * o.micro_batch;
+  double planned_dist_comm = 0;
+  {
+    topology::Cluster no_skew = c;
+    no_skew.accelerator.speed_variation = 0;
+    no_skew.accelerator.multi_rank_efficiency = a.multi_rank_efficiency;
+    Result<train::Projection> p2 = train::project(m, dp2, /*threads=*/1, no_skew);
+    if (!p2.ok()) return report_error("calibrate", p2.error().with_context("two-rank reference projection"));
+    planned_dist_comm = p2->estimate.time.exposed_comm_s();
+  }
+  const double rank_wait_s = std::max(0.0, dist.comm_s - planned_dist_comm);
+  a.speed_variation = std::clamp(rank_wait_s / dist_compute / std::sqrt(2.0 * std::log(2.0)), 0.0, 0.3);
   const std::string shape = std::to_string(o.micro_batch) + "x" + std::to_string(o.seq_len);
   t.add({"training step (1 rank, 1 thread)", shape, format_fixed(1e3 * ref.step_s, 1) + " ms",
          "kernels alone " + format_fixed(1e3 * kernel_plan->step_s(), 1) + " ms: runtime " +
@@ -557,6 +576,9 @@ int run_calibrate(const CalibrateOptions& o) {
   t.add({"same per rank, 2 ranks (DP)", shape, format_fixed(1e3 * dist.step_s, 1) + " ms",
          "comm " + format_fixed(1e3 * dist.comm_s, 1) + " ms: multi-rank " +
              format_fixed(100 * a.multi_rank_efficiency, 1) + "%"});
+  t.add({"  of which waiting for the other rank", shape, format_fixed(1e3 * rank_wait_s, 1) + " ms",
+         "collectives " + format_fixed(1e3 * planned_dist_comm, 1) + " ms: speed_variation " +
+             format_fixed(100 * a.speed_variation, 1) + "%"});
 
   Json raw = Json::array();
   for (const measure::CommSample& cs : samples) {
@@ -581,9 +603,9 @@ int run_calibrate(const CalibrateOptions& o) {
             << kernels::bf16_gemm_description() << "), attention " << format_fixed(100 * eff_f16, 1) << "% / "
             << format_fixed(100 * eff_b16, 1) << "%, runtime " << format_fixed(100 * runtime_eff16, 1)
             << "%; runtime efficiency " << format_fixed(100 * runtime_eff, 1) << "% (multi-rank "
-            << format_fixed(100 * a.multi_rank_efficiency, 1) << "%); local comm "
-            << format_fixed(c.tiers[0].bw_gb_per_s, 2) << " GB/s, " << format_fixed(c.tiers[0].latency_us, 1)
-            << " us per step\n";
+            << format_fixed(100 * a.multi_rank_efficiency, 1) << "%, speed variation "
+            << format_fixed(100 * a.speed_variation, 1) << "%); local comm " << format_fixed(c.tiers[0].bw_gb_per_s, 2)
+            << " GB/s, " << format_fixed(c.tiers[0].latency_us, 1) << " us per step\n";
 
   // One line on what was disturbed and redone (or could not be redone clean), nothing when all was quiet.
   std::string redone, still;
@@ -638,6 +660,8 @@ int run_calibrate(const CalibrateOptions& o) {
                       {"reference_step_s", ref.step_s},
                       {"reference_step_distributed_s", dist.step_s},
                       {"reference_step_distributed_comm_s", dist.comm_s},
+                      {"reference_step_distributed_planned_comm_s", planned_dist_comm},
+                      {"reference_step_distributed_wait_s", rank_wait_s},
                       {"reference_step_kernels_only_s", kernel_plan->step_s()},
                       {"measurements", measurements},
                       {"comm", raw}};

@@ -76,7 +76,7 @@ Accelerator local_cpu() {
   a.attention_bwd_efficiency = kLocalAttnBwdEff;
   a.memory_bw_efficiency = kLocalRuntimeEff;
   a.kernel_overhead_us = kLocalOpOverheadUs;
-  a.speed_variation = 0;
+  a.speed_variation = 0;  // the preset assumes steady ranks; `herd calibrate` measures this host's rank skew
   a.host_cores = 2;
   a.thread_scaling = kLocalThreadScaling;
   a.multi_rank_efficiency = kLocalMultiRankEff;
