@@ -19,7 +19,8 @@ TEST(BlasCore, LevelsFollowTheInstructionSets) {
   EXPECT_EQ(blas_core_level("SkylakeX"), 3);
   EXPECT_EQ(blas_core_level("Cooperlake"), 3);
   EXPECT_EQ(blas_core_level("SapphireRapids"), 3);
-  EXPECT_EQ(blas_core_level("SomethingNew"), 0);
+  EXPECT_EQ(blas_core_level("SomethingNew"), -1);
+  EXPECT_EQ(blas_core_level(""), -1);
 }
 
 TEST(BlasCore, AnSseFallbackOnAModernCpuIsReplaced) {
@@ -29,7 +30,7 @@ TEST(BlasCore, AnSseFallbackOnAModernCpuIsReplaced) {
   EXPECT_NE(c.reason.find("chose Prescott (SSE only); the CPU has AVX-512"), std::string::npos) << c.reason;
   EXPECT_EQ(choose_blas_core("Prescott", 3, false).core, "SkylakeX");
   EXPECT_EQ(choose_blas_core("Nehalem", 2, false).core, "Haswell");
-  EXPECT_EQ(choose_blas_core("", 2, false).core, "Haswell");
+  EXPECT_EQ(choose_blas_core("Core2", 3, true).core, "Cooperlake");
 }
 
 TEST(BlasCore, WhatOpenBlasChoseForACpuItKnowsIsKept) {
@@ -40,6 +41,9 @@ TEST(BlasCore, WhatOpenBlasChoseForACpuItKnowsIsKept) {
   // An SSE-only CPU keeps OpenBLAS's SSE kernels: nothing better exists for it.
   EXPECT_EQ(choose_blas_core("Prescott", 0, false).core, "");
   EXPECT_EQ(choose_blas_core("Sandybridge", 1, false).core, "");
+  // A kernel set a newer OpenBLAS names, or no name at all, is not second-guessed.
+  EXPECT_EQ(choose_blas_core("Zen4", 3, true).core, "");
+  EXPECT_EQ(choose_blas_core("", 3, true).core, "");
 }
 
 TEST(BlasCore, FeaturesAreConsistent) {

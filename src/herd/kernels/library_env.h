@@ -15,7 +15,7 @@
 namespace herd::kernels {
 
 // The instruction-set level an OpenBLAS kernel set (openblas_get_corename()) or a CPU is written for:
-// 0 SSE only, 1 AVX, 2 AVX2 + FMA, 3 AVX-512. An unknown name is 0.
+// 0 SSE only, 1 AVX, 2 AVX2 + FMA, 3 AVX-512; -1 for a name this list does not know (a newer OpenBLAS's).
 int blas_core_level(const std::string& core);
 
 struct BlasCoreChoice {
@@ -25,7 +25,7 @@ struct BlasCoreChoice {
 // OpenBLAS chose `detected` for a CPU of instruction-set level `cpu_level` (with AVX512_BF16 or not).
 // Only a fallback is overridden: a detected SSE-only set (OpenBLAS did not recognise the CPU) on a CPU
 // with AVX2 or better gets Cooperlake (AVX-512 with BF16), SkylakeX (AVX-512) or Haswell (AVX2). A set
-// OpenBLAS picked for a CPU it knows is its own judgement and is kept.
+// OpenBLAS picked for a CPU it knows, or a name unknown here, is kept.
 BlasCoreChoice choose_blas_core(const std::string& detected, int cpu_level, bool avx512_bf16);
 
 // At process start, before anything else: sets what set_openmp_wait_env and choose_blas_core ask for

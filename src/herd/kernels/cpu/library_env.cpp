@@ -52,15 +52,19 @@ int blas_core_level(const std::string& core) {
   for (const char* n : {"Sandybridge", "Bulldozer", "Piledriver", "Steamroller", "Excavator"}) {
     if (core == n) return 1;
   }
-  return 0;
+  // OpenBLAS's SSE-only sets; Prescott is where its DYNAMIC_ARCH detection lands on an unknown Intel CPU.
+  for (const char* n : {"Prescott", "Nehalem", "Core2", "Penryn", "Dunnington", "Atom", "Katmai", "Coppermine",
+                        "Northwood", "Banias", "Opteron", "Opteron_SSE3", "Barcelona", "Bobcat", "Nano"}) {
+    if (core == n) return 0;
+  }
+  return -1;
 }
 
 BlasCoreChoice choose_blas_core(const std::string& detected, int cpu_level, bool avx512_bf16) {
-  const int have = blas_core_level(detected);
-  if (have > 0 || cpu_level < 2) return {"", "as detected"};
+  if (blas_core_level(detected) != 0 || cpu_level < 2) return {"", "as detected"};
   const std::string core = cpu_level >= 3 ? (avx512_bf16 ? "Cooperlake" : "SkylakeX") : "Haswell";
-  return {core, "OpenBLAS did not recognise this CPU and chose " + (detected.empty() ? "no kernel set" : detected) +
-                    " (SSE only); the CPU has " + (cpu_level >= 3 ? "AVX-512" : "AVX2")};
+  return {core, "OpenBLAS did not recognise this CPU and chose " + detected + " (SSE only); the CPU has " +
+                    (cpu_level >= 3 ? "AVX-512" : "AVX2")};
 }
 
 void settle_library_env(char** argv) {
