@@ -147,21 +147,32 @@ void expect_straggler_named(const fs::path& dir, const std::string& name, const 
   const std::string model = (dir / "straggler.json").string();
   std::ofstream(model) << model::config_to_hf_json(herd::test_models::straggler_llama()).dump();
   const std::string dumps = (dir / name).string(), metrics = (dir / (name + ".jsonl")).string();
-  auto r = herd::testing::run_herd_env(
-      launcher, "train --data.dir=" + dir.string() + " --model.name=" + model +
-                    " --data.seq_len=64 --train.global_batch=8 --parallel.microbatch_size=2 --tp 2 --dp 2"
-                    " --train.steps=40 --train.threads=1 --eval.every=0 --generate.samples=0 --fault.slow_rank=2"
-                    " --fault.slow_factor=1.5 --fault.slow_from_step=10 --diagnostics.dump_every=10"
-                    " --diagnostics.job_id=slow --diagnostics.dir=" +
-                    dumps + " --train.metrics_file=" + metrics);
-  ASSERT_EQ(r.status, 0) << r.err;
+  // A noisy shared host can slow a healthy rank's CPU time too (the clean-run test in
+  // tests/train/straggler_test.cpp says how often), so one rerun is allowed when the first run does not
+  // name rank 2 alone; the second run's result is asserted in full.
+  herd::testing::CliResult r, t;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    fs::remove_all(dumps);
+    fs::remove(metrics);
+    r = herd::testing::run_herd_env(
+        launcher, "train --data.dir=" + dir.string() + " --model.name=" + model +
+                      " --data.seq_len=64 --train.global_batch=8 --parallel.microbatch_size=2 --tp 2 --dp 2"
+                      " --train.steps=40 --train.threads=1 --eval.every=0 --generate.samples=0 --fault.slow_rank=2"
+                      " --fault.slow_factor=1.5 --fault.slow_from_step=10 --diagnostics.dump_every=10"
+                      " --diagnostics.job_id=slow --diagnostics.dir=" +
+                      dumps + " --train.metrics_file=" + metrics);
+    ASSERT_EQ(r.status, 0) << r.err;
+    t = run_herd("trace " + dumps + " --json");
+    ASSERT_EQ(t.status, 0) << t.err;
+    const Json named = Json::parse(t.out);
+    if (named["stragglers"].size() == 1 && named["stragglers"][0]["rank"] == 2) break;
+    if (attempt == 0) std::cout << "first run did not name rank 2 alone (the host's noise):\n" << t.out << "\n";
+  }
   EXPECT_NE(r.err.find("straggler at step"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("stragglers in "), std::string::npos) << r.err;  // the end summary
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_TRUE(fs::exists(fs::path(dumps) / ("herd_flight_slow_rank" + std::to_string(rank) + ".json"))) << rank;
   }
-  auto t = run_herd("trace " + dumps + " --json");
-  ASSERT_EQ(t.status, 0) << t.err;
   const Json j = Json::parse(t.out);
   EXPECT_TRUE(j["culprit_ranks"].empty()) << t.out;
   ASSERT_EQ(j["stragglers"].size(), 1u) << t.out;
