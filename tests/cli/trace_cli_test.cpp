@@ -138,12 +138,13 @@ TEST_F(TraceCli, HangInAnMpi8RankTp2Cp2Pp2JobNamesTheHungRank) {
 }
 #endif
 
-// diagnostics.dump_every: a healthy TP2 x DP2 job whose rank 2 is slowed 1.5x from step 10
+// diagnostics.dump_every: a healthy TP2 x DP2 job whose rank 2 is slowed `factor` times from step 10
 // (fault.slow_rank) leaves every rank's dump every 10 steps; `herd trace` on them names no culprit, each
 // rank's last step, and rank 2 as the straggler that the others wait on, as the trainer's own checks did
 // (its metrics: rank 2 and only rank 2, within 20 steps of its slowdown). `launcher` runs the job under
 // mpirun, one process per rank; empty, as threads of one process.
-void expect_straggler_named(const fs::path& dir, const std::string& name, const std::string& launcher) {
+void expect_straggler_named(const fs::path& dir, const std::string& name, const std::string& launcher,
+                            const char* factor = "1.5") {
   const std::string model = (dir / "straggler.json").string();
   std::ofstream(model) << model::config_to_hf_json(herd::test_models::straggler_llama()).dump();
   const std::string dumps = (dir / name).string(), metrics = (dir / (name + ".jsonl")).string();
@@ -158,7 +159,9 @@ void expect_straggler_named(const fs::path& dir, const std::string& name, const 
         launcher, "train --data.dir=" + dir.string() + " --model.name=" + model +
                       " --data.seq_len=64 --train.global_batch=8 --parallel.microbatch_size=2 --tp 2 --dp 2"
                       " --train.steps=40 --train.threads=1 --eval.every=0 --generate.samples=0 --fault.slow_rank=2"
-                      " --fault.slow_factor=1.5 --fault.slow_from_step=10 --diagnostics.dump_every=10"
+                      " --fault.slow_factor=" +
+                      factor +
+                      " --fault.slow_from_step=10 --diagnostics.dump_every=10"
                       " --diagnostics.job_id=slow --diagnostics.dir=" +
                       dumps + " --train.metrics_file=" + metrics);
     ASSERT_EQ(r.status, 0) << r.err;
@@ -274,10 +277,16 @@ TEST_F(TraceCli, AnMpiRankStoppedMostOfTheTimeIsFlaggedAsStalled) {
   EXPECT_NE(herd::testing::slurp(log).find("is stalled"), std::string::npos);
 }
 
-TEST_F(TraceCli, AnMpiRankSlowedOneAndAHalfTimesIsFlaggedAndTraced) {
+// The same across processes. Four MPI processes on two cores time-slice them: each is preempted in
+// the middle of its GEMMs and refills its caches after, which moved healthy ranks' CPU time per step
+// up to 1.33x apart here (comm/stragglers.h), so a 1.5x slowdown did not clear the 1.3x threshold
+// reliably: the test failed in two of three clean-clone CI runs (stop 24), once after its rerun.
+// Slowed 2x, rank 2 stands clear of that noise; the threads case above keeps the 1.5x.
+TEST_F(TraceCli, AnMpiRankSlowedTwiceIsFlaggedAndTraced) {
   expect_straggler_named(dir_, "mpi",
                          "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
-                         "--bind-to none -np 4");
+                         "--bind-to none -np 4",
+                         "2.0");
 }
 #endif
 
