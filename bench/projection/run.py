@@ -11,7 +11,7 @@ and a markdown table. The machine is shared: each step time is a median over ste
 average before and after every run is recorded next to it.
 
   python3 bench/projection/run.py [--herd build/herd] [--data DIR] [--steps 6] [--out-dir bench/projection]
-                                  [--no-calibrate [--cluster-file F]] [--only NAME]
+                                  [--no-calibrate [--cluster-file F]] [--only NAME] [--speed-probe]
 
 Method and results: docs/projection.md.
 """
@@ -52,6 +52,14 @@ LAYOUTS = [
 ]
 
 
+def speed_text(r):
+    """The host's speed against its calibration at the run's start and end, or '-' when not probed."""
+    hs = r.get("host_speed") or {}
+    if not hs.get("probed"):
+        return "-"
+    return f"{hs['at_start']:.2f}/{hs['at_end']:.2f}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--herd", default="build/herd")
@@ -63,6 +71,8 @@ def main():
                     help="plan with the preset or --cluster-file instead of a fresh `herd calibrate`")
     ap.add_argument("--cluster-file", default="",
                     help="with --no-calibrate: a `herd calibrate` output (herd train --projection.cluster_file)")
+    ap.add_argument("--speed-probe", action="store_true",
+                    help="plan each run at its probed host speed (herd train --projection.speed_probe=true)")
     a = ap.parse_args()
 
     make_data(a.herd, a.data)
@@ -84,7 +94,8 @@ def main():
             cmd = ([a.herd, "train", f"--data.dir={a.data}", f"--model.name={model}", f"--train.steps={a.steps}",
                     "--eval.every=0", "--eval.batches=1", "--schedule.warmup_steps=1", "--generate.samples=0",
                     f"--train.projection_file={summary}", "--train.log_every=1000",
-                    f"--projection.cluster_file={cluster_file}"] + args.split())
+                    f"--projection.cluster_file={cluster_file}"] + args.split() +
+                   (["--projection.speed_probe=true"] if a.speed_probe else []))
             before = load_average()
             p = subprocess.run(cmd, capture_output=True, text=True)
             after = load_average()
@@ -98,13 +109,16 @@ def main():
              "background_jobs": s["background_jobs"],
              "step_error": (pl["step_s"] - me["step_s"]) / me["step_s"],
              "step_error_idle": (pl["step_s_idle"] - me["step_s"]) / me["step_s"],
+             "host_speed": s.get("host_speed", {}),
+             "step_error_calibrated_speed":
+                 (pl.get("step_s_calibrated_speed", pl["step_s"]) - me["step_s"]) / me["step_s"],
              "memory_error": (pl["memory_bytes"] - me["memory_bytes"]) / me["memory_bytes"],
              "load_average": [before, after]}
         results.append(r)
         print(f"{name:28s} step {pl['step_s']:.3f} vs {me['step_s']:.3f} s ({100 * r['step_error']:+.1f}%)  "
               f"memory {pl['memory_bytes'] / 2**20:.1f} vs {me['memory_bytes'] / 2**20:.1f} MiB "
               f"({100 * r['memory_error']:+.1f}%)  background jobs {r['background_jobs']:.1f} "
-              f"load {before:.2f}/{after:.2f}", file=sys.stderr)
+              f"host speed {speed_text(r)}  load {before:.2f}/{after:.2f}", file=sys.stderr)
     if not results:
         sys.exit("no layout ran")
     cluster_label = cluster_file or "(preset local-cpu)"
@@ -116,30 +130,36 @@ def main():
     multi_bias = 100 * sum(r["step_error"] for r in multi) / len(multi) if multi else 0.0
     mem_mape = 100 * sum(abs(r["memory_error"]) for r in results) / len(results)
     idle_mape = 100 * sum(abs(r["step_error_idle"]) for r in results) / len(results)
+    cal_mape = 100 * sum(abs(r["step_error_calibrated_speed"]) for r in results) / len(results)
+    cal_multi_mape = (100 * sum(abs(r["step_error_calibrated_speed"]) for r in multi) / len(multi)) if multi else 0.0
     doc = {"figure": "planner projection vs herd train on this machine (local-cpu)", "machine": machine(),
            "commit": commit(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "cluster_file": cluster_label, "calibration": calibration,
            "steps": a.steps,
            "step_time_mape_percent": mape, "step_time_mape_percent_multi_rank": multi_mape,
            "step_time_mean_error_percent_multi_rank": multi_bias, "step_time_mape_percent_idle_host": idle_mape,
+           "step_time_mape_percent_calibrated_speed": cal_mape,
+           "step_time_mape_percent_multi_rank_calibrated_speed": cal_multi_mape,
            "memory_mape_percent": mem_mape, "results": results}
     with open(os.path.join(a.out_dir, "results.json"), "w") as f:
         json.dump(doc, f, indent=2)
-    lines = ["| layout | ranks | background jobs | planned step (s) | measured step (s) | error | "
-             "idle-host plan (s) | planned comm (s) | measured comm (s) | planned MiB/rank | measured MiB/rank | "
-             "error | load avg |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| layout | ranks | background jobs | host speed (start/end) | planned step (s) | measured step (s) | "
+             "error | at calibrated speed | idle-host plan (s) | planned comm (s) | measured comm (s) | "
+             "planned MiB/rank | measured MiB/rank | error | load avg |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         pl, me = r["planned"], r["measured"]
         comm = f"{me['comm_s']:.3f}" if me.get("comm_s", -1) >= 0 else "-"
-        lines.append(f"| {r['name']} | {r['layout']['ranks']} | {r['background_jobs']:.2f} | "
+        lines.append(f"| {r['name']} | {r['layout']['ranks']} | {r['background_jobs']:.2f} | {speed_text(r)} | "
                      f"{pl['step_s']:.3f} | {me['step_s']:.3f} | {100 * r['step_error']:+.1f}% | "
+                     f"{100 * r['step_error_calibrated_speed']:+.1f}% | "
                      f"{pl['step_s_idle']:.3f} | {pl['comm_s']:.3f} | {comm} | {pl['memory_bytes'] / 2**20:.1f} | "
                      f"{me['memory_bytes'] / 2**20:.1f} | {100 * r['memory_error']:+.1f}% | "
                      f"{r['load_average'][0]:.2f}/{r['load_average'][1]:.2f} |")
     lines.append(f"\nStep-time MAPE {mape:.1f}% over {len(results)} layouts (planned for the measured background "
-                 f"load; {idle_mape:.1f}% if the host is assumed idle); over the {len(multi)} multi-rank layouts "
-                 f"{multi_mape:.1f}% (mean error {multi_bias:+.1f}%); memory MAPE {mem_mape:.1f}%. "
+                 f"load and host speed; {cal_mape:.1f}% at the calibrated speed, {idle_mape:.1f}% with neither); over "
+                 f"the {len(multi)} multi-rank layouts {multi_mape:.1f}% (mean error {multi_bias:+.1f}%; "
+                 f"{cal_multi_mape:.1f}% at the calibrated speed); memory MAPE {mem_mape:.1f}%. "
                  f"Commit {doc['commit']}, {doc['date']}, {doc['cluster_file']}.")
     with open(os.path.join(a.out_dir, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")

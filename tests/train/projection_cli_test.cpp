@@ -92,6 +92,46 @@ TEST_F(ProjectionCli, Bf16PlanAndStateMatchTheRun) {
   }
 }
 
+// The host speed probe (train/host_speed.h) from a calibration that recorded one: a calibrated rate
+// far above what any core here does clamps the ratio at 0.25, so the plan is 4x the plan at the
+// calibrated speed, said on both lines and in the summary, on one rank and on thread ranks held at a
+// barrier while rank 0 probes. Off unless projection.speed_probe=true, and absent from an older file.
+TEST_F(ProjectionCli, AHostSlowerThanItsCalibrationIsPlannedAtItsProbedSpeed) {
+  Json cluster = topology::cluster_to_json(*topology::cluster_preset("local-cpu"));
+  const std::string older = (dir_ / "older.json").string();
+  std::ofstream(older) << cluster.dump();
+  cluster["calibration"] = {{"host_speed_probe_flops_per_s", 1e18}};
+  const std::string fast = (dir_ / "fast.json").string();
+  std::ofstream(fast) << cluster.dump();
+  const std::string summary = (dir_ / "speed.json").string();
+  for (const std::string layout : {"", "--dp 2"}) {
+    auto r = train(layout + " --projection.cluster_file=" + fast + " --projection.speed_probe=true" +
+                   " --train.projection_file=" + summary);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string all = r.out + r.err;
+    EXPECT_NE(all.find(" background jobs, host at 0.25x its calibrated speed): step "), std::string::npos) << all;
+    EXPECT_NE(all.find(" background jobs over the run, host at 0.25x its calibrated speed): step "), std::string::npos)
+        << all;
+    const Json j = Json::parse(herd::testing::slurp(summary));
+    EXPECT_EQ(j["host_speed"]["probed"], true);
+    EXPECT_DOUBLE_EQ(j["host_speed"]["ratio"].get<double>(), 0.25);
+    EXPECT_DOUBLE_EQ(j["host_speed"]["at_start"].get<double>(), 0.25);
+    EXPECT_DOUBLE_EQ(j["host_speed"]["at_end"].get<double>(), 0.25);
+    const double planned = j["planned"]["step_s"].get<double>();
+    EXPECT_NEAR(planned, 4 * j["planned"]["step_s_calibrated_speed"].get<double>(), 1e-9 * planned) << layout;
+  }
+  for (const std::string& args : {" --projection.cluster_file=" + fast,  // off by default
+                                  " --projection.cluster_file=" + older + " --projection.speed_probe=true"}) {
+    auto r = train(args + " --train.projection_file=" + summary);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ((r.out + r.err).find("host at "), std::string::npos) << r.out + r.err;
+    const Json j = Json::parse(herd::testing::slurp(summary));
+    EXPECT_EQ(j["host_speed"]["probed"], false) << args;
+    EXPECT_DOUBLE_EQ(j["host_speed"]["ratio"].get<double>(), 1.0) << args;
+    EXPECT_DOUBLE_EQ(j["planned"]["step_s"].get<double>(), j["planned"]["step_s_calibrated_speed"].get<double>());
+  }
+}
+
 TEST_F(ProjectionCli, MalformedCalibrationFileIsOneLineAndTrainingGoesOn) {
   const std::string bad = (dir_ / "bad.json").string();
   std::ofstream(bad) << R"({"name": "x", "accelerator": {"name": "cpu", "peak_tflops": {"bf16": "fast"}}})";
@@ -149,6 +189,12 @@ TEST_F(ProjectionCli, CalibrateWritesALoadableClusterWithARuntimeEfficiency) {
   const double compute = rec["reference_step_distributed_s"].get<double>() - comm;
   EXPECT_NEAR(c->accelerator.speed_variation, std::clamp(wait / compute / std::sqrt(2.0 * std::log(2.0)), 0.0, 0.3),
               1e-9);
+  // The host speed probe around the reference steps: their mean, which `herd train` compares with its own.
+  const double before = rec["host_speed_probe_flops_per_s_before"].get<double>();
+  const double after = rec["host_speed_probe_flops_per_s_after"].get<double>();
+  EXPECT_GT(before, 0.0);
+  EXPECT_GT(after, 0.0);
+  EXPECT_DOUBLE_EQ(rec["host_speed_probe_flops_per_s"].get<double>(), 0.5 * (before + after));
 }
 
 }  // namespace

@@ -80,6 +80,40 @@ TEST(Projection, RankSkewCostsComputeTimesSigmaTimesTheGaussianExtreme) {
   }
 }
 
+// A host running at half its calibrated speed (train/host_speed.h) takes twice as long for every
+// term: compute, elementwise, optimizer, collectives, bubble and rank skew all run on its cores. The
+// plan at the calibrated speed is kept beside it, and the memory does not move.
+TEST(Projection, AHostAtHalfItsCalibratedSpeedTakesTwiceAsLongInEveryLayout) {
+  const model::LlamaConfig m = small_cfg();
+  topology::Cluster c = hand_cluster();
+  c.accelerator.memory_bw_gb_per_s = 10;  // elementwise and optimizer cost time too
+  c.accelerator.kernel_overhead_us = 50;
+  c.accelerator.speed_variation = 0.05;
+  c.tiers[0].latency_us = 20;
+  for (const ResolvedLayout& l : {run_layout(1, 1, 1, 1, 2, 16), run_layout(2, 1, 1, 2, 2, 16),
+                                  run_layout(1, 2, 1, 1, 2, 16), run_layout(1, 1, 2, 1, 1, 16, 4)}) {
+    Result<Projection> full = project(m, l, 0, c);
+    Result<Projection> half = project(m, l, 0, c, 0.5);
+    ASSERT_TRUE(full.ok() && half.ok()) << l.layout.to_string();
+    EXPECT_NEAR(half->step_s(), 2 * full->step_s(), 1e-9 * full->step_s()) << l.layout.to_string();
+    EXPECT_NEAR(half->estimate.time.exposed_comm_s(), 2 * full->estimate.time.exposed_comm_s(), 1e-9 * full->step_s())
+        << l.layout.to_string();
+    EXPECT_DOUBLE_EQ(half->step_s_calibrated_speed, full->step_s()) << l.layout.to_string();
+    EXPECT_DOUBLE_EQ(half->step_s_idle, full->step_s()) << l.layout.to_string();
+    EXPECT_DOUBLE_EQ(half->memory_bytes(), full->memory_bytes()) << l.layout.to_string();
+    EXPECT_EQ(half->host_speed, 0.5);
+  }
+  // at_host_speed itself: rates times the speed, latency and overhead over it, efficiencies kept.
+  const topology::Cluster h = at_host_speed(c, 0.8);
+  EXPECT_DOUBLE_EQ(h.accelerator.peak_tflops_fp32, 0.8e-3);
+  EXPECT_DOUBLE_EQ(h.accelerator.peak_tflops_bf16, 1.6e-3);
+  EXPECT_DOUBLE_EQ(h.accelerator.memory_bw_gb_per_s, 8);
+  EXPECT_DOUBLE_EQ(h.accelerator.kernel_overhead_us, 62.5);
+  EXPECT_DOUBLE_EQ(h.tiers[0].bw_gb_per_s, 0.8);
+  EXPECT_DOUBLE_EQ(h.tiers[0].latency_us, 25);
+  EXPECT_EQ(h.accelerator.matmul_efficiency, c.accelerator.matmul_efficiency);
+}
+
 TEST(Projection, SingleRankStepAndStateMatchTheHandCount) {
   const model::LlamaConfig m = small_cfg();
   Result<Projection> p = project(m, run_layout(1, 1, 1, 1, 2, 16), 0, hand_cluster());

@@ -24,6 +24,8 @@
 // records when it was taken, on which host and CPU, the load average and the other runnable processes
 // at the time, and every take. Without --out it is this machine's stored calibration
 // (train/calibration_store.h), which `herd train` then uses by default.
+// Just before and after the reference steps, the host speed probe (train/host_speed.h): their mean is
+// recorded, and `herd train` plans at the ratio of its own probe to it.
 // The committed preset's numbers came from this command; docs/projection.md. The timers, the communicator's
 // timing and fit and the host readers are measure/'s; this file drives them and writes the cluster.
 #include <algorithm>
@@ -55,6 +57,7 @@
 #include "herd/topology/cluster.h"
 #include "herd/train/calibration_store.h"
 #include "herd/train/dist_model.h"
+#include "herd/train/host_speed.h"
 #include "herd/train/launch.h"
 #include "herd/train/projection.h"
 #include "herd/train/trainer.h"
@@ -490,6 +493,9 @@ int run_calibrate(const CalibrateOptions& o) {
   };
   std::vector<ReferenceStep> ref_takes, dist_takes, ref16_takes;
   ReferenceStep ref, dist;
+  // The host's speed around the reference steps, which anchor every plan: `herd train` probes the same
+  // way and plans at the ratio (train/host_speed.h).
+  const double probe_before = train::probe_host_flops(cores);
   ref = median_take(measure_it("training step, 1 rank", true, reference(1, &ref_takes),
                                [&](double secs) {
                                  return far_from_last("reference step", secs, last_number("reference_step_s"),
@@ -516,6 +522,11 @@ int run_calibrate(const CalibrateOptions& o) {
                                    }),
                         ref16_takes);
   }
+  const double probe_after = train::probe_host_flops(cores);
+  const double probe_flops = 0.5 * (probe_before + probe_after);
+  t.add({"host speed probe (all cores)", "512^3 x " + std::to_string(cores),
+         "before " + format_fixed(probe_before / 1e9, 1) + ", after " + format_fixed(probe_after / 1e9, 1),
+         format_fixed(probe_flops / 1e9, 1) + " GFLOP/s per core"});
   kernels::set_num_threads(1);
   if (!failed.ok()) return report_error("calibrate", failed.error().with_context("reference training step"));
   train::ResolvedLayout one;
@@ -663,6 +674,9 @@ int run_calibrate(const CalibrateOptions& o) {
                       {"reference_step_distributed_planned_comm_s", planned_dist_comm},
                       {"reference_step_distributed_wait_s", rank_wait_s},
                       {"reference_step_kernels_only_s", kernel_plan->step_s()},
+                      {"host_speed_probe_flops_per_s", probe_flops},
+                      {"host_speed_probe_flops_per_s_before", probe_before},
+                      {"host_speed_probe_flops_per_s_after", probe_after},
                       {"measurements", measurements},
                       {"comm", raw}};
   std::error_code ec;

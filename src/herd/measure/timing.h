@@ -7,8 +7,6 @@
 // CPU clock, which does not run while it is descheduled; work on several threads by the wall clock.
 #pragma once
 
-#include <time.h>
-
 #include <utility>
 #include <vector>
 
@@ -17,13 +15,7 @@
 
 namespace herd::measure {
 
-// Seconds of CPU the calling thread has run: on one thread, a kernel's time on a core of its own even
-// when other jobs share the cores (it does not count while descheduled).
-inline double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+using herd::thread_cpu_seconds;  // core/timer.h
 
 enum class Clock {
   kThreadCpu,  // the calling thread's CPU time: work that runs on this thread alone

@@ -235,6 +235,10 @@ const std::vector<Field>& registry() {
           "herd calibrate output to plan with; empty: this machine's stored calibration, else the local-cpu preset"),
       bind_field("projection.background_jobs", &C::projection, &ProjectionSection::background_jobs,
                  "other jobs on the cores; -1: measured, 0: idle host"),
+      bind_field("projection.speed_probe", &C::projection, &ProjectionSection::speed_probe,
+                 "probe the host's GEMM speed before the first step and after the last, and plan at its ratio to the "
+                 "calibration's (about 0.1 s each; ranks as threads only; off: too noisy on these hosts, "
+                 "docs/projection.md)"),
   };
   return fields;
 }

@@ -166,6 +166,7 @@ struct DiagnosticsSection {
 struct ProjectionSection {
   std::string cluster_file = "";  // a `herd calibrate` output; empty: the committed local-cpu preset
   double background_jobs = -1;    // other jobs sharing the cores; -1: measured from /proc, 0: an idle host
+  bool speed_probe = false;       // probe the host's speed, plan at its ratio to the calibration's (train/host_speed.h)
 };
 
 struct TrainConfig {

@@ -9,6 +9,8 @@
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/core/stats.h"
+#include "herd/train/calibration_store.h"
+#include "herd/train/host_speed.h"
 
 namespace herd::train {
 
@@ -23,9 +25,24 @@ Result<topology::Cluster> local_cpu_cluster(const std::string& cluster_file) {
 
 double background_jobs(double fixed) { return fixed >= 0 ? fixed : measure::sample_background_jobs(); }
 
+topology::Cluster at_host_speed(topology::Cluster c, double speed) {
+  if (speed == 1.0 || speed <= 0) return c;
+  topology::Accelerator& a = c.accelerator;
+  a.peak_tflops_fp32 *= speed;
+  a.peak_tflops_bf16 *= speed;
+  a.peak_tflops_fp8 *= speed;
+  a.memory_bw_gb_per_s *= speed;
+  a.kernel_overhead_us /= speed;
+  for (topology::Tier& t : c.tiers) {
+    t.bw_gb_per_s *= speed;
+    t.latency_us /= speed;
+  }
+  return c;
+}
+
 Result<Projection> project(const model::LlamaConfig& m, const ResolvedLayout& r, int threads,
-                           const topology::Cluster& cluster) {
-  topology::Cluster host = cluster;
+                           const topology::Cluster& cluster, double host_speed) {
+  topology::Cluster host = at_host_speed(cluster, host_speed);
   if (threads > 0 && host.accelerator.host_cores > 0) host.accelerator.threads_per_rank = threads;
   planner::Layout l = r.layout;
   // One rank: plain fp32 AdamW on the whole model. More: every rank runs herd's FSDP flat units,
@@ -40,10 +57,19 @@ Result<Projection> project(const model::LlamaConfig& m, const ResolvedLayout& r,
   p.model = m;
   p.host = cluster;
   p.background_jobs = cluster.accelerator.background_jobs;
+  p.host_speed = host_speed;
   HERD_ASSIGN_OR_RETURN(p.estimate, planner::estimate(m, host, r.spec, l, l.gpus()));
-  p.step_s_idle = p.estimate.time.step_s;
+  // The same plan without what was measured at run time: at the calibrated speed, and on an idle host.
+  topology::Cluster calibrated_speed = cluster;
+  calibrated_speed.accelerator.threads_per_rank = host.accelerator.threads_per_rank;
+  p.step_s_calibrated_speed = p.estimate.time.step_s;
+  if (host_speed != 1.0) {
+    HERD_ASSIGN_OR_RETURN(const planner::Estimate e, planner::estimate(m, calibrated_speed, r.spec, l, l.gpus()));
+    p.step_s_calibrated_speed = e.time.step_s;
+  }
+  p.step_s_idle = p.step_s_calibrated_speed;
   if (host.accelerator.background_jobs > 0) {
-    topology::Cluster idle = host;
+    topology::Cluster idle = calibrated_speed;
     idle.accelerator.background_jobs = 0;
     HERD_ASSIGN_OR_RETURN(const planner::Estimate e, planner::estimate(m, idle, r.spec, l, l.gpus()));
     p.step_s_idle = e.time.step_s;
@@ -103,13 +129,19 @@ std::string pct(double planned, double measured) {
 
 }  // namespace
 
+// ", host at 0.93x its calibrated speed" when the host was probed.
+std::string speed_note(const Projection& p) {
+  if (p.probe_calibrated_flops <= 0) return "";
+  return ", host at " + format_fixed(p.host_speed, 2) + "x its calibrated speed";
+}
+
 std::string planned_line(const Projection& p) {
   const planner::TimeBreakdown& t = p.estimate.time;
   const bool bf16 = p.layout.spec.precision == planner::Precision::kBF16;
   return "planned (" + p.cluster + ", " + std::to_string(p.layout.layout.gpus()) + " rank" +
          (p.layout.layout.gpus() > 1 ? "s" : "") + (bf16 ? ", bf16" : "") + ", " + format_fixed(p.background_jobs, 1) +
-         " background jobs): step " + secs(t.step_s) + " s (compute " + secs(t.compute_s) + ", comm " +
-         secs(t.exposed_comm_s()) + ", bubble " + secs(t.bubble_s) + ", optimizer " + secs(t.optimizer_s) +
+         " background jobs" + speed_note(p) + "): step " + secs(t.step_s) + " s (compute " + secs(t.compute_s) +
+         ", comm " + secs(t.exposed_comm_s()) + ", bubble " + secs(t.bubble_s) + ", optimizer " + secs(t.optimizer_s) +
          ") | memory/rank " + mib(p.memory_bytes()) + " (state " + mib(p.state_bytes) + ", activations " +
          mib(p.activation_bytes) + ")";
 }
@@ -117,8 +149,9 @@ std::string planned_line(const Projection& p) {
 std::string planned_vs_measured_line(const Projection& p, const MeasuredRun& run) {
   const RankMemoryUse& mem = run.memory;
   const double comm = p.estimate.time.exposed_comm_s();
-  return "planned vs measured (" + format_fixed(p.background_jobs, 1) + " background jobs over the run): step " +
-         secs(p.step_s()) + " s vs " + secs(run.step_s) + " s (" + pct(p.step_s(), run.step_s) + ")" +
+  return "planned vs measured (" + format_fixed(p.background_jobs, 1) + " background jobs over the run" +
+         speed_note(p) + "): step " + secs(p.step_s()) + " s vs " + secs(run.step_s) + " s (" +
+         pct(p.step_s(), run.step_s) + ")" +
          (run.comm_s < 0 ? std::string()
                          : " | exposed comm " + secs(comm) + " s vs " + secs(run.comm_s) + " s (rank 0 blocked)") +
          " | memory/rank " + mib(p.memory_bytes()) + " vs " + mib(mem.total()) + " (" +
@@ -150,10 +183,17 @@ Json projection_json(const Projection& p, const MeasuredRun& run) {
             {"ranks", l.gpus()},
             {"line", l.to_string()}}},
           {"background_jobs", p.background_jobs},
+          {"host_speed",
+           {{"probed", p.probe_calibrated_flops > 0},
+            {"ratio", p.host_speed},
+            {"at_start", p.host_speed_at_start},
+            {"at_end", p.host_speed_at_end},
+            {"calibrated_probe_flops_per_s", p.probe_calibrated_flops}}},
           {"precision", planner::precision_name(p.layout.spec.precision)},
           {"planned",
            {{"step_s", t.step_s},
             {"step_s_idle", p.step_s_idle},
+            {"step_s_calibrated_speed", p.step_s_calibrated_speed},
             {"compute_s", t.compute_s},
             {"comm_s", t.exposed_comm_s()},
             {"tp_s", t.tp_s},
@@ -176,7 +216,22 @@ Json projection_json(const Projection& p, const MeasuredRun& run) {
             {"saved_activation_bytes", mem.saved_activation_bytes}}}};
 }
 
-Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m, bool print) {
+namespace {
+
+// The calibration's probe rate when this run may probe the host: 0 otherwise (the preset, a calibration
+// from before the probe, projection.speed_probe off, ranks that are not threads of this process).
+double probe_reference(const TrainConfig& cfg, const topology::Cluster& c, bool probe_host) {
+  if (!probe_host || !cfg.projection.speed_probe || cfg.projection.cluster_file.empty() ||
+      c.accelerator.host_cores < 1) {
+    return 0;
+  }
+  Result<StoredCalibration> stored = read_calibration(cfg.projection.cluster_file);
+  return stored.ok() ? calibrated_probe_flops(stored->record) : 0.0;
+}
+
+}  // namespace
+
+Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m, bool print, bool probe_host) {
   // Quiet trainers (tests, ranks other than 0) neither print nor write: no sampling thread for them.
   if (!print) return make_error("no projection: this trainer does not report");
   Result<Projection> p = [&]() -> Result<Projection> {
@@ -187,8 +242,13 @@ Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m,
       c.accelerator.background_jobs = background_jobs(cfg.projection.background_jobs);
       if (cfg.projection.background_jobs < 0) at_start = measure::host_cpu_times();
     }
-    HERD_ASSIGN_OR_RETURN(Projection p, project(m, l, static_cast<int>(cfg.train.threads), c));
+    const double reference = probe_reference(cfg, c, probe_host);
+    const double speed =
+        reference > 0 ? host_speed_ratio(probe_host_flops(static_cast<int>(c.accelerator.host_cores)), reference) : 1.0;
+    HERD_ASSIGN_OR_RETURN(Projection p, project(m, l, static_cast<int>(cfg.train.threads), c, speed));
     p.cpu_at_start = at_start;
+    p.probe_calibrated_flops = reference;
+    p.host_speed_at_start = p.host_speed_at_end = speed;
     // Said on the line itself: a plan from the committed preset was not measured on this machine.
     if (cfg.projection.cluster_file.empty()) p.cluster = "local-cpu preset, uncalibrated";
     return p;
@@ -204,11 +264,23 @@ void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const st
   Projection at_run = *plan;
   const double background = measure::background_jobs_between(plan->cpu_at_start, measure::host_cpu_times(),
                                                              plan->host.accelerator.host_cores);
-  if (background >= 0) {
+  // The host's speed over the run: the mean of the probes before the first step and after the last.
+  const double at_end = plan->probe_calibrated_flops > 0
+                            ? host_speed_ratio(probe_host_flops(static_cast<int>(plan->host.accelerator.host_cores)),
+                                               plan->probe_calibrated_flops)
+                            : 1.0;
+  if (background >= 0 || plan->probe_calibrated_flops > 0) {
     topology::Cluster c = plan->host;
-    c.accelerator.background_jobs = background;
-    Result<Projection> redone = project(plan->model, plan->layout, plan->threads, c);
-    if (redone.ok()) at_run = *redone;
+    if (background >= 0) c.accelerator.background_jobs = background;
+    Result<Projection> redone =
+        project(plan->model, plan->layout, plan->threads, c, 0.5 * (plan->host_speed_at_start + at_end));
+    if (redone.ok()) {
+      at_run = *redone;
+      at_run.cluster = plan->cluster;
+      at_run.probe_calibrated_flops = plan->probe_calibrated_flops;
+      at_run.host_speed_at_start = plan->host_speed_at_start;
+      at_run.host_speed_at_end = at_end;
+    }
   }
   if (print) log_info(planned_vs_measured_line(at_run, measured));
   if (print && !cfg.train.projection_file.empty()) {

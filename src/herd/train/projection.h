@@ -46,7 +46,14 @@ struct Projection {
   topology::Cluster host;              // the cluster as given (background_jobs as measured at the start)
   measure::HostCpuTimes cpu_at_start;  // set by plan_run on a shared host (ok = false otherwise)
   double background_jobs = 0;          // what the prediction assumed (accelerator.background_jobs)
-  double step_s_idle = 0;              // the same prediction on an idle host (background 0)
+  // The host's speed against its calibration that the prediction assumed (train/host_speed.h): 1 when
+  // not probed. probe_calibrated_flops > 0 when it was: the calibration's probe rate, and the ratio at
+  // the start (and, once report_run has probed again, at the end; host_speed is then their mean).
+  double host_speed = 1;
+  double probe_calibrated_flops = 0;
+  double host_speed_at_start = 1, host_speed_at_end = 1;
+  double step_s_idle = 0;              // the same prediction with nothing measured at run time: background 0, speed 1
+  double step_s_calibrated_speed = 0;  // the prediction for the background load at the calibrated speed (1)
   planner::Estimate estimate;
   // Memory of the rank, the planner's parts regrouped as the runtime measures them.
   double state_bytes = 0;             // parameters + gradients + optimizer state (embedding/head included)
@@ -58,8 +65,15 @@ struct Projection {
 
 // The planner's prediction for this run on `cluster` (at the layout's precision; a single rank is
 // ZeRO-0, more ranks are herd's FSDP flat units, ZeRO-3). threads: kernel threads per rank (0: the launcher's rule).
+// host_speed: the host's speed against the calibration's (train/host_speed.h), applied by at_host_speed.
 Result<Projection> project(const model::LlamaConfig& m, const ResolvedLayout& layout, int threads,
-                           const topology::Cluster& cluster);
+                           const topology::Cluster& cluster, double host_speed = 1.0);
+
+// `c` as this host runs now, at `speed` times its calibrated speed: every rate herd's CPU ranks execute
+// at (the GEMM peaks, the streaming bandwidth, the local communicator's copies) times `speed`, the
+// per-op overhead and the communicator's latency over it. Efficiencies, cores and the background load
+// are left as they are.
+topology::Cluster at_host_speed(topology::Cluster c, double speed);
 
 // Median wall time of a step from a trainer's history (step time = the step's tokens / its tokens/s).
 // The first step (warm-up, and its token count is not a difference) is left out unless it is the only
@@ -86,10 +100,13 @@ Json projection_json(const Projection& p, const MeasuredRun& run);
 // The two call sites of the trainers. plan_run logs the "planned" line and returns the projection, or
 // an error the caller may ignore (training never depends on it; !print: nothing is planned, as on
 // quiet trainers and ranks other than 0); on a shared
-// host it keeps sampling the background load. report_run logs "planned vs measured", the plan
-// redone for the background load averaged over the run (an input measured apart from the step
-// times), and writes train.projection_file when set.
-Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m, bool print);
+// host it keeps sampling the background load. With probe_host (ranks that are threads of this
+// process, which sleep while they wait: the trainer holds them at a barrier meanwhile) and a calibration
+// that recorded the host speed probe, it probes the host (projection.speed_probe) and plans at the ratio.
+// report_run logs "planned vs measured", the plan redone for the background load averaged over the
+// run and the host's speed at the start and the end (inputs measured apart from the step times), and
+// writes train.projection_file when set.
+Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m, bool print, bool probe_host = false);
 void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const std::vector<StepRecord>& history,
                 const RankMemoryUse& mem, bool print);
 

@@ -382,7 +382,13 @@ Status Trainer<T>::run(std::int64_t stop_after) {
   const bool lead = ctx_.rank == 0;
   Timer wall;
   const std::int64_t tokens_at_start = tokens_;
-  const Result<Projection> plan = plan_run(cfg_, model_cfg_, !quiet && lead);
+  // Ranks that are threads of this process sleep while they wait; rank 0 probes the host's speed for the
+  // projection (projection.speed_probe) while the others wait at a barrier rather than compute beside it.
+  const bool thread_ranks = std::string(ctx_.world->backend()) == "local";
+  const Result<Projection> plan = plan_run(cfg_, model_cfg_, !quiet && lead, thread_ranks);
+  if (thread_ranks && cfg_.projection.speed_probe && ctx_.world->size() > 1) {
+    HERD_RETURN_IF_ERROR(ctx_.world->barrier());
+  }
   StepSlices step;
   while (step_ < steps) {
     if (heartbeat) heartbeat("step " + std::to_string(step_ + 1));
