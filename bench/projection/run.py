@@ -156,10 +156,16 @@ def main():
                      f"{pl['step_s_idle']:.3f} | {pl['comm_s']:.3f} | {comm} | {pl['memory_bytes'] / 2**20:.1f} | "
                      f"{me['memory_bytes'] / 2**20:.1f} | {100 * r['memory_error']:+.1f}% | "
                      f"{r['load_average'][0]:.2f}/{r['load_average'][1]:.2f} |")
-    lines.append(f"\nStep-time MAPE {mape:.1f}% over {len(results)} layouts (planned for the measured background "
-                 f"load and host speed; {cal_mape:.1f}% at the calibrated speed, {idle_mape:.1f}% with neither); over "
-                 f"the {len(multi)} multi-rank layouts {multi_mape:.1f}% (mean error {multi_bias:+.1f}%; "
-                 f"{cal_multi_mape:.1f}% at the calibrated speed); memory MAPE {mem_mape:.1f}%. "
+    if a.speed_probe:
+        planned_for = (f"the measured background load and host speed; {cal_mape:.1f}% at the calibrated speed, "
+                       f"{idle_mape:.1f}% with neither")
+        multi_note = f"; {cal_multi_mape:.1f}% at the calibrated speed"
+    else:
+        planned_for = f"the measured background load, host speed not probed; {idle_mape:.1f}% for an idle host"
+        multi_note = ""
+    lines.append(f"\nStep-time MAPE {mape:.1f}% over {len(results)} layouts (planned for {planned_for}); over "
+                 f"the {len(multi)} multi-rank layouts {multi_mape:.1f}% (mean error {multi_bias:+.1f}%{multi_note}); "
+                 f"memory MAPE {mem_mape:.1f}%. "
                  f"Commit {doc['commit']}, {doc['date']}, {doc['cluster_file']}.")
     with open(os.path.join(a.out_dir, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
