@@ -3,9 +3,9 @@
 
 #include <omp.h>
 
-#include <algorithm>
 #include <vector>
 
+#include "herd/core/stats.h"
 #include "herd/core/timer.h"
 #include "herd/kernels/gemm.h"
 
@@ -30,8 +30,7 @@ std::vector<double> gemm_rate_per_thread(int threads, std::int64_t n, int repeat
       once();
       secs.push_back(thread_cpu_seconds() - t0);
     }
-    std::nth_element(secs.begin(), secs.begin() + repeats / 2, secs.end());
-    const double mid = secs[static_cast<std::size_t>(repeats / 2)];
+    const double mid = median(std::move(secs));
     if (t < threads && mid > 0) rate[static_cast<std::size_t>(t)] = flops / mid;
   }
   return rate;
