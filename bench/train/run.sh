@@ -18,8 +18,11 @@
 #   TORCH_VENV (build/torch-venv), HERD_BENCH_BIN (a built herd_bench_train; then no cmake rebuild,
 #   default build/bench/train/herd_bench_train rebuilt first).
 # Threads: OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and MKL_NUM_THREADS are all set to the count (Debian's
-# torch ignores set_num_threads for its OpenBLAS).
+# torch ignores set_num_threads for its OpenBLAS). OPENBLAS_CORETYPE is unset: a value set for the whole
+# machine (Haswell's AVX2 kernels on an AVX-512 CPU, docs/kernels.md) would time herd with kernels this CPU
+# does not call for; OpenBLAS (and herd, when OpenBLAS falls back) chooses instead.
 set -euo pipefail
+unset OPENBLAS_CORETYPE
 cd "$(dirname "$0")/../.."
 out=${1:-bench/train/results.json}
 steps=${2:-5}

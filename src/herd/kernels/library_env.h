@@ -33,6 +33,11 @@ BlasCoreChoice choose_blas_core(const std::string& detected, int cpu_level, bool
 // when the re-execution fails (the libraries keep their own choices).
 void settle_library_env(char** argv);
 
+// A user's own OPENBLAS_CORETYPE naming kernels below the CPU's level (Haswell on an AVX-512 CPU): the
+// warning appended to the header line ("" when the set matches the CPU, or is unknown). The setting is
+// still kept (the user may have a reason); herd says what it costs.
+std::string user_core_note(const std::string& core, int cpu_level);
+
 // For the run's header: "OpenBLAS kernels: Cooperlake (...)", "... as detected" or the user's setting.
 std::string blas_core_description();
 

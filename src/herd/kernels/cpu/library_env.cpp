@@ -42,6 +42,15 @@ void unset_blas_core_env() {
 
 }  // namespace
 
+std::string user_core_note(const std::string& core, int cpu_level) {
+  const int level = blas_core_level(core);
+  if (level < 0 || level >= cpu_level || cpu_level < 2) return "";
+  const char* names[] = {"SSE", "AVX", "AVX2", "AVX-512"};
+  return std::string("; warning: these are ") + names[level] + " kernels on a CPU with " + names[cpu_level] +
+         ", so herd's transposed GEMMs run at " + (level + 1 == cpu_level ? "about half" : "a quarter or less of") +
+         " their rate: unset OPENBLAS_CORETYPE to let OpenBLAS (and herd) choose";
+}
+
 int blas_core_level(const std::string& core) {
   for (const char* n : {"SkylakeX", "Cooperlake", "SapphireRapids"}) {
     if (core == n) return 3;
@@ -81,7 +90,10 @@ std::string blas_core_description() {
   const char* marker = std::getenv(kBlasMarker);
   const char* user = std::getenv("OPENBLAS_CORETYPE");
   if (marker != nullptr && user != nullptr) return "OpenBLAS kernels: " + core + " (" + marker + ")";
-  if (user != nullptr) return "OpenBLAS kernels: " + core + " (as set, OPENBLAS_CORETYPE=" + user + ")";
+  if (user != nullptr) {
+    return "OpenBLAS kernels: " + core + " (as set, OPENBLAS_CORETYPE=" + user + ")" +
+           user_core_note(core, this_cpu_level());
+  }
   return "OpenBLAS kernels: " + core + " (as detected)";
 }
 
