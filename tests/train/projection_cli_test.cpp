@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "cli/cli_runner.h"
 #include "herd/data/shard.h"
@@ -53,6 +54,11 @@ TEST_F(ProjectionCli, PlannedAndMeasuredLinesOnOneRankAndOnTpDp) {
     EXPECT_GT(j["measured"]["activation_bytes"].get<double>(), 0.0);
     EXPECT_EQ(j["layout"]["ranks"], layout.empty() ? 1 : 4);
     EXPECT_EQ(j["measured"]["steps"], 3);
+    // The job's own CPU over the run, in cores: it computed (> 0) and no more than every core of the host
+    // can give (a little over for the clock readings' granularity).
+    const double job_cores = j["measured"]["job_cores"].get<double>();
+    EXPECT_GT(job_cores, 0.0);
+    EXPECT_LE(job_cores, static_cast<double>(std::thread::hardware_concurrency()) + 0.25);
     // Rank 0's time inside the communicator: measured on every layout (a one-rank job has nothing to wait for).
     if (layout.empty()) {
       EXPECT_GE(j["measured"]["comm_s"].get<double>(), 0.0);
@@ -189,6 +195,20 @@ TEST_F(ProjectionCli, CalibrateWritesALoadableClusterWithARuntimeEfficiency) {
   const double compute = rec["reference_step_distributed_s"].get<double>() - comm;
   EXPECT_NEAR(c->accelerator.speed_variation, std::clamp(wait / compute / std::sqrt(2.0 * std::log(2.0)), 0.0, 0.3),
               1e-9);
+  // Thread scaling: from the one-rank step on every core against the one-thread step when that step ran
+  // on a quiet host (an arithmetic check of what was written), else the GEMM's or the preset's, said so.
+  const std::string source = rec["thread_scaling_source"].get<std::string>();
+  if (std::thread::hardware_concurrency() > 1) {
+    const double all = rec["reference_step_all_cores_s"].get<double>();
+    EXPECT_GT(all, 0.0);
+    const double cores = static_cast<double>(std::thread::hardware_concurrency());
+    if (source == "training step") {
+      EXPECT_NEAR(c->accelerator.thread_scaling,
+                  std::clamp((rec["reference_step_s"].get<double>() / all - 1.0) / (cores - 1.0), 0.05, 1.0), 1e-9);
+    } else {
+      EXPECT_TRUE(source == "gemm" || source == "preset") << source;
+    }
+  }
   // The host speed probe around the reference steps: their mean, which `herd train` compares with its own.
   const double before = rec["host_speed_probe_flops_per_s_before"].get<double>();
   const double after = rec["host_speed_probe_flops_per_s_after"].get<double>();

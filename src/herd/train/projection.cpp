@@ -209,6 +209,7 @@ Json projection_json(const Projection& p, const MeasuredRun& run) {
           {"measured",
            {{"step_s", run.step_s},
             {"comm_s", run.comm_s},
+            {"job_cores", run.job_cores},
             {"steps", run.steps},
             {"memory_bytes", mem.total()},
             {"state_bytes", mem.state_bytes},
@@ -260,10 +261,15 @@ Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m,
 void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const std::vector<StepRecord>& history,
                 const RankMemoryUse& mem, bool print) {
   if (!plan.ok() || history.empty()) return;
-  const MeasuredRun measured = measured_run(history, mem);
+  MeasuredRun measured = measured_run(history, mem);
   Projection at_run = *plan;
-  const double background = measure::background_jobs_between(plan->cpu_at_start, measure::host_cpu_times(),
-                                                             plan->host.accelerator.host_cores);
+  const measure::HostCpuTimes at_end_cpu = measure::host_cpu_times();
+  const double background =
+      measure::background_jobs_between(plan->cpu_at_start, at_end_cpu, plan->host.accelerator.host_cores);
+  if (plan->cpu_at_start.ok && at_end_cpu.ok && at_end_cpu.wall_s > plan->cpu_at_start.wall_s) {
+    measured.job_cores =
+        (at_end_cpu.job_s - plan->cpu_at_start.job_s) / (at_end_cpu.wall_s - plan->cpu_at_start.wall_s);
+  }
   // The host's speed over the run: the mean of the probes before the first step and after the last.
   const double at_end = plan->probe_calibrated_flops > 0
                             ? host_speed_ratio(probe_host_flops(static_cast<int>(plan->host.accelerator.host_cores)),

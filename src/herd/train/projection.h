@@ -86,6 +86,10 @@ double median_step_seconds(const std::vector<StepRecord>& history);
 struct MeasuredRun {
   double step_s = 0;
   double comm_s = -1;
+  // Cores' worth of CPU this job's processes used over the run (their CPU time / wall time, from the
+  // host readings of the background load); -1 where /proc was unreadable or nothing was read. Beside
+  // the background load it says whether a loaded host cost the job more than the cores it lost.
+  double job_cores = -1;
   std::int64_t steps = 0;
   RankMemoryUse memory;
 };
