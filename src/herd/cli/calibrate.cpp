@@ -3,26 +3,26 @@
 //
 // Measured (the median of several repeats, one core unless said): fp32 GEMM at the linear shapes of the model's
 // layers and head (forward, dgrad and wgrad transposes) on one thread and on all cores (-> the per-core
-// peak and thread_scaling); herd's flash attention forward and backward (-> attention efficiencies:
-// the planner's causal FLOPs over time x the GEMM rate); RMSNorm forward + backward (-> the streaming
-// bandwidth of herd's elementwise kernels); a 16^3 GEMM (-> per-op overhead); and all-reduce,
-// all-gather, reduce-scatter and send/recv of the local communicator at three sizes on 2 and 4 thread
+// peak, and the GEMM's thread scaling, the fallback of the training step's below); herd's flash attention forward and
+// backward (-> attention efficiencies: the planner's causal FLOPs over time x the GEMM rate); RMSNorm forward +
+// backward (-> the streaming bandwidth of herd's elementwise kernels); a 16^3 GEMM (-> per-op overhead); and
+// all-reduce, all-gather, reduce-scatter and send/recv of the local communicator at three sizes on 2 and 4 thread
 // ranks. The communicator's latency and bandwidth are a least-squares fit of the planner's own collective
 // formulas (core/collective_bw.h, measure/comm_fit.h) to the 2-rank runs; the table then shows the fitted
 // model next to every measurement, 4-rank runs included (predicted through host_share: those ranks
 // time-slice the cores). Last, a real single-rank training step on one thread against the planner's
 // projection of it from those kernel rates: their ratio, the runtime efficiency, derates every compute
-// rate; and the same work per rank on two thread ranks (DP = 2), communication taken out: the multi-rank
-// efficiency; rank 0's wait in that step beyond its collectives' cost, over its compute, is the rank skew
-// (accelerator.speed_variation). bf16 (`train.precision = bf16`) the same way: gemm_bf16 at the same shapes (->
-// peak_tflops.bf16), the bf16 block's attention (widened inputs, rounded outputs) against it, and a single-rank bf16
-// step against its kernel-only projection (-> accelerator.bf16's efficiencies, which the planner uses for a bf16 run;
-// topology::at_precision). Every measurement above is taken several times and the best take kept; a take that ran
-// beside other jobs (the /proc accounting around it, wall-clock measurements) or gave an implausible result (a thread
-// scaling far below 1, a rate far from this machine's last calibration of the same shapes) is redone, a
-// bounded number of times, and one line says what was redone and why (measure/steady.h). The file
-// records when it was taken, on which host and CPU, the load average and the other runnable processes
-// at the time, and every take. Without --out it is this machine's stored calibration
+// rate; the same step on all cores (its speed-up over one thread -> thread_scaling); and the same work per rank on two
+// thread ranks (DP = 2), communication taken out: the multi-rank efficiency; rank 0's wait in that step beyond its
+// collectives' cost, over its compute, is the rank skew (accelerator.speed_variation). bf16 (`train.precision = bf16`)
+// the same way: gemm_bf16 at the same shapes (-> peak_tflops.bf16), the bf16 block's attention (widened inputs, rounded
+// outputs) against it, and a single-rank bf16 step against its kernel-only projection (-> accelerator.bf16's
+// efficiencies, which the planner uses for a bf16 run; topology::at_precision). Every measurement above is taken
+// several times and the best take kept; a take that ran beside other jobs (the /proc accounting around it, wall-clock
+// measurements) or gave an implausible result (a thread scaling far below 1, a rate far from this machine's last
+// calibration of the same shapes) is redone, a bounded number of times, and one line says what was redone and why
+// (measure/steady.h). The file records when it was taken, on which host and CPU, the load average and the other
+// runnable processes at the time, and every take. Without --out it is this machine's stored calibration
 // (train/calibration_store.h), which `herd train` then uses by default.
 // Just before and after the reference steps, the host speed probe (train/host_speed.h): their mean is
 // recorded, and `herd train` plans at the ratio of its own probe to it.
@@ -195,11 +195,11 @@ struct ReferenceStep {
   double comm_s = 0;  // median time inside the communicator per step (the distributed path only)
 };
 
-// `steps` + 1 training steps of `m` on random documents (the first is warm-up), one thread per rank,
-// `micro_batch` sequences per rank, through the trainer of `herd train`: ranks = 1 is a one-rank job;
-// 2 is DP = 2 on the local communicator, two thread ranks each doing the single rank's work.
+// `steps` + 1 training steps of `m` on random documents (the first is warm-up), `threads` kernel threads
+// per rank, `micro_batch` sequences per rank, through the trainer of `herd train`: ranks = 1 is a one-rank
+// job; 2 is DP = 2 on the local communicator, two thread ranks each doing the single rank's work.
 Result<ReferenceStep> reference_step(const model::LlamaConfig& m, std::int64_t micro_batch, std::int64_t seq_len,
-                                     int steps, int ranks, const std::string& precision = "fp32") {
+                                     int steps, int ranks, const std::string& precision = "fp32", int threads = 1) {
   const auto docs = random_documents(m.vocab, 4 * (steps + 1) * ranks * micro_batch * seq_len);
   train::TrainConfig cfg;
   cfg.data.seq_len = seq_len;
@@ -207,7 +207,7 @@ Result<ReferenceStep> reference_step(const model::LlamaConfig& m, std::int64_t m
   cfg.parallel.dp = ranks;
   cfg.parallel.microbatch = micro_batch;
   cfg.train.steps = steps + 1;
-  cfg.train.threads = 1;
+  cfg.train.threads = threads;
   cfg.schedule.warmup_steps = 1;
   cfg.eval.every = 0;
   cfg.eval.batches = 1;
@@ -468,9 +468,9 @@ int run_calibrate(const CalibrateOptions& o) {
   // a reference step keeps the median of its undisturbed takes: a plan is for a run's median step, what
   // `herd train` reports, and on a shared host the best of several runs is faster than a typical one.
   Status failed = Status::Ok();
-  auto reference = [&](int ranks, std::vector<ReferenceStep>* takes, const char* precision = "fp32") {
-    return [&, ranks, takes, precision] {
-      Result<ReferenceStep> r = reference_step(m, o.micro_batch, o.seq_len, 5, ranks, precision);
+  auto reference = [&](int ranks, std::vector<ReferenceStep>* takes, const char* precision = "fp32", int threads = 1) {
+    return [&, ranks, takes, precision, threads] {
+      Result<ReferenceStep> r = reference_step(m, o.micro_batch, o.seq_len, 5, ranks, precision, threads);
       if (!r.ok()) {
         failed = r.error();
         return 1e9;
@@ -491,8 +491,8 @@ int run_calibrate(const CalibrateOptions& o) {
     const ReferenceStep& hi = clean[clean.size() / 2];
     return ReferenceStep{0.5 * (lo.step_s + hi.step_s), 0.5 * (lo.comm_s + hi.comm_s)};
   };
-  std::vector<ReferenceStep> ref_takes, dist_takes, ref16_takes;
-  ReferenceStep ref, dist;
+  std::vector<ReferenceStep> ref_takes, dist_takes, ref16_takes, all_takes;
+  ReferenceStep ref, dist, ref_all;
   // The host's speed around the reference steps, which anchor every plan: `herd train` probes the same
   // way and plans at the ratio (train/host_speed.h).
   const double probe_before = train::probe_host_flops(cores);
@@ -502,6 +502,20 @@ int run_calibrate(const CalibrateOptions& o) {
                                                       taken_at_last);
                                }),
                     ref_takes);
+  // The same one-rank step on every core: its speed-up over the one-thread step is the thread scaling of
+  // a training step, which a one-rank plan on several threads needs. Taken from the all-core GEMM alone it
+  // moved 0.72 -> 0.93 between two calibrations minutes apart while the two-thread steps did not
+  // (docs/projection.md, stop 25): one wall-clock GEMM burst is a poor anchor for a whole step.
+  measure::SteadyResult all_step;
+  if (failed.ok() && cores > 1) {
+    all_step = measure_it("training step, 1 rank, all cores", true, reference(1, &all_takes, "fp32", cores),
+                          [&](double secs) -> std::string {
+                            const double sc = (ref.step_s / secs - 1.0) / static_cast<double>(cores - 1);
+                            if (sc >= kLowestScaling) return "";
+                            return "step thread scaling " + format_fixed(sc, 2) + " far below 1";
+                          });
+    ref_all = median_take(all_step, all_takes);
+  }
   if (failed.ok()) {
     dist = median_take(measure_it("training step, 2 ranks (DP), communication out", true, reference(2, &dist_takes),
                                   [&](double secs) {
@@ -544,6 +558,13 @@ int run_calibrate(const CalibrateOptions& o) {
     return report_error("calibrate", kernel_plan16.error().with_context("bf16 reference projection"));
   }
   const double runtime_eff16 = std::clamp(kernel_plan16->step_s() / ref16.step_s, 0.05, 1.0);
+  // The thread scaling a one-rank plan uses: from the all-core training step when it ran on a quiet host,
+  // else the GEMM's (itself the preset's when other jobs ran).
+  const bool step_scaling = idle && cores > 1 && ref_all.step_s > 0 && !all_step.disturbed;
+  const double thread_scaling =
+      step_scaling ? std::clamp((ref.step_s / ref_all.step_s - 1.0) / static_cast<double>(cores - 1), 0.05, 1.0)
+                   : scaling;
+  a.thread_scaling = thread_scaling;
   a.bf16_matmul_efficiency = runtime_eff16;
   a.bf16_attention_fwd_efficiency = std::min(1.0, eff_f16 * runtime_eff16);
   a.bf16_attention_bwd_efficiency = std::min(1.0, eff_b16 * runtime_eff16);
@@ -581,6 +602,12 @@ int run_calibrate(const CalibrateOptions& o) {
   t.add({"training step (1 rank, 1 thread)", shape, format_fixed(1e3 * ref.step_s, 1) + " ms",
          "kernels alone " + format_fixed(1e3 * kernel_plan->step_s(), 1) + " ms: runtime " +
              format_fixed(100 * runtime_eff, 1) + "%"});
+  if (ref_all.step_s > 0) {
+    t.add({"training step (1 rank, " + std::to_string(cores) + " threads)", shape,
+           format_fixed(1e3 * ref_all.step_s, 1) + " ms",
+           "thread scaling " + format_fixed((ref.step_s / ref_all.step_s - 1.0) / static_cast<double>(cores - 1), 2) +
+               " (GEMM " + format_fixed(scaling, 2) + ")"});
+  }
   t.add({"training step (1 rank, 1 thread), bf16", shape, format_fixed(1e3 * ref16.step_s, 1) + " ms",
          "kernels alone " + format_fixed(1e3 * kernel_plan16->step_s(), 1) + " ms: runtime " +
              format_fixed(100 * runtime_eff16, 1) + "%"});
@@ -604,10 +631,11 @@ int run_calibrate(const CalibrateOptions& o) {
   }
   t.print(std::cout);
   std::cout << "\nper core: GEMM " << format_fixed(gemm1 / 1e9, 1) << " GFLOP/s (all " << cores << " cores "
-            << format_fixed(gemm_all / 1e9, 1) << ", thread_scaling " << format_fixed(scaling, 2)
-            << (idle ? ""
-                     : " kept from the preset: " + (all.disturbed ? std::string("the all-core GEMM was disturbed")
-                                                                  : format_fixed(background, 1) + " background jobs"))
+            << format_fixed(gemm_all / 1e9, 1) << "; thread_scaling " << format_fixed(thread_scaling, 2)
+            << (step_scaling ? " from the training step on all cores, GEMM " + format_fixed(scaling, 2)
+                : idle       ? " from the GEMM: the all-core training step was disturbed"
+                       : " kept from the preset: " + (all.disturbed ? std::string("the all-core GEMM was disturbed")
+                                                                    : format_fixed(background, 1) + " background jobs"))
             << "); attention " << format_fixed(100 * eff_f, 1) << "% / " << format_fixed(100 * eff_b, 1)
             << "%; elementwise " << format_fixed(stream / 1e9, 1) << " GB/s; op overhead "
             << format_fixed(overhead_us, 2) << " us; bf16: GEMM " << format_fixed(gemm1_16 / 1e9, 1) << " GFLOP/s ("
@@ -669,6 +697,11 @@ int run_calibrate(const CalibrateOptions& o) {
                       {"reference_step_bf16_s", ref16.step_s},
                       {"reference_step_bf16_kernels_only_s", kernel_plan16->step_s()},
                       {"reference_step_s", ref.step_s},
+                      {"reference_step_all_cores_s", ref_all.step_s},
+                      {"thread_scaling_gemm", scaling},
+                      {"thread_scaling_source", step_scaling ? "training step"
+                                                : idle       ? "gemm"
+                                                             : "preset"},
                       {"reference_step_distributed_s", dist.step_s},
                       {"reference_step_distributed_comm_s", dist.comm_s},
                       {"reference_step_distributed_planned_comm_s", planned_dist_comm},
