@@ -8,38 +8,16 @@
 #include <limits>
 
 #include "herd/kernels/reference.h"
+#include "kernels/attention_problem.h"
 #include "kernels/test_util.h"
 
 namespace herd::kernels {
 namespace {
 
+using testing::Problem;
 using testing::random_vec;
 using testing::rel_error;
-
-struct Problem {
-  AttentionDims d;
-  std::vector<std::int32_t> pos_q, doc_q, pos_k, doc_k;
-  AttentionMask mask() const {
-    return {pos_q.data(), doc_q.empty() ? nullptr : doc_q.data(), pos_k.data(), doc_k.empty() ? nullptr : doc_k.data()};
-  }
-};
-
-// Self-attention over packed sequences: positions restart at 0 in each document (as the data loader
-// packs them); document boundaries every `doc_len` tokens (0: one document).
-Problem self_problem(std::int64_t b, std::int64_t t, std::int64_t hq, std::int64_t hkv, std::int64_t dim,
-                     std::int64_t doc_len) {
-  Problem p;
-  p.d = {b, t, t, hq, hkv, dim};
-  for (std::int64_t s = 0; s < b; ++s)
-    for (std::int64_t i = 0; i < t; ++i) {
-      const std::int64_t len = doc_len > 0 ? doc_len + s : t;  // different boundaries per sequence
-      p.pos_q.push_back(static_cast<std::int32_t>(i % len));
-      p.doc_q.push_back(static_cast<std::int32_t>(i / len));
-    }
-  p.pos_k = p.pos_q;
-  p.doc_k = p.doc_q;
-  return p;
-}
+using testing::self_problem;
 
 template <typename T>
 struct Buffers {
