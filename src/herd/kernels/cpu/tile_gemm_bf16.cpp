@@ -1,0 +1,269 @@
+// The vdpbf16ps micro-GEMM and its packers (tile_gemm_bf16.h). Every function that executes AVX-512
+// instructions carries HERD_BF16_TARGET and is reached only through the public wrappers, which the
+// caller takes only when have_dpbf16(): the rest of the build stays portable x86-64 (core/cpu_isa.h).
+#include "herd/kernels/cpu/tile_gemm_bf16.h"
+
+#include <algorithm>
+
+#include "herd/core/check.h"
+#include "herd/kernels/cpu/cpu_features.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define HERD_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq")))
+#endif
+
+namespace herd::kernels::cpu {
+
+bool have_dpbf16() {
+#if defined(__x86_64__)
+  static const bool have = cpu_features().avx512_bf16;
+  return have;
+#else
+  return false;
+#endif
+}
+
+#if defined(__x86_64__)
+namespace {
+
+// The lanes of a 16-lane vector that the first n (possibly more than 16, or none) elements fill.
+inline __mmask16 lanes(std::int64_t n) {
+  return n >= 16  ? static_cast<__mmask16>(0xffff)
+         : n <= 0 ? static_cast<__mmask16>(0)
+                  : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// R rows of A by NV vectors of 16 columns of B (lanes m0, m1 of them valid), every accumulator in a
+// register for the whole k loop.
+template <int R, int NV>
+HERD_BF16_TARGET inline __attribute__((always_inline)) void block(std::int64_t kp, const std::uint32_t* a,
+                                                                  std::int64_t a_is, std::int64_t a_ps,
+                                                                  const std::uint32_t* b, std::int64_t ldb, float* c,
+                                                                  std::int64_t ldc, bool accumulate, __mmask16 m0,
+                                                                  __mmask16 m1) {
+  const __mmask16 mask[2] = {m0, m1};
+  __m512 acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = accumulate ? _mm512_maskz_loadu_ps(mask[v], c + r * ldc + 16 * v) : _mm512_setzero_ps();
+  for (std::int64_t p = 0; p < kp; ++p) {
+    __m512bh bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_maskz_loadu_epi32(mask[v], b + p * ldb + 16 * v);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r * a_is + p * a_ps]));
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], x, bv[v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mask[v], acc[r][v]);
+}
+
+// All m rows against one strip of up to 16 * NV columns: blocks of 8 rows, then 4, 2 and 1.
+template <int NV>
+HERD_BF16_TARGET void strip(std::int64_t m, std::int64_t kp, const std::uint32_t* a, std::int64_t a_is,
+                            std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb, float* c, std::int64_t ldc,
+                            bool accumulate, __mmask16 m0, __mmask16 m1) {
+  std::int64_t i = 0;
+  for (; i + 8 <= m; i += 8) block<8, NV>(kp, a + i * a_is, a_is, a_ps, b, ldb, c + i * ldc, ldc, accumulate, m0, m1);
+  if (m - i >= 4) {
+    block<4, NV>(kp, a + i * a_is, a_is, a_ps, b, ldb, c + i * ldc, ldc, accumulate, m0, m1);
+    i += 4;
+  }
+  if (m - i >= 2) {
+    block<2, NV>(kp, a + i * a_is, a_is, a_ps, b, ldb, c + i * ldc, ldc, accumulate, m0, m1);
+    i += 2;
+  }
+  if (m - i >= 1) block<1, NV>(kp, a + i * a_is, a_is, a_ps, b, ldb, c + i * ldc, ldc, accumulate, m0, m1);
+}
+
+HERD_BF16_TARGET void gemm_avx512(std::int64_t m, std::int64_t n, std::int64_t kp, const std::uint32_t* a,
+                                  std::int64_t a_is, std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb,
+                                  float* c, std::int64_t ldc, bool accumulate) {
+  for (std::int64_t j0 = 0; j0 < n; j0 += 32) {
+    const std::int64_t w = n - j0;
+    if (w > 16) {
+      strip<2>(m, kp, a, a_is, a_ps, b + j0, ldb, c + j0, ldc, accumulate, lanes(w), lanes(w - 16));
+    } else {
+      strip<1>(m, kp, a, a_is, a_ps, b + j0, ldb, c + j0, ldc, accumulate, lanes(w), 0);
+    }
+  }
+}
+
+// Word 2i of the result is word i of w, word 2i + 1 is word 16 + i: the two 16-word halves of w (one
+// row each) interleaved into 16 pairs.
+HERD_BF16_TARGET inline __m512i interleave_halves(__m512i w) {
+  static const std::uint16_t kIndex[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  return _mm512_permutexvar_epi16(_mm512_loadu_si512(kIndex), w);
+}
+
+HERD_BF16_TARGET void down_f32(const float* x, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                               std::uint32_t* dst) {
+  for (std::int64_t r = 0; r < rows; r += 2) {
+    const float* r0 = x + r * ld;
+    const float* r1 = r + 1 < rows ? r0 + ld : nullptr;
+    std::uint32_t* d = dst + (r / 2) * cols;
+    for (std::int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 mk = lanes(cols - j);
+      const __m512 x0 = _mm512_maskz_loadu_ps(mk, r0 + j);
+      const __m512 x1 = r1 ? _mm512_maskz_loadu_ps(mk, r1 + j) : _mm512_setzero_ps();
+      _mm512_mask_storeu_epi32(d + j, mk, interleave_halves((__m512i)_mm512_cvtne2ps_pbh(x1, x0)));
+    }
+  }
+}
+
+HERD_BF16_TARGET void across_f32(const float* x, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                                 std::uint32_t* dst, std::int64_t ld_dst) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ld;
+    std::uint32_t* d = dst + r * ld_dst;
+    for (std::int64_t j = 0; j < cols; j += 32) {
+      const std::int64_t n = cols - j;
+      const __m512 x0 = _mm512_maskz_loadu_ps(lanes(n), xr + j);
+      const __m512 x1 = _mm512_maskz_loadu_ps(lanes(n - 16), xr + j + 16);
+      // Words 0-15 from x0, 16-31 from x1: columns j .. j + 31 in order, so 16 pairs as they stand.
+      _mm512_mask_storeu_epi32(d + j / 2, lanes((n + 1) / 2), (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
+    }
+  }
+}
+
+HERD_BF16_TARGET void down_bf16(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                                std::uint32_t* dst) {
+  // Word 2i of the result is word i of the first row's 16, word 2i + 1 word i of the second's (32 + i).
+  static const std::uint16_t kIndex[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                           8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __m512i index = _mm512_loadu_si512(kIndex);
+  for (std::int64_t r = 0; r < rows; r += 2) {
+    const bf16* r0 = x + r * ld;
+    const bf16* r1 = r + 1 < rows ? r0 + ld : nullptr;
+    std::uint32_t* d = dst + (r / 2) * cols;
+    for (std::int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 mk = lanes(cols - j);
+      const __m512i a0 = _mm512_maskz_loadu_epi16(mk, r0 + j);
+      const __m512i a1 = r1 ? _mm512_maskz_loadu_epi16(mk, r1 + j) : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(d + j, mk, _mm512_permutex2var_epi16(a0, index, a1));
+    }
+  }
+}
+
+HERD_BF16_TARGET void across_bf16(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                                  std::uint32_t* dst, std::int64_t ld_dst) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t j = 0; j < cols; j += 32) {
+      const std::int64_t n = cols - j;
+      const __mmask32 mk = n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1;
+      const __m512i w = _mm512_maskz_loadu_epi16(mk, x + r * ld + j);
+      _mm512_mask_storeu_epi32(dst + r * ld_dst + j / 2, lanes((n + 1) / 2), w);
+    }
+  }
+}
+
+// r[i] (row i of a 16 x 16 block of 32-bit words) := column i. Unpacking pairs of rows gives, in
+// each 128-bit lane L of u[4n + c], column 4L + c of rows 4n .. 4n + 3; two rounds of lane shuffles
+// then gather lane L of u[c], u[4 + c], u[8 + c], u[12 + c] into column 4L + c.
+HERD_BF16_TARGET inline __attribute__((always_inline)) void transpose16(__m512i r[16]) {
+  // The zero-masking forms with every lane kept: the plain ones start from _mm512_undefined, which
+  // GCC 12 takes for an uninitialised read (-Wmaybe-uninitialized).
+  const __mmask16 all = 0xffff;
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_maskz_unpacklo_epi32(all, r[i], r[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_epi32(all, r[i], r[i + 1]);
+  }
+  for (int n = 0; n < 16; n += 4) {
+    u[n] = _mm512_maskz_unpacklo_epi64(0xff, t[n], t[n + 2]);
+    u[n + 1] = _mm512_maskz_unpackhi_epi64(0xff, t[n], t[n + 2]);
+    u[n + 2] = _mm512_maskz_unpacklo_epi64(0xff, t[n + 1], t[n + 3]);
+    u[n + 3] = _mm512_maskz_unpackhi_epi64(0xff, t[n + 1], t[n + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v0 = _mm512_maskz_shuffle_i32x4(all, u[c], u[4 + c], 0x88);
+    const __m512i v1 = _mm512_maskz_shuffle_i32x4(all, u[c], u[4 + c], 0xdd);
+    const __m512i w0 = _mm512_maskz_shuffle_i32x4(all, u[8 + c], u[12 + c], 0x88);
+    const __m512i w1 = _mm512_maskz_shuffle_i32x4(all, u[8 + c], u[12 + c], 0xdd);
+    r[c] = _mm512_maskz_shuffle_i32x4(all, v0, w0, 0x88);
+    r[8 + c] = _mm512_maskz_shuffle_i32x4(all, v0, w0, 0xdd);
+    r[4 + c] = _mm512_maskz_shuffle_i32x4(all, v1, w1, 0x88);
+    r[12 + c] = _mm512_maskz_shuffle_i32x4(all, v1, w1, 0xdd);
+  }
+}
+
+// Blocks of 16 rows by 16 pairs, transposed in registers.
+HERD_BF16_TARGET void transposed_bf16(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                                      std::uint32_t* dst) {
+  const std::int64_t whole = cols / 2;
+  for (std::int64_t j0 = 0; j0 < rows; j0 += 16) {
+    const std::int64_t jn = std::min<std::int64_t>(16, rows - j0);
+    for (std::int64_t p0 = 0; p0 < whole; p0 += 16) {
+      const __mmask16 mk = lanes(whole - p0);
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = i < jn ? _mm512_maskz_loadu_epi32(mk, x + (j0 + i) * ld + 2 * p0) : _mm512_setzero_si512();
+      transpose16(r);
+      for (std::int64_t c = 0; c < std::min<std::int64_t>(16, whole - p0); ++c)
+        _mm512_mask_storeu_epi32(dst + (p0 + c) * rows + j0, lanes(jn), r[c]);
+    }
+    if (cols % 2)
+      for (std::int64_t j = j0; j < j0 + jn; ++j) dst[whole * rows + j] = x[j * ld + cols - 1].bits;
+  }
+}
+
+}  // namespace
+#endif
+
+void tile_gemm_bf16(std::int64_t m, std::int64_t n, std::int64_t kp, const std::uint32_t* a, std::int64_t a_is,
+                    std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb, float* c, std::int64_t ldc,
+                    bool accumulate) {
+#if defined(__x86_64__)
+  gemm_avx512(m, n, kp, a, a_is, a_ps, b, ldb, c, ldc, accumulate);
+#else
+  HERD_CHECK(false, "tile_gemm_bf16 needs AVX512_BF16 (x86-64)");
+#endif
+}
+
+void pack_pairs_down(const float* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst) {
+#if defined(__x86_64__)
+  down_f32(x, ld, rows, cols, dst);
+#else
+  HERD_CHECK(false, "pack_pairs_down needs AVX512_BF16 (x86-64)");
+#endif
+}
+
+void pack_pairs_across(const float* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst,
+                       std::int64_t ld_dst) {
+#if defined(__x86_64__)
+  across_f32(x, ld, rows, cols, dst, ld_dst);
+#else
+  HERD_CHECK(false, "pack_pairs_across needs AVX512_BF16 (x86-64)");
+#endif
+}
+
+void pack_pairs_down(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst) {
+#if defined(__x86_64__)
+  down_bf16(x, ld, rows, cols, dst);
+#else
+  HERD_CHECK(false, "pack_pairs_down needs AVX512_BF16 (x86-64)");
+#endif
+}
+
+// The pairs of a bf16 row are its bytes as they stand: a masked copy, whose zeroed lanes past an odd
+// edge are the missing partner.
+void pack_pairs_across(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst,
+                       std::int64_t ld_dst) {
+#if defined(__x86_64__)
+  across_bf16(x, ld, rows, cols, dst, ld_dst);
+#else
+  HERD_CHECK(false, "pack_pairs_across needs AVX512_BF16 (x86-64)");
+#endif
+}
+
+void pack_pairs_transposed(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst) {
+#if defined(__x86_64__)
+  transposed_bf16(x, ld, rows, cols, dst);
+#else
+  HERD_CHECK(false, "pack_pairs_transposed needs AVX512_BF16 (x86-64)");
+#endif
+}
+
+}  // namespace herd::kernels::cpu
