@@ -477,6 +477,18 @@ TEST(Bf16TileGemm, EveryTailMatchesTheExactSums) {
     }
   for (std::int64_t r = 0; r < 5; ++r) EXPECT_EQ(across[r * 19 + 18] >> 16, 0u);
   for (std::int64_t c = 0; c < 37; ++c) EXPECT_EQ(down[2 * 37 + c] >> 16, 0u);
+  // dS computed and packed in one pass: the two packers' words of (p (dp - delta)) scale.
+  const std::vector<float> p = random_vec<float>(5 * 37, 10, 0, 1), dp = random_vec<float>(5 * 37, 11);
+  const std::vector<float> delta = random_vec<float>(5, 12);
+  std::vector<float> ds(5 * 37);
+  for (std::int64_t r = 0; r < 5; ++r)
+    for (std::int64_t c = 0; c < 37; ++c) ds[r * 37 + c] = p[r * 37 + c] * (dp[r * 37 + c] - delta[r]) * 0.125f;
+  std::vector<std::uint32_t> ds_down(3 * 37), ds_across(5 * 19);
+  cpu::pack_pairs_across(ds.data(), 37, 5, 37, across.data(), 19);
+  cpu::pack_pairs_down(ds.data(), 37, 5, 37, down.data());
+  cpu::pack_scaled_ds(p.data(), dp.data(), 37, 5, 37, delta.data(), 0.125f, ds_down.data(), ds_across.data(), 19);
+  EXPECT_EQ(ds_down, down);
+  EXPECT_EQ(ds_across, across);
 }
 
 }  // namespace

@@ -116,7 +116,9 @@ struct FloatTiles {
     void dp(std::int64_t g, std::int64_t q0, std::int64_t qn, std::int64_t kn, T* dp) {
       cpu::tile_gemm<T>(qn, kn, D, go_all + (g * tq + q0) * D, D, 1, vt, kn, dp, kn, false);
     }
-    void dk_dq(std::int64_t g, std::int64_t q0, std::int64_t qn, std::int64_t kn, T* ds, T* dk_acc, T* dq_g) {
+    void ds_dk_dq(std::int64_t g, std::int64_t q0, std::int64_t qn, std::int64_t kn, const T* p, T* ds, const T* delta,
+                  T scale, T* dk_acc, T* dq_g) {
+      scaled_ds(p, ds, delta, qn, kn, scale);
       if constexpr (kBf16) round_rows(ds, qn * kn);
       cpu::tile_gemm<T>(kn, D, qn, ds, 1, kn, q_all + (g * tq + q0) * D, D, dk_acc, D, true);
       cpu::tile_gemm<T>(qn, D, kn, ds, kn, 1, kc, D, dq_g, D, true);

@@ -125,10 +125,9 @@ struct Dpbf16Tiles {
     void dp(std::int64_t g, std::int64_t q0, std::int64_t qn, std::int64_t kn, float* dp) {
       tile_gemm_bf16(qn, kn, D2, g_r + (g * tq + q0) * D2, D2, 1, v_t, kn, dp, kn, false);
     }
-    void dk_dq(std::int64_t g, std::int64_t q0, std::int64_t qn, std::int64_t kn, const float* ds, float* dk_acc,
-               float* dq_g) {
-      pack_pairs_down(ds, kn, qn, kn, ds_t);
-      pack_pairs_across(ds, kn, qn, kn, ds_r, pairs(kn));
+    void ds_dk_dq(std::int64_t g, std::int64_t q0, std::int64_t qn, std::int64_t kn, const float* p, const float* dp,
+                  const float* delta, float scale, float* dk_acc, float* dq_g) {
+      cpu::pack_scaled_ds(p, dp, kn, qn, kn, delta, scale, ds_t, ds_r, pairs(kn));
       tile_gemm_bf16(kn, D, pairs(qn), ds_t, 1, kn, q_v + (g * tq2 + q0 / 2) * D, D, dk_acc, D, true);
       tile_gemm_bf16(qn, D, pairs(kn), ds_r, pairs(kn), 1, k_v, D, dq_g, D, true);
     }

@@ -14,8 +14,9 @@
 //     pv(g, qn, kn, s, acc_g): acc_g (qn, D) += P V.
 //   Backward(group, D, Tq): queries(g, q rows, ldq, dout rows, ldo) for the whole sequence;
 //     keys_values(...); scores(g, q0, qn, kn, p) -> Q K^T (qn, kn); dv(g, q0, qn, kn, p, dv_acc):
-//     dV += P^T dO; dp(g, q0, qn, kn, dp) -> dO V^T; dk_dq(g, q0, qn, kn, ds, dk_acc, dq_g):
-//     dK += dS^T Q, dQ += dS K (ds is scale * dS).
+//     dV += P^T dO; dp(g, q0, qn, kn, dp) -> dO V^T; ds_dk_dq(g, q0, qn, kn, p, dp, delta, scale,
+//     dk_acc, dq_g): dS = P (dP - delta) (scaled_ds, or the same formula fused with the packing),
+//     dK += scale dS^T Q, dQ += scale dS K.
 #pragma once
 
 #include <algorithm>
@@ -166,6 +167,19 @@ HERD_CPU_CLONES void unpack_rows(const T* src, std::int64_t n, std::int64_t d, T
     std::int64_t c = 0;
     for (; c + L <= d; c += L) cpu::vstore(dj + c, cpu::vload(sj + c));
     for (; c < d; ++c) dj[c] = sj[c];
+  }
+}
+
+// dp (qn, kn) := scale * dS = p (dp - delta_i) scale, row i of the tile being query i.
+template <typename T>
+[[gnu::always_inline]] inline void scaled_ds(const T* p, T* dp, const T* delta, std::int64_t qn, std::int64_t kn,
+                                             T scale) {
+  for (std::int64_t i = 0; i < qn; ++i) {
+    T* dpi = dp + i * kn;
+    const T* pi = p + i * kn;
+    const T di = delta[i];
+#pragma omp simd
+    for (std::int64_t j = 0; j < kn; ++j) dpi[j] = pi[j] * (dpi[j] - di) * scale;
   }
 }
 
@@ -375,16 +389,8 @@ HERD_CPU_CLONES void attention_backward_tiled(const AttentionDims& d, const Atte
           }
           tiles.dv(g, q0, qn, kn, p, dv_acc);  // dV += P^T dO
           tiles.dp(g, q0, qn, kn, dp);         // dP = dO V^T
-          const T* drow = delta + g * d.tq + q0;
-          for (std::int64_t i = 0; i < qn; ++i) {
-            T* dpi = dp + i * kn;
-            const T* pi = p + i * kn;
-            const T di = drow[i];
-#pragma omp simd
-            for (std::int64_t j = 0; j < kn; ++j) dpi[j] = pi[j] * (dpi[j] - di) * scale;  // scale * dS
-          }
-          // dK += scale dS^T Q, dQ += scale dS K
-          tiles.dk_dq(g, q0, qn, kn, dp, dk_acc, dq_local + (g * d.tq + q0) * D);
+          // dS = P (dP - delta), then dK += scale dS^T Q, dQ += scale dS K
+          tiles.ds_dk_dq(g, q0, qn, kn, p, dp, delta + g * d.tq + q0, scale, dk_acc, dq_local + (g * d.tq + q0) * D);
         }
       }
       unpack_rows(dk_acc, kn, D, dk + (b * d.tk + k0) * st.k + hk * D, st.k);

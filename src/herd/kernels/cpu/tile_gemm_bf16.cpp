@@ -209,6 +209,46 @@ HERD_BF16_TARGET void transposed_bf16(const bf16* x, std::int64_t ld, std::int64
   }
 }
 
+// 16 lanes (m of them loaded) of (p (dp - d)) scale: the formula of scaled_ds in attention_impl.h, in
+// the same order.
+HERD_BF16_TARGET inline __attribute__((always_inline)) __m512 ds(const float* p, const float* dp, __m512 d, __m512 s,
+                                                                 __mmask16 m) {
+  const __m512 pd = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p), _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dp), d));
+  return _mm512_maskz_mul_ps(m, pd, s);  // +0 past the edge (0 (0 - d) would be -0 for d > 0)
+}
+
+HERD_BF16_TARGET void scaled_ds(const float* p, const float* dp, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                                const float* delta, float scale, std::uint32_t* down, std::uint32_t* across,
+                                std::int64_t ld_across) {
+  // Pairs of rows interleaved: word 2i from the first row's words (index i), 2i + 1 from the second's
+  // (32 + i); the low and the high 16 columns of a 32-column block.
+  static const std::uint16_t kLow[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                         8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  static const std::uint16_t kHigh[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+                                          24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+  const __m512i low = _mm512_loadu_si512(kLow), high = _mm512_loadu_si512(kHigh);
+  const __m512 s = _mm512_set1_ps(scale);
+  for (std::int64_t r = 0; r < rows; r += 2) {
+    const bool two = r + 1 < rows;
+    const __m512 d0 = _mm512_set1_ps(delta[r]), d1 = _mm512_set1_ps(two ? delta[r + 1] : 0.0f);
+    const float *p0 = p + r * ld, *dp0 = dp + r * ld;
+    for (std::int64_t j = 0; j < cols; j += 32) {
+      const std::int64_t n = cols - j;
+      const __mmask16 ma = lanes(n), mb = lanes(n - 16);
+      const __m512i a0 =
+          (__m512i)_mm512_cvtne2ps_pbh(ds(p0 + j + 16, dp0 + j + 16, d0, s, mb), ds(p0 + j, dp0 + j, d0, s, ma));
+      const __m512i a1 = two ? (__m512i)_mm512_cvtne2ps_pbh(ds(p0 + ld + j + 16, dp0 + ld + j + 16, d1, s, mb),
+                                                            ds(p0 + ld + j, dp0 + ld + j, d1, s, ma))
+                             : _mm512_setzero_si512();
+      const __mmask16 pairs = lanes((n + 1) / 2);
+      _mm512_mask_storeu_epi32(across + r * ld_across + j / 2, pairs, a0);
+      if (two) _mm512_mask_storeu_epi32(across + (r + 1) * ld_across + j / 2, pairs, a1);
+      _mm512_mask_storeu_epi32(down + (r / 2) * cols + j, ma, _mm512_permutex2var_epi16(a0, low, a1));
+      _mm512_mask_storeu_epi32(down + (r / 2) * cols + j + 16, mb, _mm512_permutex2var_epi16(a0, high, a1));
+    }
+  }
+}
+
 }  // namespace
 #endif
 
@@ -244,6 +284,16 @@ void pack_pairs_down(const bf16* x, std::int64_t ld, std::int64_t rows, std::int
   down_bf16(x, ld, rows, cols, dst);
 #else
   HERD_CHECK(false, "pack_pairs_down needs AVX512_BF16 (x86-64)");
+#endif
+}
+
+void pack_scaled_ds(const float* p, const float* dp, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                    const float* delta, float scale, std::uint32_t* dst_down, std::uint32_t* dst_across,
+                    std::int64_t ld_across) {
+#if defined(__x86_64__)
+  scaled_ds(p, dp, ld, rows, cols, delta, scale, dst_down, dst_across, ld_across);
+#else
+  HERD_CHECK(false, "pack_scaled_ds needs AVX512_BF16 (x86-64)");
 #endif
 }
 

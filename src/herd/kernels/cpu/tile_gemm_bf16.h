@@ -53,4 +53,11 @@ void pack_pairs_across(const bf16* x, std::int64_t ld, std::int64_t rows, std::i
                        std::int64_t ld_dst);
 void pack_pairs_transposed(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst);
 
+// Attention's dS, computed and packed in one pass: ds[i][j] = p[i][j] (dp[i][j] - delta[i]) scale in
+// fp32 (p, dp (rows, cols) with row stride ld), rounded to bf16 and packed both down (dst_down) and
+// across (dst_across, row stride ld_across), as the two packers above would.
+void pack_scaled_ds(const float* p, const float* dp, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                    const float* delta, float scale, std::uint32_t* dst_down, std::uint32_t* dst_across,
+                    std::int64_t ld_across);
+
 }  // namespace herd::kernels::cpu
