@@ -41,6 +41,17 @@ struct PathGuard {
   ~PathGuard() { set_bf16_attention_path(Bf16AttentionPath::kAuto); }
 };
 
+// body(path) once per path this CPU has, with the path set and named in failures.
+template <typename F>
+void for_each_path(F body) {
+  PathGuard guard;
+  for (Bf16AttentionPath path : paths()) {
+    set_bf16_attention_path(path);
+    SCOPED_TRACE(path_name(path));
+    body(path);
+  }
+}
+
 std::vector<bf16> random_bf16(std::int64_t n, std::uint32_t seed, double lo, double hi) {
   std::vector<bf16> x(static_cast<std::size_t>(n));
   const std::vector<float> f = random_vec<float>(n, seed, lo, hi);
@@ -194,24 +205,21 @@ double median_error(const std::vector<float>& a, const B& b) {
 constexpr double kOutBound = 2 * kU, kDvBound = 3 * kU, kDqDkBound = 4 * kU, kLseBound = 2e-6;
 
 void expect_within_bf16_bound(const Problem& p, const char* what) {
-  PathGuard guard;
   const Inputs x(p.d, 17);
   const Reference r = exact_reference(p, x);
-  for (Bf16AttentionPath path : paths()) {
-    set_bf16_attention_path(path);
+  for_each_path([&](Bf16AttentionPath path) {
     const Outputs o = run(p, x);
     const double e_out = normwise(o.out, r.out), e_lse = normwise(o.lse, r.lse);
     const double e_dq = normwise(o.dq, r.dq), e_dk = normwise(o.dk, r.dk), e_dv = normwise(o.dv, r.dv);
     std::printf("bf16 attention %s, %s vs double, in u: out %.2f, dq %.2f, dk %.2f, dv %.2f; lse %.1e\n", what,
                 path_name(path), e_out / kU, e_dq / kU, e_dk / kU, e_dv / kU, e_lse);
-    SCOPED_TRACE(path_name(path));
     EXPECT_LT(e_out, kOutBound);
     EXPECT_LT(e_lse, kLseBound);
     EXPECT_LT(e_dq, kDqDkBound);
     EXPECT_LT(e_dk, kDqDkBound);
     EXPECT_LT(e_dv, kDvBound);
     EXPECT_GT(e_dq, 1e-5) << "no trace of bf16 rounding";
-  }
+  });
 }
 
 TEST(Bf16Attention, CausalGqaWithTailsMatchesTheDoubleReferenceWithinTheBf16Bound) {
@@ -238,13 +246,10 @@ TEST(Bf16Attention, HeadDims128And48AndOddMatchTheDoubleReferenceWithinTheBf16Bo
 // (the median), while against the exact attention it is u-level off: so it rounds P, dO and dS where
 // FlashAttention-2 does and nowhere else, and sums in fp32 (bf16 sums would be u-level off from both).
 TEST(Bf16Attention, RoundsWhereTheRecipeRoundsAndSumsInFp32) {
-  PathGuard guard;
   for (const Problem& p : {self_problem(2, 64, 4, 2, 64, 0), self_problem(1, 57, 2, 1, 40, 23)}) {
     const Inputs x(p.d, 29);
     const Reference exact = exact_reference(p, x);
-    for (Bf16AttentionPath path : paths()) {
-      set_bf16_attention_path(path);
-      SCOPED_TRACE(path_name(path));
+    for_each_path([&](Bf16AttentionPath path) {
       const Outputs o = run(p, x);
       const Reference recipe = recipe_reference(p, x, o.out16);
       const std::vector<float>* got[4] = {&o.out, &o.dq, &o.dk, &o.dv};
@@ -259,7 +264,7 @@ TEST(Bf16Attention, RoundsWhereTheRecipeRoundsAndSumsInFp32) {
         EXPECT_GT(e_exact, 30 * e_recipe) << names[t];
       }
       EXPECT_LT(normwise(o.lse, recipe.lse), 1e-6);
-    }
+    });
   }
 }
 
@@ -296,7 +301,6 @@ TEST(Bf16Attention, AutoPathFollowsTheCpu) {
 // q, k, v as column blocks of one fused bf16 QKV buffer, dq, dk, dv into one fused fp32 buffer, out and
 // dout with a token stride of their own: the same numbers as the dense layout, bit for bit.
 TEST(Bf16Attention, FusedQkvStridesGiveTheDenseResults) {
-  PathGuard guard;
   const Problem p = self_problem(2, 77, 4, 2, 32, 30);
   const Inputs x(p.d, 5);
   const std::int64_t qd = 4 * 32, kd = 2 * 32, ld = qd + 2 * kd, ld_o = qd + 8, n = 2 * 77;
@@ -311,9 +315,7 @@ TEST(Bf16Attention, FusedQkvStridesGiveTheDenseResults) {
   AttentionDims d = p.d;
   d.ld_q = d.ld_k = d.ld_v = ld;
   d.ld_o = ld_o;
-  for (Bf16AttentionPath path : paths()) {
-    set_bf16_attention_path(path);
-    SCOPED_TRACE(path_name(path));
+  for_each_path([&](Bf16AttentionPath) {
     const Outputs dense = run(p, x);
     std::vector<float> out(n * ld_o), lse(dense.lse.size()), dqkv(n * ld);
     std::vector<bf16> out16(n * ld_o);
@@ -332,69 +334,36 @@ TEST(Bf16Attention, FusedQkvStridesGiveTheDenseResults) {
         ASSERT_EQ(dqkv[t * ld + qd + kd + e], dense.dv[t * kd + e]);
       }
     }
-  }
+  });
 }
 
 // Context parallelism: the rank holding chunks 0 and 3 of 4 computes its queries at their global
 // positions against all keys. Its rows of out, lse and dq are those of the whole sequence, and the two
 // ranks' dk, dv sum to the whole sequence's (fp32 sums in another order).
 TEST(Bf16Attention, ContextParallelQuerySubsetsMatchTheFullSequence) {
-  PathGuard guard;
-  const std::int64_t t = 160, chunk = 40, hq = 4, hkv = 2, dim = 32, row = hq * dim;
-  const Problem full = self_problem(1, t, hq, hkv, dim, 70);
+  const Problem full = self_problem(1, 160, 4, 2, 32, 70);
   const Inputs all_in(full.d, 11);
-  for (Bf16AttentionPath path : paths()) {
-    set_bf16_attention_path(path);
-    SCOPED_TRACE(path_name(path));
-    const Outputs all = run(full, all_in);
-    std::vector<double> dk_sum(all.dk.size(), 0.0), dv_sum(all.dv.size(), 0.0);
-    for (int rank = 0; rank < 2; ++rank) {
-      const std::int64_t chunks[2] = {rank, 3 - rank};
-      Problem p;
-      p.d = {1, 2 * chunk, t, hq, hkv, dim};
-      p.pos_k = full.pos_k;
-      p.doc_k = full.doc_k;
-      Inputs in = all_in;
-      in.q.resize(2 * chunk * row);
-      in.dout.resize(2 * chunk * row);
-      for (int c = 0; c < 2; ++c)
-        for (std::int64_t i = 0; i < chunk; ++i) {
-          const std::int64_t g = chunks[c] * chunk + i, l = c * chunk + i;
-          p.pos_q.push_back(full.pos_q[g]);
-          p.doc_q.push_back(full.doc_q[g]);
-          std::copy_n(all_in.q.begin() + g * row, row, in.q.begin() + l * row);
-          std::copy_n(all_in.dout.begin() + g * row, row, in.dout.begin() + l * row);
-        }
-      const Outputs local = run(p, in);
-      for (int c = 0; c < 2; ++c)
-        for (std::int64_t i = 0; i < chunk; ++i) {
-          const std::int64_t g = chunks[c] * chunk + i, l = c * chunk + i;
-          for (std::int64_t e = 0; e < row; ++e) {
-            ASSERT_EQ(local.out[l * row + e], all.out[g * row + e]);
-            ASSERT_EQ(local.dq[l * row + e], all.dq[g * row + e]);
-          }
-          for (std::int64_t h = 0; h < hq; ++h) ASSERT_EQ(local.lse[h * 2 * chunk + l], all.lse[h * t + g]);
-        }
-      for (std::size_t e = 0; e < dk_sum.size(); ++e) {
-        dk_sum[e] += local.dk[e];
-        dv_sum[e] += local.dv[e];
-      }
-    }
-    EXPECT_LT(normwise(dk_sum, all.dk), 1e-6);
-    EXPECT_LT(normwise(dv_sum, all.dv), 1e-6);
-  }
+  const std::int64_t row = 4 * 32;
+  for_each_path([&](Bf16AttentionPath) {
+    testing::expect_cp_ranks_match_full(
+        full, run(full, all_in),
+        [&](const testing::CpRank& cp) {
+          Inputs in = all_in;
+          in.q = testing::gather_rows(all_in.q, cp.global, row);
+          in.dout = testing::gather_rows(all_in.dout, cp.global, row);
+          return run(cp.p, in);
+        },
+        0, 1e-6);
+  });
 }
 
 TEST(Bf16Attention, QueryWithoutVisibleKeysGivesZeroOutputAndNoGradient) {
-  PathGuard guard;
   Problem p = self_problem(1, 10, 2, 1, 8, 0);
   for (auto& x : p.pos_k) x += 100;  // every key lies after every query
   p.pos_k[3] = 5;                    // except one, visible to queries at positions >= 5
   const Inputs x(p.d, 3);
   const Reference r = exact_reference(p, x);
-  for (Bf16AttentionPath path : paths()) {
-    set_bf16_attention_path(path);
-    SCOPED_TRACE(path_name(path));
+  for_each_path([&](Bf16AttentionPath) {
     const Outputs o = run(p, x);
     for (std::int64_t h = 0; h < 2; ++h)
       for (std::int64_t i = 0; i < 10; ++i) {
@@ -415,7 +384,7 @@ TEST(Bf16Attention, QueryWithoutVisibleKeysGivesZeroOutputAndNoGradient) {
     EXPECT_LT(testing::rel_error(o.dq, r.dq), 1e-5);
     EXPECT_LT(testing::rel_error(o.dk, r.dk), 1e-5);
     EXPECT_LT(testing::rel_error(o.dv, r.dv), kDvBound);
-  }
+  });
 }
 
 // The micro-GEMM alone: every row tail (blocks of 8, 4, 2, 1), column tail (one or two masked vectors)

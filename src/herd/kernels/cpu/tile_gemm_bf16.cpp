@@ -11,6 +11,10 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define HERD_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq")))
+#define HERD_ON_X86(call) call
+#else
+// Off x86-64 have_dpbf16() is false and nothing calls the public functions below.
+#define HERD_ON_X86(call) HERD_CHECK(false, "the bf16 micro-GEMM needs AVX512_BF16 (x86-64)")
 #endif
 
 namespace herd::kernels::cpu {
@@ -90,29 +94,6 @@ HERD_BF16_TARGET void gemm_avx512(std::int64_t m, std::int64_t n, std::int64_t k
   }
 }
 
-// Word 2i of the result is word i of w, word 2i + 1 is word 16 + i: the two 16-word halves of w (one
-// row each) interleaved into 16 pairs.
-HERD_BF16_TARGET inline __m512i interleave_halves(__m512i w) {
-  static const std::uint16_t kIndex[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  return _mm512_permutexvar_epi16(_mm512_loadu_si512(kIndex), w);
-}
-
-HERD_BF16_TARGET void down_f32(const float* x, std::int64_t ld, std::int64_t rows, std::int64_t cols,
-                               std::uint32_t* dst) {
-  for (std::int64_t r = 0; r < rows; r += 2) {
-    const float* r0 = x + r * ld;
-    const float* r1 = r + 1 < rows ? r0 + ld : nullptr;
-    std::uint32_t* d = dst + (r / 2) * cols;
-    for (std::int64_t j = 0; j < cols; j += 16) {
-      const __mmask16 mk = lanes(cols - j);
-      const __m512 x0 = _mm512_maskz_loadu_ps(mk, r0 + j);
-      const __m512 x1 = r1 ? _mm512_maskz_loadu_ps(mk, r1 + j) : _mm512_setzero_ps();
-      _mm512_mask_storeu_epi32(d + j, mk, interleave_halves((__m512i)_mm512_cvtne2ps_pbh(x1, x0)));
-    }
-  }
-}
-
 HERD_BF16_TARGET void across_f32(const float* x, std::int64_t ld, std::int64_t rows, std::int64_t cols,
                                  std::uint32_t* dst, std::int64_t ld_dst) {
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -128,20 +109,29 @@ HERD_BF16_TARGET void across_f32(const float* x, std::int64_t ld, std::int64_t r
   }
 }
 
-HERD_BF16_TARGET void down_bf16(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols,
-                                std::uint32_t* dst) {
-  // Word 2i of the result is word i of the first row's 16, word 2i + 1 word i of the second's (32 + i).
+// 16 values of a row as the low 16 bf16 words of a vector (m of them loaded, the rest zero).
+HERD_BF16_TARGET inline __attribute__((always_inline)) __m512i row16(const float* x, __mmask16 m) {
+  return (__m512i)_mm512_cvtne2ps_pbh(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, x));
+}
+HERD_BF16_TARGET inline __attribute__((always_inline)) __m512i row16(const bf16* x, __mmask16 m) {
+  return _mm512_maskz_loadu_epi16(m, x);
+}
+
+// Rows 2p and 2p + 1 interleaved, 16 columns at a time: word 2i of the result is word i of the first
+// row's 16, word 2i + 1 word i of the second's (32 + i in the two-vector permute).
+template <typename T>
+HERD_BF16_TARGET void down(const T* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst) {
   static const std::uint16_t kIndex[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
                                            8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
   const __m512i index = _mm512_loadu_si512(kIndex);
   for (std::int64_t r = 0; r < rows; r += 2) {
-    const bf16* r0 = x + r * ld;
-    const bf16* r1 = r + 1 < rows ? r0 + ld : nullptr;
+    const T* r0 = x + r * ld;
+    const T* r1 = r + 1 < rows ? r0 + ld : nullptr;
     std::uint32_t* d = dst + (r / 2) * cols;
     for (std::int64_t j = 0; j < cols; j += 16) {
       const __mmask16 mk = lanes(cols - j);
-      const __m512i a0 = _mm512_maskz_loadu_epi16(mk, r0 + j);
-      const __m512i a1 = r1 ? _mm512_maskz_loadu_epi16(mk, r1 + j) : _mm512_setzero_si512();
+      const __m512i a0 = row16(r0 + j, mk);
+      const __m512i a1 = r1 ? row16(r1 + j, mk) : _mm512_setzero_si512();
       _mm512_mask_storeu_epi32(d + j, mk, _mm512_permutex2var_epi16(a0, index, a1));
     }
   }
@@ -255,65 +245,37 @@ HERD_BF16_TARGET void scaled_ds(const float* p, const float* dp, std::int64_t ld
 void tile_gemm_bf16(std::int64_t m, std::int64_t n, std::int64_t kp, const std::uint32_t* a, std::int64_t a_is,
                     std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb, float* c, std::int64_t ldc,
                     bool accumulate) {
-#if defined(__x86_64__)
-  gemm_avx512(m, n, kp, a, a_is, a_ps, b, ldb, c, ldc, accumulate);
-#else
-  HERD_CHECK(false, "tile_gemm_bf16 needs AVX512_BF16 (x86-64)");
-#endif
+  HERD_ON_X86(gemm_avx512(m, n, kp, a, a_is, a_ps, b, ldb, c, ldc, accumulate));
 }
 
 void pack_pairs_down(const float* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst) {
-#if defined(__x86_64__)
-  down_f32(x, ld, rows, cols, dst);
-#else
-  HERD_CHECK(false, "pack_pairs_down needs AVX512_BF16 (x86-64)");
-#endif
+  HERD_ON_X86(down(x, ld, rows, cols, dst));
 }
 
 void pack_pairs_across(const float* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst,
                        std::int64_t ld_dst) {
-#if defined(__x86_64__)
-  across_f32(x, ld, rows, cols, dst, ld_dst);
-#else
-  HERD_CHECK(false, "pack_pairs_across needs AVX512_BF16 (x86-64)");
-#endif
+  HERD_ON_X86(across_f32(x, ld, rows, cols, dst, ld_dst));
 }
 
 void pack_pairs_down(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst) {
-#if defined(__x86_64__)
-  down_bf16(x, ld, rows, cols, dst);
-#else
-  HERD_CHECK(false, "pack_pairs_down needs AVX512_BF16 (x86-64)");
-#endif
+  HERD_ON_X86(down(x, ld, rows, cols, dst));
 }
 
 void pack_scaled_ds(const float* p, const float* dp, std::int64_t ld, std::int64_t rows, std::int64_t cols,
                     const float* delta, float scale, std::uint32_t* dst_down, std::uint32_t* dst_across,
                     std::int64_t ld_across) {
-#if defined(__x86_64__)
-  scaled_ds(p, dp, ld, rows, cols, delta, scale, dst_down, dst_across, ld_across);
-#else
-  HERD_CHECK(false, "pack_scaled_ds needs AVX512_BF16 (x86-64)");
-#endif
+  HERD_ON_X86(scaled_ds(p, dp, ld, rows, cols, delta, scale, dst_down, dst_across, ld_across));
 }
 
 // The pairs of a bf16 row are its bytes as they stand: a masked copy, whose zeroed lanes past an odd
 // edge are the missing partner.
 void pack_pairs_across(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst,
                        std::int64_t ld_dst) {
-#if defined(__x86_64__)
-  across_bf16(x, ld, rows, cols, dst, ld_dst);
-#else
-  HERD_CHECK(false, "pack_pairs_across needs AVX512_BF16 (x86-64)");
-#endif
+  HERD_ON_X86(across_bf16(x, ld, rows, cols, dst, ld_dst));
 }
 
 void pack_pairs_transposed(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst) {
-#if defined(__x86_64__)
-  transposed_bf16(x, ld, rows, cols, dst);
-#else
-  HERD_CHECK(false, "pack_pairs_transposed needs AVX512_BF16 (x86-64)");
-#endif
+  HERD_ON_X86(transposed_bf16(x, ld, rows, cols, dst));
 }
 
 }  // namespace herd::kernels::cpu
