@@ -4,10 +4,10 @@
 // widened operands (attention.cpp's FloatTiles<bf16, float>), the same products in another order.
 //
 // Numerics, as FlashAttention-2's and PyTorch's bf16 SDPA kernels:
-//   forward   S = Q K^T from the bf16 q and k, fp32 sums; S * scale (1/sqrt(D)) in fp32 (not folded
-//             into q, which would round q * scale again); running max, exponentials and their sum l in
-//             fp32; P rounded to bf16 for P V, fp32 sums; l sums the unrounded P; out = acc / l and
-//             lse = m + log l in fp32.
+//   forward   S = Q K^T from the bf16 q and k, fp32 sums; S * scale (1/sqrt(D)) in fp32, inside the
+//             exponent's FMA (not folded into q, which would round q * scale again); running max, exponentials and
+//             their sum l in fp32; P rounded to bf16 for P V, fp32 sums; l sums the unrounded P; out = acc / l and lse
+//             = m + log l in fp32.
 //   backward  dO rounded to bf16 (as it is packed; delta = rowsum(dO O) uses the same rounded dO and
 //             the saved bf16 O, fp32 sum); S and P recomputed as above; dV += bf16(P)^T dO;
 //             dP = dO V^T; dS = P (dP - delta) in fp32 from the unrounded P; bf16(scale dS) for
@@ -18,10 +18,10 @@
 //   out        |err| <= u sum_j P_ij |v_j| / l_i + fp32 <= u max|v| (P's rounding);
 //   dv         two rounded factors (P, dO): <= 2u sum_i P_ij |dO_i|;
 //   dq, dk     dO's rounding through dP and delta, then dS's own: about 3u of sum_j |dS_ij| |k_j|;
-// relative to each tensor's largest element, with random signs, out and dv come out near u and dq, dk
-// near 2u (measured: docs/precision.md). Summing in bf16 instead would cost up to Tk u, and not rounding
-// P (or dS) would make the result the fp32 kernel's: tests/kernels/attention_bf16_test.cpp tells both
-// apart from this recipe.
+// relative to each tensor's largest element, with random signs, out comes out near u/3, dv near u/2
+// and dq, dk near u (the tests hold them to 2u, 3u and 4u; docs/precision.md). Summing in bf16 instead would cost up to
+// Tk u, and not rounding P (or dS) would make the result the fp32 kernel's: tests/kernels/attention_bf16_test.cpp tells
+// both apart from this recipe.
 #include <atomic>
 
 #include "herd/kernels/attention.h"
