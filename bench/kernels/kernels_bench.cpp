@@ -1,9 +1,13 @@
 // Kernel throughput on the small preset's shapes (dim 512, 8 heads / 2 KV heads of 64, FFN 1536,
 // vocab 8192, 8 sequences of 512): herd's gemm wrapper against the BLAS's own square-GEMM peak, and
 // the non-GEMM kernels (attention forward/backward, cross-entropy, RMSNorm, SwiGLU, RoPE, AdamW) in
-// GFLOP/s or GB/s, with their time per training step. Median of --reps runs. Writes JSON.
+// GFLOP/s or GB/s, with their time per training step. Median of --reps runs. Writes JSON. Attention
+// runs in fp32 and with bf16 inputs, at the small and the tiny preset's heads. --only SECTION runs
+// the square GEMM (the peak every row is a fraction of) and that section alone: gemm, attention,
+// cross_entropy or memory.
 //
 //   herd_bench_kernels [--out file.json] [--threads N] [--reps N] [--seq 512] [--batch 8] [--clock wall|cpu]
+//                      [--only SECTION]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,7 +19,9 @@
 
 #include "common/bench_json.h"
 #include "herd/kernels/attention.h"
+#include "herd/kernels/convert.h"
 #include "herd/kernels/cpu/tile_gemm.h"
+#include "herd/kernels/cpu/tile_gemm_bf16.h"
 #include "herd/kernels/cross_entropy.h"
 #include "herd/kernels/gemm.h"
 #include "herd/kernels/library_env.h"
@@ -73,7 +79,7 @@ struct Gemm {
 
 int main(int argc, char** argv) {
   herd::kernels::settle_library_env(argv);  // the OpenMP wait and OpenBLAS kernels herd itself runs with
-  std::string out_path;
+  std::string out_path, only;
   int threads = 1, reps = 5;
   std::int64_t seq = 512, batch = 8;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -84,6 +90,7 @@ int main(int argc, char** argv) {
     if (a == "--seq") seq = std::atoll(argv[i + 1]);
     if (a == "--batch") batch = std::atoll(argv[i + 1]);
     if (a == "--clock") g_cpu_clock = std::string(argv[i + 1]) == "cpu";
+    if (a == "--only") only = argv[i + 1];
     if (a == "--gemm") {
       const std::string g = argv[i + 1];
       set_gemm_policy(g == "openblas" ? GemmPolicy::kOpenBLAS
@@ -93,8 +100,10 @@ int main(int argc, char** argv) {
   }
   set_num_threads(threads);
   const std::int64_t dim = 512, hq = 8, hkv = 2, hd = 64, ffn = 1536, vocab = 8192, n = batch * seq;
+  auto wanted = [&](const char* section) { return only.empty() || only == section; };
   herd::Json doc = herd::bench::envelope("kernels");
   doc["threads"] = threads;
+  if (!only.empty()) doc["only"] = only;
   doc["clock"] = g_cpu_clock ? "process cpu time" : "wall";
   doc["blas"] = blas_name();
   const GemmPolicy policy = gemm_policy();
@@ -134,13 +143,14 @@ int main(int argc, char** argv) {
     herd::Json r = report(g.name, sec, 2.0 * g.m * g.n * g.k, 0, 0);
     if (peak == 0) peak = r["gflops"].get<double>();
     doc["results"].back()["fraction_of_square_peak"] = r["gflops"].get<double>() / peak;
+    if (!wanted("gemm")) break;
   }
   doc["gemm_peak_gflops"] = peak;
 
   // The twelve GEMMs of one transformer layer's forward and backward (fused QKV, output projection,
   // fused gate/up, down; each as Y = X W^T, dX = dY W, dW += dY^T X), run back to back: the figure the
   // training step's GEMM time follows.
-  {
+  if (wanted("gemm")) {
     const std::int64_t outs[4] = {dim + 2 * hkv * hd, dim, 2 * ffn, dim};
     const std::int64_t ins[4] = {dim, dim, dim, ffn};
     std::vector<std::vector<float>> x, w, y, dw;
@@ -167,8 +177,9 @@ int main(int argc, char** argv) {
     doc["results"].back()["fraction_of_square_peak"] = flop / sec * 1e-9 / peak;
   }
 
-  // The attention micro-GEMM alone on one 64 x 64 x 64 tile (repeated to be measurable).
-  {
+  // The attention micro-GEMM alone on one 64 x 64 x 64 tile (repeated to be measurable), fp32 and, on
+  // a CPU with AVX512_BF16, the bf16 one (vdpbf16ps) on operands packed as the bf16 kernel packs them.
+  if (wanted("attention")) {
     auto a = filled(64 * 64, 1.0f), b = filled(64 * 64, 1.0f);
     std::vector<float> c(64 * 64);
     const int inner = 2000;
@@ -178,33 +189,81 @@ int main(int argc, char** argv) {
     });
     report("attention micro-GEMM 64x64x64", sec / inner, 2.0 * 64 * 64 * 64, 0, 0);
     doc["results"].back()["fraction_of_square_peak"] = 2.0 * 64 * 64 * 64 / (sec / inner) * 1e-9 / peak;
+    if (herd::kernels::cpu::have_dpbf16()) {
+      std::vector<std::uint32_t> a2(64 * 32), b2(32 * 64);
+      herd::kernels::cpu::pack_pairs_across(a.data(), 64, 64, 64, a2.data(), 32);
+      herd::kernels::cpu::pack_pairs_down(b.data(), 64, 64, 64, b2.data());
+      const double sec16 = median_seconds(reps, [&] {
+        for (int r = 0; r < inner; ++r)
+          herd::kernels::cpu::tile_gemm_bf16(64, 64, 32, a2.data(), 32, 1, b2.data(), 64, c.data(), 64, true);
+      });
+      report("attention micro-GEMM 64x64x64 bf16", sec16 / inner, 2.0 * 64 * 64 * 64, 0, 0);
+      doc["results"].back()["fraction_of_square_peak"] = 2.0 * 64 * 64 * 64 / (sec16 / inner) * 1e-9 / peak;
+    }
   }
 
-  // Attention, causal, one document per sequence. FLOPs counted on visible (query, key) pairs:
-  // forward 4 D per pair (QK^T, PV), backward 8 D (dV, dP, dQ, dK), excluding the recomputed QK^T.
-  {
-    AttentionDims d{batch, seq, seq, hq, hkv, hd};
+  // Attention, causal, one document per sequence, at the small preset's heads (8 on 2 KV heads of 64)
+  // and the tiny one's (8 on 4 of 32): fp32, and bf16 inputs (attention.h's bf16 kernel on the path
+  // this CPU takes; where that is vdpbf16ps, also the converted path forced). FLOPs counted on visible
+  // (query, key) pairs: forward 4 D per pair (QK^T, PV), backward 8 D (dV, dP, dQ, dK), excluding the
+  // recomputed QK^T.
+  struct AttnShape {
+    const char* name;
+    std::int64_t hq, hkv, hd;
+  };
+  for (const AttnShape& a : {AttnShape{"small", hq, hkv, hd}, AttnShape{"tiny", 8, 4, 32}}) {
+    if (!wanted("attention")) break;
+    AttentionDims d{batch, seq, seq, a.hq, a.hkv, a.hd};
     std::vector<std::int32_t> pos(n);
     for (std::int64_t i = 0; i < n; ++i) pos[i] = static_cast<std::int32_t>(i % seq);
     const AttentionMask m{pos.data(), nullptr, pos.data(), nullptr};
-    auto q = filled(n * hq * hd, 1.0f), k = filled(n * hkv * hd, 1.0f), v = filled(n * hkv * hd, 1.0f);
-    auto dout = filled(n * hq * hd, 1.0f);
-    std::vector<float> out(q.size()), lse(batch * hq * seq), dq(q.size()), dk(k.size()), dv(v.size());
-    const double pairs = static_cast<double>(batch) * hq * seq * (seq + 1) / 2.0;
+    auto q = filled(n * a.hq * a.hd, 1.0f), k = filled(n * a.hkv * a.hd, 1.0f), v = filled(n * a.hkv * a.hd, 1.0f);
+    auto dout = filled(n * a.hq * a.hd, 1.0f);
+    std::vector<float> out(q.size()), lse(batch * a.hq * seq), dq(q.size()), dk(k.size()), dv(v.size());
+    const double pairs = static_cast<double>(batch) * a.hq * seq * (seq + 1) / 2.0;
+    const double fwd_flop = 4.0 * a.hd * pairs, bwd_flop = 8.0 * a.hd * pairs;
+    auto attention_row = [&](const std::string& what, double sec, double flop, double fp32_sec) {
+      report("attention " + what + " (causal, " + a.name + ")", sec, flop, 0, 8);
+      herd::Json& r = doc["results"].back();
+      r["fraction_of_square_peak"] = flop / sec * 1e-9 / peak;
+      r["shape"] = {{"preset", a.name}, {"q_heads", a.hq}, {"kv_heads", a.hkv}, {"head_dim", a.hd}};
+      if (fp32_sec > 0) r["speedup_vs_fp32"] = fp32_sec / sec;
+    };
     const double fwd = median_seconds(
         reps, [&] { attention_forward<float>(d, m, q.data(), k.data(), v.data(), out.data(), lse.data()); });
-    report("attention fwd (causal)", fwd, 4.0 * hd * pairs, 0, 8);
+    attention_row("fwd fp32", fwd, fwd_flop, 0);
     const double bwd = median_seconds(reps, [&] {
       attention_backward<float>(d, m, q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), dq.data(),
                                 dk.data(), dv.data());
     });
-    report("attention bwd (causal)", bwd, 8.0 * hd * pairs, 0, 8);
-    doc["results"].back()["fraction_of_square_peak"] = 8.0 * hd * pairs / bwd * 1e-9 / peak;
-    doc["results"][doc["results"].size() - 2]["fraction_of_square_peak"] = 4.0 * hd * pairs / fwd * 1e-9 / peak;
+    attention_row("bwd fp32", bwd, bwd_flop, 0);
+
+    std::vector<herd::bf16> q16(q.size()), k16(k.size()), v16(v.size()), out16(out.size());
+    to_bf16(q.data(), static_cast<std::int64_t>(q.size()), q16.data());
+    to_bf16(k.data(), static_cast<std::int64_t>(k.size()), k16.data());
+    to_bf16(v.data(), static_cast<std::int64_t>(v.size()), v16.data());
+    std::vector<Bf16AttentionPath> paths{Bf16AttentionPath::kAuto};
+    if (bf16_attention_path() == Bf16AttentionPath::kDpbf16) paths.push_back(Bf16AttentionPath::kConverted);
+    for (Bf16AttentionPath path : paths) {
+      set_bf16_attention_path(path);
+      const std::string tag = path == Bf16AttentionPath::kAuto ? "bf16" : "bf16 converted";
+      const double f16 = median_seconds(
+          reps, [&] { attention_forward(d, m, q16.data(), k16.data(), v16.data(), out.data(), lse.data()); });
+      attention_row("fwd " + tag, f16, fwd_flop, fwd);
+      doc["results"].back()["path"] = bf16_attention_description();
+      to_bf16(out.data(), static_cast<std::int64_t>(out.size()), out16.data());
+      const double b16 = median_seconds(reps, [&] {
+        attention_backward(d, m, q16.data(), k16.data(), v16.data(), out16.data(), lse.data(), dout.data(), dq.data(),
+                           dk.data(), dv.data());
+      });
+      attention_row("bwd " + tag, b16, bwd_flop, bwd);
+      doc["results"].back()["path"] = bf16_attention_description();
+    }
+    set_bf16_attention_path(Bf16AttentionPath::kAuto);
   }
 
   // Cross-entropy fused with the output projection, forward + backward (3 GEMMs of n x vocab x dim).
-  {
+  if (wanted("cross_entropy")) {
     auto h = filled(n * dim, 1.0f), w = filled(vocab * dim);
     std::vector<float> lse(n), dh(n * dim), dw(vocab * dim);
     std::vector<std::int32_t> tgt(n);
@@ -218,7 +277,7 @@ int main(int argc, char** argv) {
   }
 
   // Memory-bound kernels: bytes moved per call.
-  {
+  if (wanted("memory")) {
     auto x = filled(n * dim, 1.0f), w = filled(dim, 1.0f), dy = filled(n * dim, 1.0f);
     std::vector<float> y(n * dim), r(n), dx(n * dim), dw(dim);
     report("rmsnorm fwd",
@@ -233,7 +292,7 @@ int main(int argc, char** argv) {
                           }),
            0, 16.0 * n * dim, 17);
   }
-  {
+  if (wanted("memory")) {
     auto gu = filled(n * 2 * ffn, 1.0f), d = filled(n * ffn, 1.0f);
     std::vector<float> o(n * ffn), dgu(n * 2 * ffn);
     report(
@@ -249,7 +308,7 @@ int main(int argc, char** argv) {
                           }),
            0, 20.0 * n * ffn, 8);
   }
-  {
+  if (wanted("memory")) {
     RopeTable<float> table(RopeConfig{hd, 500000.0}, seq);
     std::vector<std::int32_t> pos(n);
     for (std::int64_t i = 0; i < n; ++i) pos[i] = static_cast<std::int32_t>(i % seq);
@@ -258,7 +317,7 @@ int main(int argc, char** argv) {
            median_seconds(reps, [&] { rope_forward<float>(table, pos.data(), n, hq, q.data(), hq * hd); }), 0,
            8.0 * n * hq * hd, 16);
   }
-  {
+  if (wanted("memory")) {
     const std::int64_t params = 32'500'000;
     auto p = filled(params), g = filled(params);
     std::vector<float> m1(params), v1(params);

@@ -8,38 +8,16 @@
 #include <limits>
 
 #include "herd/kernels/reference.h"
+#include "kernels/attention_problem.h"
 #include "kernels/test_util.h"
 
 namespace herd::kernels {
 namespace {
 
+using testing::Problem;
 using testing::random_vec;
 using testing::rel_error;
-
-struct Problem {
-  AttentionDims d;
-  std::vector<std::int32_t> pos_q, doc_q, pos_k, doc_k;
-  AttentionMask mask() const {
-    return {pos_q.data(), doc_q.empty() ? nullptr : doc_q.data(), pos_k.data(), doc_k.empty() ? nullptr : doc_k.data()};
-  }
-};
-
-// Self-attention over packed sequences: positions restart at 0 in each document (as the data loader
-// packs them); document boundaries every `doc_len` tokens (0: one document).
-Problem self_problem(std::int64_t b, std::int64_t t, std::int64_t hq, std::int64_t hkv, std::int64_t dim,
-                     std::int64_t doc_len) {
-  Problem p;
-  p.d = {b, t, t, hq, hkv, dim};
-  for (std::int64_t s = 0; s < b; ++s)
-    for (std::int64_t i = 0; i < t; ++i) {
-      const std::int64_t len = doc_len > 0 ? doc_len + s : t;  // different boundaries per sequence
-      p.pos_q.push_back(static_cast<std::int32_t>(i % len));
-      p.doc_q.push_back(static_cast<std::int32_t>(i / len));
-    }
-  p.pos_k = p.pos_q;
-  p.doc_k = p.doc_q;
-  return p;
-}
+using testing::self_problem;
 
 template <typename T>
 struct Buffers {
@@ -100,46 +78,22 @@ TEST(Attention, MultiHeadAndOddHeadDimDouble) {
 // queries at their global positions against all keys. Its rows of out/lse/dq must equal those of the
 // full computation, and the two ranks' dk/dv must sum to the full dk/dv.
 TEST(Attention, ContextParallelQuerySubsetsMatchFullSequence) {
-  const std::int64_t t = 96, chunk = 24, hq = 4, hkv = 2, dim = 8;
-  Problem full = self_problem(1, t, hq, hkv, dim, 41);
+  const Problem full = self_problem(1, 96, 4, 2, 8, 41);
   Buffers<double> all(full.d, 11);
   all.fast(full);
-  std::vector<double> dk_sum(all.dk.size(), 0.0), dv_sum(all.dv.size(), 0.0);
-  const std::int64_t row = hq * dim;
-  for (int rank = 0; rank < 2; ++rank) {
-    const std::int64_t chunks[2] = {rank, 3 - rank};
-    Problem p;
-    p.d = {1, 2 * chunk, t, hq, hkv, dim};
-    p.pos_k = full.pos_k;
-    p.doc_k = full.doc_k;
-    Buffers<double> local(p.d, 11);
-    local.k = all.k;
-    local.v = all.v;
-    for (int c = 0; c < 2; ++c)
-      for (std::int64_t i = 0; i < chunk; ++i) {
-        const std::int64_t g = chunks[c] * chunk + i, l = c * chunk + i;
-        p.pos_q.push_back(full.pos_q[g]);
-        p.doc_q.push_back(full.doc_q[g]);
-        std::copy(all.q.begin() + g * row, all.q.begin() + (g + 1) * row, local.q.begin() + l * row);
-        std::copy(all.dout.begin() + g * row, all.dout.begin() + (g + 1) * row, local.dout.begin() + l * row);
-      }
-    local.fast(p);
-    for (int c = 0; c < 2; ++c)
-      for (std::int64_t i = 0; i < chunk; ++i) {
-        const std::int64_t g = chunks[c] * chunk + i, l = c * chunk + i;
-        for (std::int64_t e = 0; e < row; ++e) {
-          EXPECT_NEAR(local.out[l * row + e], all.out[g * row + e], 1e-12);
-          EXPECT_NEAR(local.dq[l * row + e], all.dq[g * row + e], 1e-12);
-        }
-        for (std::int64_t h = 0; h < hq; ++h) EXPECT_NEAR(local.lse[h * 2 * chunk + l], all.lse[h * t + g], 1e-12);
-      }
-    for (std::size_t e = 0; e < dk_sum.size(); ++e) {
-      dk_sum[e] += local.dk[e];
-      dv_sum[e] += local.dv[e];
-    }
-  }
-  EXPECT_LT(rel_error(dk_sum, all.dk), 1e-12);
-  EXPECT_LT(rel_error(dv_sum, all.dv), 1e-12);
+  const std::int64_t row = 4 * 8;
+  testing::expect_cp_ranks_match_full(
+      full, all,
+      [&](const testing::CpRank& cp) {
+        Buffers<double> local(cp.p.d, 11);
+        local.k = all.k;
+        local.v = all.v;
+        local.q = testing::gather_rows(all.q, cp.global, row);
+        local.dout = testing::gather_rows(all.dout, cp.global, row);
+        local.fast(cp.p);
+        return local;
+      },
+      1e-12, 1e-12);
 }
 
 // q, k, v as column blocks of one fused (B*T, (Hq + 2 Hkv) * D) buffer, as a fused QKV GEMM writes them.

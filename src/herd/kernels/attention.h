@@ -15,9 +15,17 @@
 // tiles of kTileQ x kTileK scores and kTile x D rows; nothing grows with T x T.
 // Parallelism: forward over (batch, query head, query tile); backward over (batch, KV head), each task
 // owning its dk/dv rows and the dq rows of its query heads, so nothing is written twice.
+//
+// bf16 (`train.precision = bf16`): q, k, v and the saved out in bf16, everything else fp32, with the
+// numerics of FlashAttention-2's bf16 kernels: QK^T of bf16 inputs summed in fp32, the softmax
+// statistics and exponentials in fp32, P rounded to bf16 before P V; in the backward dO, P and dS
+// rounded to bf16 where they enter a matmul, every sum in fp32. kernels/cpu/attention_bf16.cpp has the
+// error bound; docs/precision.md the table.
 #pragma once
 
 #include <cstdint>
+
+#include "herd/core/bf16.h"
 
 namespace herd::kernels {
 
@@ -52,5 +60,26 @@ void attention_forward(const AttentionDims& d, const AttentionMask& m, const T* 
 template <typename T>
 void attention_backward(const AttentionDims& d, const AttentionMask& m, const T* q, const T* k, const T* v,
                         const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
+
+// bf16 inputs, fp32 outputs: out (B, Tq, Hq, D) and lse (B, Hq, Tq) in fp32 (the caller rounds out to
+// bf16 for what it saves and what the next GEMM reads).
+void attention_forward(const AttentionDims& d, const AttentionMask& m, const bf16* q, const bf16* k, const bf16* v,
+                       float* out, float* lse);
+// out is the saved bf16 output, dout the fp32 gradient (rounded to bf16 as it is packed: the kernel
+// packs it anyway, so the caller needs no bf16 copy); dq, dk, dv written in fp32 (the caller rounds
+// them for the GEMMs that follow).
+void attention_backward(const AttentionDims& d, const AttentionMask& m, const bf16* q, const bf16* k, const bf16* v,
+                        const bf16* out, const float* lse, const float* dout, float* dq, float* dk, float* dv);
+
+// How the bf16 kernel multiplies. kAuto: vdpbf16ps where the CPU has AVX512_BF16 (kDpbf16), else
+// kConverted: the operands widened to fp32 and the fp32 micro-GEMM, the same products summed in
+// another order, at the fp32 rate. Forcing kDpbf16 on a CPU without the instruction is a check
+// failure. For tests and benchmarks; set it before the kernels run, not while they do.
+enum class Bf16AttentionPath { kAuto, kDpbf16, kConverted };
+void set_bf16_attention_path(Bf16AttentionPath p);
+// The path kAuto resolves to (never kAuto).
+Bf16AttentionPath bf16_attention_path();
+// "vdpbf16ps (avx512_bf16)" or "converted to fp32 (...)", for logs and benchmark records.
+const char* bf16_attention_description();
 
 }  // namespace herd::kernels
