@@ -1,5 +1,5 @@
 // One bf16 training step of a Llama-3-architecture model on one GPU, run as the sequence of kernels/cuda
-// calls that herd's bf16 step makes (nn/block_bf16.cpp: bf16 weight copies and matmul inputs, fp32
+// calls that herd's bf16 step makes (nn/block.cpp in bf16 mode: bf16 weight copies and matmul inputs, fp32
 // master weights, norms, RoPE, softmax statistics, loss, gradients and AdamW), on device buffers:
 // embedding, L blocks forward (saving their activations), the vocabulary-tiled cross-entropy head and
 // its backward, L blocks backward, the embedding gradient, AdamW over every tensor in one multi-tensor

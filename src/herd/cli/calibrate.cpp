@@ -354,8 +354,8 @@ int run_calibrate(const CalibrateOptions& o) {
                              std::to_string(m.head_dim);
   t.add({"attention fwd", ashape, format_fixed(1e3 * af, 3) + " ms", format_fixed(100 * eff_f, 1) + "% of gemm"});
   t.add({"attention bwd", ashape, format_fixed(1e3 * ab, 3) + " ms", format_fixed(100 * eff_b, 1) + "% of gemm"});
-  // The bf16 block's attention (nn/block_bf16.cpp): bf16 q, k, v (and out) widened, the fp32 kernel, the
-  // outputs rounded; against the bf16 GEMM rate.
+  // The bf16 block's attention (nn/block.cpp, nn/block_backward.cpp): bf16 q, k, v (and out) widened,
+  // the fp32 kernel, the outputs rounded; against the bf16 GEMM rate.
   std::vector<bf16> q16(static_cast<std::size_t>(qn)), k16(static_cast<std::size_t>(kn)),
       v16(static_cast<std::size_t>(kn)), o16(static_cast<std::size_t>(qn));
   kernels::to_bf16(q.data(), qn, q16.data());

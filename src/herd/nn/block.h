@@ -20,18 +20,24 @@
 // Context parallelism (parallel/cp) plugs in the same way through AttentionHooks: the block then holds
 // the CP-local rows of each sequence (mb.seq_len is the local length) and the hook replaces the
 // attention kernel call by one that sees every key of the sequence; everything else is row-local.
-// bf16 mode (`train.precision = bf16`, TransformerBlock<float> built with bf16 = true; block_bf16.cpp,
+// bf16 mode (`train.precision = bf16`, TransformerBlock<float> built with bf16_mode = true;
 // docs/precision.md): the weights are the FSDP unit's bf16 copy (bind_bf16), every linear is
 // gemm_bf16 (bf16 inputs, fp32 sums and outputs), the saved tensors are held in bf16 under the same
 // names (the norm statistics and the attention lse stay fp32, as model/activations.h counts them),
 // and everything else runs in fp32 on the same kernels: the norms on their bf16-rounded saved inputs,
 // RoPE and attention on bf16-rounded q, k, v, the SwiGLU gate on bf16-rounded gate and up, the
 // residual stream and every gradient. Weight gradients accumulate in fp32 (beta = 1) as above.
+// It is not a second copy of the layer: block.cpp and block_backward.cpp are written once over the
+// storage type of saved tensors and matmul inputs (T, or bf16), through block_precision.h's rounding
+// and widening steps, which are the identity on pointers when that type is T. The headers of those two
+// files say where bf16 mode rounds and why.
 // Legend: N = B x T rows, n_loc = the rows of the norm regions, d hidden, q = heads x head_dim, kv = kv_heads x
 // head_dim, f = ffn.
 #pragma once
 
 #include <string>
+#include <type_traits>
+#include <variant>
 
 #include "herd/core/bf16.h"
 #include "herd/core/check.h"
@@ -75,36 +81,31 @@ class AttentionHooks {
                         const T* dout, T* dq, T* dk, T* dv) const = 0;
 };
 
+// What a block keeps for its backward: the tensors model/activations.h lists, at the storage type S (T,
+// or bf16 in bf16 mode), and their statistics (1/rms, lse) at T. A tensor the recompute policy drops is null.
+template <typename T, typename S>
+struct SavedTensors {
+  S* input = nullptr;          // attn_norm.input (n_loc, d): the layer input (rounded in bf16 mode)
+  T* attn_rstd = nullptr;      // (n_loc)
+  S* attn_norm_out = nullptr;  // (n_loc, d); none only
+  S* q = nullptr;              // (N, q) after RoPE
+  S* k = nullptr;              // (N, kv) after RoPE
+  S* v = nullptr;              // (N, kv)
+  S* attn_out = nullptr;       // (N, q)
+  T* lse = nullptr;            // (B, heads, T)
+  S* mlp_input = nullptr;      // mlp_norm.input (n_loc, d)
+  T* mlp_rstd = nullptr;       // (n_loc)
+  S* mlp_norm_out = nullptr;   // (n_loc, d); none only
+  S* gate = nullptr;           // (N, f)
+  S* up = nullptr;             // (N, f)
+  S* act = nullptr;            // (N, f) silu(gate) * up; none only
+};
+
 template <typename T>
 struct BlockState {
-  tensor::Arena::Mark mark;    // the arena before the first saved tensor
-  T* input = nullptr;          // attn_norm.input (n_loc, d): the layer input, also the residual
-  T* attn_rstd = nullptr;      // (n_loc)
-  T* attn_norm_out = nullptr;  // (n_loc, d); none only
-  T* q = nullptr;              // (N, q) after RoPE
-  T* k = nullptr;              // (N, kv) after RoPE
-  T* v = nullptr;              // (N, kv)
-  T* attn_out = nullptr;       // (N, q)
-  T* lse = nullptr;            // (B, heads, T)
-  T* mlp_input = nullptr;      // mlp_norm.input (n_loc, d)
-  T* mlp_rstd = nullptr;       // (n_loc)
-  T* mlp_norm_out = nullptr;   // (n_loc, d); none only
-  T* gate = nullptr;           // (N, f)
-  T* up = nullptr;             // (N, f)
-  T* act = nullptr;            // (N, f) silu(gate) * up; none only
-  // bf16 mode: the same saved tensors in bf16 (the fp32 pointers above are then null but the three
-  // statistics, attn_rstd, lse and mlp_rstd).
-  bf16* input_h = nullptr;
-  bf16* attn_norm_out_h = nullptr;
-  bf16* q_h = nullptr;
-  bf16* k_h = nullptr;
-  bf16* v_h = nullptr;
-  bf16* attn_out_h = nullptr;
-  bf16* mlp_input_h = nullptr;
-  bf16* mlp_norm_out_h = nullptr;
-  bf16* gate_h = nullptr;
-  bf16* up_h = nullptr;
-  bf16* act_h = nullptr;
+  tensor::Arena::Mark mark;  // the arena before the first saved tensor
+  // The block's mode decides the alternative: T for the fp32 and fp64 blocks, bf16 in bf16 mode.
+  std::variant<SavedTensors<T, T>, SavedTensors<T, bf16>> saved;
 };
 
 template <typename T>
@@ -146,18 +147,27 @@ class TransformerBlock {
                 T* dx) const;
 
  private:
-  // Fills every field of `st` from st.input, allocating the missing ones from `arena` as scratch, and writes the
-  // block output to x_out when not null;
-  // the shared body of forward and of full recompute.
-  void compute(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, BlockState<T>& st,
-               T* x_out) const;
-  // bf16 mode (block_bf16.cpp). compute_bf16 reads the fp32 residual `residual` (the forward's input;
-  // null under full recompute: the widened saved input) and fills st's bf16 fields and statistics.
-  BlockState<T> forward_bf16(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, T* x) const;
-  void compute_bf16(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, BlockState<T>& st,
-                    const T* residual, T* x_out) const;
-  void backward_bf16(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, BlockState<T>& st,
-                     T* dx) const;
+  // The layer written once over the storage type S of saved tensors and matmul inputs: S = T, or bf16
+  // (T = float) in bf16 mode. block.cpp has forward_as and compute, block_backward.cpp backward_as.
+  template <typename S>
+  const S* weights() const {
+    if constexpr (std::is_same_v<S, T>) {
+      return w_;
+    } else {
+      return w16_;
+    }
+  }
+  template <typename S>
+  BlockState<T> forward_as(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, T* x) const;
+  // Fills every field of `st` from st.input, allocating the missing ones from `arena` as scratch, and
+  // writes the block output to x_out when not null: the shared body of forward and of full recompute.
+  // `residual` is the layer input at T (the forward's x); null under full recompute: st.input, widened.
+  template <typename S>
+  void compute(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, SavedTensors<T, S>& st,
+               const T* residual, T* x_out) const;
+  template <typename S>
+  void backward_as(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope, BlockState<T>& st,
+                   T* dx) const;
 
   LayerSizes sizes_;
   LayerLayout layout_;

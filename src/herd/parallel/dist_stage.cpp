@@ -521,7 +521,7 @@ std::int64_t DistributedStage<T>::slot_bytes(std::int64_t micro_batch, std::int6
   const std::int64_t n = micro_batch * local_seq, d = cfg_.hidden, tp = ctx_.tp_size();
   std::int64_t extra = 6 * n * d + 3 * n * (2 * tp + 1) + n * (2 * cfg_.ffn_hidden);
   // bf16 blocks widen their saved attention tensors back to fp32 for the attention backward
-  // (block_bf16.cpp): a margin over the fp32 block's scratch.
+  // (nn/block_backward.cpp): a margin over the fp32 block's scratch.
   if (ctx_.bf16) extra += n * (cfg_.ffn_hidden + 2 * d);
   return nn::model_arena_bytes(c, micro_batch, local_seq, recompute_, sizeof(T)) +
          extra * static_cast<std::int64_t>(sizeof(T)) + 64 * 64;

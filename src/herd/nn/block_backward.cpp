@@ -1,0 +1,163 @@
+// TransformerBlock's backward (block.h), written once for every precision like the forward (block.cpp):
+// over the compute type T and the storage type S of saved tensors and matmul inputs, through
+// block_precision.h's steps, which are the identity on pointers when S = T.
+//
+// Where bf16 mode rounds and widens here, and why: every GEMM input is bf16, so the output gradient dy
+// is rounded where it enters the linears' GEMMs, the SwiGLU kernel writes its input gradients in bf16 and
+// the RoPE input gradients dq, dk, dv are rounded after RoPE's backward; the GEMMs write fp32, the
+// element-wise kernels (norms, RoPE, attention) run in fp32 on the widened saved tensors (the values the
+// forward computed with), and the weight gradients accumulate in fp32 (beta = 1).
+//
+// The MLP half's temporaries (d_act, d_gate|up, d_norm: N x (3f + d)) are freed before the attention
+// half allocates its own: bf16 mode widens q, k, v and the attention output there, and stacking them on
+// the MLP's would raise the backward's peak to the sum of both halves instead of the larger one.
+// Gate and up are adjacent in the flat buffer, so their gradients go through one fused (N, 2f) buffer
+// and two GEMMs instead of four.
+#include <type_traits>
+
+#include "herd/kernels/attention.h"
+#include "herd/kernels/rmsnorm.h"
+#include "herd/kernels/swiglu.h"
+#include "herd/nn/block.h"
+#include "herd/nn/block_precision.h"
+
+namespace herd::nn {
+
+using block_precision::attention_dims;
+using block_precision::attention_mask;
+using block_precision::linear_input_grad;
+using block_precision::linear_weight_grad;
+using block_precision::rounded;
+using block_precision::Scratch;
+using block_precision::staged;
+using block_precision::store;
+using block_precision::widened;
+
+template <typename T>
+void TransformerBlock<T>::backward(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope,
+                                   BlockState<T>& st, T* dx) const {
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16_) {
+      backward_as<bf16>(arena, mb, rope, st, dx);
+      return;
+    }
+  }
+  backward_as<T>(arena, mb, rope, st, dx);
+}
+
+template <typename T>
+template <typename S>
+void TransformerBlock<T>::backward_as(tensor::Arena& arena, const MicroBatch& mb, const kernels::RopeTable<T>& rope,
+                                      BlockState<T>& state, T* dx) const {
+  SavedTensors<T, S>* saved = std::get_if<SavedTensors<T, S>>(&state.saved);
+  HERD_CHECK(g_ != nullptr && weights<S>() != nullptr && saved != nullptr && saved->input != nullptr,
+             "TransformerBlock::backward without ", bf16_ ? "bind_bf16()" : "bind()", " or forward state");
+  SavedTensors<T, S>& st = *saved;
+  const std::int64_t n = mb.rows(), d = sizes_.hidden, f = sizes_.ffn;
+  const std::int64_t qd = sizes_.q_dim(), kvd = sizes_.kv_dim();
+  const std::int64_t nl = tp_ ? tp_->local_rows(n) : n;
+  const LayerLayout& L = layout_;
+  const S* w = weights<S>();
+  Scratch<T, S> scratch(arena, prefix_);
+  // The adjoints of the forward's collectives: a row-parallel output's gradient is gathered to all N
+  // rows, a column-parallel input's (partial over TP) gradient is reduced to this rank's rows.
+  S* dy_s = scratch.s_copy(nl * d);
+  S* all_rows = tp_ ? scratch.s(n * d) : nullptr;
+  auto gathered = [&](const S* local) -> const S* {
+    if (!tp_) return local;
+    tp_->gather(local, all_rows, n, d);
+    return all_rows;
+  };
+  T* d_norm_local = tp_ ? scratch.t(nl * d) : nullptr;
+  auto reduced = [&](const T* partial) -> const T* {
+    if (!tp_) return partial;
+    tp_->reduce(partial, d_norm_local, n, d);
+    return d_norm_local;
+  };
+  // dLoss/d(output) as the linears' GEMM input, on all N rows.
+  auto output_grad = [&] { return gathered(rounded(dx, nl * d, dy_s)); };
+  const T* attn_norm_w = widened(w + L.attn_norm, d, scratch.t_copy(d));
+  const T* mlp_norm_w = widened(w + L.mlp_norm, d, scratch.t_copy(d));
+
+  if (recompute_ == model::Recompute::kFull) {
+    compute<S>(arena, mb, rope, st, nullptr, nullptr);
+  } else if (recompute_ == model::Recompute::kSelective) {
+    // Element-wise only, from the saved tensors: the norms again (their rstd equals the saved one) and the
+    // SwiGLU product.
+    T* rstd = scratch.t(nl);
+    T* norm_in = scratch.t_copy(nl * d);
+    T* norm_out = scratch.t_copy(nl * d);
+    st.attn_norm_out = scratch.s(nl * d);
+    T* n1 = staged(st.attn_norm_out, norm_out);
+    kernels::rmsnorm_forward<T>(widened(st.input, nl * d, norm_in), d, attn_norm_w, nl, d, sizes_.norm_eps, n1, d,
+                                rstd);
+    store(n1, nl * d, st.attn_norm_out);
+    st.mlp_norm_out = scratch.s(nl * d);
+    T* n2 = staged(st.mlp_norm_out, norm_out);
+    kernels::rmsnorm_forward<T>(widened(st.mlp_input, nl * d, norm_in), d, mlp_norm_w, nl, d, sizes_.norm_eps, n2, d,
+                                rstd);
+    store(n2, nl * d, st.mlp_norm_out);
+    st.act = scratch.s(n * f);
+    kernels::swiglu_forward(st.gate, f, st.up, f, n, f, st.act, f);
+  }
+
+  // MLP: out = h + act Wdown^T.
+  const tensor::Arena::Mark mlp_half = arena.mark();
+  const S* dy = output_grad();  // (N, d)
+  T* d_act = scratch.t(n * f);
+  linear_input_grad<T, S>(dy, n, d, w + L.w_down, f, T(0), d_act);
+  linear_weight_grad<T, S>(dy, n, d, st.act, f, g_ + L.w_down);
+  S* d_gu = scratch.s(n * 2 * f);  // (N, 2f): [dgate | dup] per row, matching the adjacent gate/up weights
+  kernels::swiglu_backward(d_act, f, st.gate, f, st.up, f, n, f, d_gu, 2 * f, d_gu + f, 2 * f);
+  linear_weight_grad<T, S>(d_gu, n, 2 * f, gathered(st.mlp_norm_out), d, g_ + L.w_gate);
+  T* d_norm = scratch.t(n * d);  // (N, d), partial over TP
+  linear_input_grad<T, S>(d_gu, n, 2 * f, w + L.w_gate, d, T(0), d_norm);
+  kernels::rmsnorm_backward<T>(reduced(d_norm), d, widened(st.mlp_input, nl * d, scratch.t_copy(nl * d)), d, mlp_norm_w,
+                               st.mlp_rstd, nl, d, dx, d, kernels::Accumulate::kAdd, g_ + L.mlp_norm);
+  arena.reset(mlp_half);
+
+  // Attention: h = input + attn_out Wo^T.
+  dy = output_grad();
+  T* d_ao = scratch.t(n * qd);
+  linear_input_grad<T, S>(dy, n, d, w + L.wo, qd, T(0), d_ao);
+  linear_weight_grad<T, S>(dy, n, d, st.attn_out, qd, g_ + L.wo);
+  // bf16 mode: the fp32 kernel on the widened saved q, k, v and output.
+  const T* q = widened(st.q, n * qd, scratch.t_copy(n * qd));
+  const T* k = widened(st.k, n * kvd, scratch.t_copy(n * kvd));
+  const T* v = widened(st.v, n * kvd, scratch.t_copy(n * kvd));
+  const T* attn_out = widened(st.attn_out, n * qd, scratch.t_copy(n * qd));
+  T* dq = scratch.t(n * qd);
+  T* dk = scratch.t(n * kvd);
+  T* dv = scratch.t(n * kvd);
+  if (attn_) {
+    attn_->backward(attention_dims(mb, sizes_), q, k, v, attn_out, st.lse, d_ao, dq, dk, dv);
+  } else {
+    kernels::attention_backward<T>(attention_dims(mb, sizes_), attention_mask(mb), q, k, v, attn_out, st.lse, d_ao, dq,
+                                   dk, dv);
+  }
+  kernels::rope_backward<T>(rope, mb.positions, n, sizes_.heads, dq, qd);
+  kernels::rope_backward<T>(rope, mb.positions, n, sizes_.kv_heads, dk, kvd);
+  const S* dq_s = rounded(dq, n * qd, scratch.s_copy(n * qd));
+  const S* dk_s = rounded(dk, n * kvd, scratch.s_copy(n * kvd));
+  const S* dv_s = rounded(dv, n * kvd, scratch.s_copy(n * kvd));
+  const S* attn_in = gathered(st.attn_norm_out);
+  linear_weight_grad<T, S>(dq_s, n, qd, attn_in, d, g_ + L.wq);
+  linear_weight_grad<T, S>(dk_s, n, kvd, attn_in, d, g_ + L.wk);
+  linear_weight_grad<T, S>(dv_s, n, kvd, attn_in, d, g_ + L.wv);
+  d_norm = scratch.t(n * d);
+  linear_input_grad<T, S>(dq_s, n, qd, w + L.wq, d, T(0), d_norm);
+  linear_input_grad<T, S>(dk_s, n, kvd, w + L.wk, d, T(1), d_norm);
+  linear_input_grad<T, S>(dv_s, n, kvd, w + L.wv, d, T(1), d_norm);
+  kernels::rmsnorm_backward<T>(reduced(d_norm), d, widened(st.input, nl * d, scratch.t_copy(nl * d)), d, attn_norm_w,
+                               st.attn_rstd, nl, d, dx, d, kernels::Accumulate::kAdd, g_ + L.attn_norm);
+
+  arena.reset(state.mark);
+  state = BlockState<T>{};
+}
+
+template void TransformerBlock<float>::backward(tensor::Arena&, const MicroBatch&, const kernels::RopeTable<float>&,
+                                                BlockState<float>&, float*) const;
+template void TransformerBlock<double>::backward(tensor::Arena&, const MicroBatch&, const kernels::RopeTable<double>&,
+                                                 BlockState<double>&, double*) const;
+
+}  // namespace herd::nn

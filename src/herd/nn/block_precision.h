@@ -1,0 +1,146 @@
+// The transformer block's precision steps (block.h, block.cpp, block_backward.cpp): how a tensor moves
+// between the compute type T (fp32 or fp64: the residual stream, statistics, element-wise kernels,
+// GEMM outputs and gradients) and the storage type S (saved tensors and matmul inputs: T, or bf16 in
+// bf16 mode).
+//
+// The block is written once over S and calls these steps where bf16 mode rounds or widens. With
+// S = T each one is the identity on pointers: a saved tensor is computed in place (staged), read in
+// place (widened), fed to the GEMM as it is (rounded), and the room for the copies (Scratch::t_copy,
+// s_copy) is never allocated. So the fp32 and fp64 blocks run exactly the kernels, on exactly the
+// buffers, that they ran before bf16 mode existed, and bf16 mode adds only its conversions.
+// Internal to nn/.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "herd/core/bf16.h"
+#include "herd/kernels/attention.h"
+#include "herd/kernels/convert.h"
+#include "herd/kernels/gemm.h"
+#include "herd/nn/batch.h"
+#include "herd/nn/layer_sizes.h"
+#include "herd/tensor/arena.h"
+
+namespace herd::nn::block_precision {
+
+template <typename T, typename S>
+inline constexpr bool kRounds = !std::is_same_v<S, T>;
+
+// The linears, row-major with weights (out, in), inputs at S, outputs and weight gradients at T (bf16:
+// gemm_bf16, bf16 inputs with fp32 sums):
+//   y (N, out)   = x (N, in) W^T + beta y
+//   dW (out, in) += dy^T (out, N) x        (gradients accumulate: beta = 1)
+//   dx (N, in)   = dy (N, out) W + beta dx
+template <typename T, typename S>
+void gemm(kernels::Trans ta, kernels::Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, const S* a,
+          std::int64_t lda, const S* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if constexpr (kRounds<T, S>) {
+    static_assert(std::is_same_v<T, float> && std::is_same_v<S, bf16>, "bf16 mode is a mode of the fp32 block");
+    kernels::gemm_bf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    kernels::gemm<T>(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+template <typename T, typename S>
+void linear(const S* x, std::int64_t n, std::int64_t in, const S* w, std::int64_t out, T beta, T* y) {
+  gemm<T, S>(kernels::Trans::kNo, kernels::Trans::kYes, n, out, in, x, in, w, in, beta, y, out);
+}
+
+template <typename T, typename S>
+void linear_weight_grad(const S* dy, std::int64_t n, std::int64_t out, const S* x, std::int64_t in, T* dw) {
+  gemm<T, S>(kernels::Trans::kYes, kernels::Trans::kNo, out, in, n, dy, out, x, in, T(1), dw, in);
+}
+
+template <typename T, typename S>
+void linear_input_grad(const S* dy, std::int64_t n, std::int64_t out, const S* w, std::int64_t in, T beta, T* dx) {
+  gemm<T, S>(kernels::Trans::kNo, kernels::Trans::kNo, n, in, out, dy, out, w, in, beta, dx, in);
+}
+
+// Where a saved tensor is computed at T: the tensor itself, or `buf`, which store() then rounds into it.
+template <typename T, typename S>
+T* staged(S* saved, T* buf) {
+  if constexpr (kRounds<T, S>) {
+    return buf;
+  } else {
+    return saved;
+  }
+}
+
+// saved (n) = x at S: rounded, copied, or nothing when x was staged in place.
+template <typename T, typename S>
+void store(const T* x, std::int64_t n, S* saved) {
+  if constexpr (kRounds<T, S>) {
+    kernels::to_bf16(x, n, saved);
+  } else if (x != saved) {
+    std::memcpy(saved, x, sizeof(T) * static_cast<std::size_t>(n));
+  }
+}
+
+// store(), and x itself rounded: the T kernels that read x next see the value the backward will.
+template <typename T, typename S>
+void store_rounding(T* x, std::int64_t n, S* saved) {
+  if constexpr (kRounds<T, S>) {
+    kernels::round_to_bf16(x, n, saved);
+  } else {
+    store(x, n, saved);
+  }
+}
+
+// x (n) at T for a T kernel: x itself, or widened (exactly) into buf.
+template <typename T, typename S>
+const T* widened(const S* x, std::int64_t n, T* buf) {
+  if constexpr (kRounds<T, S>) {
+    kernels::to_float(x, n, buf);
+    return buf;
+  } else {
+    return x;
+  }
+}
+
+// x (n) at S for a GEMM: x itself, or rounded into buf.
+template <typename T, typename S>
+const S* rounded(const T* x, std::int64_t n, S* buf) {
+  if constexpr (kRounds<T, S>) {
+    kernels::to_bf16(x, n, buf);
+    return buf;
+  } else {
+    return x;
+  }
+}
+
+// The block's scratch, under its "<prefix>scratch" tag. t_copy and s_copy are the room for the other
+// precision's copy of a tensor (the `buf` of staged, widened and rounded): null when S = T.
+template <typename T, typename S>
+class Scratch {
+ public:
+  Scratch(tensor::Arena& arena, const std::string& prefix) : arena_(arena), tag_(prefix + "scratch") {}
+  T* t(std::int64_t count) { return arena_.allocate_array<T>(count, tag_); }
+  S* s(std::int64_t count) { return arena_.allocate_array<S>(count, tag_); }
+  T* t_copy(std::int64_t count) { return kRounds<T, S> ? t(count) : nullptr; }
+  S* s_copy(std::int64_t count) { return kRounds<T, S> ? s(count) : nullptr; }
+
+ private:
+  tensor::Arena& arena_;
+  std::string tag_;
+};
+
+inline kernels::AttentionDims attention_dims(const MicroBatch& mb, const LayerSizes& s) {
+  kernels::AttentionDims d;
+  d.batch = mb.batch;
+  d.tq = mb.seq_len;
+  d.tk = mb.seq_len;
+  d.q_heads = s.heads;
+  d.kv_heads = s.kv_heads;
+  d.head_dim = s.head_dim;
+  return d;
+}
+
+inline kernels::AttentionMask attention_mask(const MicroBatch& mb) {
+  return {mb.positions, mb.doc_ids, mb.positions, mb.doc_ids};
+}
+
+}  // namespace herd::nn::block_precision
