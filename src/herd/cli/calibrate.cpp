@@ -15,7 +15,7 @@
 // rate; the same step on all cores (its speed-up over one thread -> thread_scaling); and the same work per rank on two
 // thread ranks (DP = 2), communication taken out: the multi-rank efficiency; rank 0's wait in that step beyond its
 // collectives' cost, over its compute, is the rank skew (accelerator.speed_variation). bf16 (`train.precision = bf16`)
-// the same way: gemm_bf16 at the same shapes (-> peak_tflops.bf16), the bf16 block's attention (widened inputs, rounded
+// the same way: gemm_bf16 at the same shapes (-> peak_tflops.bf16), the bf16 block's attention (the bf16 kernel, rounded
 // outputs) against it, and a single-rank bf16 step against its kernel-only projection (-> accelerator.bf16's
 // efficiencies, which the planner uses for a bf16 run; topology::at_precision). Every measurement above is taken
 // several times and the best take kept; a take that ran beside other jobs (the /proc accounting around it, wall-clock
@@ -354,34 +354,29 @@ int run_calibrate(const CalibrateOptions& o) {
                              std::to_string(m.head_dim);
   t.add({"attention fwd", ashape, format_fixed(1e3 * af, 3) + " ms", format_fixed(100 * eff_f, 1) + "% of gemm"});
   t.add({"attention bwd", ashape, format_fixed(1e3 * ab, 3) + " ms", format_fixed(100 * eff_b, 1) + "% of gemm"});
-  // The bf16 block's attention (nn/block.cpp, nn/block_backward.cpp): bf16 q, k, v (and out) widened,
-  // the fp32 kernel, the outputs rounded; against the bf16 GEMM rate.
+  // The bf16 block's attention (nn/block.cpp, nn/block_backward.cpp): the bf16 kernel on bf16 q, k, v
+  // (and out), its fp32 output rounded for saving and its fp32 gradients rounded for the GEMMs after it;
+  // against the bf16 GEMM rate.
   std::vector<bf16> q16(static_cast<std::size_t>(qn)), k16(static_cast<std::size_t>(kn)),
-      v16(static_cast<std::size_t>(kn)), o16(static_cast<std::size_t>(qn));
+      v16(static_cast<std::size_t>(kn)), o16(static_cast<std::size_t>(qn)), dq16(q16.size()), dk16(k16.size()),
+      dv16(v16.size());
   kernels::to_bf16(q.data(), qn, q16.data());
   kernels::to_bf16(k.data(), kn, k16.data());
   kernels::to_bf16(v.data(), kn, v16.data());
   const double af16 =
       measure_it("attention fwd, bf16", false, [&] {
         return time_median(o.repeats, [&] {
-          kernels::to_float(q16.data(), qn, q.data());
-          kernels::to_float(k16.data(), kn, k.data());
-          kernels::to_float(v16.data(), kn, v.data());
-          kernels::attention_forward<float>(ad, mask, q.data(), k.data(), v.data(), out_a.data(), lse.data());
+          kernels::attention_forward(ad, mask, q16.data(), k16.data(), v16.data(), out_a.data(), lse.data());
           kernels::to_bf16(out_a.data(), qn, o16.data());
         });
       }).seconds;
   const double ab16 = measure_it("attention bwd, bf16", false, [&] {
                         return time_median(o.repeats, [&] {
-                          kernels::to_float(q16.data(), qn, q.data());
-                          kernels::to_float(k16.data(), kn, k.data());
-                          kernels::to_float(v16.data(), kn, v.data());
-                          kernels::to_float(o16.data(), qn, out_a.data());
-                          kernels::attention_backward<float>(ad, mask, q.data(), k.data(), v.data(), out_a.data(),
-                                                             lse.data(), q.data(), dq.data(), dk.data(), dv.data());
-                          kernels::to_bf16(dq.data(), qn, q16.data());
-                          kernels::to_bf16(dk.data(), kn, k16.data());
-                          kernels::to_bf16(dv.data(), kn, v16.data());
+                          kernels::attention_backward(ad, mask, q16.data(), k16.data(), v16.data(), o16.data(),
+                                                      lse.data(), q.data(), dq.data(), dk.data(), dv.data());
+                          kernels::to_bf16(dq.data(), qn, dq16.data());
+                          kernels::to_bf16(dk.data(), kn, dk16.data());
+                          kernels::to_bf16(dv.data(), kn, dv16.data());
                         });
                       }).seconds;
   const double eff_f16 = std::clamp(attn_flops / (af16 * gemm1_16), 0.01, 1.0);

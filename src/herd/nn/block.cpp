@@ -8,7 +8,8 @@
 //   - Each saved tensor is rounded once, when it is made, and every later reader (the forward's next
 //     kernel, the backward, a recompute) reads that rounded value, so forward and backward see the same
 //     numbers: the norms run on the widened bf16 copy of their input (the copy their backward gets),
-//     q, k, v (after RoPE) are rounded in place before attention reads them, and the SwiGLU kernels read
+//     q, k, v (after RoPE) are rounded into their saved buffers, which the bf16 attention kernel reads
+//     (forward and backward, locally or under CP), and the SwiGLU kernels read
 //     the bf16 gate and up and write their product in bf16 (no fp32 copies of the MLP-width tensors).
 //   - The residual stream stays fp32: h = x + o and out = h + down are fp32 sums of the fp32 residual and
 //     the fp32 GEMM output; only the copies saved for the norm backward are bf16.
@@ -32,7 +33,6 @@ using block_precision::linear;
 using block_precision::Scratch;
 using block_precision::staged;
 using block_precision::store;
-using block_precision::store_rounding;
 using block_precision::widened;
 
 template <typename T>
@@ -162,15 +162,16 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
   linear<T, S>(attn_in, n, d, w + L.wv, kvd, T(0), v);
   kernels::rope_forward<T>(rope, mb.positions, n, sizes_.heads, q, qd);
   kernels::rope_forward<T>(rope, mb.positions, n, sizes_.kv_heads, k, kvd);
-  store_rounding(q, n * qd, st.q);
-  store_rounding(k, n * kvd, st.k);
-  store_rounding(v, n * kvd, st.v);
-  // bf16 mode: the fp32 kernel on bf16-valued q, k, v.
+  store(q, n * qd, st.q);
+  store(k, n * kvd, st.k);
+  store(v, n * kvd, st.v);
+  // Attention reads q, k, v as saved: in bf16 mode the bf16 kernel (fp32 sums and statistics, P rounded
+  // before P V), locally or under CP.
   T* attn_out = staged(st.attn_out, scratch.t_copy(n * qd));
   if (attn_) {
-    attn_->forward(attention_dims(mb, sizes_), q, k, v, attn_out, st.lse);
+    attn_->forward(attention_dims(mb, sizes_), st.q, st.k, st.v, attn_out, st.lse);
   } else {
-    kernels::attention_forward<T>(attention_dims(mb, sizes_), attention_mask(mb), q, k, v, attn_out, st.lse);
+    kernels::attention_forward(attention_dims(mb, sizes_), attention_mask(mb), st.q, st.k, st.v, attn_out, st.lse);
   }
   store(attn_out, n * qd, st.attn_out);
 

@@ -79,7 +79,25 @@ class AttentionHooks {
   // the queries of every rank that saw them.
   virtual void backward(const kernels::AttentionDims& d, const T* q, const T* k, const T* v, const T* out, const T* lse,
                         const T* dout, T* dq, T* dk, T* dv) const = 0;
+  // bf16 mode (T = float): q, k, v and out as the block saved them, in bf16; the bf16 kernel's contract
+  // (kernels/attention.h: fp32 sums, statistics and outputs). Hooks of a block that never runs in bf16
+  // need not provide them.
+  virtual void forward(const kernels::AttentionDims& d, const bf16* q, const bf16* k, const bf16* v, float* out,
+                       float* lse) const;
+  virtual void backward(const kernels::AttentionDims& d, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
+                        const float* lse, const float* dout, float* dq, float* dk, float* dv) const;
 };
+
+template <typename T>
+void AttentionHooks<T>::forward(const kernels::AttentionDims&, const bf16*, const bf16*, const bf16*, float*,
+                                float*) const {
+  HERD_CHECK(false, "these attention hooks have no bf16 path");
+}
+template <typename T>
+void AttentionHooks<T>::backward(const kernels::AttentionDims&, const bf16*, const bf16*, const bf16*, const bf16*,
+                                 const float*, const float*, float*, float*, float*) const {
+  HERD_CHECK(false, "these attention hooks have no bf16 path");
+}
 
 // What a block keeps for its backward: the tensors model/activations.h lists, at the storage type S (T,
 // or bf16 in bf16 mode), and their statistics (1/rms, lse) at T. A tensor the recompute policy drops is null.

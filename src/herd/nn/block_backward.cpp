@@ -121,19 +121,16 @@ void TransformerBlock<T>::backward_as(tensor::Arena& arena, const MicroBatch& mb
   T* d_ao = scratch.t(n * qd);
   linear_input_grad<T, S>(dy, n, d, w + L.wo, qd, T(0), d_ao);
   linear_weight_grad<T, S>(dy, n, d, st.attn_out, qd, g_ + L.wo);
-  // bf16 mode: the fp32 kernel on the widened saved q, k, v and output.
-  const T* q = widened(st.q, n * qd, scratch.t_copy(n * qd));
-  const T* k = widened(st.k, n * kvd, scratch.t_copy(n * kvd));
-  const T* v = widened(st.v, n * kvd, scratch.t_copy(n * kvd));
-  const T* attn_out = widened(st.attn_out, n * qd, scratch.t_copy(n * qd));
+  // Attention reads the saved q, k, v and output as they are (bf16 mode: the bf16 kernel, dO, P and dS
+  // rounded where they enter its matmuls) and writes dq, dk, dv at T.
   T* dq = scratch.t(n * qd);
   T* dk = scratch.t(n * kvd);
   T* dv = scratch.t(n * kvd);
   if (attn_) {
-    attn_->backward(attention_dims(mb, sizes_), q, k, v, attn_out, st.lse, d_ao, dq, dk, dv);
+    attn_->backward(attention_dims(mb, sizes_), st.q, st.k, st.v, st.attn_out, st.lse, d_ao, dq, dk, dv);
   } else {
-    kernels::attention_backward<T>(attention_dims(mb, sizes_), attention_mask(mb), q, k, v, attn_out, st.lse, d_ao, dq,
-                                   dk, dv);
+    kernels::attention_backward(attention_dims(mb, sizes_), attention_mask(mb), st.q, st.k, st.v, st.attn_out, st.lse,
+                                d_ao, dq, dk, dv);
   }
   kernels::rope_backward<T>(rope, mb.positions, n, sizes_.heads, dq, qd);
   kernels::rope_backward<T>(rope, mb.positions, n, sizes_.kv_heads, dk, kvd);

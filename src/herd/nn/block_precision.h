@@ -80,16 +80,6 @@ void store(const T* x, std::int64_t n, S* saved) {
   }
 }
 
-// store(), and x itself rounded: the T kernels that read x next see the value the backward will.
-template <typename T, typename S>
-void store_rounding(T* x, std::int64_t n, S* saved) {
-  if constexpr (kRounds<T, S>) {
-    kernels::round_to_bf16(x, n, saved);
-  } else {
-    store(x, n, saved);
-  }
-}
-
 // x (n) at T for a T kernel: x itself, or widened (exactly) into buf.
 template <typename T, typename S>
 const T* widened(const S* x, std::int64_t n, T* buf) {

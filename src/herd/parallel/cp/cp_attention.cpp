@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "herd/core/check.h"
 
@@ -88,47 +89,68 @@ void permute_rows(const Shape& s, const T* src, T* dst, bool to_batch_major) {
     }
 }
 
-// All-gathers the local K/V into the kernel layout (B, T, 2, Hkv, D) and returns it.
-template <typename T>
-Result<const T*> gather_kv(comm::Communicator& group, const Shape& s, const T* k, const T* v, CpWorkspace<T>& ws) {
-  ws.gathered.resize(static_cast<std::size_t>(s.cp * s.block()));
-  T* mine = ws.gathered.data() + s.rank * s.block();
-  for (std::int64_t i = 0; i < s.B * s.L; ++i) {
-    std::memcpy(mine + i * 2 * s.kvd, k + i * s.ld_k, static_cast<std::size_t>(s.kvd) * sizeof(T));
-    std::memcpy(mine + i * 2 * s.kvd + s.kvd, v + i * s.ld_v, static_cast<std::size_t>(s.kvd) * sizeof(T));
+// The gather buffers of K/V at the input type: T's own, or the bf16 ones.
+template <typename In, typename T>
+std::vector<In>& gather_buffer(CpWorkspace<T>& ws) {
+  if constexpr (std::is_same_v<In, T>) {
+    return ws.gathered;
+  } else {
+    return ws.gathered16;
   }
-  HERD_RETURN_IF_ERROR(group.all_gather(mine, ws.gathered.data(), static_cast<std::size_t>(s.block()), dtype_of<T>()));
-  if (s.B == 1) return static_cast<const T*>(ws.gathered.data());  // rank-major is already (1, T, ...)
-  ws.kv.resize(ws.gathered.size());
-  permute_rows(s, ws.gathered.data(), ws.kv.data(), /*to_batch_major=*/true);
-  return static_cast<const T*>(ws.kv.data());
+}
+template <typename In, typename T>
+std::vector<In>& kv_buffer(CpWorkspace<T>& ws) {
+  if constexpr (std::is_same_v<In, T>) {
+    return ws.kv;
+  } else {
+    return ws.kv16;
+  }
+}
+
+// All-gathers the local K/V into the kernel layout (B, T, 2, Hkv, D) and returns it.
+template <typename In, typename T>
+Result<const In*> gather_kv(comm::Communicator& group, const Shape& s, const In* k, const In* v, CpWorkspace<T>& ws) {
+  std::vector<In>& gathered = gather_buffer<In>(ws);
+  gathered.resize(static_cast<std::size_t>(s.cp * s.block()));
+  In* mine = gathered.data() + s.rank * s.block();
+  for (std::int64_t i = 0; i < s.B * s.L; ++i) {
+    std::memcpy(mine + i * 2 * s.kvd, k + i * s.ld_k, static_cast<std::size_t>(s.kvd) * sizeof(In));
+    std::memcpy(mine + i * 2 * s.kvd + s.kvd, v + i * s.ld_v, static_cast<std::size_t>(s.kvd) * sizeof(In));
+  }
+  HERD_RETURN_IF_ERROR(group.all_gather(mine, gathered.data(), static_cast<std::size_t>(s.block()), dtype_of<In>()));
+  if (s.B == 1) return static_cast<const In*>(gathered.data());  // rank-major is already (1, T, ...)
+  std::vector<In>& kv = kv_buffer<In>(ws);
+  kv.resize(gathered.size());
+  permute_rows(s, gathered.data(), kv.data(), /*to_batch_major=*/true);
+  return static_cast<const In*>(kv.data());
 }
 
 }  // namespace
 
-template <typename T>
-Status cp_attention_forward(comm::Communicator& group, const CpMask& mask, const kernels::AttentionDims& d, const T* q,
-                            const T* k, const T* v, T* out, T* lse, CpWorkspace<T>& ws) {
+template <typename In, typename T>
+Status cp_attention_forward(comm::Communicator& group, const CpMask& mask, const kernels::AttentionDims& d, const In* q,
+                            const In* k, const In* v, T* out, T* lse, CpWorkspace<T>& ws) {
   const Shape s = shape_of(mask, d);
   HERD_CHECK(group.size() == s.cp && group.rank() == s.rank);
-  HERD_ASSIGN_OR_RETURN(const T* kv, gather_kv(group, s, k, v, ws));
-  kernels::attention_forward<T>(kernel_dims(d, s), mask.kernel_mask(), q, kv, kv + s.kvd, out, lse);
+  HERD_ASSIGN_OR_RETURN(const In* kv, gather_kv(group, s, k, v, ws));
+  kernels::attention_forward(kernel_dims(d, s), mask.kernel_mask(), q, kv, kv + s.kvd, out, lse);
   return {};
 }
 
-template <typename T>
-Status cp_attention_backward(comm::Communicator& group, const CpMask& mask, const kernels::AttentionDims& d, const T* q,
-                             const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv,
-                             CpWorkspace<T>& ws) {
+template <typename In, typename T>
+Status cp_attention_backward(comm::Communicator& group, const CpMask& mask, const kernels::AttentionDims& d,
+                             const In* q, const In* k, const In* v, const In* out, const T* lse, const T* dout, T* dq,
+                             T* dk, T* dv, CpWorkspace<T>& ws) {
   const Shape s = shape_of(mask, d);
   HERD_CHECK(group.size() == s.cp && group.rank() == s.rank);
-  HERD_ASSIGN_OR_RETURN(const T* kv, gather_kv(group, s, k, v, ws));
+  HERD_ASSIGN_OR_RETURN(const In* kv, gather_kv(group, s, k, v, ws));
   // For B = 1 the kernel writes dK/dV straight into the rank-major reduce-scatter layout.
   ws.dkv.resize(static_cast<std::size_t>(s.cp * s.block()));
-  kernels::attention_backward<T>(kernel_dims(d, s), mask.kernel_mask(), q, kv, kv + s.kvd, out, lse, dout, dq,
-                                 ws.dkv.data(), ws.dkv.data() + s.kvd);
+  kernels::attention_backward(kernel_dims(d, s), mask.kernel_mask(), q, kv, kv + s.kvd, out, lse, dout, dq,
+                              ws.dkv.data(), ws.dkv.data() + s.kvd);
   T* rank_major = ws.dkv.data();
-  if (s.B > 1) {  // ws.gathered is free again: the kernel has consumed kv
+  if (s.B > 1) {  // ws.gathered is free (the kernel has consumed kv) or, with bf16 inputs, unused
+    ws.gathered.resize(ws.dkv.size());
     permute_rows(s, ws.dkv.data(), ws.gathered.data(), /*to_batch_major=*/false);
     rank_major = ws.gathered.data();
   }
@@ -142,14 +164,15 @@ Status cp_attention_backward(comm::Communicator& group, const CpMask& mask, cons
   return {};
 }
 
-#define HERD_CP_INSTANTIATE(T)                                                                                         \
-  template Status cp_attention_forward<T>(comm::Communicator&, const CpMask&, const kernels::AttentionDims&, const T*, \
-                                          const T*, const T*, T*, T*, CpWorkspace<T>&);                                \
-  template Status cp_attention_backward<T>(comm::Communicator&, const CpMask&, const kernels::AttentionDims&,          \
-                                           const T*, const T*, const T*, const T*, const T*, const T*, T*, T*, T*,     \
-                                           CpWorkspace<T>&);
-HERD_CP_INSTANTIATE(float)
-HERD_CP_INSTANTIATE(double)
+#define HERD_CP_INSTANTIATE(In, T)                                                                                     \
+  template Status cp_attention_forward<In, T>(comm::Communicator&, const CpMask&, const kernels::AttentionDims&,       \
+                                              const In*, const In*, const In*, T*, T*, CpWorkspace<T>&);               \
+  template Status cp_attention_backward<In, T>(comm::Communicator&, const CpMask&, const kernels::AttentionDims&,      \
+                                               const In*, const In*, const In*, const In*, const T*, const T*, T*, T*, \
+                                               T*, CpWorkspace<T>&);
+HERD_CP_INSTANTIATE(float, float)
+HERD_CP_INSTANTIATE(double, double)
+HERD_CP_INSTANTIATE(bf16, float)
 #undef HERD_CP_INSTANTIATE
 
 }  // namespace herd::parallel::cp

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "herd/comm/communicator.h"
+#include "herd/core/bf16.h"
 #include "herd/core/error.h"
 #include "herd/kernels/attention.h"
 #include "herd/model/shard.h"
@@ -64,6 +65,8 @@ struct CpWorkspace {
   std::vector<T> gathered;  // (cp, B, 2c, 2, Hkv, D): the all-gather / reduce-scatter buffer
   std::vector<T> kv;        // (B, T, 2, Hkv, D): gathered K/V in kernel layout (B > 1 only)
   std::vector<T> dkv;       // (B, T, 2, Hkv, D): dK/dV of every key
+  // bf16 inputs (In = bf16 below): the all-gather and kernel-layout buffers of K/V in bf16.
+  std::vector<bf16> gathered16, kv16;
 };
 
 // Local heads and layout. d.batch = B, d.tq = 2c, d.q_heads / d.kv_heads / d.head_dim the rank's
@@ -71,16 +74,20 @@ struct CpWorkspace {
 // ld_k, ld_v (local k/v and dk/dv) are honoured as in kernels/attention.h; 0 means dense.
 //
 // q (B, 2c, Hq, D), k and v (B, 2c, Hkv, D) after RoPE; writes out (B, 2c, Hq, D) and lse (B, Hq, 2c).
-template <typename T>
-Status cp_attention_forward(comm::Communicator& group, const CpMask& mask, const kernels::AttentionDims& d, const T* q,
-                            const T* k, const T* v, T* out, T* lse, CpWorkspace<T>& ws);
+// In: the type of q, k, v (and out in the backward): T, or bf16 with T = float (bf16 mode, the bf16
+// kernel's contract in kernels/attention.h). K and V are all-gathered at In (bf16: half the bytes);
+// lse, dout, dq and the reduce-scatter of dK/dV stay at T (fp32 in bf16 mode, as the paper reduces
+// gradients).
+template <typename In, typename T>
+Status cp_attention_forward(comm::Communicator& group, const CpMask& mask, const kernels::AttentionDims& d, const In* q,
+                            const In* k, const In* v, T* out, T* lse, CpWorkspace<T>& ws);
 
 // dout like out. Writes (overwrites) dq like q and dk, dv like k, v: the gradient of the local keys
 // summed over the queries of every CP rank.
-template <typename T>
-Status cp_attention_backward(comm::Communicator& group, const CpMask& mask, const kernels::AttentionDims& d, const T* q,
-                             const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv,
-                             CpWorkspace<T>& ws);
+template <typename In, typename T>
+Status cp_attention_backward(comm::Communicator& group, const CpMask& mask, const kernels::AttentionDims& d,
+                             const In* q, const In* k, const In* v, const In* out, const T* lse, const T* dout, T* dq,
+                             T* dk, T* dv, CpWorkspace<T>& ws);
 
 // Elements one rank contributes to each CP collective of one layer (times the element size: bytes).
 // The forward all-gathers K/V once; the backward all-gathers them again and reduce-scatters dK/dV,

@@ -33,7 +33,7 @@ void CpAttentionHooks<T>::forward(const kernels::AttentionDims& d, const T* q, c
                                   T* lse) const {
   if (!status_.ok()) return;
   HERD_CHECK(cur_ != nullptr, "CP attention without a selected mask");
-  record(cp_attention_forward<T>(*cp_, *cur_, d, q, k, v, out, lse, ws_));
+  record(cp_attention_forward<T, T>(*cp_, *cur_, d, q, k, v, out, lse, ws_));
 }
 
 template <typename T>
@@ -41,7 +41,24 @@ void CpAttentionHooks<T>::backward(const kernels::AttentionDims& d, const T* q, 
                                    const T* lse, const T* dout, T* dq, T* dk, T* dv) const {
   if (!status_.ok()) return;
   HERD_CHECK(cur_ != nullptr, "CP attention without a selected mask");
-  record(cp_attention_backward<T>(*cp_, *cur_, d, q, k, v, out, lse, dout, dq, dk, dv, ws_));
+  record(cp_attention_backward<T, T>(*cp_, *cur_, d, q, k, v, out, lse, dout, dq, dk, dv, ws_));
+}
+
+template <typename T>
+void CpAttentionHooks<T>::forward(const kernels::AttentionDims& d, const bf16* q, const bf16* k, const bf16* v,
+                                  float* out, float* lse) const {
+  if (!status_.ok()) return;
+  HERD_CHECK(cur_ != nullptr, "CP attention without a selected mask");
+  record(cp_attention_forward<bf16, float>(*cp_, *cur_, d, q, k, v, out, lse, ws_bf16_));
+}
+
+template <typename T>
+void CpAttentionHooks<T>::backward(const kernels::AttentionDims& d, const bf16* q, const bf16* k, const bf16* v,
+                                   const bf16* out, const float* lse, const float* dout, float* dq, float* dk,
+                                   float* dv) const {
+  if (!status_.ok()) return;
+  HERD_CHECK(cur_ != nullptr, "CP attention without a selected mask");
+  record(cp_attention_backward<bf16, float>(*cp_, *cur_, d, q, k, v, out, lse, dout, dq, dk, dv, ws_bf16_));
 }
 
 template class CpAttentionHooks<float>;

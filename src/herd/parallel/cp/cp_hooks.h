@@ -41,6 +41,11 @@ class CpAttentionHooks final : public nn::AttentionHooks<T> {
   void forward(const kernels::AttentionDims& d, const T* q, const T* k, const T* v, T* out, T* lse) const override;
   void backward(const kernels::AttentionDims& d, const T* q, const T* k, const T* v, const T* out, const T* lse,
                 const T* dout, T* dq, T* dk, T* dv) const override;
+  // bf16 mode (T = float): K and V gathered in bf16, the bf16 kernel, dK/dV reduce-scattered in fp32.
+  void forward(const kernels::AttentionDims& d, const bf16* q, const bf16* k, const bf16* v, float* out,
+               float* lse) const override;
+  void backward(const kernels::AttentionDims& d, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
+                const float* lse, const float* dout, float* dq, float* dk, float* dv) const override;
 
   const CpMask& mask() const { return *cur_; }
   const Status& status() const { return status_; }
@@ -53,6 +58,7 @@ class CpAttentionHooks final : public nn::AttentionHooks<T> {
   std::vector<CpMask> masks_;  // grows to the step's micro-batch count, then is reused
   const CpMask* cur_ = nullptr;
   mutable CpWorkspace<T> ws_;
+  mutable CpWorkspace<float> ws_bf16_;  // the bf16 path's (allocated only when it runs)
   mutable Status status_;
 };
 
