@@ -84,8 +84,9 @@ Status run_local_job(const TrainConfig& cfg_in, const model::LlamaConfig& m, con
   HERD_RETURN_IF_ERROR(check_host_memory(cfg, m, world_size));
   const comm::CommOptions opts = comm_options(cfg);
   const int saved_threads = kernels::num_threads();
-  kernels::set_num_threads(cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads)
-                                                 : blas_threads_per_rank(static_cast<int>(world_size)));
+  const int threads =
+      cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads) : blas_threads_per_rank(static_cast<int>(world_size));
+  kernels::set_num_threads(threads);
   comm::LocalWorld lw(static_cast<int>(world_size), opts);
   std::vector<std::shared_ptr<comm::FlightRecorder>> heartbeats;
   for (int r = 0; r < lw.size(); ++r) heartbeats.push_back(lw.recorder(r));
@@ -113,6 +114,11 @@ Status run_local_job(const TrainConfig& cfg_in, const model::LlamaConfig& m, con
         int r;
         ~Done() { d.rank_done(r); }
       } done{dog, world.rank()};
+      // OpenMP's team size is per thread: a rank's thread starts with the process default (every core),
+      // so without this each rank's element-wise and attention kernels ran teams of all cores, ranks x
+      // cores threads on the cores (2 thread ranks on 2 cores: 4), and a one-thread rank's GEMMs skipped
+      // oneDNN (gemm.cpp picks it for a team of one).
+      kernels::set_num_threads(threads);
       try {
         return run_rank_unguarded<T>(world, cfg, m, data, factory, out, stop_after, gather);
       } catch (const std::bad_alloc& e) {
