@@ -266,7 +266,8 @@ void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const st
   const measure::HostCpuTimes at_end_cpu = measure::host_cpu_times();
   const double background =
       measure::background_jobs_between(plan->cpu_at_start, at_end_cpu, plan->host.accelerator.host_cores);
-  if (plan->cpu_at_start.ok && at_end_cpu.ok && at_end_cpu.wall_s > plan->cpu_at_start.wall_s) {
+  // /proc counts CPU time in clock ticks (10 ms): a run shorter than a fifth of a second is not resolved.
+  if (plan->cpu_at_start.ok && at_end_cpu.ok && at_end_cpu.wall_s > plan->cpu_at_start.wall_s + 0.2) {
     measured.job_cores =
         (at_end_cpu.job_s - plan->cpu_at_start.job_s) / (at_end_cpu.wall_s - plan->cpu_at_start.wall_s);
   }

@@ -87,7 +87,8 @@ struct MeasuredRun {
   double step_s = 0;
   double comm_s = -1;
   // Cores' worth of CPU this job's processes used over the run (their CPU time / wall time, from the
-  // host readings of the background load); -1 where /proc was unreadable or nothing was read. Beside
+  // host readings of the background load); -1 where /proc was unreadable, nothing was read, or the run
+  // was too short for /proc's clock ticks. Beside
   // the background load it says whether a loaded host cost the job more than the cores it lost.
   double job_cores = -1;
   std::int64_t steps = 0;
