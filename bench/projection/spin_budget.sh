@@ -4,11 +4,38 @@
 # default (GOMP_SPINCOUNT=300000, "before") and with herd's own choice ("after"). One line per run:
 # load, layout, policy, median step (s), background jobs the run measured. docs/projection.md has a run.
 #   bench/projection/spin_budget.sh [REPETITIONS]
+# With --quiet-ab N it measures only the quiet host's cost of the budget, the issue's 3%: N interleaved
+# pairs of the single rank (libgomp's default, then herd's budget), one line each, and the medians.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-reps=${1:-2}
 data=runs/projection-data
 [ -f $data/meta.json ] || python3 -c "import sys; sys.path.insert(0, 'bench/common'); from benchlib import make_data; make_data('build/herd', '$data')"
+if [ "${1:-}" = "--quiet-ab" ]; then
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  for _ in $(seq "${2:-10}"); do
+    for spin in 300000 1000; do
+      rm -rf "$tmp/ck"
+      GOMP_SPINCOUNT=$spin build/herd train --data.dir=$data --model.name=tiny --train.steps=8 --eval.every=0 \
+        --eval.batches=1 --schedule.warmup_steps=1 --generate.samples=0 --train.log_every=1000 --global-batch 8 \
+        --microbatch-size 8 --checkpoint.dir="$tmp/ck" --train.projection_file="$tmp/p.json" >/dev/null 2>&1
+      python3 -c "import json; print($spin, round(json.load(open('$tmp/p.json'))['measured']['step_s'], 4))"
+    done
+  done | tee "$tmp/ab"
+  python3 - "$tmp/ab" <<'PY'
+import statistics, sys
+d = {}
+for line in open(sys.argv[1]):
+    k, v = line.split()
+    d.setdefault(k, []).append(float(v))
+a, b = d["300000"], d["1000"]
+print("median step: libgomp default %.4f s, herd's budget %.4f s (%.3fx); median of the paired ratios %.3fx" %
+      (statistics.median(a), statistics.median(b), statistics.median(b) / statistics.median(a),
+       statistics.median(y / x for x, y in zip(a, b))))
+PY
+  exit 0
+fi
+reps=${1:-2}
 tmp=$(mktemp -d)
 busy=""
 trap 'rm -rf "$tmp"; [ -n "$busy" ] && kill -9 -"$busy" 2>/dev/null; true' EXIT
