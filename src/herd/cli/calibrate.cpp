@@ -15,8 +15,8 @@
 // rate; the same step on all cores (its speed-up over one thread -> thread_scaling); and the same work per rank on two
 // thread ranks (DP = 2), communication taken out: the multi-rank efficiency; rank 0's wait in that step beyond its
 // collectives' cost, over its compute, is the rank skew (accelerator.speed_variation). bf16 (`train.precision = bf16`)
-// the same way: gemm_bf16 at the same shapes (-> peak_tflops.bf16), the bf16 block's attention (the bf16 kernel, rounded
-// outputs) against it, and a single-rank bf16 step against its kernel-only projection (-> accelerator.bf16's
+// the same way: gemm_bf16 at the same shapes (-> peak_tflops.bf16), the bf16 block's attention (the bf16 kernel,
+// rounded outputs) against it, and a single-rank bf16 step against its kernel-only projection (-> accelerator.bf16's
 // efficiencies, which the planner uses for a bf16 run; topology::at_precision). Every measurement above is taken
 // several times and the best take kept; a take that ran beside other jobs (the /proc accounting around it, wall-clock
 // measurements) or gave an implausible result (a thread scaling far below 1, a rate far from this machine's last
@@ -193,6 +193,7 @@ std::shared_ptr<const data::TokenDocuments> random_documents(std::int64_t vocab,
 struct ReferenceStep {
   double step_s = 0;  // median step (the first left out)
   double comm_s = 0;  // median time inside the communicator per step (the distributed path only)
+  double loss = 0;    // the last step's loss: the same documents in both precisions, so bf16's differs
 };
 
 // `steps` + 1 training steps of `m` on random documents (the first is warm-up), `threads` kernel threads
@@ -217,7 +218,7 @@ Result<ReferenceStep> reference_step(const model::LlamaConfig& m, std::int64_t m
   HERD_RETURN_IF_ERROR(
       train::run_local_job<float>(cfg, m, {docs, nullptr}, train::distributed_llama_factory<float>(), &r, 0, false));
   const train::MeasuredRun run = train::measured_run(r.history, {});
-  return ReferenceStep{run.step_s, std::max(0.0, run.comm_s)};
+  return ReferenceStep{run.step_s, std::max(0.0, run.comm_s), r.history.empty() ? 0.0 : r.history.back().loss};
 }
 
 int run_calibrate(const CalibrateOptions& o) {
@@ -484,7 +485,7 @@ int run_calibrate(const CalibrateOptions& o) {
               [](const ReferenceStep& a, const ReferenceStep& b) { return a.step_s - a.comm_s < b.step_s - b.comm_s; });
     const ReferenceStep& lo = clean[(clean.size() - 1) / 2];
     const ReferenceStep& hi = clean[clean.size() / 2];
-    return ReferenceStep{0.5 * (lo.step_s + hi.step_s), 0.5 * (lo.comm_s + hi.comm_s)};
+    return ReferenceStep{0.5 * (lo.step_s + hi.step_s), 0.5 * (lo.comm_s + hi.comm_s), lo.loss};
   };
   std::vector<ReferenceStep> ref_takes, dist_takes, ref16_takes, all_takes;
   ReferenceStep ref, dist, ref_all;
@@ -524,7 +525,7 @@ int run_calibrate(const CalibrateOptions& o) {
   // The bf16 runtime around its kernels, the same way: a single-rank bf16 step.
   ReferenceStep ref16;
   if (failed.ok()) {
-    ref16 = median_take(measure_it("training step, 1 rank, bf16", true, reference(1, &ref16_takes),
+    ref16 = median_take(measure_it("training step, 1 rank, bf16", true, reference(1, &ref16_takes, "bf16"),
                                    [&](double secs) {
                                      return far_from_last("bf16 reference step", secs,
                                                           last_number("reference_step_bf16_s"), taken_at_last);
@@ -690,6 +691,8 @@ int run_calibrate(const CalibrateOptions& o) {
                       {"gemm_bf16_flops_per_s_one_thread", gemm1_16},
                       {"gemm_bf16_path", kernels::bf16_gemm_description()},
                       {"reference_step_bf16_s", ref16.step_s},
+                      {"reference_step_bf16_loss", ref16.loss},
+                      {"reference_step_loss", ref.loss},
                       {"reference_step_bf16_kernels_only_s", kernel_plan16->step_s()},
                       {"reference_step_s", ref.step_s},
                       {"reference_step_all_cores_s", ref_all.step_s},
