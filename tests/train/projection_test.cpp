@@ -286,3 +286,36 @@ TEST(Projection, CalibrationFileOverridesThePresetAndErrorsNameTheField) {
 
 }  // namespace
 }  // namespace herd::train
+
+namespace herd::train {
+namespace {
+
+// MFU's peak: a given train.peak_gflops_per_core (fp32's, doubled under bf16), else the per-core GEMM
+// rate of the cluster the run plans with, in the run's precision.
+TEST(Projection, MfuPeakIsTheCalibratedGemmRateOfTheRunsPrecision) {
+  TrainConfig cfg;
+  cfg.train.peak_gflops_per_core = 100;
+  EXPECT_DOUBLE_EQ(peak_flops_per_core(cfg), 100e9);
+  cfg.train.precision = "bf16";
+  EXPECT_DOUBLE_EQ(peak_flops_per_core(cfg), 200e9);
+
+  topology::Cluster c = *topology::cluster_preset("local-cpu");
+  c.accelerator.peak_tflops_fp32 = 0.237;
+  c.accelerator.peak_tflops_bf16 = 0.452;
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("herd_mfu_peak_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << topology::cluster_to_json(c).dump(2);
+  cfg.projection.cluster_file = file.string();
+  cfg.train.peak_gflops_per_core = 0;
+  EXPECT_NEAR(peak_flops_per_core(cfg), 0.452e12, 1e3);
+  cfg.train.precision = "fp32";
+  EXPECT_NEAR(peak_flops_per_core(cfg), 0.237e12, 1e3);
+  // No calibration named: the local-cpu preset's rate.
+  cfg.projection.cluster_file.clear();
+  EXPECT_DOUBLE_EQ(peak_flops_per_core(cfg),
+                   topology::cluster_preset("local-cpu")->accelerator.peak_tflops_fp32 * 1e12);
+  std::filesystem::remove(file);
+}
+
+}  // namespace
+}  // namespace herd::train

@@ -146,7 +146,8 @@ const std::vector<Field>& registry() {
       bind_field("train.projection_file", &C::train, &TrainSection::projection_file,
                  "JSON of planned vs measured step time and memory (docs/projection.md); empty: none"),
       bind_field("train.peak_gflops_per_core", &C::train, &TrainSection::peak_gflops_per_core,
-                 "fp32 peak for MFU (x 2 under bf16)"),
+                 "fp32 peak of one core for MFU (x 2 under bf16); 0: the calibrated per-core GEMM rate of the "
+                 "run's precision (this machine's calibration, else the local-cpu preset)"),
       bind_field("train.precision", &C::train, &TrainSection::precision,
                  "fp32, bf16 (bf16 weight copies and matmul inputs, fp32 master, optimizer, gradient "
                  "accumulation and reduce-scatter; docs/precision.md) or fp64"),
@@ -384,8 +385,9 @@ Status validate(const TrainConfig& c) {
   if (c.train.threads < 0) return make_error("train.threads: must be >= 0, got ", c.train.threads);
   HERD_RETURN_IF_ERROR(check_precision(c.train.precision));
   if (Result<kernels::Device> d = train_device(c); !d.ok()) return d.error();
-  if (!(c.train.peak_gflops_per_core > 0)) {
-    return make_error("train.peak_gflops_per_core: must be positive, got ", c.train.peak_gflops_per_core);
+  if (!(c.train.peak_gflops_per_core >= 0) || !std::isfinite(c.train.peak_gflops_per_core)) {
+    return make_error("train.peak_gflops_per_core: must be >= 0 (0: the calibrated rate), got ",
+                      c.train.peak_gflops_per_core);
   }
   if (c.eval.every < 0) return make_error("eval.every: must be >= 0, got ", c.eval.every);
   if (c.model.vocab < 0) return make_error("model.vocab: must be >= 0, got ", c.model.vocab);

@@ -51,14 +51,17 @@ struct ScheduleSection {
 };
 
 struct TrainSection {
-  std::int64_t steps = 300;             // optimizer steps
-  std::int64_t global_batch = 8;        // sequences per optimizer step, whatever the layout
-  std::int64_t threads = 0;             // kernel threads per rank; 0: the launcher's rule (cores / ranks)
-  std::int64_t seed = 1234;             // weight initialisation
-  std::int64_t log_every = 10;          // progress line period in steps
-  std::string metrics_file = "";        // JSON lines, one object per step; empty: none
-  std::string projection_file = "";     // JSON: the planner's step time and memory vs measured; empty: none
-  double peak_gflops_per_core = 117.0;  // for MFU: fp32 FMA peak of one core (ENVIRONMENT.md); x 2 under bf16
+  std::int64_t steps = 300;          // optimizer steps
+  std::int64_t global_batch = 8;     // sequences per optimizer step, whatever the layout
+  std::int64_t threads = 0;          // kernel threads per rank; 0: the launcher's rule (cores / ranks)
+  std::int64_t seed = 1234;          // weight initialisation
+  std::int64_t log_every = 10;       // progress line period in steps
+  std::string metrics_file = "";     // JSON lines, one object per step; empty: none
+  std::string projection_file = "";  // JSON: the planner's step time and memory vs measured; empty: none
+  // For MFU: the peak of one core in the run's precision; 0: the per-core GEMM rate of the cluster the run
+  // plans with (this machine's calibration, else the local-cpu preset; bf16's under bf16). A value given
+  // is fp32's, doubled under bf16.
+  double peak_gflops_per_core = 0;
   // fp32: everything in fp32. bf16: the Llama 3 recipe (docs/precision.md): fp32 master weights and AdamW
   // state, bf16 weight copies gathered by FSDP, bf16 matmul inputs with fp32 sums, bf16 saved activations,
   // fp32 norms, softmax, RoPE, SwiGLU gate, loss, gradient accumulation, reduce-scatter and clipping.

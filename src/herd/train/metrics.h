@@ -9,7 +9,8 @@
 // "step"), which the rewrite drops: a new summary follows at the end. Lines are flushed as they
 // are written, so a crashed run keeps every completed step and `herd plot` can read a live file.
 // MFU = tokens/s x model FLOPs per token (model/flops.h, 6N + causal attention) / peak, with the peak
-// configurable (train.peak_gflops_per_core x threads; ENVIRONMENT.md measured ~117 GFLOP/s fp32 per core).
+// train.peak_gflops_per_core x threads when given, else the calibrated per-core GEMM rate of the run's
+// precision x threads (train/projection.h, peak_flops_per_core).
 #pragma once
 
 #include <cstdio>

@@ -25,6 +25,16 @@ Result<topology::Cluster> local_cpu_cluster(const std::string& cluster_file) {
 
 double background_jobs(double fixed) { return fixed >= 0 ? fixed : measure::sample_background_jobs(); }
 
+double peak_flops_per_core(const TrainConfig& cfg) {
+  const bool bf16 = is_bf16(cfg);
+  if (cfg.train.peak_gflops_per_core > 0) return cfg.train.peak_gflops_per_core * 1e9 * (bf16 ? 2.0 : 1.0);
+  Result<topology::Cluster> c = local_cpu_cluster(cfg.projection.cluster_file);
+  if (!c.ok()) c = topology::cluster_preset("local-cpu");
+  const topology::Accelerator& a = c->accelerator;
+  const double tflops = bf16 && a.peak_tflops_bf16 > 0 ? a.peak_tflops_bf16 : a.peak_tflops_fp32;
+  return tflops * 1e12;
+}
+
 topology::Cluster at_host_speed(topology::Cluster c, double speed) {
   if (speed == 1.0 || speed <= 0) return c;
   topology::Accelerator& a = c.accelerator;

@@ -38,6 +38,13 @@ Result<topology::Cluster> local_cpu_cluster(const std::string& cluster_file = ""
 // (below); else measure::sample_background_jobs().
 double background_jobs(double fixed);
 
+// The peak one core reaches for MFU, FLOP/s, in the run's precision: train.peak_gflops_per_core when
+// given (fp32's; bf16 matmuls at twice the fp32 FMA rate, avx512_bf16's vdpbf16ps), else the per-core
+// GEMM rate of the cluster the run plans with (peak_tflops.fp32 or .bf16 of this machine's calibration,
+// which herd calibrate measures at the model's shapes, else of the local-cpu preset). The fixed
+// 117 GFLOP/s of Zen 4 made a Zen 5 guest's MFU read 137%.
+double peak_flops_per_core(const TrainConfig& cfg);
+
 struct Projection {
   ResolvedLayout layout;  // the run's layout and training shape (train/config.h)
   int threads = 0;        // kernel threads per rank (train.threads); 0 = the launcher's rule

@@ -119,9 +119,7 @@ Result<std::unique_ptr<Trainer<T>>> Trainer<T>::make(const TrainConfig& cfg, con
   // The peak of the cores the job's ranks use on this host (ranks x kernel threads, at most the cores).
   const double cores = std::max(1u, std::thread::hardware_concurrency());
   const double threads = static_cast<double>(kernels::num_threads()) * static_cast<double>(ctx.dims.world());
-  // bf16 matmuls run at twice the fp32 FMA rate (avx512_bf16's vdpbf16ps; ENVIRONMENT.md).
-  const double precision_factor = is_bf16(cfg) ? 2.0 : 1.0;
-  t->peak_flops_ = cfg.train.peak_gflops_per_core * 1e9 * precision_factor * std::min(cores, threads);
+  t->peak_flops_ = peak_flops_per_core(cfg) * std::min(cores, threads);
 
   if (!cfg.checkpoint.dir.empty()) {
     // Before any save: the directory must take writes (a one-line error now, not at the first save), and
