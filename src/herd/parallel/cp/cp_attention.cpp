@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "herd/core/check.h"
 
@@ -89,28 +90,21 @@ void permute_rows(const Shape& s, const T* src, T* dst, bool to_batch_major) {
     }
 }
 
-// The gather buffers of K/V at the input type: T's own, or the bf16 ones.
+// The all-gather and kernel-layout buffers of K/V at the input type: T's own, or the bf16 ones.
 template <typename In, typename T>
-std::vector<In>& gather_buffer(CpWorkspace<T>& ws) {
+std::pair<std::vector<In>*, std::vector<In>*> kv_buffers(CpWorkspace<T>& ws) {
   if constexpr (std::is_same_v<In, T>) {
-    return ws.gathered;
+    return {&ws.gathered, &ws.kv};
   } else {
-    return ws.gathered16;
-  }
-}
-template <typename In, typename T>
-std::vector<In>& kv_buffer(CpWorkspace<T>& ws) {
-  if constexpr (std::is_same_v<In, T>) {
-    return ws.kv;
-  } else {
-    return ws.kv16;
+    return {&ws.gathered16, &ws.kv16};
   }
 }
 
 // All-gathers the local K/V into the kernel layout (B, T, 2, Hkv, D) and returns it.
 template <typename In, typename T>
 Result<const In*> gather_kv(comm::Communicator& group, const Shape& s, const In* k, const In* v, CpWorkspace<T>& ws) {
-  std::vector<In>& gathered = gather_buffer<In>(ws);
+  auto [gathered_buf, kv_buf] = kv_buffers<In>(ws);
+  std::vector<In>& gathered = *gathered_buf;
   gathered.resize(static_cast<std::size_t>(s.cp * s.block()));
   In* mine = gathered.data() + s.rank * s.block();
   for (std::int64_t i = 0; i < s.B * s.L; ++i) {
@@ -119,7 +113,7 @@ Result<const In*> gather_kv(comm::Communicator& group, const Shape& s, const In*
   }
   HERD_RETURN_IF_ERROR(group.all_gather(mine, gathered.data(), static_cast<std::size_t>(s.block()), dtype_of<In>()));
   if (s.B == 1) return static_cast<const In*>(gathered.data());  // rank-major is already (1, T, ...)
-  std::vector<In>& kv = kv_buffer<In>(ws);
+  std::vector<In>& kv = *kv_buf;
   kv.resize(gathered.size());
   permute_rows(s, gathered.data(), kv.data(), /*to_batch_major=*/true);
   return static_cast<const In*>(kv.data());
