@@ -200,6 +200,37 @@ TEST(Bf16CrossEntropy, StatisticsAndGradientsMatchTheFp32KernelsOnWidenedInputs)
   EXPECT_GT(scaled_err(dh16, dh32), 0.0);  // G was rounded: not the fp32 numbers
 }
 
+// The one-sweep bf16 loss (what a rank holding the whole vocabulary runs) against the two sweeps
+// (statistics, combine, recomputed gradients) the vocab-parallel path runs: with the vocabulary in one
+// tile the sweep reuses each row tile's logits, and the GEMMs, exponentials, roundings and sums are
+// the same, so lse, the loss and both gradients agree bit for bit; with several vocab tiles it falls
+// back to the two sweeps themselves.
+TEST(Bf16CrossEntropy, OneSweepEqualsTheTwoSweepsBitForBit) {
+  const std::int64_t n = 300, dim = 24, vocab = 320;
+  const std::vector<bf16> h = random_bf16(n * dim, 13), w = random_bf16(vocab * dim, 14);
+  std::vector<std::int32_t> targets(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    targets[static_cast<std::size_t>(i)] = i % 7 == 2 ? kIgnoreIndex : static_cast<std::int32_t>((i * 41) % vocab);
+  for (const CrossEntropyTiles tiles :
+       {CrossEntropyTiles{64, 512}, CrossEntropyTiles{256, 320}, CrossEntropyTiles{16, 128}}) {
+    std::vector<float> lse1(n), lse2(n), stats(3 * n);
+    std::vector<float> dh1(n * dim, 0.5f), dw1(vocab * dim, 0.25f), dh2 = dh1, dw2 = dw1;
+    const CrossEntropyLoss one = cross_entropy_forward_backward(h.data(), n, dim, w.data(), vocab, targets.data(),
+                                                                0.01f, lse1.data(), dh1.data(), dw1.data(), tiles);
+    ce_shard_stats(h.data(), n, dim, w.data(), 0, vocab, targets.data(), stats.data(), stats.data() + n,
+                   stats.data() + 2 * n, tiles);
+    const CrossEntropyLoss two = ce_combine_stats<float>(n, 1, stats.data(), stats.data() + n, stats.data() + 2 * n,
+                                                         targets.data(), lse2.data());
+    ce_shard_backward(h.data(), n, dim, w.data(), 0, vocab, targets.data(), lse2.data(), 0.01f, dh2.data(), dw2.data(),
+                      tiles);
+    EXPECT_EQ(one.count, two.count);
+    EXPECT_EQ(one.loss_sum, two.loss_sum) << "tiles " << tiles.rows << " x " << tiles.vocab;
+    EXPECT_EQ(lse1, lse2);
+    EXPECT_EQ(dh1, dh2);
+    EXPECT_EQ(dw1, dw2);
+  }
+}
+
 TEST(Bf16Embedding, RowsAreTheWidenedTableRowsAndZeroOffShard) {
   const std::vector<bf16> table = random_bf16(10 * 8, 21);
   const std::int32_t ids[] = {3, 12, 7, 3};  // 12 is off the shard [2, 12)

@@ -12,8 +12,9 @@
 // cross_entropy_forward_backward does both in one sweep and, when the vocab fits one tile, reuses the
 // forward's logits (3 GEMMs instead of 4).
 //
-// Vocab parallelism (parallel/tp) uses the pieces: ce_shard_stats on each rank's shard, an all-reduce
-// of (max, sum-exp, target logit) combined by ce_combine_stats, then ce_shard_backward on each shard.
+// Vocab parallelism (parallel/tp) over more than one rank uses the pieces (one rank: the one sweep):
+// ce_shard_stats on each rank's shard, an all-gather of (max, sum-exp, target logit) combined by
+// ce_combine_stats, then ce_shard_backward on each shard.
 #pragma once
 
 #include <cstdint>
@@ -79,5 +80,10 @@ template <typename T>
 CrossEntropyLoss cross_entropy_forward_backward(const T* h, std::int64_t n, std::int64_t dim, const T* w,
                                                 std::int64_t vocab, const std::int32_t* targets, T scale, T* lse, T* dh,
                                                 T* dw, const CrossEntropyTiles& tiles = {}, T* workspace = nullptr);
+// The same with h and w in bf16 (as ce_shard_stats and ce_shard_backward above).
+CrossEntropyLoss cross_entropy_forward_backward(const bf16* h, std::int64_t n, std::int64_t dim, const bf16* w,
+                                                std::int64_t vocab, const std::int32_t* targets, float scale,
+                                                float* lse, float* dh, float* dw, const CrossEntropyTiles& tiles = {},
+                                                float* workspace = nullptr);
 
 }  // namespace herd::kernels

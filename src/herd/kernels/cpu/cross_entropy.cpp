@@ -28,6 +28,12 @@ T* workspace_or_scratch(T* ws, const CrossEntropyTiles& tiles) {
   return ws ? ws : cpu::thread_scratch<T, 0>(static_cast<std::size_t>(cross_entropy_workspace(tiles)));
 }
 
+void check_targets(const std::int32_t* targets, std::int64_t n, std::int64_t vocab) {
+  for (std::int64_t i = 0; i < n; ++i)
+    HERD_CHECK(targets[i] == kIgnoreIndex || (targets[i] >= 0 && targets[i] < vocab), "target ", targets[i],
+               " outside the vocabulary [0, ", vocab, ")");
+}
+
 // Folds one logits tile (rn, vn) into the running (max, sum-exp) and picks up target logits.
 template <typename T>
 HERD_CPU_CLONES void update_stats(const T* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin,
@@ -50,7 +56,8 @@ HERD_CPU_CLONES void update_stats(const T* logits, std::int64_t rn, std::int64_t
   }
 }
 
-// Turns a logits tile into G = (softmax - onehot) * scale, zero for ignored rows.
+// Turns a logits tile into G = (softmax - onehot) * scale, zero for ignored rows: in place, or (bf16
+// inputs) rounded straight into g16, the two gradient GEMMs' input, in the same pass.
 template <typename T>
 HERD_CPU_CLONES void logits_to_grad(T* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin,
                                     const std::int32_t* targets, const T* lse, T scale) {
@@ -68,19 +75,39 @@ HERD_CPU_CLONES void logits_to_grad(T* logits, std::int64_t rn, std::int64_t vn,
     if (t >= 0 && t < vn) li[t] -= scale;
   }
 }
+HERD_CPU_CLONES void logits_to_grad(const float* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin,
+                                    const std::int32_t* targets, const float* lse, float scale, bf16* g16) {
+#pragma omp parallel for schedule(static) if (rn * vn > 65536)
+  for (std::int64_t i = 0; i < rn; ++i) {
+    const float* li = logits + i * vn;
+    bf16* gi = g16 + i * vn;
+    if (targets[i] == kIgnoreIndex) {
+      std::fill(gi, gi + vn, bf16{});
+      continue;
+    }
+    const float l = lse[i];
+    const std::int64_t t = static_cast<std::int64_t>(targets[i]) - tile_begin;
+#pragma omp simd
+    for (std::int64_t j = 0; j < vn; ++j) gi[j].bits = float_to_bf16(cpu::fast_exp(li[j] - l) * scale);
+    if (t >= 0 && t < vn) gi[t].bits = float_to_bf16(cpu::fast_exp(li[t] - l) * scale - scale);
+  }
+}
 
+// The gradient of a logits tile, (rn, vn): G = (softmax - onehot) * scale, then dh += G w and
+// dw += G^T h. In T; with bf16 h and w, G is rounded to bf16 (a per-thread tile) as it is made.
 template <typename T>
-void tile_backward(const T* g, std::int64_t rn, std::int64_t vn, std::int64_t dim, const T* h_rows, const T* w_rows,
-                   T* dh_rows, T* dw_rows) {
+void tile_backward(T* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin, const std::int32_t* targets,
+                   const T* lse, T scale, std::int64_t dim, const T* h_rows, const T* w_rows, T* dh_rows, T* dw_rows) {
+  logits_to_grad(logits, rn, vn, tile_begin, targets, lse, scale);
+  const T* g = logits;
   gemm<T>(Trans::kNo, Trans::kNo, rn, dim, vn, T(1), g, vn, w_rows, dim, T(1), dh_rows, dim);   // dh += G w
   gemm<T>(Trans::kYes, Trans::kNo, vn, dim, rn, T(1), g, vn, h_rows, dim, T(1), dw_rows, dim);  // dw += G^T h
 }
-
-// bf16 inputs: G rounded to bf16 (a per-thread tile) for the two GEMMs.
-void tile_backward(const float* g, std::int64_t rn, std::int64_t vn, std::int64_t dim, const bf16* h_rows,
+void tile_backward(float* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin,
+                   const std::int32_t* targets, const float* lse, float scale, std::int64_t dim, const bf16* h_rows,
                    const bf16* w_rows, float* dh_rows, float* dw_rows) {
   bf16* g16 = cpu::thread_scratch<bf16, 0>(static_cast<std::size_t>(rn * vn));
-  to_bf16(g, rn * vn, g16);
+  logits_to_grad(logits, rn, vn, tile_begin, targets, lse, scale, g16);
   gemm_bf16(Trans::kNo, Trans::kNo, rn, dim, vn, 1.0f, g16, vn, w_rows, dim, 1.0f, dh_rows, dim);   // dh += G w
   gemm_bf16(Trans::kYes, Trans::kNo, vn, dim, rn, 1.0f, g16, vn, h_rows, dim, 1.0f, dw_rows, dim);  // dw += G^T h
 }
@@ -123,8 +150,8 @@ void shard_backward(const In* h, std::int64_t n, std::int64_t dim, const In* w, 
     for (std::int64_t v0 = 0; v0 < shard; v0 += tiles.vocab) {
       const std::int64_t vn = std::min(tiles.vocab, shard - v0);
       logits_tile(h + r0 * dim, rn, vn, dim, w + v0 * dim, logits);
-      logits_to_grad(logits, rn, vn, vocab_begin + v0, targets + r0, lse + r0, scale);
-      tile_backward(logits, rn, vn, dim, h + r0 * dim, w + v0 * dim, dh + r0 * dim, dw + v0 * dim);
+      tile_backward(logits, rn, vn, vocab_begin + v0, targets + r0, lse + r0, scale, dim, h + r0 * dim, w + v0 * dim,
+                    dh + r0 * dim, dw + v0 * dim);
     }
   }
 }
@@ -151,10 +178,13 @@ void ce_shard_backward(const bf16* h, std::int64_t n, std::int64_t dim, const bf
   shard_backward<float, bf16>(h, n, dim, w, vocab_begin, shard, targets, lse, scale, dh, dw, tiles, workspace);
 }
 
+namespace {
+
+// lse (n) and the loss of per-shard stats (ce_combine_stats), added row by row into `loss`: the fused
+// sweep below adds its row tiles into one total in the same order as one call over all rows would.
 template <typename T>
-CrossEntropyLoss ce_combine_stats(std::int64_t n, std::int64_t shards, const T* row_max, const T* row_sumexp,
-                                  const T* target_logit, const std::int32_t* targets, T* lse) {
-  CrossEntropyLoss loss;
+void combine_into(CrossEntropyLoss& loss, std::int64_t n, std::int64_t shards, const T* row_max, const T* row_sumexp,
+                  const T* target_logit, const std::int32_t* targets, T* lse) {
   for (std::int64_t i = 0; i < n; ++i) {
     T mx = -std::numeric_limits<T>::infinity();
     for (std::int64_t s = 0; s < shards; ++s) mx = std::max(mx, row_max[s * n + i]);
@@ -171,6 +201,15 @@ CrossEntropyLoss ce_combine_stats(std::int64_t n, std::int64_t shards, const T* 
       ++loss.count;
     }
   }
+}
+
+}  // namespace
+
+template <typename T>
+CrossEntropyLoss ce_combine_stats(std::int64_t n, std::int64_t shards, const T* row_max, const T* row_sumexp,
+                                  const T* target_logit, const std::int32_t* targets, T* lse) {
+  CrossEntropyLoss loss;
+  combine_into(loss, n, shards, row_max, row_sumexp, target_logit, targets, lse);
   return loss;
 }
 
@@ -187,44 +226,59 @@ CrossEntropyLoss cross_entropy_forward(const T* h, std::int64_t n, std::int64_t 
                                        T* workspace) {
   // row_max / sum-exp / target logit for one shard, then the single-shard combine; 3n scratch values.
   T* stats = cpu::thread_scratch<T, 1>(static_cast<std::size_t>(3 * n));
-  for (std::int64_t i = 0; i < n; ++i)
-    HERD_CHECK(targets[i] == kIgnoreIndex || (targets[i] >= 0 && targets[i] < vocab), "target ", targets[i],
-               " outside the vocabulary [0, ", vocab, ")");
+  check_targets(targets, n, vocab);
   ce_shard_stats(h, n, dim, w, 0, vocab, targets, stats, stats + n, stats + 2 * n, tiles, workspace);
   return ce_combine_stats(n, 1, stats, stats + n, stats + 2 * n, targets, lse);
 }
 
-template <typename T>
-CrossEntropyLoss cross_entropy_forward_backward(const T* h, std::int64_t n, std::int64_t dim, const T* w,
-                                                std::int64_t vocab, const std::int32_t* targets, T scale, T* lse, T* dh,
-                                                T* dw, const CrossEntropyTiles& tiles, T* workspace) {
+namespace {
+
+// In: the element type of h and w (T, or bf16 with T = float).
+template <typename T, typename In>
+CrossEntropyLoss forward_backward(const In* h, std::int64_t n, std::int64_t dim, const In* w, std::int64_t vocab,
+                                  const std::int32_t* targets, T scale, T* lse, T* dh, T* dw,
+                                  const CrossEntropyTiles& tiles, T* workspace) {
+  check_targets(targets, n, vocab);
   if (vocab > tiles.vocab) {  // several vocab tiles: statistics first, then recompute for gradients
-    const CrossEntropyLoss loss = cross_entropy_forward(h, n, dim, w, vocab, targets, lse, tiles, workspace);
-    ce_shard_backward(h, n, dim, w, 0, vocab, targets, lse, scale, dh, dw, tiles, workspace);
+    T* stats = cpu::thread_scratch<T, 1>(static_cast<std::size_t>(3 * n));
+    shard_stats<T, In>(h, n, dim, w, 0, vocab, targets, stats, stats + n, stats + 2 * n, tiles, workspace);
+    const CrossEntropyLoss loss = ce_combine_stats(n, 1, stats, stats + n, stats + 2 * n, targets, lse);
+    shard_backward<T, In>(h, n, dim, w, 0, vocab, targets, lse, scale, dh, dw, tiles, workspace);
     return loss;
   }
   // One vocab tile: the logits of a row tile are complete after one GEMM; reuse them for the gradient.
+  // The same GEMMs on the same tiles as the two sweeps, so the same numbers, one logits GEMM fewer.
   T* logits = workspace_or_scratch(workspace, tiles);
   T* stats = cpu::thread_scratch<T, 1>(static_cast<std::size_t>(3 * tiles.rows));
   CrossEntropyLoss total;
   for (std::int64_t r0 = 0; r0 < n; r0 += tiles.rows) {
     const std::int64_t rn = std::min(tiles.rows, n - r0);
-    for (std::int64_t i = 0; i < rn; ++i)
-      HERD_CHECK(targets[r0 + i] == kIgnoreIndex || (targets[r0 + i] >= 0 && targets[r0 + i] < vocab), "target ",
-                 targets[r0 + i], " outside the vocabulary [0, ", vocab, ")");
     T *mx = stats, *se = stats + rn, *tl = stats + 2 * rn;
     std::fill(mx, mx + rn, -std::numeric_limits<T>::infinity());
     std::fill(se, se + rn, T(0));
     std::fill(tl, tl + rn, T(0));
-    gemm<T>(Trans::kNo, Trans::kYes, rn, vocab, dim, T(1), h + r0 * dim, dim, w, dim, T(0), logits, vocab);
+    logits_tile(h + r0 * dim, rn, vocab, dim, w, logits);
     update_stats(logits, rn, vocab, 0, targets + r0, mx, se, tl);
-    const CrossEntropyLoss part = ce_combine_stats(rn, 1, mx, se, tl, targets + r0, lse + r0);
-    total.loss_sum += part.loss_sum;
-    total.count += part.count;
-    logits_to_grad(logits, rn, vocab, 0, targets + r0, lse + r0, scale);
-    tile_backward(logits, rn, vocab, dim, h + r0 * dim, w, dh + r0 * dim, dw);
+    combine_into(total, rn, 1, mx, se, tl, targets + r0, lse + r0);
+    tile_backward(logits, rn, vocab, 0, targets + r0, lse + r0, scale, dim, h + r0 * dim, w, dh + r0 * dim, dw);
   }
   return total;
+}
+
+}  // namespace
+
+template <typename T>
+CrossEntropyLoss cross_entropy_forward_backward(const T* h, std::int64_t n, std::int64_t dim, const T* w,
+                                                std::int64_t vocab, const std::int32_t* targets, T scale, T* lse, T* dh,
+                                                T* dw, const CrossEntropyTiles& tiles, T* workspace) {
+  return forward_backward<T, T>(h, n, dim, w, vocab, targets, scale, lse, dh, dw, tiles, workspace);
+}
+
+CrossEntropyLoss cross_entropy_forward_backward(const bf16* h, std::int64_t n, std::int64_t dim, const bf16* w,
+                                                std::int64_t vocab, const std::int32_t* targets, float scale,
+                                                float* lse, float* dh, float* dw, const CrossEntropyTiles& tiles,
+                                                float* workspace) {
+  return forward_backward<float, bf16>(h, n, dim, w, vocab, targets, scale, lse, dh, dw, tiles, workspace);
 }
 
 #define HERD_INSTANTIATE(T)                                                                                        \

@@ -90,6 +90,9 @@ kernels::CrossEntropyLoss vocab_ce(const TpCollectives<T>& c, const In* h, std::
                                    VocabShard shard, const std::int32_t* targets, T scale, T* lse, T* dh, T* dw,
                                    T* stats) {
   const int tp = c.size();
+  // One rank holds the whole vocabulary: the fused sweep, which reuses each row tile's logits for its
+  // gradient when the vocabulary fits one tile (the same numbers, one logits GEMM fewer).
+  if (tp == 1) return kernels::cross_entropy_forward_backward(h, n, d, w, shard.rows, targets, scale, lse, dh, dw);
   // Local (max | sum-exp | target logit), 3n, packed so one all-gather carries all three, then
   // regrouped shard-major, (3, tp, n), as ce_combine_stats reads them.
   T* mine = stats;
