@@ -293,7 +293,7 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
       st.head_done = true;
       return st;
     }
-    HERD_RETURN_IF_ERROR(head_backward_bf16(a, n, st, T(0), nullptr));  // the loss; scale 0 adds exact zeros
+    HERD_RETURN_IF_ERROR(head_backward_bf16(a, n, st, T(0), nullptr));  // the loss only
     return st;
   }
   st.fin_in = a.allocate_array<T>(nl * d, "final_norm.input");
@@ -309,16 +309,13 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
     st.head_done = true;
     return st;
   }
-  // The loss now (every pipeline rank reports it after the step); the gradients in backward(). Scale 0
-  // adds exact zeros to the weight gradient.
+  // The loss now (every pipeline rank reports it after the step); the gradients in backward().
   const tensor::Arena::Mark m = a.mark();
   T* h = a.allocate_array<T>(n * d, "scratch");  // (N, d) all rows
   tpc_->gather(st.fin_out, h, n, d);
-  T* dh = a.allocate_array<T>(n * d, "scratch");
-  std::memset(dh, 0, bytes_of(n * d, sizeof(T)));
   T* stats = a.allocate_array<T>(3 * n * (2 * tpc_->size() + 1), "scratch");
-  st.loss = tp::vocab_cross_entropy<T>(*tpc_, h, n, d, hu.full_params() + d, vocab_, st.targets, T(0), st.lse, dh,
-                                       hu.full_grads() + d, stats);
+  st.loss = tp::vocab_cross_entropy<T>(*tpc_, h, n, d, hu.full_params() + d, vocab_, st.targets, T(0), st.lse, nullptr,
+                                       nullptr, stats);
   a.reset(m);
   HERD_RETURN_IF_ERROR(tpc_->status());
   return st;
@@ -372,7 +369,7 @@ void DistributedStage<T>::head_forward_bf16(tensor::Arena& a, std::int64_t n, St
   }
 }
 
-// dx null: the loss only (the pipeline's forward, evaluation), with scale 0 adding exact zeros.
+// dx null: the loss only (the pipeline's forward, evaluation): no gradient GEMMs.
 template <typename T>
 Status DistributedStage<T>::head_backward_bf16(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx) {
   if constexpr (std::is_same_v<T, float>) {
@@ -383,11 +380,14 @@ Status DistributedStage<T>::head_backward_bf16(tensor::Arena& a, std::int64_t n,
     const tensor::Arena::Mark m = a.mark();
     bf16* h = a.allocate_array<bf16>(n * d, "scratch");  // (N, d) all rows
     tpc_->gather(st.fin_out_h, h, n, d);
-    float* dh = a.allocate_array<float>(n * d, "scratch");  // (N, d) partial over TP
-    std::memset(dh, 0, bytes_of(n * d, sizeof(float)));
+    float* dh = nullptr;  // (N, d) partial over TP; none for the loss only
+    if (dx) {
+      dh = a.allocate_array<float>(n * d, "scratch");
+      std::memset(dh, 0, bytes_of(n * d, sizeof(float)));
+    }
     float* stats = a.allocate_array<float>(3 * n * (2 * tpc_->size() + 1), "scratch");
-    st.loss = tp::vocab_cross_entropy(*tpc_, h, n, d, w16 + d, vocab_, st.targets, dx ? loss_scale : 0.0f, st.lse, dh,
-                                      g_fn + d, stats);
+    st.loss = tp::vocab_cross_entropy(*tpc_, h, n, d, w16 + d, vocab_, st.targets, loss_scale, st.lse, dh,
+                                      dx ? g_fn + d : nullptr, stats);
     if (dx) {
       float* dh_local = a.allocate_array<float>(nl * d, "scratch");
       tpc_->reduce(dh, dh_local, n, d);

@@ -96,7 +96,7 @@ Result<kernels::CrossEntropyLoss> DistributedLlama<T>::evaluate(const nn::MicroB
   tensor::Arena& a = *arena_;
   const tensor::Arena::Mark start = a.mark();
   T* x = a.allocate_array<T>(tpc_->local_rows(mb.rows()) * cfg_.hidden, "residual");
-  // Without fusing the head, the last stage computes the loss in the forward (scale 0: zero gradients).
+  // Without fusing the head, the last stage computes the loss only in the forward (no gradient GEMMs).
   HERD_ASSIGN_OR_RETURN(typename DistributedStage<T>::State st, stage_->forward(a, mb, x, T(0), false));
   a.reset(start);
   // What a backward would have released: the units gathered by this forward.

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "herd/core/check.h"
 #include "herd/kernels/embedding.h"
 
 namespace herd::parallel::tp {
@@ -90,9 +91,14 @@ kernels::CrossEntropyLoss vocab_ce(const TpCollectives<T>& c, const In* h, std::
                                    VocabShard shard, const std::int32_t* targets, T scale, T* lse, T* dh, T* dw,
                                    T* stats) {
   const int tp = c.size();
+  const bool loss_only = dh == nullptr && dw == nullptr;
+  HERD_CHECK(loss_only || (dh != nullptr && dw != nullptr),
+             "vocab_cross_entropy: dh and dw are both given or both null");
   // One rank holds the whole vocabulary: the fused sweep, which reuses each row tile's logits for its
   // gradient when the vocabulary fits one tile (the same numbers, one logits GEMM fewer).
-  if (tp == 1) return kernels::cross_entropy_forward_backward(h, n, d, w, shard.rows, targets, scale, lse, dh, dw);
+  if (tp == 1 && !loss_only) {
+    return kernels::cross_entropy_forward_backward(h, n, d, w, shard.rows, targets, scale, lse, dh, dw);
+  }
   // Local (max | sum-exp | target logit), 3n, packed so one all-gather carries all three, then
   // regrouped shard-major, (3, tp, n), as ce_combine_stats reads them.
   T* mine = stats;
@@ -107,7 +113,7 @@ kernels::CrossEntropyLoss vocab_ce(const TpCollectives<T>& c, const In* h, std::
   }
   const kernels::CrossEntropyLoss loss =
       kernels::ce_combine_stats<T>(n, tp, regrouped, regrouped + tp * n, regrouped + 2 * tp * n, targets, lse);
-  kernels::ce_shard_backward(h, n, d, w, shard.begin, shard.rows, targets, lse, scale, dh, dw);
+  if (!loss_only) kernels::ce_shard_backward(h, n, d, w, shard.begin, shard.rows, targets, lse, scale, dh, dw);
   return loss;
 }
 

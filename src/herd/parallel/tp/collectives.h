@@ -81,6 +81,7 @@ void vocab_embedding_forward(const TpCollectives<float>& c, const std::int32_t* 
 // lse (n) written; dh (n, d) accumulates this shard's (partial over TP) input gradient and dw (rows, d)
 // the weight gradient, both scaled by `scale` = dLoss/d(per-token loss). `stats` is scratch of
 // 3 * n * (2 tp + 1) elements. The returned loss sum and count are over the n rows, equal on every TP rank.
+// dh and dw both null: the loss and lse only (evaluation, a pipeline's forward), no gradient GEMMs.
 template <typename T>
 kernels::CrossEntropyLoss vocab_cross_entropy(const TpCollectives<T>& c, const T* h, std::int64_t n, std::int64_t d,
                                               const T* w, VocabShard shard, const std::int32_t* targets, T scale,
