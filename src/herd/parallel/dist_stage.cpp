@@ -310,17 +310,11 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
     return st;
   }
   // The loss now (every pipeline rank reports it after the step); the gradients in backward().
-  const tensor::Arena::Mark m = a.mark();
-  T* h = a.allocate_array<T>(n * d, "scratch");  // (N, d) all rows
-  tpc_->gather(st.fin_out, h, n, d);
-  T* stats = a.allocate_array<T>(3 * n * (2 * tpc_->size() + 1), "scratch");
-  st.loss = tp::vocab_cross_entropy<T>(*tpc_, h, n, d, hu.full_params() + d, vocab_, st.targets, T(0), st.lse, nullptr,
-                                       nullptr, stats);
-  a.reset(m);
-  HERD_RETURN_IF_ERROR(tpc_->status());
+  HERD_RETURN_IF_ERROR(head_backward(a, n, st, T(0), nullptr));
   return st;
 }
 
+// dx null: the loss only (evaluation): no gradient GEMMs.
 template <typename T>
 Status DistributedStage<T>::head_backward(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx) {
   const std::int64_t d = cfg_.hidden, nl = tpc_->local_rows(n);
@@ -330,11 +324,18 @@ Status DistributedStage<T>::head_backward(tensor::Arena& a, std::int64_t n, Stat
   const tensor::Arena::Mark m = a.mark();
   T* h = a.allocate_array<T>(n * d, "scratch");  // (N, d) all rows
   tpc_->gather(st.fin_out, h, n, d);
-  T* dh = a.allocate_array<T>(n * d, "scratch");  // (N, d) partial over TP
-  std::memset(dh, 0, bytes_of(n * d, sizeof(T)));
+  T* dh = nullptr;  // (N, d) partial over TP
+  if (dx) {
+    dh = a.allocate_array<T>(n * d, "scratch");
+    std::memset(dh, 0, bytes_of(n * d, sizeof(T)));
+  }
   T* stats = a.allocate_array<T>(3 * n * (2 * tpc_->size() + 1), "scratch");
-  st.loss =
-      tp::vocab_cross_entropy<T>(*tpc_, h, n, d, w_fn + d, vocab_, st.targets, loss_scale, st.lse, dh, g_fn + d, stats);
+  st.loss = tp::vocab_cross_entropy<T>(*tpc_, h, n, d, w_fn + d, vocab_, st.targets, loss_scale, st.lse, dh,
+                                       dx ? g_fn + d : nullptr, stats);
+  if (!dx) {
+    a.reset(m);
+    return tpc_->status();
+  }
   T* dh_local = a.allocate_array<T>(nl * d, "scratch");
   tpc_->reduce(dh, dh_local, n, d);
   kernels::rmsnorm_backward<T>(dh_local, d, st.fin_in, d, w_fn, st.fin_rstd, nl, d, dx, d,
@@ -369,7 +370,7 @@ void DistributedStage<T>::head_forward_bf16(tensor::Arena& a, std::int64_t n, St
   }
 }
 
-// dx null: the loss only (the pipeline's forward, evaluation): no gradient GEMMs.
+// dx null: the loss only (evaluation): no gradient GEMMs.
 template <typename T>
 Status DistributedStage<T>::head_backward_bf16(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx) {
   if constexpr (std::is_same_v<T, float>) {

@@ -56,40 +56,34 @@ HERD_CPU_CLONES void update_stats(const T* logits, std::int64_t rn, std::int64_t
   }
 }
 
-// Turns a logits tile into G = (softmax - onehot) * scale, zero for ignored rows: in place, or (bf16
-// inputs) rounded straight into g16, the two gradient GEMMs' input, in the same pass.
+// The value v as a G element: itself, or rounded to bf16.
 template <typename T>
-HERD_CPU_CLONES void logits_to_grad(T* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin,
-                                    const std::int32_t* targets, const T* lse, T scale) {
+inline void put(T v, T& out) {
+  out = v;
+}
+inline void put(float v, bf16& out) { out.bits = float_to_bf16(v); }
+
+// Turns a logits tile into G = (softmax - onehot) * scale, zero for ignored rows, into g: the logits
+// themselves (G = T, in place), or (bf16 inputs) rounded straight into the two gradient GEMMs' input.
+template <typename T, typename G>
+HERD_CPU_CLONES void logits_to_grad(const T* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin,
+                                    const std::int32_t* targets, const T* lse, T scale, G* g) {
 #pragma omp parallel for schedule(static) if (rn * vn > 65536)
   for (std::int64_t i = 0; i < rn; ++i) {
-    T* li = logits + i * vn;
+    const T* li = logits + i * vn;
+    G* gi = g + i * vn;
     if (targets[i] == kIgnoreIndex) {
-      std::fill(li, li + vn, T(0));
+      std::fill(gi, gi + vn, G{});
       continue;
     }
     const T l = lse[i];
-#pragma omp simd
-    for (std::int64_t j = 0; j < vn; ++j) li[j] = cpu::fast_exp(li[j] - l) * scale;
     const std::int64_t t = static_cast<std::int64_t>(targets[i]) - tile_begin;
-    if (t >= 0 && t < vn) li[t] -= scale;
-  }
-}
-HERD_CPU_CLONES void logits_to_grad(const float* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin,
-                                    const std::int32_t* targets, const float* lse, float scale, bf16* g16) {
-#pragma omp parallel for schedule(static) if (rn * vn > 65536)
-  for (std::int64_t i = 0; i < rn; ++i) {
-    const float* li = logits + i * vn;
-    bf16* gi = g16 + i * vn;
-    if (targets[i] == kIgnoreIndex) {
-      std::fill(gi, gi + vn, bf16{});
-      continue;
-    }
-    const float l = lse[i];
-    const std::int64_t t = static_cast<std::int64_t>(targets[i]) - tile_begin;
+    const bool here = t >= 0 && t < vn;
+    // The target's entry before the loop overwrites its logit (in place).
+    const T p_t = here ? cpu::fast_exp(li[t] - l) * scale : T(0);
 #pragma omp simd
-    for (std::int64_t j = 0; j < vn; ++j) gi[j].bits = float_to_bf16(cpu::fast_exp(li[j] - l) * scale);
-    if (t >= 0 && t < vn) gi[t].bits = float_to_bf16(cpu::fast_exp(li[t] - l) * scale - scale);
+    for (std::int64_t j = 0; j < vn; ++j) put(cpu::fast_exp(li[j] - l) * scale, gi[j]);
+    if (here) put(p_t - scale, gi[t]);
   }
 }
 
@@ -98,7 +92,7 @@ HERD_CPU_CLONES void logits_to_grad(const float* logits, std::int64_t rn, std::i
 template <typename T>
 void tile_backward(T* logits, std::int64_t rn, std::int64_t vn, std::int64_t tile_begin, const std::int32_t* targets,
                    const T* lse, T scale, std::int64_t dim, const T* h_rows, const T* w_rows, T* dh_rows, T* dw_rows) {
-  logits_to_grad(logits, rn, vn, tile_begin, targets, lse, scale);
+  logits_to_grad(logits, rn, vn, tile_begin, targets, lse, scale, logits);
   const T* g = logits;
   gemm<T>(Trans::kNo, Trans::kNo, rn, dim, vn, T(1), g, vn, w_rows, dim, T(1), dh_rows, dim);   // dh += G w
   gemm<T>(Trans::kYes, Trans::kNo, vn, dim, rn, T(1), g, vn, h_rows, dim, T(1), dw_rows, dim);  // dw += G^T h
