@@ -246,8 +246,32 @@ int main(int argc, char** argv) {
   const double gflops_wall = step_flops / med_wall / 1e9;
   const double gflops_cpu = step_flops / med_cpu * threads / 1e9;
 
+  // The peaks, measured after the steps. A peak below the step's own rate means another process took
+  // a core while it was measured (a fraction above 100% is no figure): measure again, up to three
+  // times, keeping each library's best.
+  std::vector<GemmPeak> peaks, peaks16;
+  auto keep_best = [](std::vector<GemmPeak>& kept, const std::vector<GemmPeak>& now) {
+    if (kept.empty()) {
+      kept = now;
+      return;
+    }
+    for (std::size_t i = 0; i < now.size(); ++i)
+      if (now[i].cpu_gflops > kept[i].cpu_gflops) kept[i] = now[i];
+  };
+  auto own_wall_peak = [&] {
+    double w = 0;
+    for (const GemmPeak& p : bf16 ? peaks16 : peaks)
+      if (p.library != "herd gemm" && p.library != "herd gemm_bf16") w = std::max(w, p.wall_gflops);
+    return w;
+  };
+  int peak_attempts = 0;
+  do {
+    ++peak_attempts;
+    keep_best(peaks, sgemm_peaks(threads, 2048));
+    if (bf16) keep_best(peaks16, bf16_peaks(2048));
+  } while (peak_attempts < 3 && own_wall_peak() < gflops_wall);
+
   // The BLAS peak the step is held against: the better library on its own (not herd's wrapper).
-  const std::vector<GemmPeak> peaks = sgemm_peaks(threads, 2048);
   GemmPeak best;
   herd::Json peaks_json = herd::Json::array();
   for (const GemmPeak& p : peaks) {
@@ -262,7 +286,7 @@ int main(int argc, char** argv) {
   GemmPeak best16;
   herd::Json peaks16_json = herd::Json::array();
   if (bf16) {
-    for (const GemmPeak& p : bf16_peaks(2048)) {
+    for (const GemmPeak& p : peaks16) {
       peaks16_json.push_back({{"library", p.library},
                               {"n", 2048},
                               {"wall_gflops", p.wall_gflops},
@@ -289,6 +313,7 @@ int main(int argc, char** argv) {
   r["micro_batch"] = micro_batch;
   r["seq_len"] = seq_len;
   r["steps_timed"] = steps;
+  r["peak_attempts"] = peak_attempts;
   r["precision"] = precision;
   r["step_s"] = wall;
   r["step_cpu_s"] = cpu;
