@@ -216,12 +216,43 @@ TEST(Projection, TimeSlicedRanksAbsorbThePipelineBubble) {
   const Result<Projection> shared = project(small_cfg(), l, 0, c);
   ASSERT_TRUE(shared.ok()) << shared.error().message();
   const planner::TimeBreakdown& t2 = shared->estimate.time;
-  EXPECT_NEAR(t2.compute_s, 2 * t4.compute_s, 1e-9 * t4.compute_s);
+  // Each pipeline rank's work at half a core takes twice its time at a core of its own.
+  const std::vector<double>& r4 = own->estimate.pipeline_rank_busy_s;
+  const std::vector<double>& r2 = shared->estimate.pipeline_rank_busy_s;
+  ASSERT_EQ(r4.size(), 2u);
+  ASSERT_EQ(r2.size(), 2u);
+  for (int r = 0; r < 2; ++r) EXPECT_NEAR(r2[r], 2 * r4[r], 1e-9 * r4[r]);
   // The critical path at a core per rank (the four-core step's busy + bubble) is shorter than the
-  // work on two cores, so nothing of the bubble is left.
+  // work on two cores, so nothing of the bubble is left and the step is the work: the mean of the
+  // two pipeline ranks' busy times (each of the four ranks holds half a core).
   const double busy2 = t2.compute_s + t2.tp_s + t2.cp_s, busy4 = t4.compute_s + t4.tp_s + t4.cp_s;
-  ASSERT_LT(busy4 + t4.bubble_s, busy2);
+  const double work = (r2[0] + r2[1]) / 2;
+  ASSERT_LT(busy4 + t4.bubble_s, work);
   EXPECT_EQ(t2.bubble_s, 0.0);
+  EXPECT_NEAR(busy2, work, 1e-9 * work);
+}
+
+// Unequal stages time-slice too: the last pipeline stage holds the output head, and while the lighter
+// first stage's ranks wait, their share of the cores goes to it. PP 2 x DP 2 on two cores (one thread
+// per rank, half a core each): the step's compute is the mean of the two stages' work, which differs
+// by the head's three GEMMs (6 x rows x hidden x vocab FLOPs per micro-batch), not the heavier stage's.
+TEST(Projection, TimeSlicedUnequalStagesShareTheirCores) {
+  topology::Cluster c = hand_cluster();
+  c.accelerator.thread_scaling = 1.0;
+  c.accelerator.host_cores = 2;
+  const model::LlamaConfig cfg = herd::test_models::test_llama({.name = "head", .vocab = 4096});
+  const std::int64_t mb = 2, seq = 16, M = 8;
+  const Result<Projection> p = project(cfg, run_layout(1, 1, 2, 2, mb, seq, M), 0, c);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  const std::vector<double>& r = p->estimate.pipeline_rank_busy_s;
+  ASSERT_EQ(r.size(), 2u);
+  // Half a core of 1 GFLOP/s: the head's GEMMs of all M micro-batches on the last rank.
+  const double head_s = static_cast<double>(M) * 6.0 * static_cast<double>(mb * seq * cfg.hidden * cfg.vocab) / 0.5e9;
+  EXPECT_NEAR(r[1] - r[0], head_s, 1e-6 * head_s);
+  const planner::TimeBreakdown& t = p->estimate.time;
+  EXPECT_EQ(t.bubble_s, 0.0);
+  EXPECT_NEAR(t.compute_s + t.tp_s + t.cp_s, (r[0] + r[1]) / 2, 1e-9 * r[1]);
+  EXPECT_LT(t.compute_s, r[1]);
 }
 
 TEST(Projection, MedianStepLeavesOutTheFirstStep) {

@@ -175,12 +175,25 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
     }
   }
 
+  for (const RankSums& r : sums) est.pipeline_rank_busy_s.push_back(r.math + r.tp + r.cp);
+
   // Ranks time-slicing a CPU host's cores (more threads than cores, herd's own runs): while a rank
-  // waits in the bubble, the scheduler gives its share of a core to the ranks that can run. The step
-  // is then the longer of the critical path at a core per rank, (busy + bubble) / k, and the work
-  // on the cores the job has, busy; what the bubble adds is the difference.
+  // waits in the bubble, or has less work than the busiest (the stage with the output head), the
+  // scheduler gives its share of a core to the ranks that can run. The step is then the longer of
+  // the critical path at a core per rank, (busy + bubble) / k, and the job's work spread over its
+  // cores: the mean of the pipeline ranks' busy times at their shares (every rank holds the same share,
+  // so the job's core-seconds over its cores is that mean). Above the busiest rank's time the
+  // difference is bubble; below it, the busiest rank runs faster than its share, and its compute and
+  // collectives shrink by that ratio.
   if (const double k = topology::host_oversubscription(host.accelerator, gpus); k > 1.0 && l.pp > 1) {
-    T.bubble_s = std::max(0.0, (busy + T.bubble_s) / k - busy);
+    double work = 0;
+    for (double b : est.pipeline_rank_busy_s) work += b;
+    const double sliced = std::max((busy + T.bubble_s) / k, work / static_cast<double>(spec.pp));
+    T.bubble_s = std::max(0.0, sliced - busy);
+    if (sliced < busy) {
+      const double f = sliced / busy;
+      T.compute_s *= f, T.tp_s *= f, T.cp_s *= f;
+    }
   }
 
   // Memory of every pipeline rank; the worst one is reported.

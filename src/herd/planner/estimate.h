@@ -55,6 +55,9 @@ struct Estimate {
   int n = 0;                              // N used by the schedule
   MemoryBreakdown memory;                 // the worst pipeline rank
   std::vector<double> rank_memory_bytes;  // every pipeline rank's total
+  // Every pipeline rank's compute + TP + CP time per step (all micro-batches, at the rank's share of
+  // a shared host), the busiest of which is time.compute_s + tp_s + cp_s before time-slicing.
+  std::vector<double> pipeline_rank_busy_s;
   TimeBreakdown time;
   // Checkpoint state (planner/memory.h): the largest per-accelerator share, on the pipeline rank with
   // the most parameters, and the whole job's (every byte once).
