@@ -141,6 +141,30 @@ TEST(Projection, SingleRankStepAndStateMatchTheHandCount) {
   EXPECT_LT(p->activation_bytes, 3 * saved);
 }
 
+// Full recompute replays each layer's forward in its backward. Megatron and torch.utils.checkpoint
+// replay all of it; herd's runtime (a CPU host) stops before the down projection, whose output is the
+// next layer's input, already kept: 2 x rows x ffn x hidden FLOPs per layer fewer.
+TEST(Projection, FullRecomputeReplaysTheForwardAndHerdSkipsTheDownProjection) {
+  const model::LlamaConfig m = small_cfg();
+  const double rows = 2 * 16, h = 32, ffn = 64, q = 4 * 8, kv = 2 * 8;
+  const double pairs = 16.0 * 17.0 / 2.0;
+  const double fwd = 2 * rows * ((q + 2 * kv) * h + h * q + 2 * ffn * h + h * ffn) + 4 * 2 * 4 * 8 * pairs;
+  const double down = 2 * rows * h * ffn;
+  auto extra = [&](topology::Cluster c) {
+    ResolvedLayout l = run_layout(1, 1, 1, 1, 2, 16);
+    const Result<Projection> none = project(m, l, 0, c);
+    l.layout.recompute = model::Recompute::kFull;
+    const Result<Projection> full = project(m, l, 0, c);
+    EXPECT_TRUE(none.ok() && full.ok());
+    return full->estimate.time.compute_s - none->estimate.time.compute_s;
+  };
+  const double gpu = 2 * fwd / 1e9, herd_cpu = 2 * (fwd - down) / 1e9;
+  EXPECT_NEAR(extra(hand_cluster()), gpu, 1e-6 * gpu);
+  topology::Cluster host = hand_cluster();
+  host.accelerator.host_cores = 1;  // herd's runtime: one rank on a core of its own
+  EXPECT_NEAR(extra(host), herd_cpu, 1e-6 * herd_cpu);
+}
+
 TEST(Projection, TensorParallelCommunicationMatchesTheHandCount) {
   const model::LlamaConfig m = small_cfg();
   Result<Projection> p = project(m, run_layout(2, 1, 1, 1, 2, 16), 0, hand_cluster());

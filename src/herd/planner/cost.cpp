@@ -98,6 +98,8 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   at_precision.accelerator = topology::at_precision(host.accelerator, train.precision != Precision::kFP32);
   const topology::Cluster& cluster = topology::host_share(at_precision, l.gpus(), &shared);
   const topology::Accelerator& acc = cluster.accelerator;
+  // herd's own runtime on a CPU host (host_share has applied the share and cleared host_cores in acc).
+  const bool herd_cpu = host.accelerator.host_cores > 0;
   StepCosts c;
   HERD_ASSIGN_OR_RETURN(c.tp_link, topology::link_for_group(cluster, 1, l.tp));
   HERD_ASSIGN_OR_RETURN(c.cp_link, topology::link_for_group(cluster, l.tp, l.cp));
@@ -215,7 +217,7 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // writes fp32 with beta = 1), the weight-gradient GEMM accumulates straight into the gradient buffer.
   // Otherwise the pass moves 2 + 2 + gb + gb bytes per parameter: 12 with fp32 gradients, 8 with bf16 ones.
   const double grad_acc =
-      fp32 || gaf || acc.host_cores > 0 ? 0.0 : memory_bound_s((4.0 + 2 * gb) * static_cast<double>(lp.total()), acc);
+      fp32 || gaf || herd_cpu ? 0.0 : memory_bound_s((4.0 + 2 * gb) * static_cast<double>(lp.total()), acc);
 
   L.fwd_math = gemm_fwd + cast_fwd + attn_fwd + memory_bound_s(ew_fwd, acc) + sw.launches_fwd * launch;
   L.bwd_math =
@@ -276,8 +278,14 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
       L.bwd_math += memory_bound_s(4 * An + (swiglu ? 3 : 2) * F, acc) + sw.selective_gemm_recompute * gemm_fwd;
     }
   } else if (l.recompute == model::Recompute::kFull) {
-    L.bwd_math += L.fwd_math;
+    // The layer's forward again (torch.utils.checkpoint and Megatron's full recompute replay all of it).
+    // herd's runtime stops before the down projection: its output, the next layer's input, is what was
+    // kept, so that GEMM and the collective after it (SP reduce-scatter, or all-reduce) are not redone.
+    L.bwd_math += L.fwd_math - (herd_cpu ? lin[3].fwd : 0.0);
     L.bwd_tp += L.fwd_tp;
+    if (herd_cpu && l.tp > 1 && !(l.sp() && train.system.tp_overlap)) {
+      L.bwd_tp -= l.sp() ? reduce_scatter_s(act_full, l.tp, c.tp_link) : all_reduce_s(act_full, l.tp, c.tp_link);
+    }
     L.bwd_cp += L.fwd_cp;
   }
   const double tokens = b * t;
