@@ -46,12 +46,12 @@ void FlatUnit<T>::begin_gather() {
         held_ = true;
         return;
       }
-      if (full_h_) return;
+      if (full_valid_) return;
       // This rank's shard rounded into its own place, then gathered in place around it.
-      full_h_ = aligned_array<bf16>(static_cast<std::size_t>(padded()));
+      if (!full_h_) full_h_ = aligned_array<bf16>(static_cast<std::size_t>(padded()));
       kernels::to_bf16(params_.get(), shard_, full_h_.get() + begin_);
       handle_ = dp_->iall_gather(full_h_.get() + begin_, full_h_.get(), static_cast<std::size_t>(shard_), DType::kBF16);
-      in_flight_ = true;
+      full_valid_ = in_flight_ = true;
       return;
     }
   }
@@ -59,10 +59,10 @@ void FlatUnit<T>::begin_gather() {
     held_ = true;  // the shard is the whole unit
     return;
   }
-  if (full_) return;
-  full_ = aligned_array<T>(static_cast<std::size_t>(padded()));
+  if (full_valid_) return;
+  if (!full_) full_ = aligned_array<T>(static_cast<std::size_t>(padded()));
   handle_ = dp_->iall_gather(params_.get(), full_.get(), static_cast<std::size_t>(shard_), dtype_of<T>());
-  in_flight_ = true;
+  full_valid_ = in_flight_ = true;
 }
 
 template <typename T>
@@ -77,8 +77,7 @@ template <typename T>
 void FlatUnit<T>::release() {
   HERD_CHECK(!in_flight_, "FSDP unit ", name_, " released while its all-gather is in flight");
   held_ = false;
-  full_.reset();
-  if (!in_place_) full_h_.reset();
+  full_valid_ = false;  // the buffer stays for the next gather
 }
 
 template <typename T>
@@ -93,7 +92,9 @@ double FlatUnit<T>::step_peak_bytes() const {
 template <typename T>
 T* FlatUnit<T>::full_grads() {
   if (in_place_) return grads_.get();  // accumulates into the shard; zero_grads() zeroes it
-  if (!full_grads_) full_grads_ = zeros<T>(padded());
+  if (!full_grads_) full_grads_ = aligned_array<T>(static_cast<std::size_t>(padded()));
+  if (!grads_valid_) std::memset(full_grads_.get(), 0, sizeof(T) * static_cast<std::size_t>(padded()));
+  grads_valid_ = true;
   return full_grads_.get();
 }
 
@@ -111,7 +112,7 @@ Status FlatUnit<T>::wait_grads() {
   if (!grads_in_flight_) return Status::Ok();
   grads_in_flight_ = false;
   const Status s = grad_handle_.wait();
-  full_grads_.reset();
+  grads_valid_ = false;  // zeroed at its next use
   return s;
 }
 
@@ -119,7 +120,7 @@ template <typename T>
 void FlatUnit<T>::zero_grads() {
   HERD_CHECK(!grads_in_flight_, "FSDP unit ", name_, ": zero_grads with a reduce-scatter in flight");
   std::memset(grads_.get(), 0, sizeof(T) * static_cast<std::size_t>(shard_));
-  full_grads_.reset();
+  grads_valid_ = false;
 }
 
 template class FlatUnit<float>;

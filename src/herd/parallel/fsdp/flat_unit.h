@@ -65,11 +65,19 @@ class FlatUnit {
   void begin_gather();
   // Waits for it (posting it first if needed); then full_params() is valid.
   Status wait_gather();
-  bool gathered() const { return in_place_ ? held_ : (full_ != nullptr || full_h_ != nullptr) && !in_flight_; }
-  // (padded) The gathered weights: the fp32 ones, or under bf16 (full_params() is then null) their bf16 copy.
-  T* full_params() { return bf16_ ? nullptr : in_place_ ? (held_ ? params_.get() : nullptr) : full_.get(); }
-  const bf16* full_params_bf16() const { return bf16_ && (!in_place_ || held_) ? full_h_.get() : nullptr; }
-  void release();  // frees the full parameters (a group of one keeps its bf16 copy)
+  bool gathered() const { return (in_place_ ? held_ : full_valid_) && !in_flight_; }
+  // (padded) The gathered weights: the fp32 ones, or under bf16 (full_params() is then null) their bf16
+  // copy; null when not gathered.
+  T* full_params() {
+    return bf16_ ? nullptr : in_place_ ? (held_ ? params_.get() : nullptr) : (full_valid_ ? full_.get() : nullptr);
+  }
+  const bf16* full_params_bf16() const { return bf16_ && (in_place_ ? held_ : full_valid_) ? full_h_.get() : nullptr; }
+  // Ends the use of the full parameters: full_params() is null until the next gather. The buffer itself
+  // is kept for that gather, as PyTorch's caching allocator keeps a freed block: the step holds every
+  // unit's gathered weights and gradients at its peak anyway (step_peak_bytes), and a buffer freed and
+  // allocated again each step came back from the kernel as fresh pages, zeroed on first touch (a fifth
+  // of the cp2 x dp2 step on two cores went to page faults).
+  void release();
   // The master shard changed (optimizer step, initialisation, a checkpoint load): a group of one
   // refreshes its bf16 copy at the next gather. Every other gather rounds the shard anyway.
   void params_updated() { stale_ = true; }
@@ -78,10 +86,11 @@ class FlatUnit {
   // AdamW moments (which the owner allocates; counted here so every owner counts alike).
   double step_peak_bytes() const;
 
-  // The full gradient buffer of this step (padded), zeroed at its first use after zero_grads().
+  // The full gradient buffer of this step (padded), zeroed at its first use after zero_grads() or
+  // wait_grads() (the buffer is kept across steps, like the gathered weights).
   T* full_grads();
   // Posts grads shard = sum over DP of the full gradient buffers (once per step), asynchronous so it
-  // overlaps the next unit's backward; wait_grads() completes it and frees the full buffer.
+  // overlaps the next unit's backward; wait_grads() completes it, and the next full_grads() starts from zero.
   void begin_reduce_scatter_grads();
   Status wait_grads();
   void zero_grads();  // the shard and the accumulation buffer
@@ -94,6 +103,8 @@ class FlatUnit {
   AlignedPtr<bf16> full_h_;  // bf16: the gathered copy (padded), or a group of one's copy (count)
   comm::Handle handle_, grad_handle_;
   bool in_flight_ = false, grads_in_flight_ = false;
+  bool full_valid_ = false;               // full_ / full_h_ hold (or are receiving) this use's gathered weights
+  bool grads_valid_ = false;              // full_grads_ is zeroed and accumulating this step's gradients
   bool in_place_ = false, held_ = false;  // a group of one: the shard is the full buffer
   bool bf16_ = false, stale_ = true;
 };
