@@ -89,7 +89,8 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
       head_ = static_cast<int>(units_.size());
     }
     stage_unit[t] = static_cast<int>(units_.size());
-    units_.push_back(std::make_unique<fsdp::FlatUnit<T>>(name, table_units[t].local_count, *ctx.fsdp(), ctx.bf16));
+    units_.push_back(std::make_unique<fsdp::FlatUnit<T>>(name, table_units[t].local_count, *ctx.fsdp(), ctx.bf16,
+                                                         /*keep_buffers=*/!ctx.reshard_after_forward));
     norm_ranges_.emplace_back();
   }
   HERD_CHECK(blocks_.size() == layers_.size(), "stage layers out of range or not increasing");

@@ -18,8 +18,8 @@ AlignedPtr<T> zeros(std::int64_t n) {
 }  // namespace
 
 template <typename T>
-FlatUnit<T>::FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp, bool gather_bf16)
-    : name_(std::move(name)), count_(count), dp_(&dp), bf16_(gather_bf16) {
+FlatUnit<T>::FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp, bool gather_bf16, bool keep_buffers)
+    : name_(std::move(name)), count_(count), dp_(&dp), bf16_(gather_bf16), keep_(keep_buffers) {
   HERD_CHECK(!gather_bf16 || (std::is_same_v<T, float>), "FSDP unit ", name_,
              ": bf16 gathers are of fp32 master weights");
   shard_ = (count + dp.size() - 1) / dp.size();
@@ -77,7 +77,10 @@ template <typename T>
 void FlatUnit<T>::release() {
   HERD_CHECK(!in_flight_, "FSDP unit ", name_, " released while its all-gather is in flight");
   held_ = false;
-  full_valid_ = false;  // the buffer stays for the next gather
+  full_valid_ = false;
+  if (keep_) return;  // the buffer stays for the next gather
+  full_.reset();
+  if (!in_place_) full_h_.reset();
 }
 
 template <typename T>
@@ -113,6 +116,7 @@ Status FlatUnit<T>::wait_grads() {
   grads_in_flight_ = false;
   const Status s = grad_handle_.wait();
   grads_valid_ = false;  // zeroed at its next use
+  if (!keep_) full_grads_.reset();
   return s;
 }
 

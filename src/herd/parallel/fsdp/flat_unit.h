@@ -40,8 +40,11 @@ namespace herd::parallel::fsdp {
 template <typename T>
 class FlatUnit {
  public:
-  // gather_bf16: gather bf16 copies of the fp32 shards (T = float only).
-  FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp, bool gather_bf16 = false);
+  // gather_bf16: gather bf16 copies of the fp32 shards (T = float only). keep_buffers: release() and
+  // wait_grads() keep the full buffers for the next step (below); false frees them, for a unit resharded
+  // after forward (ZeRO-3), whose point is not to hold every unit's gathered weights at once.
+  FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp, bool gather_bf16 = false,
+           bool keep_buffers = true);
   // Waits for any op still in flight (an error path may leave one) before its buffers go.
   ~FlatUnit();
   FlatUnit(const FlatUnit&) = delete;
@@ -72,11 +75,11 @@ class FlatUnit {
     return bf16_ ? nullptr : in_place_ ? (held_ ? params_.get() : nullptr) : (full_valid_ ? full_.get() : nullptr);
   }
   const bf16* full_params_bf16() const { return bf16_ && (in_place_ ? held_ : full_valid_) ? full_h_.get() : nullptr; }
-  // Ends the use of the full parameters: full_params() is null until the next gather. The buffer itself
-  // is kept for that gather, as PyTorch's caching allocator keeps a freed block: the step holds every
-  // unit's gathered weights and gradients at its peak anyway (step_peak_bytes), and a buffer freed and
-  // allocated again each step came back from the kernel as fresh pages, zeroed on first touch (a fifth
-  // of the cp2 x dp2 step on two cores went to page faults).
+  // Ends the use of the full parameters: full_params() is null until the next gather. With keep_buffers
+  // the buffer itself is kept for that gather, as PyTorch's caching allocator keeps a freed block: without
+  // resharding the step holds every unit's gathered weights and gradients at its peak anyway
+  // (step_peak_bytes), and a buffer freed and allocated again each step came back from the kernel as
+  // fresh pages, zeroed on first touch (a fifth of the cp2 x dp2 step on two cores went to page faults).
   void release();
   // The master shard changed (optimizer step, initialisation, a checkpoint load): a group of one
   // refreshes its bf16 copy at the next gather. Every other gather rounds the shard anyway.
@@ -107,6 +110,7 @@ class FlatUnit {
   bool grads_valid_ = false;              // full_grads_ is zeroed and accumulating this step's gradients
   bool in_place_ = false, held_ = false;  // a group of one: the shard is the full buffer
   bool bf16_ = false, stale_ = true;
+  bool keep_ = true;  // keep_buffers
 };
 
 }  // namespace herd::parallel::fsdp
