@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "herd/kernels/convert.h"
 #include "herd/kernels/cross_entropy.h"
@@ -130,6 +131,49 @@ TEST(Bf16Gemm, SplitAcrossThreadsMatchesTheReference) {
       for (Trans tb : {Trans::kNo, Trans::kYes}) {
         EXPECT_LT(bf16_gemm_error(ta, tb, 301, 130, 70, 1.0f, 0.0f, 0), 1e-5);  // rows split
         EXPECT_LT(bf16_gemm_error(ta, tb, 40, 333, 160, 0.5f, 1.0f, 5), 1e-5);  // columns split, ragged
+      }
+    }
+  }
+  set_bf16_gemm_path(Bf16GemmPath::kAuto);
+  set_num_threads(threads);
+}
+
+// gemm_bf16_rounded is gemm_bf16 into fp32 followed by to_bf16, bit for bit (its contract: the saved
+// v, gate and up projections of bf16 mode are what staging them at fp32 and rounding gave), on every
+// path, transpose pair and padded stride, unsplit and split across threads, at tiny's shapes too
+// (2,048 rows of 256 into 768). Elements of C outside the m x n block are left alone.
+TEST(Bf16Gemm, RoundedOutputIsTheFp32ResultRoundedBitForBit) {
+  const int threads = num_threads();
+  for (int t : {1, 2}) {
+    set_num_threads(t);
+    for (Bf16GemmPath path : bf16_paths()) {
+      set_bf16_gemm_path(path);
+      SCOPED_TRACE(bf16_gemm_description() + ", threads " + std::to_string(t));
+      for (Trans ta : {Trans::kNo, Trans::kYes}) {
+        for (Trans tb : {Trans::kNo, Trans::kYes}) {
+          struct Shape {
+            std::int64_t m, n, k, pad;
+          };
+          for (const Shape& sh :
+               {Shape{37, 29, 53, 0}, Shape{13, 71, 40, 7}, Shape{301, 130, 70, 5}, Shape{2048, 768, 256, 0}}) {
+            if (sh.m == 2048 && (ta == Trans::kYes || tb == Trans::kNo)) continue;  // the forward linear only
+            const std::int64_t a_cols = ta == Trans::kNo ? sh.k : sh.m, a_rows = ta == Trans::kNo ? sh.m : sh.k;
+            const std::int64_t b_cols = tb == Trans::kNo ? sh.n : sh.k, b_rows = tb == Trans::kNo ? sh.k : sh.n;
+            const std::int64_t lda = a_cols + sh.pad, ldb = b_cols + sh.pad, ldc = sh.n + sh.pad;
+            const std::vector<bf16> a = random_bf16(a_rows * lda, 4), b = random_bf16(b_rows * ldb, 5);
+            std::vector<float> c32(static_cast<std::size_t>(sh.m * ldc));
+            gemm_bf16(ta, tb, sh.m, sh.n, sh.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c32.data(), ldc);
+            std::vector<bf16> c16(static_cast<std::size_t>(sh.m * ldc), bf16{0x7fc1});  // NaN: untouched marker
+            gemm_bf16_rounded(ta, tb, sh.m, sh.n, sh.k, a.data(), lda, b.data(), ldb, c16.data(), ldc);
+            for (std::int64_t i = 0; i < sh.m; ++i) {
+              for (std::int64_t j = 0; j < ldc; ++j) {
+                const std::uint16_t want = j < sh.n ? float_to_bf16(c32[i * ldc + j]) : 0x7fc1;
+                ASSERT_EQ(c16[i * ldc + j].bits, want)
+                    << sh.m << "x" << sh.n << "x" << sh.k << " (" << i << ", " << j << ")";
+              }
+            }
+          }
+        }
       }
     }
   }

@@ -33,6 +33,12 @@ void gemm_reference(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int
 // numbers at the fp32 rate. docs/precision.md has the measurements.
 void gemm_bf16(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
                std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+// C (bf16) = op(A) op(B), A and B in bf16: gemm_bf16's fp32 sums rounded to bf16 (nearest even) as
+// they are written, which is gemm_bf16 into fp32 then to_bf16, bit for bit, without the fp32 copy
+// (oneDNN's matmul with a bf16 destination; the converted path rounds a thread-local fp32 result). For
+// a saved activation that is a bf16 GEMM output (bf16 mode's v, gate and up projections).
+void gemm_bf16_rounded(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, const bf16* a,
+                       std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c, std::int64_t ldc);
 // The spec: the triple loop over widened values, summed in double.
 void gemm_bf16_reference(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
                          std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);

@@ -30,6 +30,7 @@ namespace herd::nn {
 using block_precision::attention_dims;
 using block_precision::attention_mask;
 using block_precision::linear;
+using block_precision::linear_saved;
 using block_precision::Scratch;
 using block_precision::staged;
 using block_precision::store;
@@ -156,15 +157,13 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
   const S* attn_in = gathered(st.attn_norm_out);  // (N, d)
   T* q = staged(st.q, scratch.t_copy(n * qd));
   T* k = staged(st.k, scratch.t_copy(n * kvd));
-  T* v = staged(st.v, scratch.t_copy(n * kvd));
   linear<T, S>(attn_in, n, d, w + L.wq, qd, T(0), q);
   linear<T, S>(attn_in, n, d, w + L.wk, kvd, T(0), k);
-  linear<T, S>(attn_in, n, d, w + L.wv, kvd, T(0), v);
+  linear_saved<T, S>(attn_in, n, d, w + L.wv, kvd, st.v);  // v has no RoPE: saved as the GEMM writes it
   kernels::rope_forward<T>(rope, mb.positions, n, sizes_.heads, q, qd);
   kernels::rope_forward<T>(rope, mb.positions, n, sizes_.kv_heads, k, kvd);
   store(q, n * qd, st.q);
   store(k, n * kvd, st.k);
-  store(v, n * kvd, st.v);
   // Attention reads q, k, v as saved: in bf16 mode the bf16 kernel (fp32 sums and statistics, P rounded
   // before P V), locally or under CP.
   T* attn_out = staged(st.attn_out, scratch.t_copy(n * qd));
@@ -183,13 +182,9 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
   T* n2 = staged(st.mlp_norm_out, norm_out);
   kernels::rmsnorm_forward<T>(h_in, d, mlp_norm_w, nl, d, sizes_.norm_eps, n2, d, st.mlp_rstd);
   store(n2, nl * d, st.mlp_norm_out);
-  const S* mlp_in = gathered(st.mlp_norm_out);  // (N, d)
-  T* gate = staged(st.gate, scratch.t_copy(n * f));
-  T* up = staged(st.up, scratch.t_copy(n * f));
-  linear<T, S>(mlp_in, n, d, w + L.w_gate, f, T(0), gate);
-  linear<T, S>(mlp_in, n, d, w + L.w_up, f, T(0), up);
-  store(gate, n * f, st.gate);
-  store(up, n * f, st.up);
+  const S* mlp_in = gathered(st.mlp_norm_out);                 // (N, d)
+  linear_saved<T, S>(mlp_in, n, d, w + L.w_gate, f, st.gate);  // SwiGLU reads them as saved
+  linear_saved<T, S>(mlp_in, n, d, w + L.w_up, f, st.up);
   kernels::swiglu_forward(st.gate, f, st.up, f, n, f, st.act, f);
   if (x_out) row_parallel(st.act, f, w + L.w_down, h, x_out);
 }

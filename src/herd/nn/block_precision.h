@@ -50,6 +50,18 @@ void linear(const S* x, std::int64_t n, std::int64_t in, const S* w, std::int64_
   gemm<T, S>(kernels::Trans::kNo, kernels::Trans::kYes, n, out, in, x, in, w, in, beta, y, out);
 }
 
+// A linear whose output is a saved tensor and nothing else at T reads it: y (N, out) = x W^T written
+// at S. In bf16 mode the GEMM rounds its fp32 sums as it writes (gemm_bf16_rounded: what staging at T
+// and store() give, bit for bit, without the fp32 copy and the rounding pass); otherwise linear().
+template <typename T, typename S>
+void linear_saved(const S* x, std::int64_t n, std::int64_t in, const S* w, std::int64_t out, S* y) {
+  if constexpr (kRounds<T, S>) {
+    kernels::gemm_bf16_rounded(kernels::Trans::kNo, kernels::Trans::kYes, n, out, in, x, in, w, in, y, out);
+  } else {
+    linear<T, S>(x, n, in, w, out, T(0), y);
+  }
+}
+
 template <typename T, typename S>
 void linear_weight_grad(const S* dy, std::int64_t n, std::int64_t out, const S* x, std::int64_t in, T* dw) {
   gemm<T, S>(kernels::Trans::kYes, kernels::Trans::kNo, out, in, n, dy, out, x, in, T(1), dw, in);

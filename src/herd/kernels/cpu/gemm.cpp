@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 #ifdef HERD_HAVE_DNNL
@@ -102,9 +103,13 @@ void library_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64
               static_cast<int>(ldc));
 }
 
-// bf16 inputs (below): oneDNN's matmul where it serves the layout, else converted to fp32.
+// bf16 inputs (below): oneDNN's matmul where it serves the layout, else converted to fp32; the output
+// in fp32, or rounded to bf16 as it is written.
 void library_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
                   std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
+                  bool single);
+void library_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
+                  std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, bf16* c, std::int64_t ldc,
                   bool single);
 
 // Below this many multiply-adds a parallel region costs more than it saves.
@@ -114,10 +119,10 @@ constexpr std::int64_t kSplitAlign = 64;
 
 // C (m, n) in `parts` blocks along n when n is the larger side (row-major C: column blocks), else
 // along m; each block is an ordinary GEMM on offset pointers.
-// In: the input element type (T, or bf16 with T = float).
-template <typename In, typename T>
+// In: the input element type (T, or bf16 with T = float); Out: C's (T, or bf16 with bf16 inputs).
+template <typename In, typename T, typename Out = T>
 void split_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const In* a,
-                std::int64_t lda, const In* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc, int parts) {
+                std::int64_t lda, const In* b, std::int64_t ldb, T beta, Out* c, std::int64_t ldc, int parts) {
   const bool along_n = n >= m;
   const std::int64_t len = along_n ? n : m;
   const std::int64_t block = (len + parts - 1) / parts;
@@ -136,9 +141,9 @@ void split_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t
   }
 }
 
-template <typename In, typename T>
+template <typename In, typename T, typename Out = T>
 void gemm_impl(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const In* a,
-               std::int64_t lda, const In* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+               std::int64_t lda, const In* b, std::int64_t ldb, T beta, Out* c, std::int64_t ldc) {
   check_dims(ta, tb, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   init_threads();
@@ -146,7 +151,7 @@ void gemm_impl(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t 
   const bool inside = omp_in_parallel();
   const bool big = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kSplitMinMacs;
   if (threads > 1 && !inside && big && std::max(m, n) >= 2 * kSplitAlign) {
-    split_gemm<In, T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads);
+    split_gemm<In, T, Out>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads);
     return;
   }
   library_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, inside);
@@ -164,15 +169,15 @@ std::atomic<Bf16GemmPath> g_bf16_path{Bf16GemmPath::kAuto};
 struct MatmulKey {
   std::int64_t m, n, k, lda, ldb, ldc;
   std::uint32_t alpha_bits, beta_bits;
-  bool ta, tb;
+  bool ta, tb, dst_bf16;
   bool operator==(const MatmulKey&) const = default;
 };
 struct MatmulKeyHash {
   std::size_t operator()(const MatmulKey& x) const {
     std::size_t h = 1469598103934665603ull;
-    for (std::int64_t v :
-         {x.m, x.n, x.k, x.lda, x.ldb, x.ldc, static_cast<std::int64_t>(x.alpha_bits),
-          static_cast<std::int64_t>(x.beta_bits), static_cast<std::int64_t>(x.ta), static_cast<std::int64_t>(x.tb)}) {
+    for (std::int64_t v : {x.m, x.n, x.k, x.lda, x.ldb, x.ldc, static_cast<std::int64_t>(x.alpha_bits),
+                           static_cast<std::int64_t>(x.beta_bits), static_cast<std::int64_t>(x.ta),
+                           static_cast<std::int64_t>(x.tb), static_cast<std::int64_t>(x.dst_bf16)}) {
       h = (h ^ static_cast<std::size_t>(v)) * 1099511628211ull;
     }
     return h;
@@ -204,7 +209,8 @@ Matmul make_matmul(const MatmulKey& key, float alpha, float beta) {
     // read down its columns.
     mm.a = dnnl::memory::desc({key.m, key.k}, dt::bf16, key.ta ? dims{1, key.lda} : dims{key.lda, 1});
     mm.b = dnnl::memory::desc({key.k, key.n}, dt::bf16, key.tb ? dims{1, key.ldb} : dims{key.ldb, 1});
-    mm.c = dnnl::memory::desc({key.m, key.n}, dt::f32, dims{key.ldc, 1});
+    // A bf16 destination: oneDNN sums in fp32 and rounds to bf16 (nearest even) as it writes.
+    mm.c = dnnl::memory::desc({key.m, key.n}, key.dst_bf16 ? dt::bf16 : dt::f32, dims{key.ldc, 1});
     dnnl::primitive_attr attr;
     if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
     if (beta != 0.0f) {
@@ -222,13 +228,23 @@ Matmul make_matmul(const MatmulKey& key, float alpha, float beta) {
   return mm;
 }
 
-// false when oneDNN cannot serve this layout (the caller converts).
+// false when oneDNN cannot serve this layout (the caller converts). C: float, or bf16.
+template <typename C>
 bool onednn_bf16(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
-                 std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+                 std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, C* c, std::int64_t ldc) {
   thread_local std::unordered_map<MatmulKey, Matmul, MatmulKeyHash> cache;
   thread_local dnnl::stream stream(cpu_engine());
-  const MatmulKey key{
-      m, n, k, lda, ldb, ldc, float_bits(alpha), float_bits(beta), ta == Trans::kYes, tb == Trans::kYes};
+  const MatmulKey key{m,
+                      n,
+                      k,
+                      lda,
+                      ldb,
+                      ldc,
+                      float_bits(alpha),
+                      float_bits(beta),
+                      ta == Trans::kYes,
+                      tb == Trans::kYes,
+                      std::is_same_v<C, bf16>};
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, make_matmul(key, alpha, beta)).first;
   const Matmul& mm = it->second;
@@ -282,6 +298,29 @@ void library_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64
   if (onednn_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
 #endif
   converted_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// The fp32 result rounded to bf16 row by row (beta = 0: C is only written).
+void rounded_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
+                  std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c, std::int64_t ldc, bool converted) {
+  thread_local std::vector<float> wc;
+  if (wc.size() < static_cast<std::size_t>(m * n)) wc.resize(static_cast<std::size_t>(m * n));
+  if (converted) {
+    converted_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, wc.data(), n);
+  } else {
+    library_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, wc.data(), n, true);
+  }
+  for (std::int64_t i = 0; i < m; ++i) to_bf16(wc.data() + i * n, n, c + i * ldc);
+}
+
+void library_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
+                  std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, bf16* c, std::int64_t ldc,
+                  bool /*single*/) {
+  HERD_CHECK(beta == 0.0f, "a bf16 GEMM output is written, not accumulated");
+#ifdef HERD_HAVE_DNNL
+  if (onednn_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+#endif
+  rounded_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, c, ldc, false);
 }
 
 }  // namespace
@@ -341,6 +380,17 @@ void gemm_bf16(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t 
     return;
   }
   gemm_impl<bf16, float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_bf16_rounded(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, const bf16* a,
+                       std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c, std::int64_t ldc) {
+  check_dims(ta, tb, m, n, k, lda, ldb, ldc);
+  if (m == 0 || n == 0) return;
+  if (resolved_bf16_path() == Bf16GemmPath::kConverted) {
+    rounded_gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, c, ldc, true);
+    return;
+  }
+  gemm_impl<bf16, float, bf16>(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
 }
 
 namespace {
