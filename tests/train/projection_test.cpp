@@ -163,6 +163,21 @@ TEST(Projection, FullRecomputeReplaysTheForwardAndHerdSkipsTheDownProjection) {
   topology::Cluster host = hand_cluster();
   host.accelerator.host_cores = 1;  // herd's runtime: one rank on a core of its own
   EXPECT_NEAR(extra(host), herd_cpu, 1e-6 * herd_cpu);
+
+  // Under TP 2 with sequence parallelism the replayed forward's collectives are two all-gathers and two
+  // reduce-scatters of equal cost (no latency here); herd's leaves out the one after the down projection.
+  auto extra_tp = [&](topology::Cluster c) {
+    ResolvedLayout l = run_layout(2, 1, 1, 1, 2, 16);
+    const Result<Projection> none = project(m, l, 0, c);
+    l.layout.recompute = model::Recompute::kFull;
+    const Result<Projection> full = project(m, l, 0, c);
+    EXPECT_TRUE(none.ok() && full.ok());
+    return full->estimate.time.tp_s - none->estimate.time.tp_s;
+  };
+  host.accelerator.host_cores = 2;  // a core per rank: the same rates as the dedicated accelerators
+  const double tp_gpu = extra_tp(hand_cluster());
+  ASSERT_GT(tp_gpu, 0.0);
+  EXPECT_NEAR(extra_tp(host), 0.75 * tp_gpu, 1e-9 * tp_gpu);
 }
 
 TEST(Projection, TensorParallelCommunicationMatchesTheHandCount) {

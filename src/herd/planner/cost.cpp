@@ -235,6 +235,7 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // q/k/v's and gate/up's inputs with their dgrad, whose output gradient is reduce-scattered during their
   // wgrad. The communication kernels take SMs: the overlapped span costs overlap_slowdown of its length.
   const double act_full = b * t * h * e;
+  double down_tp = 0;  // of fwd_tp, the exposed collective after the down projection
   if (l.tp > 1) {
     if (l.sp() && train.system.tp_overlap) {
       const double ag = all_gather_s(act_full, l.tp, c.tp_link), rs = reduce_scatter_s(act_full, l.tp, c.tp_link);
@@ -255,8 +256,10 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
       const double ag = all_gather_s(act_full, l.tp, c.tp_link), rs = reduce_scatter_s(act_full, l.tp, c.tp_link);
       L.fwd_tp = 2 * ag + 2 * rs;
       L.bwd_tp = 4 * ag + 2 * rs;
+      down_tp = rs;
     } else {
-      L.fwd_tp = 2 * all_reduce_s(act_full, l.tp, c.tp_link);
+      down_tp = all_reduce_s(act_full, l.tp, c.tp_link);
+      L.fwd_tp = 2 * down_tp;
       L.bwd_tp = L.fwd_tp;
     }
   }
@@ -282,10 +285,7 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
     // herd's runtime stops before the down projection: its output, the next layer's input, is what was
     // kept, so that GEMM and the collective after it (SP reduce-scatter, or all-reduce) are not redone.
     L.bwd_math += L.fwd_math - (herd_cpu ? lin[3].fwd : 0.0);
-    L.bwd_tp += L.fwd_tp;
-    if (herd_cpu && l.tp > 1 && !(l.sp() && train.system.tp_overlap)) {
-      L.bwd_tp -= l.sp() ? reduce_scatter_s(act_full, l.tp, c.tp_link) : all_reduce_s(act_full, l.tp, c.tp_link);
-    }
+    L.bwd_tp += L.fwd_tp - (herd_cpu ? down_tp : 0.0);
     L.bwd_cp += L.fwd_cp;
   }
   const double tokens = b * t;
