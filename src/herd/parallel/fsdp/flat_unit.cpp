@@ -46,12 +46,12 @@ void FlatUnit<T>::begin_gather() {
         held_ = true;
         return;
       }
-      if (full_valid_) return;
+      if (held_) return;
       // This rank's shard rounded into its own place, then gathered in place around it.
       if (!full_h_) full_h_ = aligned_array<bf16>(static_cast<std::size_t>(padded()));
       kernels::to_bf16(params_.get(), shard_, full_h_.get() + begin_);
       handle_ = dp_->iall_gather(full_h_.get() + begin_, full_h_.get(), static_cast<std::size_t>(shard_), DType::kBF16);
-      full_valid_ = in_flight_ = true;
+      held_ = in_flight_ = true;
       return;
     }
   }
@@ -59,10 +59,10 @@ void FlatUnit<T>::begin_gather() {
     held_ = true;  // the shard is the whole unit
     return;
   }
-  if (full_valid_) return;
+  if (held_) return;
   if (!full_) full_ = aligned_array<T>(static_cast<std::size_t>(padded()));
   handle_ = dp_->iall_gather(params_.get(), full_.get(), static_cast<std::size_t>(shard_), dtype_of<T>());
-  full_valid_ = in_flight_ = true;
+  held_ = in_flight_ = true;
 }
 
 template <typename T>
@@ -77,7 +77,6 @@ template <typename T>
 void FlatUnit<T>::release() {
   HERD_CHECK(!in_flight_, "FSDP unit ", name_, " released while its all-gather is in flight");
   held_ = false;
-  full_valid_ = false;
   if (keep_) return;  // the buffer stays for the next gather
   full_.reset();
   if (!in_place_) full_h_.reset();

@@ -68,13 +68,11 @@ class FlatUnit {
   void begin_gather();
   // Waits for it (posting it first if needed); then full_params() is valid.
   Status wait_gather();
-  bool gathered() const { return (in_place_ ? held_ : full_valid_) && !in_flight_; }
+  bool gathered() const { return held_ && !in_flight_; }
   // (padded) The gathered weights: the fp32 ones, or under bf16 (full_params() is then null) their bf16
   // copy; null when not gathered.
-  T* full_params() {
-    return bf16_ ? nullptr : in_place_ ? (held_ ? params_.get() : nullptr) : (full_valid_ ? full_.get() : nullptr);
-  }
-  const bf16* full_params_bf16() const { return bf16_ && (in_place_ ? held_ : full_valid_) ? full_h_.get() : nullptr; }
+  T* full_params() { return bf16_ || !held_ ? nullptr : in_place_ ? params_.get() : full_.get(); }
+  const bf16* full_params_bf16() const { return bf16_ && held_ ? full_h_.get() : nullptr; }
   // Ends the use of the full parameters: full_params() is null until the next gather. With keep_buffers
   // the buffer itself is kept for that gather, as PyTorch's caching allocator keeps a freed block: without
   // resharding the step holds every unit's gathered weights and gradients at its peak anyway
@@ -106,9 +104,9 @@ class FlatUnit {
   AlignedPtr<bf16> full_h_;  // bf16: the gathered copy (padded), or a group of one's copy (count)
   comm::Handle handle_, grad_handle_;
   bool in_flight_ = false, grads_in_flight_ = false;
-  bool full_valid_ = false;               // full_ / full_h_ hold (or are receiving) this use's gathered weights
-  bool grads_valid_ = false;              // full_grads_ is zeroed and accumulating this step's gradients
-  bool in_place_ = false, held_ = false;  // a group of one: the shard is the full buffer
+  bool grads_valid_ = false;  // full_grads_ is zeroed and accumulating this step's gradients
+  bool in_place_ = false;     // a group of one: the shard is the full buffer
+  bool held_ = false;         // this use's full weights are there (or in flight): the shard itself, full_ or full_h_
   bool bf16_ = false, stale_ = true;
   bool keep_ = true;  // keep_buffers
 };
