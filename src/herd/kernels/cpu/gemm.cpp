@@ -364,18 +364,26 @@ std::string bf16_gemm_description() {
   return "converted to fp32 and run as fp32 GEMMs (set by the caller)";
 }
 
+namespace {
+// Whether bf16 GEMMs run converted to fp32; the first call under kAuto says so once on the log.
+bool converted_bf16() {
+  if (resolved_bf16_path() != Bf16GemmPath::kConverted) return false;
+  static std::once_flag said;
+  if (g_bf16_path.load() == Bf16GemmPath::kAuto) {
+    std::call_once(said, [] {
+      log_warning("bf16: ", bf16_gemm_description(),
+                  "; the numerics are those of bf16 (bf16 inputs, fp32 sums), the speed that of fp32");
+    });
+  }
+  return true;
+}
+}  // namespace
+
 void gemm_bf16(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const bf16* a,
                std::int64_t lda, const bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   check_dims(ta, tb, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
-  if (resolved_bf16_path() == Bf16GemmPath::kConverted) {
-    static std::once_flag said;
-    if (g_bf16_path.load() == Bf16GemmPath::kAuto) {
-      std::call_once(said, [] {
-        log_warning("bf16: ", bf16_gemm_description(),
-                    "; the numerics are those of bf16 (bf16 inputs, fp32 sums), the speed that of fp32");
-      });
-    }
+  if (converted_bf16()) {
     converted_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -386,7 +394,7 @@ void gemm_bf16_rounded(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::
                        std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c, std::int64_t ldc) {
   check_dims(ta, tb, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
-  if (resolved_bf16_path() == Bf16GemmPath::kConverted) {
+  if (converted_bf16()) {
     rounded_gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, c, ldc, true);
     return;
   }
