@@ -214,34 +214,42 @@ void ce_shard_backward(const T* h, std::int64_t n, std::int64_t dim, const T* w,
   shard_backward<T, T>(h, n, dim, w, vocab_begin, shard, targets, lse, scale, dh, dw, tiles, workspace);
 }
 
+namespace {
+
+// The loss and lse over the whole vocabulary: row_max / sum-exp / target logit as one shard, then the
+// single-shard combine; 3n scratch values. In: the element type of h and w (T, or bf16 with T = float).
+template <typename T, typename In>
+CrossEntropyLoss forward_stats(const In* h, std::int64_t n, std::int64_t dim, const In* w, std::int64_t vocab,
+                               const std::int32_t* targets, T* lse, const CrossEntropyTiles& tiles, T* workspace) {
+  T* stats = cpu::thread_scratch<T, 1>(static_cast<std::size_t>(3 * n));
+  check_targets(targets, n, vocab);
+  shard_stats<T, In>(h, n, dim, w, 0, vocab, targets, stats, stats + n, stats + 2 * n, tiles, workspace);
+  return ce_combine_stats(n, 1, stats, stats + n, stats + 2 * n, targets, lse);
+}
+
+}  // namespace
+
 template <typename T>
 CrossEntropyLoss cross_entropy_forward(const T* h, std::int64_t n, std::int64_t dim, const T* w, std::int64_t vocab,
                                        const std::int32_t* targets, T* lse, const CrossEntropyTiles& tiles,
                                        T* workspace) {
-  // row_max / sum-exp / target logit for one shard, then the single-shard combine; 3n scratch values.
-  T* stats = cpu::thread_scratch<T, 1>(static_cast<std::size_t>(3 * n));
-  check_targets(targets, n, vocab);
-  ce_shard_stats(h, n, dim, w, 0, vocab, targets, stats, stats + n, stats + 2 * n, tiles, workspace);
-  return ce_combine_stats(n, 1, stats, stats + n, stats + 2 * n, targets, lse);
+  return forward_stats<T, T>(h, n, dim, w, vocab, targets, lse, tiles, workspace);
 }
 
 namespace {
 
-// In: the element type of h and w (T, or bf16 with T = float).
 template <typename T, typename In>
 CrossEntropyLoss forward_backward(const In* h, std::int64_t n, std::int64_t dim, const In* w, std::int64_t vocab,
                                   const std::int32_t* targets, T scale, T* lse, T* dh, T* dw,
                                   const CrossEntropyTiles& tiles, T* workspace) {
-  check_targets(targets, n, vocab);
   if (vocab > tiles.vocab) {  // several vocab tiles: statistics first, then recompute for gradients
-    T* stats = cpu::thread_scratch<T, 1>(static_cast<std::size_t>(3 * n));
-    shard_stats<T, In>(h, n, dim, w, 0, vocab, targets, stats, stats + n, stats + 2 * n, tiles, workspace);
-    const CrossEntropyLoss loss = ce_combine_stats(n, 1, stats, stats + n, stats + 2 * n, targets, lse);
+    const CrossEntropyLoss loss = forward_stats<T, In>(h, n, dim, w, vocab, targets, lse, tiles, workspace);
     shard_backward<T, In>(h, n, dim, w, 0, vocab, targets, lse, scale, dh, dw, tiles, workspace);
     return loss;
   }
   // One vocab tile: the logits of a row tile are complete after one GEMM; reuse them for the gradient.
   // The same GEMMs on the same tiles as the two sweeps, so the same numbers, one logits GEMM fewer.
+  check_targets(targets, n, vocab);
   T* logits = workspace_or_scratch(workspace, tiles);
   T* stats = cpu::thread_scratch<T, 1>(static_cast<std::size_t>(3 * tiles.rows));
   CrossEntropyLoss total;
