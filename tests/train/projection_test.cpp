@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "common/test_model.h"
 #include "herd/model/params.h"
@@ -150,34 +151,28 @@ TEST(Projection, FullRecomputeReplaysTheForwardAndHerdSkipsTheDownProjection) {
   const double pairs = 16.0 * 17.0 / 2.0;
   const double fwd = 2 * rows * ((q + 2 * kv) * h + h * q + 2 * ffn * h + h * ffn) + 4 * 2 * 4 * 8 * pairs;
   const double down = 2 * rows * h * ffn;
-  auto extra = [&](topology::Cluster c) {
-    ResolvedLayout l = run_layout(1, 1, 1, 1, 2, 16);
+  // What full recompute adds to the step at TP degree tp: (compute, TP collectives).
+  auto extra = [&](const topology::Cluster& c, std::int64_t tp) {
+    ResolvedLayout l = run_layout(tp, 1, 1, 1, 2, 16);
     const Result<Projection> none = project(m, l, 0, c);
     l.layout.recompute = model::Recompute::kFull;
     const Result<Projection> full = project(m, l, 0, c);
     EXPECT_TRUE(none.ok() && full.ok());
-    return full->estimate.time.compute_s - none->estimate.time.compute_s;
+    const planner::TimeBreakdown &a = none->estimate.time, &b = full->estimate.time;
+    return std::pair{b.compute_s - a.compute_s, b.tp_s - a.tp_s};
   };
   const double gpu = 2 * fwd / 1e9, herd_cpu = 2 * (fwd - down) / 1e9;
-  EXPECT_NEAR(extra(hand_cluster()), gpu, 1e-6 * gpu);
+  EXPECT_NEAR(extra(hand_cluster(), 1).first, gpu, 1e-6 * gpu);
   topology::Cluster host = hand_cluster();
   host.accelerator.host_cores = 1;  // herd's runtime: one rank on a core of its own
-  EXPECT_NEAR(extra(host), herd_cpu, 1e-6 * herd_cpu);
+  EXPECT_NEAR(extra(host, 1).first, herd_cpu, 1e-6 * herd_cpu);
 
   // Under TP 2 with sequence parallelism the replayed forward's collectives are two all-gathers and two
   // reduce-scatters of equal cost (no latency here); herd's leaves out the one after the down projection.
-  auto extra_tp = [&](topology::Cluster c) {
-    ResolvedLayout l = run_layout(2, 1, 1, 1, 2, 16);
-    const Result<Projection> none = project(m, l, 0, c);
-    l.layout.recompute = model::Recompute::kFull;
-    const Result<Projection> full = project(m, l, 0, c);
-    EXPECT_TRUE(none.ok() && full.ok());
-    return full->estimate.time.tp_s - none->estimate.time.tp_s;
-  };
   host.accelerator.host_cores = 2;  // a core per rank: the same rates as the dedicated accelerators
-  const double tp_gpu = extra_tp(hand_cluster());
+  const double tp_gpu = extra(hand_cluster(), 2).second;
   ASSERT_GT(tp_gpu, 0.0);
-  EXPECT_NEAR(extra_tp(host), 0.75 * tp_gpu, 1e-9 * tp_gpu);
+  EXPECT_NEAR(extra(host, 2).second, 0.75 * tp_gpu, 1e-9 * tp_gpu);
 }
 
 TEST(Projection, TensorParallelCommunicationMatchesTheHandCount) {
