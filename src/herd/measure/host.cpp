@@ -115,7 +115,7 @@ HostCpuTimes host_cpu_times() {
   const fs::path self = fs::path("/proc") / std::to_string(::getpid());
   const std::vector<std::string> own = stat_fields(self / "stat");
   if (own.size() < 13) return t;
-  double job = cpu_ticks(own);
+  t.processes[::getpid()] = cpu_ticks(own) / hz;
   std::error_code ec;
   const fs::path exe = fs::read_symlink(self / "exe", ec);
   for (const fs::path& proc : other_processes()) {
@@ -123,18 +123,29 @@ HostCpuTimes host_cpu_times() {
     if (st.size() < 13 || st[1] != own[1]) continue;  // not a sibling
     std::error_code e2;
     if (exe.empty() || fs::read_symlink(proc / "exe", e2) != exe) continue;
-    job += cpu_ticks(st);
+    t.processes[std::atoll(proc.filename().c_str())] = cpu_ticks(st) / hz;
   }
-  t.job_s = job / hz;
+  for (const auto& [pid, s] : t.processes) t.job_s += s;
   t.ok = true;
   return t;
+}
+
+double job_seconds_between(const HostCpuTimes& a, const HostCpuTimes& b) {
+  if (!a.ok || !b.ok) return -1;
+  double s = 0;
+  for (const auto& [pid, at_b] : b.processes) {
+    const auto at_a = a.processes.find(pid);
+    // A smaller reading is another process under a reused pid: it started after `a`.
+    s += at_a == a.processes.end() || at_a->second > at_b ? at_b : at_b - at_a->second;
+  }
+  return s;
 }
 
 double background_jobs_between(const HostCpuTimes& a, const HostCpuTimes& b, std::int64_t cores) {
   const double wall = b.wall_s - a.wall_s;
   if (!a.ok || !b.ok || wall <= 0 || cores <= 0) return -1;
   const double c = static_cast<double>(cores);
-  const double others = std::clamp(((b.busy_s - a.busy_s) - (b.job_s - a.job_s)) / wall, 0.0, 0.95 * c);
+  const double others = std::clamp(((b.busy_s - a.busy_s) - job_seconds_between(a, b)) / wall, 0.0, 0.95 * c);
   return others / (c - others);
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,14 +31,22 @@ double sample_background_jobs(int samples = 20);
 
 // CPU time on this host: every core's busy time since boot (steal included: a hypervisor's other
 // guests take the cores too) and this job's own, at one wall-clock instant. The job is this process
-// and its sibling ranks (processes of the same parent running the same executable: mpirun's).
+// and its sibling ranks (processes of the same parent running the same executable: mpirun's), kept
+// per process so that a sibling that exits between two readings does not take its CPU time back out
+// of the job's (job_seconds_between).
 struct HostCpuTimes {
   double wall_s = 0;
   double busy_s = 0;
-  double job_s = 0;
-  bool ok = false;  // false where /proc is unreadable
+  double job_s = 0;                          // the sum of `processes`
+  std::map<std::int64_t, double> processes;  // pid -> CPU seconds since it started
+  bool ok = false;                           // false where /proc is unreadable
 };
 HostCpuTimes host_cpu_times();
+
+// The job's CPU seconds between two readings: each process's growth, a process first seen in `b`
+// counted whole (it started after `a`), one gone by `b` counted for nothing (its last CPU is lost, a
+// few ticks at most). -1 when either reading failed.
+double job_seconds_between(const HostCpuTimes& a, const HostCpuTimes& b);
 
 // The background load between two readings, as host_share's background_jobs: the other jobs took
 // X = (busy - job) / wall cores' worth, leaving the job cores - X, which host_share's fair-share rule

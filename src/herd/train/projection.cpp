@@ -279,7 +279,7 @@ void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const st
   // /proc counts CPU time in clock ticks (10 ms): a run shorter than a fifth of a second is not resolved.
   if (plan->cpu_at_start.ok && at_end_cpu.ok && at_end_cpu.wall_s > plan->cpu_at_start.wall_s + 0.2) {
     measured.job_cores =
-        (at_end_cpu.job_s - plan->cpu_at_start.job_s) / (at_end_cpu.wall_s - plan->cpu_at_start.wall_s);
+        measure::job_seconds_between(plan->cpu_at_start, at_end_cpu) / (at_end_cpu.wall_s - plan->cpu_at_start.wall_s);
   }
   // The host's speed over the run: the mean of the probes before the first step and after the last.
   const double at_end = plan->probe_calibrated_flops > 0
