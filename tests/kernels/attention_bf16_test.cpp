@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "herd/kernels/attention.h"
+#include "herd/kernels/cpu/attention_impl.h"
 #include "herd/kernels/cpu/cpu_features.h"
 #include "herd/kernels/cpu/tile_gemm_bf16.h"
 #include "herd/kernels/reference.h"
@@ -458,6 +460,73 @@ TEST(Bf16TileGemm, EveryTailMatchesTheExactSums) {
   cpu::pack_scaled_ds(p.data(), dp.data(), 37, 5, 37, delta.data(), 0.125f, ds_down.data(), ds_across.data(), 19);
   EXPECT_EQ(ds_down, down);
   EXPECT_EQ(ds_across, across);
+}
+
+std::uint32_t float_bits(float x) {
+  std::uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+// The forward's online softmax step in one pass (exponentials straight into the P V matmul's pairs)
+// against the generic step it replaces, then the rounding packer: the same bits for the running max,
+// sum and alpha and every packed P, over tails of both tile sides, masked keys, masked queries (rows
+// that stay at -inf), and three tiles in a row so that alpha rescales.
+TEST(Bf16OnlineSoftmax, OnePassEqualsTheGenericStepBitForBit) {
+  if (!cpu::have_dpbf16()) GTEST_SKIP() << "no avx512_bf16";
+  const float scale = 0.17677669f;  // 1 / sqrt(32)
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (std::int64_t kn : {1, 2, 37, 64})
+    for (std::int64_t qn : {1, 5, 16, 23, 64}) {
+      SCOPED_TRACE(::testing::Message() << "kn " << kn << " qn " << qn);
+      std::vector<float> m_ref(qn, neg_inf), l_ref(qn, 0.0f), m_got = m_ref, l_got = l_ref;
+      std::vector<float> a_ref(qn), a_got(qn);
+      for (int tile = 0; tile < 3; ++tile) {
+        // Scores growing from tile to tile (new maxima, alpha < 1), some keys and queries masked.
+        std::vector<float> s = random_vec<float>(kn * qn, 40 + tile, -8.0 + 6 * tile, 8.0 + 6 * tile);
+        for (std::int64_t j = 0; j < kn; ++j)
+          for (std::int64_t i = 0; i < qn; ++i)
+            if ((j + 2 * i + tile) % 7 == 0 || i % 5 == 3 || (tile == 0 && i % 3 == 1)) s[j * qn + i] = neg_inf;
+        std::vector<float> s_ref = s;
+        online_softmax<float, true>(s_ref.data(), kn, qn, scale, m_ref.data(), l_ref.data(), a_ref.data());
+        std::vector<std::uint32_t> want((kn + 1) / 2 * qn), got(want.size(), 0xdeadbeefu);
+        cpu::pack_pairs_down(s_ref.data(), qn, kn, qn, want.data());
+        cpu::online_softmax_pairs(s.data(), kn, qn, scale, m_got.data(), l_got.data(), a_got.data(), got.data());
+        for (std::size_t e = 0; e < want.size(); ++e) ASSERT_EQ(got[e], want[e]) << "pair word " << e;
+        for (std::int64_t i = 0; i < qn; ++i) {
+          // Bits, not values: -inf rows and signed zeros included.
+          ASSERT_EQ(float_bits(m_got[i]), float_bits(m_ref[i])) << "max " << i;
+          ASSERT_EQ(float_bits(l_got[i]), float_bits(l_ref[i])) << "sum " << i;
+          ASSERT_EQ(float_bits(a_got[i]), float_bits(a_ref[i])) << "alpha " << i;
+        }
+      }
+      for (std::int64_t i = 0; i < qn; ++i) EXPECT_EQ(m_got[i] == neg_inf, i % 5 == 3) << i;
+    }
+}
+
+// The backward's recomputed P in one pass (in place, and packed by pairs of rows for dV) against the
+// generic loop and the rounding packer: the same bits, over odd row counts, column tails, masked
+// scores and a row whose lse is -inf.
+TEST(Bf16OnlineSoftmax, RecomputedProbabilitiesEqualTheGenericLoopBitForBit) {
+  if (!cpu::have_dpbf16()) GTEST_SKIP() << "no avx512_bf16";
+  const float scale = 0.125f, neg_inf = -std::numeric_limits<float>::infinity();
+  for (std::int64_t qn : {1, 2, 7, 64})
+    for (std::int64_t kn : {1, 15, 17, 64}) {
+      SCOPED_TRACE(::testing::Message() << "qn " << qn << " kn " << kn);
+      std::vector<float> s = random_vec<float>(qn * kn, 50, -20, 20);
+      std::vector<float> lse = random_vec<float>(qn, 51, 1, 4);
+      for (std::int64_t i = 0; i < qn; ++i)
+        for (std::int64_t j = 0; j < kn; ++j)
+          if ((i + 3 * j) % 5 == 0) s[i * kn + j] = neg_inf;
+      if (qn > 2) lse[qn - 2] = neg_inf;
+      std::vector<float> want_p = s, got_p = s;
+      recomputed_probabilities<float>(want_p.data(), qn, kn, scale, lse.data());
+      std::vector<std::uint32_t> want((qn + 1) / 2 * kn), got(want.size(), 0xdeadbeefu);
+      cpu::pack_pairs_down(want_p.data(), kn, qn, kn, want.data());
+      cpu::recomputed_probabilities_pairs(got_p.data(), qn, kn, scale, lse.data(), got.data());
+      for (std::size_t e = 0; e < want_p.size(); ++e) ASSERT_EQ(float_bits(got_p[e]), float_bits(want_p[e])) << e;
+      EXPECT_EQ(got, want);
+    }
 }
 
 }  // namespace

@@ -66,8 +66,9 @@ struct FloatTiles {
     void scores(std::int64_t g, std::int64_t kn, std::int64_t qn, T* s) {
       cpu::tile_gemm<T>(kn, qn, D, kc, D, 1, qts + g * D * qn, qn, s, qn, false);
     }
-    void probabilities(T* s, std::int64_t kn, std::int64_t qn) {
-      if constexpr (kBf16) round_rows(s, kn * qn);
+    void softmax(T* s, std::int64_t kn, std::int64_t qn, T scale, T* row_m, T* row_l, T* alpha) {
+      online_softmax<T, kScaleScores>(s, kn, qn, scale, row_m, row_l, alpha);
+      if constexpr (kBf16) round_rows(s, kn * qn);  // P as the matmul sees it; l summed the unrounded P
     }
     void pv(std::int64_t, std::int64_t qn, std::int64_t kn, const T* s, T* ag) {
       cpu::tile_gemm<T>(qn, D, kn, s, 1, qn, vc, D, ag, D, true);
@@ -105,6 +106,9 @@ struct FloatTiles {
     }
     void scores(std::int64_t g, std::int64_t q0, std::int64_t qn, std::int64_t kn, T* p) {
       cpu::tile_gemm<T>(qn, kn, D, q_all + (g * tq + q0) * D, D, 1, kt, kn, p, kn, false);
+    }
+    void probabilities(T* p, std::int64_t qn, std::int64_t kn, T scale, const T* lse) {
+      recomputed_probabilities(p, qn, kn, scale, lse);
     }
     void dv(std::int64_t g, std::int64_t q0, std::int64_t qn, std::int64_t kn, const T* p, T* dv_acc) {
       if constexpr (kBf16) {

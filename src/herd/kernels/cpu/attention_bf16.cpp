@@ -72,7 +72,10 @@ struct Dpbf16Tiles {
     void scores(std::int64_t g, std::int64_t kn, std::int64_t qn, float* s) {
       tile_gemm_bf16(kn, qn, D2, kr, D2, 1, qv + g * D2 * qn, qn, s, qn, false);
     }
-    void probabilities(const float* s, std::int64_t kn, std::int64_t qn) { pack_pairs_down(s, qn, kn, qn, pp); }
+    // One pass: the exponentials go straight into the matmul's pairs (s is left as it was).
+    void softmax(float* s, std::int64_t kn, std::int64_t qn, float scale, float* row_m, float* row_l, float* alpha) {
+      cpu::online_softmax_pairs(s, kn, qn, scale, row_m, row_l, alpha, pp);
+    }
     void pv(std::int64_t, std::int64_t qn, std::int64_t kn, const float*, float* ag) {
       tile_gemm_bf16(qn, D, pairs(kn), pp, 1, qn, vv, D, ag, D, true);
     }
@@ -118,8 +121,11 @@ struct Dpbf16Tiles {
     void scores(std::int64_t g, std::int64_t q0, std::int64_t qn, std::int64_t kn, float* p) {
       tile_gemm_bf16(qn, kn, D2, q_r + (g * tq + q0) * D2, D2, 1, k_t, kn, p, kn, false);
     }
-    void dv(std::int64_t g, std::int64_t q0, std::int64_t qn, std::int64_t kn, const float* p, float* dv_acc) {
-      pack_pairs_down(p, kn, qn, kn, p_t);
+    // P in fp32 for dS, and rounded by pairs of rows into p_t for dV, in one pass.
+    void probabilities(float* p, std::int64_t qn, std::int64_t kn, float scale, const float* lse) {
+      cpu::recomputed_probabilities_pairs(p, qn, kn, scale, lse, p_t);
+    }
+    void dv(std::int64_t g, std::int64_t q0, std::int64_t qn, std::int64_t kn, const float*, float* dv_acc) {
       tile_gemm_bf16(kn, D, pairs(qn), p_t, 1, kn, g_v + (g * tq2 + q0 / 2) * D, D, dv_acc, D, true);
     }
     void dp(std::int64_t g, std::int64_t q0, std::int64_t qn, std::int64_t kn, float* dp) {

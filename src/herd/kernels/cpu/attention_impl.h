@@ -10,10 +10,12 @@
 // (the value of a computed matmul input, dO in delta = rowsum(dO * O): x, or x rounded to bf16), and
 // two per-task classes:
 //   Forward(group, D): queries(g, q rows, ld, qn, scale); keys_values(k rows, ldk, v rows, ldv, kn);
-//     scores(g, kn, qn, s) -> s^T (kn, qn); probabilities(s, kn, qn) (after the exp pass);
+//     scores(g, kn, qn, s) -> s^T (kn, qn); softmax(s, kn, qn, scale, row_m, row_l, alpha): the
+//     online softmax step (online_softmax below) leaving P where pv reads it;
 //     pv(g, qn, kn, s, acc_g): acc_g (qn, D) += P V.
 //   Backward(group, D, Tq): queries(g, q rows, ldq, dout rows, ldo) for the whole sequence;
-//     keys_values(...); scores(g, q0, qn, kn, p) -> Q K^T (qn, kn); dv(g, q0, qn, kn, p, dv_acc):
+//     keys_values(...); scores(g, q0, qn, kn, p) -> Q K^T (qn, kn); probabilities(p, qn, kn, scale,
+//     lse): P in place (recomputed_probabilities below), and wherever dv reads it; dv(g, q0, qn, kn, p, dv_acc):
 //     dV += P^T dO; dp(g, q0, qn, kn, dp) -> dO V^T; ds_dk_dq(g, q0, qn, kn, p, dp, delta, scale,
 //     dk_acc, dq_g): dS = P (dP - delta) (scaled_ds, or the same formula fused with the packing),
 //     dK += scale dS^T Q, dQ += scale dS K.
@@ -195,6 +197,68 @@ void round_rows(const T* x, std::int64_t n, T* dst) {
   for (std::int64_t i = 0; i < n; ++i) dst[i] = herd::round_to_bf16(x[i]);
 }
 
+// One key tile's step of the online softmax over s^T (kn, qn), the scores of qn queries (a row of s^T
+// per key): the tile's max, the new running max row_m, alpha = exp(old max - new max) (what the
+// accumulator and the running sum are rescaled by), P = exp(s - max) in place of s (0 where masked),
+// and row_l = row_l alpha + the tile's sum of P. kScaleScores: s is unscaled and the scale goes into
+// the exponent's FMA. The policies' softmax calls this, or does the same in one pass (attention_bf16.cpp).
+template <typename T, bool kScaleScores>
+HERD_CPU_CLONES void online_softmax(T* s, std::int64_t kn, std::int64_t qn, T scale, T* row_m, T* row_l, T* alpha) {
+  constexpr std::int64_t TQ = kAttnTileQ;
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  T tile_m[TQ], tile_l[TQ];
+  std::fill(tile_m, tile_m + qn, neg_inf);
+  for (std::int64_t j = 0; j < kn; ++j) {
+    const T* sj = s + j * qn;
+#pragma omp simd
+    for (std::int64_t i = 0; i < qn; ++i) tile_m[i] = std::max(tile_m[i], sj[i]);
+  }
+  // The statistics are of the scaled scores: max(s) * scale = max(s * scale), as scale > 0 and
+  // rounding is monotonic; the exponent below scales each score with one FMA.
+  if constexpr (kScaleScores)
+    for (std::int64_t i = 0; i < qn; ++i) tile_m[i] *= scale;
+#pragma omp simd
+  for (std::int64_t i = 0; i < qn; ++i) {
+    const T mnew = std::max(row_m[i], tile_m[i]);
+    alpha[i] = row_m[i] == neg_inf ? T(0) : cpu::fast_exp(row_m[i] - mnew);
+    row_m[i] = mnew;
+    tile_l[i] = 0;
+  }
+  for (std::int64_t j = 0; j < kn; ++j) {
+    T* sj = s + j * qn;
+#pragma omp simd
+    for (std::int64_t i = 0; i < qn; ++i) {
+      T x;
+      if constexpr (kScaleScores) {
+        x = sj[i] * scale - row_m[i];
+      } else {
+        x = sj[i] - row_m[i];
+      }
+      const T p = sj[i] == neg_inf ? T(0) : cpu::fast_exp(x);
+      sj[i] = p;
+      tile_l[i] += p;
+    }
+  }
+  for (std::int64_t i = 0; i < qn; ++i) row_l[i] = row_l[i] * alpha[i] + tile_l[i];
+}
+
+// The backward's P = exp(s scale - lse) in place on the recomputed unscaled scores (qn, kn): 0 where
+// masked, and on the rows whose lse is -inf (queries that see no key).
+template <typename T>
+HERD_CPU_CLONES void recomputed_probabilities(T* p, std::int64_t qn, std::int64_t kn, T scale, const T* lse) {
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  for (std::int64_t i = 0; i < qn; ++i) {
+    T* pi = p + i * kn;
+    const T li = lse[i];
+    if (li == neg_inf) {
+      std::fill(pi, pi + kn, T(0));
+      continue;
+    }
+#pragma omp simd
+    for (std::int64_t j = 0; j < kn; ++j) pi[j] = pi[j] == neg_inf ? T(0) : cpu::fast_exp(pi[j] * scale - li);
+  }
+}
+
 // One task is (sequence, KV head, query tile) and handles the Hq/Hkv query heads that share the KV
 // head, so each K/V tile is packed once for all of them. Scores are computed transposed,
 // s^T (kn, qn) = K (q * scale)^T: the query tile is transposed once and reused for every key tile,
@@ -222,8 +286,8 @@ HERD_CPU_CLONES void attention_forward_tiled(const AttentionDims& d, const Atten
     typename Tiles::Forward tiles(group, D);             // the group's query tiles, a K and a V tile
     T* acc = cpu::thread_scratch<T, 1>(group * TQ * D);  // (group, qn, D)
     T* s = cpu::thread_scratch<T, 3>(TK * TQ);           // (kn, qn) scores, then probabilities
-    T* stats = cpu::thread_scratch<T, 4>(group * 2 * TQ + 3 * TQ);
-    T *tile_m = stats + group * 2 * TQ, *alpha = tile_m + TQ, *tile_l = alpha + TQ;
+    T* stats = cpu::thread_scratch<T, 4>(group * 2 * TQ + TQ);
+    T* alpha = stats + group * 2 * TQ;
 
     const std::int32_t* pq = m.pos_q + b * d.tq + q0;
     const std::int32_t* dq = m.doc_q ? m.doc_q + b * d.tq + q0 : nullptr;
@@ -248,41 +312,9 @@ HERD_CPU_CLONES void attention_forward_tiled(const AttentionDims& d, const Atten
         T *row_m = stats + g * 2 * TQ, *row_l = row_m + TQ, *ag = acc + g * qn * D;
         tiles.scores(g, kn, qn, s);  // s^T = k (q * scale)^T, or k q^T (kScaleScores)
         if (tm == TileMask::kPartial) apply_mask_transposed(s, kn, qn, pq, dq, pk, dk);
-        std::fill(tile_m, tile_m + qn, neg_inf);
-        for (std::int64_t j = 0; j < kn; ++j) {
-          const T* sj = s + j * qn;
-#pragma omp simd
-          for (std::int64_t i = 0; i < qn; ++i) tile_m[i] = std::max(tile_m[i], sj[i]);
-        }
-        // The statistics are of the scaled scores: max(s) * scale = max(s * scale), as scale > 0 and
-        // rounding is monotonic; the exponent below scales each score with one FMA.
-        if constexpr (Tiles::kScaleScores)
-          for (std::int64_t i = 0; i < qn; ++i) tile_m[i] *= scale;
-#pragma omp simd
+        // P in place of the scores (or in the policy's matmul layout), the running max and sum, alpha.
+        tiles.softmax(s, kn, qn, scale, row_m, row_l, alpha);
         for (std::int64_t i = 0; i < qn; ++i) {
-          const T mnew = std::max(row_m[i], tile_m[i]);
-          alpha[i] = row_m[i] == neg_inf ? T(0) : cpu::fast_exp(row_m[i] - mnew);
-          row_m[i] = mnew;
-          tile_l[i] = 0;
-        }
-        for (std::int64_t j = 0; j < kn; ++j) {
-          T* sj = s + j * qn;
-#pragma omp simd
-          for (std::int64_t i = 0; i < qn; ++i) {
-            T x;
-            if constexpr (Tiles::kScaleScores) {
-              x = sj[i] * scale - row_m[i];
-            } else {
-              x = sj[i] - row_m[i];
-            }
-            const T p = sj[i] == neg_inf ? T(0) : cpu::fast_exp(x);
-            sj[i] = p;
-            tile_l[i] += p;
-          }
-        }
-        tiles.probabilities(s, kn, qn);  // the matmul's copy of P; l sums the unrounded values
-        for (std::int64_t i = 0; i < qn; ++i) {
-          row_l[i] = row_l[i] * alpha[i] + tile_l[i];
           if (alpha[i] != T(1)) {
             T* ai = ag + i * D;
             const T a = alpha[i];
@@ -325,7 +357,6 @@ HERD_CPU_CLONES void attention_backward_tiled(const AttentionDims& d, const Atte
   const std::int64_t D = d.head_dim, group = d.q_heads / d.kv_heads;
   const std::int64_t tasks = d.batch * d.kv_heads;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
-  const T neg_inf = -std::numeric_limits<T>::infinity();
   const bool threaded = worth_threads(d);
   constexpr std::int64_t TQ = kAttnTileQ, TK = kAttnTileK;
 
@@ -376,17 +407,7 @@ HERD_CPU_CLONES void attention_backward_tiled(const AttentionDims& d, const Atte
           const std::int64_t h = h0 + g;
           tiles.scores(g, q0, qn, kn, p);  // unscaled scores
           if (tm == TileMask::kPartial) apply_mask(p, qn, kn, pq, dqd, pk, dkd);
-          const T* lrow = lse + (b * d.q_heads + h) * d.tq + q0;
-          for (std::int64_t i = 0; i < qn; ++i) {
-            T* pi = p + i * kn;
-            const T li = lrow[i];
-            if (li == neg_inf) {
-              std::fill(pi, pi + kn, T(0));
-              continue;
-            }
-#pragma omp simd
-            for (std::int64_t j = 0; j < kn; ++j) pi[j] = pi[j] == neg_inf ? T(0) : cpu::fast_exp(pi[j] * scale - li);
-          }
+          tiles.probabilities(p, qn, kn, scale, lse + (b * d.q_heads + h) * d.tq + q0);
           tiles.dv(g, q0, qn, kn, p, dv_acc);  // dV += P^T dO
           tiles.dp(g, q0, qn, kn, dp);         // dP = dO V^T
           // dS = P (dP - delta), then dK += scale dS^T Q, dQ += scale dS K

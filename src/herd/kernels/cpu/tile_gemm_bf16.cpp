@@ -4,6 +4,7 @@
 #include "herd/kernels/cpu/tile_gemm_bf16.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "herd/core/check.h"
 #include "herd/kernels/cpu/cpu_features.h"
@@ -239,6 +240,93 @@ HERD_BF16_TARGET void scaled_ds(const float* p, const float* dp, std::int64_t ld
   }
 }
 
+// common.h's fast_exp<float> on 16 lanes, operation for operation (the FMAs where GCC contracts the
+// scalar code, the same clamp and rounding), so the same bits; 2^n applied by vscalefps, exact as the
+// scalar code's multiplication by the power of two is.
+HERD_BF16_TARGET inline __attribute__((always_inline)) __m512 exp16(__m512 x) {
+  // The zero-masking forms with every lane kept, as transpose16 (GCC 12 and _mm512_undefined).
+  // max(-87, x) and min(88, .) return x where x is NaN, as the scalar clamp does.
+  const __mmask16 all = 0xffff;
+  x = _mm512_maskz_min_ps(all, _mm512_set1_ps(88.0f), _mm512_maskz_max_ps(all, _mm512_set1_ps(-87.0f), x));
+  const __m512 n = _mm512_maskz_roundscale_ps(all, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                              _MM_FROUND_CUR_DIRECTION | _MM_FROUND_NO_EXC);
+  const __m512 r =
+      _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x));
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(all, p, n);
+}
+
+// exp(s scale - m), 0 where s is -inf (masked).
+HERD_BF16_TARGET inline __attribute__((always_inline)) __m512 probability(__m512 s, __m512 scale, __m512 m) {
+  const __mmask16 visible = _mm512_cmp_ps_mask(s, _mm512_set1_ps(-INFINITY), _CMP_NEQ_UQ);
+  return _mm512_maskz_mov_ps(visible, exp16(_mm512_fmsub_ps(s, scale, m)));
+}
+
+// 16 lanes of two rows rounded to bf16 and interleaved into 16 pair words, the first row's value in
+// each low half: down()'s layout, from values already in registers.
+HERD_BF16_TARGET inline __attribute__((always_inline)) __m512i pair_words(__m512 first, __m512 second) {
+  // Word 2i from word i of the rounded pair (the first row's), 2i + 1 from word 16 + i.
+  static const std::uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  return _mm512_permutexvar_epi16(_mm512_loadu_si512(kInterleave), (__m512i)_mm512_cvtne2ps_pbh(second, first));
+}
+
+HERD_BF16_TARGET void softmax_pairs(const float* s, std::int64_t kn, std::int64_t qn, float scale, float* row_m,
+                                    float* row_l, float* alpha, std::uint32_t* pairs) {
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY), sc = _mm512_set1_ps(scale);
+  for (std::int64_t i = 0; i < qn; i += 16) {
+    const __mmask16 mk = lanes(qn - i);
+    __m512 tile_m = neg_inf;
+    for (std::int64_t j = 0; j < kn; ++j)
+      tile_m = _mm512_maskz_max_ps(0xffff, _mm512_maskz_loadu_ps(mk, s + j * qn + i), tile_m);
+    tile_m = _mm512_mul_ps(tile_m, sc);
+    const __m512 old_m = _mm512_maskz_loadu_ps(mk, row_m + i);
+    // std::max(row_m, tile_m): tile_m where row_m < tile_m, else row_m.
+    const __m512 m = _mm512_mask_mov_ps(old_m, _mm512_cmp_ps_mask(old_m, tile_m, _CMP_LT_OQ), tile_m);
+    const __mmask16 started = _mm512_cmp_ps_mask(old_m, neg_inf, _CMP_NEQ_UQ);
+    const __m512 a = _mm512_maskz_mov_ps(started, exp16(_mm512_sub_ps(old_m, m)));
+    __m512 l = _mm512_setzero_ps();
+    for (std::int64_t j = 0; j < kn; j += 2) {
+      const __m512 p0 = probability(_mm512_maskz_loadu_ps(mk, s + j * qn + i), sc, m);
+      l = _mm512_add_ps(l, p0);
+      __m512 p1 = _mm512_setzero_ps();
+      if (j + 1 < kn) {
+        p1 = probability(_mm512_maskz_loadu_ps(mk, s + (j + 1) * qn + i), sc, m);
+        l = _mm512_add_ps(l, p1);
+      }
+      _mm512_mask_storeu_epi32(pairs + (j / 2) * qn + i, mk, pair_words(p0, p1));
+    }
+    _mm512_mask_storeu_ps(row_m + i, mk, m);
+    _mm512_mask_storeu_ps(alpha + i, mk, a);
+    _mm512_mask_storeu_ps(row_l + i, mk, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, row_l + i), a, l));
+  }
+}
+
+HERD_BF16_TARGET void recomputed_pairs(float* p, std::int64_t qn, std::int64_t kn, float scale, const float* lse,
+                                       std::uint32_t* pairs) {
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (std::int64_t i = 0; i < qn; i += 2) {
+    const bool two = i + 1 < qn;
+    float *p0 = p + i * kn, *p1 = two ? p0 + kn : nullptr;
+    // A row whose lse is -inf (a query that sees no key) is all zeros: probability() of it would not be.
+    const bool live0 = lse[i] != -INFINITY, live1 = two && lse[i + 1] != -INFINITY;
+    const __m512 l0 = _mm512_set1_ps(lse[i]), l1 = _mm512_set1_ps(two ? lse[i + 1] : 0.0f);
+    for (std::int64_t j = 0; j < kn; j += 16) {
+      const __mmask16 mk = lanes(kn - j);
+      const __m512 e0 = live0 ? probability(_mm512_maskz_loadu_ps(mk, p0 + j), sc, l0) : _mm512_setzero_ps();
+      const __m512 e1 = live1 ? probability(_mm512_maskz_loadu_ps(mk, p1 + j), sc, l1) : _mm512_setzero_ps();
+      _mm512_mask_storeu_ps(p0 + j, mk, e0);
+      if (two) _mm512_mask_storeu_ps(p1 + j, mk, e1);
+      _mm512_mask_storeu_epi32(pairs + (i / 2) * kn + j, mk, pair_words(e0, e1));
+    }
+  }
+}
+
 }  // namespace
 #endif
 
@@ -272,6 +360,16 @@ void pack_scaled_ds(const float* p, const float* dp, std::int64_t ld, std::int64
 void pack_pairs_across(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst,
                        std::int64_t ld_dst) {
   HERD_ON_X86(across_bf16(x, ld, rows, cols, dst, ld_dst));
+}
+
+void online_softmax_pairs(const float* s, std::int64_t kn, std::int64_t qn, float scale, float* row_m, float* row_l,
+                          float* alpha, std::uint32_t* pairs) {
+  HERD_ON_X86(softmax_pairs(s, kn, qn, scale, row_m, row_l, alpha, pairs));
+}
+
+void recomputed_probabilities_pairs(float* p, std::int64_t qn, std::int64_t kn, float scale, const float* lse,
+                                    std::uint32_t* pairs) {
+  HERD_ON_X86(recomputed_pairs(p, qn, kn, scale, lse, pairs));
 }
 
 void pack_pairs_transposed(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst) {

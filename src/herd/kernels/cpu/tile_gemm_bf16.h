@@ -60,4 +60,17 @@ void pack_scaled_ds(const float* p, const float* dp, std::int64_t ld, std::int64
                     const float* delta, float scale, std::uint32_t* dst_down, std::uint32_t* dst_across,
                     std::int64_t ld_across);
 
+// Attention's online softmax step (attention_impl.h's online_softmax<float, true>, bit for bit) on
+// the unscaled scores s^T (kn, qn), with P written rounded and packed down (pack_pairs_down of P,
+// (ceil(kn / 2), qn) pairs) into `pairs` instead of into s: one pass over s after its max, with the
+// running statistics of each 16 queries in registers. row_m, row_l, alpha (qn) as online_softmax.
+void online_softmax_pairs(const float* s, std::int64_t kn, std::int64_t qn, float scale, float* row_m, float* row_l,
+                          float* alpha, std::uint32_t* pairs);
+
+// The backward's recomputed P (attention_impl.h's recomputed_probabilities<float>, bit for bit) in
+// place on the unscaled scores p (qn, kn), and rounded and packed down (pack_pairs_down of P,
+// (ceil(qn / 2), kn) pairs) into `pairs`, in one pass.
+void recomputed_probabilities_pairs(float* p, std::int64_t qn, std::int64_t kn, float scale, const float* lse,
+                                    std::uint32_t* pairs);
+
 }  // namespace herd::kernels::cpu
