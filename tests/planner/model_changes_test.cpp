@@ -227,7 +227,7 @@ TEST(ModelChanges, BadFlagValuesAreNamed) {
                            " estimate --model llama3-8b --cluster dgx-h100 --gpus 8 --tp 8 --cp 1 --pp 1 --dp 1 "
                            "--seq-len 4096 --global-batch 8 ";
   const std::pair<const char*, const char*> cases[] = {{"--layer-split middle", "auto, even or light-ends"},
-                                                       {"--software jax", "fused, eager or compiled"},
+                                                       {"--software jax", "fused, eager, compiled or herd"},
                                                        {"--attention sparse", "flash or materialized"},
                                                        {"--pipeline-sends maybe", "async or sync"},
                                                        {"--dp-overlap yes", "on or off"},
@@ -269,6 +269,35 @@ TEST(ModelChanges, BadFlagValuesAreNamed) {
   EXPECT_EQ(j["layout"]["grad_dtype"], "bf16");
   EXPECT_EQ(j["layout"]["layer_split"], "even");
   EXPECT_EQ(j["precision"], "fp8");
+}
+
+// `--software` left out: herd on a CPU host (its cluster has host_cores; herd's runtime is the only
+// software that runs there), fused on an accelerator cluster. On a CPU host the herd profile is what
+// the default gives, and the fused one plans the same layout differently (a bf16 run of 4 micro-batches
+// per rank: fused stacks add a gradient-accumulation pass and reduce-scatter gradients per
+// micro-batch; herd's flat units keep full fp32 gradient buffers instead).
+TEST(ModelChanges, SoftwareDefaultsToHerdOnACpuHostAndFusedElsewhere) {
+  auto estimate_json = [](const std::string& args) {
+    FILE* p = popen((std::string(HERD_BINARY) + " estimate " + args + " --json 2>&1").c_str(), "r");
+    std::string out;
+    std::array<char, 4096> buf;
+    while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+    EXPECT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
+    return Json::parse(out);
+  };
+  const std::string cpu =
+      "--model tiny --cluster local-cpu --gpus 2 --tp 1 --cp 1 --pp 1 --dp 2 --seq-len 512 --global-batch 8 "
+      "--microbatch-size 1 --recompute none --precision bf16";
+  const Json by_default = estimate_json(cpu), herd = estimate_json(cpu + " --software herd");
+  const Json fused = estimate_json(cpu + " --software fused");
+  EXPECT_EQ(by_default["layout"]["software"], "herd");
+  EXPECT_EQ(fused["layout"]["software"], "fused");
+  EXPECT_EQ(by_default["step_time_s"].get<double>(), herd["step_time_s"].get<double>());
+  EXPECT_GT(fused["step_time_s"].get<double>(), herd["step_time_s"].get<double>());
+  EXPECT_NE(fused["memory"]["total_bytes"].get<double>(), herd["memory"]["total_bytes"].get<double>());
+  const Json gpu = estimate_json(
+      "--model llama3-8b --cluster dgx-h100 --gpus 8 --tp 8 --cp 1 --pp 1 --dp 1 --seq-len 4096 --global-batch 8");
+  EXPECT_EQ(gpu["layout"]["software"], "fused");
 }
 
 }  // namespace

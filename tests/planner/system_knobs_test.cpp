@@ -2,7 +2,7 @@
 // numbers computed by hand in the comments: gradient accumulation fusion (--grad-acc-fusion), TP
 // communication pipelined with its GEMMs (--tp-overlap), the ZeRO-1/2 parameter all-gather overlapped
 // with the next forward (--dp-overlap on), gradients accumulated and reduced in bf16 (--grad-dtype),
-// and the compiled (torch.compile) software profile.
+// and the compiled (torch.compile) and herd software profiles.
 #include <gtest/gtest.h>
 
 #include "herd/model/params.h"
@@ -183,6 +183,33 @@ TEST(SystemKnobs, CompiledProfileFusesElementwiseButKeepsPytorchGemmsAndSdpa) {
   const SoftwareProfile p = software_profile(Software::kCompiled, round_cluster().accelerator);
   EXPECT_FALSE(p.fused_projections);
   EXPECT_EQ(p.launches_fwd, software_profile(Software::kFused, round_cluster().accelerator).launches_fwd);
+}
+
+// herd's own runtime as a profile: the fused kernels (the same forward), the weight gradients summed
+// into the fp32 buffer by the GEMM itself (12 bytes per layer parameter fewer, as --grad-acc-fusion),
+// full recompute without the down projection (2 x 4096 x 4096 x 14336 FLOPs of llama3-8b fewer), and
+// collectives on the compute threads only where the cluster is a CPU host.
+TEST(SystemKnobs, HerdProfileIsTheFusedKernelsWithHerdsAccumulationAndRecompute) {
+  TrainingSpec ht = kOne;
+  ht.system.software = Software::kHerd;
+  const StepCosts fused = costs(kOne), herd = costs(ht);
+  const double layer_params = static_cast<double>(model::layer_params_tp_shard(k8b, 1).total());
+  EXPECT_DOUBLE_EQ(herd.layer.fwd_math, fused.layer.fwd_math);
+  EXPECT_NEAR(fused.layer.bwd_math - herd.layer.bwd_math, 12.0 * layer_params / 1e13, 1e-12);
+  Layout full;
+  full.recompute = model::Recompute::kFull;
+  const double replay_fused = costs(kOne, full).layer.bwd_math - fused.layer.bwd_math;
+  const double replay_herd = costs(ht, full).layer.bwd_math - herd.layer.bwd_math;
+  EXPECT_NEAR(replay_fused - replay_herd, 2.0 * 4096 * 4096 * 14336 / 1e15, 1e-12);
+  topology::Accelerator acc = round_cluster().accelerator;
+  EXPECT_FALSE(software_profile(Software::kHerd, acc).collectives_on_compute_threads);
+  const SoftwareProfile f = software_profile(Software::kFused, acc);
+  EXPECT_FALSE(f.weight_grads_in_place || f.recompute_keeps_down_projection || f.tiled_logits || f.flat_unit_gradients);
+  acc.host_cores = 2;
+  const SoftwareProfile h = software_profile(Software::kHerd, acc);
+  EXPECT_TRUE(h.collectives_on_compute_threads && h.weight_grads_in_place && h.recompute_keeps_down_projection &&
+              h.tiled_logits && h.flat_unit_gradients);
+  EXPECT_FALSE(software_profile(Software::kFused, acc).collectives_on_compute_threads);
 }
 
 }  // namespace

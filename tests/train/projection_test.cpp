@@ -143,36 +143,38 @@ TEST(Projection, SingleRankStepAndStateMatchTheHandCount) {
 }
 
 // Full recompute replays each layer's forward in its backward. Megatron and torch.utils.checkpoint
-// replay all of it; herd's runtime (a CPU host) stops before the down projection, whose output is the
-// next layer's input, already kept: 2 x rows x ffn x hidden FLOPs per layer fewer.
+// (the fused profile) replay all of it; herd's runtime (the herd profile, on any host) stops before
+// the down projection, whose output is the next layer's input, already kept: 2 x rows x ffn x hidden
+// FLOPs per layer fewer.
 TEST(Projection, FullRecomputeReplaysTheForwardAndHerdSkipsTheDownProjection) {
   const model::LlamaConfig m = small_cfg();
   const double rows = 2 * 16, h = 32, ffn = 64, q = 4 * 8, kv = 2 * 8;
   const double pairs = 16.0 * 17.0 / 2.0;
   const double fwd = 2 * rows * ((q + 2 * kv) * h + h * q + 2 * ffn * h + h * ffn) + 4 * 2 * 4 * 8 * pairs;
   const double down = 2 * rows * h * ffn;
-  // What full recompute adds to the step at TP degree tp: (compute, TP collectives).
-  auto extra = [&](const topology::Cluster& c, std::int64_t tp) {
-    ResolvedLayout l = run_layout(tp, 1, 1, 1, 2, 16);
-    const Result<Projection> none = project(m, l, 0, c);
-    l.layout.recompute = model::Recompute::kFull;
-    const Result<Projection> full = project(m, l, 0, c);
+  // What full recompute adds to the step at TP degree tp under a software profile: (compute, TP
+  // collectives), on the hand cluster's dedicated accelerators.
+  auto extra = [&](planner::Software software, std::int64_t tp) {
+    ResolvedLayout r = run_layout(tp, 1, 1, 1, 2, 16);
+    r.spec.system.software = software;
+    planner::Layout l = r.layout;
+    l.zero = l.gpus() > 1 ? 3 : 0;
+    const Result<planner::Estimate> none = planner::estimate(m, hand_cluster(), r.spec, l, l.gpus());
+    l.recompute = model::Recompute::kFull;
+    const Result<planner::Estimate> full = planner::estimate(m, hand_cluster(), r.spec, l, l.gpus());
     EXPECT_TRUE(none.ok() && full.ok());
-    const planner::TimeBreakdown &a = none->estimate.time, &b = full->estimate.time;
+    const planner::TimeBreakdown &a = none->time, &b = full->time;
     return std::pair{b.compute_s - a.compute_s, b.tp_s - a.tp_s};
   };
-  const double gpu = 2 * fwd / 1e9, herd_cpu = 2 * (fwd - down) / 1e9;
-  EXPECT_NEAR(extra(hand_cluster(), 1).first, gpu, 1e-6 * gpu);
-  topology::Cluster host = hand_cluster();
-  host.accelerator.host_cores = 1;  // herd's runtime: one rank on a core of its own
-  EXPECT_NEAR(extra(host, 1).first, herd_cpu, 1e-6 * herd_cpu);
+  const double gpu = 2 * fwd / 1e9, herd = 2 * (fwd - down) / 1e9;
+  EXPECT_NEAR(extra(planner::Software::kFused, 1).first, gpu, 1e-6 * gpu);
+  EXPECT_NEAR(extra(planner::Software::kHerd, 1).first, herd, 1e-6 * herd);
 
   // Under TP 2 with sequence parallelism the replayed forward's collectives are two all-gathers and two
   // reduce-scatters of equal cost (no latency here); herd's leaves out the one after the down projection.
-  host.accelerator.host_cores = 2;  // a core per rank: the same rates as the dedicated accelerators
-  const double tp_gpu = extra(hand_cluster(), 2).second;
-  ASSERT_GT(tp_gpu, 0.0);
-  EXPECT_NEAR(extra(host, 2).second, 0.75 * tp_gpu, 1e-9 * tp_gpu);
+  const double tp_fused = extra(planner::Software::kFused, 2).second;
+  ASSERT_GT(tp_fused, 0.0);
+  EXPECT_NEAR(extra(planner::Software::kHerd, 2).second, 0.75 * tp_fused, 1e-9 * tp_fused);
 }
 
 TEST(Projection, TensorParallelCommunicationMatchesTheHandCount) {

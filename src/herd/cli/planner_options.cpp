@@ -67,9 +67,8 @@ void add_planner_options(CLI::App* app, PlannerOptions& o) {
                   "one layer lighter)")
       ->capture_default_str();
   app->add_option("--software", o.software,
-                  "Software profile: fused (Megatron / Transformer Engine), eager (PyTorch eager / FSDP) or compiled "
-                  "(PyTorch under torch.compile)")
-      ->capture_default_str();
+                  "Software profile: fused (Megatron / Transformer Engine), eager (PyTorch eager / FSDP), compiled "
+                  "(PyTorch under torch.compile) or herd (herd's own runtime); default herd on a CPU host, else fused");
   app->add_option("--attention", o.attention,
                   "Attention: flash, or materialized (s x s scores in memory, pre-FlashAttention Megatron)")
       ->capture_default_str();
@@ -139,7 +138,10 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
   }
   HERD_ASSIGN_OR_RETURN(in.train.precision, planner::parse_precision(o.precision));
   HERD_ASSIGN_OR_RETURN(in.base.layer_split, planner::parse_layer_split(o.layer_split));
-  HERD_ASSIGN_OR_RETURN(in.train.system.software, planner::parse_software(o.software));
+  const std::string software = !o.software.empty()                     ? o.software
+                               : in.cluster.accelerator.host_cores > 0 ? "herd"
+                                                                       : "fused";
+  HERD_ASSIGN_OR_RETURN(in.train.system.software, planner::parse_software(software));
   HERD_ASSIGN_OR_RETURN(in.train.system.attention, planner::parse_attention(o.attention));
   if (o.pipeline_sends != "async" && o.pipeline_sends != "sync") {
     return make_error("--pipeline-sends: expected async or sync, got '", o.pipeline_sends, "'");

@@ -41,7 +41,7 @@ struct PlannerOptions {
   std::string precision = "bf16";
   // Planner-only system knobs (planner::SystemSpec) and the layer split (planner::Layout::layer_split).
   std::string layer_split = "auto";
-  std::string software = "fused";
+  std::string software;  // empty: herd on a CPU host (the only software that runs there), else fused
   std::string attention = "flash";
   std::string pipeline_sends = "async";
   std::string dp_overlap = "on";

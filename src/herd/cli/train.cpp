@@ -187,6 +187,7 @@ Status choose_layout(const TrainOptions& o, train::TrainConfig& cfg, const model
   spec.seq_len = cfg.data.seq_len;
   spec.global_batch = cfg.train.global_batch;
   spec.precision = train::is_bf16(cfg) ? planner::Precision::kBF16 : planner::Precision::kFP32;
+  spec.system.software = planner::Software::kHerd;
   planner::SearchSpace space;
   if (o.knobs.v) space.v = static_cast<int>(*o.knobs.v);
   if (o.knobs.microbatch) space.microbatch = *o.knobs.microbatch;

@@ -98,8 +98,6 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   at_precision.accelerator = topology::at_precision(host.accelerator, train.precision != Precision::kFP32);
   const topology::Cluster& cluster = topology::host_share(at_precision, l.gpus(), &shared);
   const topology::Accelerator& acc = cluster.accelerator;
-  // herd's own runtime on a CPU host (host_share has applied the share and cleared host_cores in acc).
-  const bool herd_cpu = host.accelerator.host_cores > 0;
   StepCosts c;
   HERD_ASSIGN_OR_RETURN(c.tp_link, topology::link_for_group(cluster, 1, l.tp));
   HERD_ASSIGN_OR_RETURN(c.cp_link, topology::link_for_group(cluster, l.tp, l.cp));
@@ -108,7 +106,7 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
 
   const bool fp32 = train.precision == Precision::kFP32;
   const bool fp8 = train.precision == Precision::kFP8;
-  const SoftwareProfile sw = software_profile(train.system.software, acc);
+  const SoftwareProfile sw = software_profile(train.system.software, at_precision.accelerator);
   const bool materialized = train.system.attention == Attention::kMaterialized;
   // Attention runs at the activations' precision (bf16, or fp32 on a CPU).
   const double bf16_peak = (fp32 ? acc.peak_tflops_fp32 : acc.peak_tflops_bf16) * 1e12;
@@ -213,11 +211,12 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // fp32 gradient accumulation across micro-batches: the bf16 weight gradient is written, read back
   // and added into the fp32 buffer (2 + 2 + 4 + 4 bytes per local parameter).
   const model::LayerParams lp = model::layer_params_tp_shard(cfg, l.tp);
-  // In fp32, with gradient accumulation fusion, and in herd's CPU runtime in either precision (gemm_bf16
+  // In fp32, with gradient accumulation fusion, and in herd's runtime in either precision (gemm_bf16
   // writes fp32 with beta = 1), the weight-gradient GEMM accumulates straight into the gradient buffer.
   // Otherwise the pass moves 2 + 2 + gb + gb bytes per parameter: 12 with fp32 gradients, 8 with bf16 ones.
-  const double grad_acc =
-      fp32 || gaf || herd_cpu ? 0.0 : memory_bound_s((4.0 + 2 * gb) * static_cast<double>(lp.total()), acc);
+  const double grad_acc = fp32 || gaf || sw.weight_grads_in_place
+                              ? 0.0
+                              : memory_bound_s((4.0 + 2 * gb) * static_cast<double>(lp.total()), acc);
 
   L.fwd_math = gemm_fwd + cast_fwd + attn_fwd + memory_bound_s(ew_fwd, acc) + sw.launches_fwd * launch;
   L.bwd_math =
@@ -284,8 +283,8 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
     // The layer's forward again (torch.utils.checkpoint and Megatron's full recompute replay all of it).
     // herd's runtime stops before the down projection: its output, the next layer's input, is what was
     // kept, so that GEMM and the collective after it (SP reduce-scatter, or all-reduce) are not redone.
-    L.bwd_math += L.fwd_math - (herd_cpu ? lin[3].fwd : 0.0);
-    L.bwd_tp += L.fwd_tp - (herd_cpu ? down_tp : 0.0);
+    L.bwd_math += L.fwd_math - (sw.recompute_keeps_down_projection ? lin[3].fwd : 0.0);
+    L.bwd_tp += L.fwd_tp - (sw.recompute_keeps_down_projection ? down_tp : 0.0);
     L.bwd_cp += L.fwd_cp;
   }
   const double tokens = b * t;

@@ -219,8 +219,7 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
     // The quick pass sizes the ranks that can be worst: the first (most in flight), the second (a full
     // set of layers) and the last (output head and logits).
     if (!options.simulate && r > 1 && r != spec.pp - 1) continue;
-    // The host as given (host_share only rescales rates, and clears host_cores, which says the ranks
-    // are herd's CPU runtime).
+    // The host as given (host_share only rescales rates, and clears host_cores, which says a CPU host).
     MemoryBreakdown mb = rank_memory(cfg, host, train, l, in);
     est.rank_memory_bytes.push_back(mb.total_bytes);
     if (est.memory.parts.empty() || mb.total_bytes > est.memory.total_bytes) est.memory = mb;
@@ -242,9 +241,9 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   const RankSums& pr = sums[p_rank];
   const double nmin = std::min<double>(est.n, M);
   const double lay = std::max<double>(1.0, unit > 0 ? p_max / unit : 1.0);
-  // CPU ranks (a shared host): the ranks' own threads do the copies, so nothing hides behind compute,
-  // and herd's flat units are re-gathered before every micro-batch (released after each backward).
-  const bool cpu_ranks = host.accelerator.host_cores > 0;
+  // herd's runtime on a CPU host: the ranks' own threads do the copies, so nothing hides behind
+  // compute, and the flat units are re-gathered before every micro-batch (released after each backward).
+  const bool cpu_ranks = software_profile(train.system.software, host.accelerator).collectives_on_compute_threads;
   const double hide = cpu_ranks ? 0.0 : 1.0;
   const double window_f =
       hide * nmin * pr.fwd * (1.0 - 1.0 / spec.v) + pr.fwd / spec.v * std::max(0.0, 1.0 - spec.v / lay);

@@ -23,6 +23,7 @@ const char* software_name(Software s) {
     case Software::kFused: return "fused";
     case Software::kEager: return "eager";
     case Software::kCompiled: return "compiled";
+    case Software::kHerd: return "herd";
   }
   return "?";
 }
@@ -41,7 +42,8 @@ Result<Software> parse_software(const std::string& s) {
   if (s == "fused") return Software::kFused;
   if (s == "eager") return Software::kEager;
   if (s == "compiled") return Software::kCompiled;
-  return make_error("--software: expected fused, eager or compiled, got '", s, "'");
+  if (s == "herd") return Software::kHerd;
+  return make_error("--software: expected fused, eager, compiled or herd, got '", s, "'");
 }
 
 Result<Attention> parse_attention(const std::string& s) {

@@ -30,8 +30,12 @@ Result<Precision> parse_precision(const std::string& s);
 // as op-level selective checkpointing (every second matmul of the forward recomputed). kCompiled:
 // the same PyTorch model under torch.compile (Inductor): the elementwise chains fused as kFused's,
 // while the GEMMs, the attention kernel (scaled_dot_product_attention) and the checkpointing policy
-// stay kEager's.
-enum class Software { kFused, kEager, kCompiled };
+// stay kEager's. kHerd: herd's own runtime (src/herd/train): fused-style kernels as kFused's, with the
+// departures of SoftwareProfile's herd fields (gradients accumulated in place, recompute that keeps
+// the down projection, tiled logits, flat units' full gradient buffers and, on a CPU host,
+// collectives on the compute threads). The default of `herd estimate` and `plan` on a CPU host, and
+// what herd's runtime plans its own runs with.
+enum class Software { kFused, kEager, kCompiled, kHerd };
 // kFlash: attention never materialises the s x s scores (FlashAttention). kMaterialized: scores and
 // probabilities written to memory (pre-FlashAttention Megatron): full s x s batched GEMMs, s^2 traffic
 // for softmax, mask and dropout, the scores kept for the backward; `selective` recompute then

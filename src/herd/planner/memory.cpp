@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "herd/model/params.h"
+#include "herd/planner/software.h"
 
 namespace herd::planner {
 
@@ -37,18 +38,17 @@ struct StateBytes {
 // In fp32 the working weights are the master copy when nothing is sharded (ZeRO-0); a sharded
 // optimizer keeps its fp32 shard apart from the gathered working copy (FSDP flat units).
 // `g` is the bytes per gradient element (--grad-dtype: 4, or 2 for bf16 gradients).
-// herd_cpu: herd's own runtime on a CPU host (accelerator.host_cores > 0), whatever the precision.
+// flat_units: herd's FSDP flat units (SoftwareProfile::flat_unit_gradients), whatever the precision.
 StateBytes state_bytes(double p, const Layout& l, double shard, std::int64_t microbatches, double e, double g,
-                       bool herd_cpu) {
+                       bool flat_units) {
   StateBytes s;
   const bool keep_gathered = !(l.zero == 3 && l.reshard_after_forward);
   s.weights = keep_gathered ? e * p : 0.0;  // working copy (stage 3 keeps it after forward)
   // Gradients stay sharded when each backward reduce-scatters at once: ZeRO-2, FSDP that reshards,
   // and any stage-3 step with a single micro-batch (nothing to accumulate).
-  // herd's CPU runtime (and fp32 runs) keeps every flat unit's full gradient buffer until the end of the
-  // backward.
+  // herd's flat units (and fp32 runs) keep every full gradient buffer until the end of the backward.
   const bool sharded_grads =
-      l.zero == 2 || (l.zero == 3 && (l.reshard_after_forward || microbatches == 1) && e != 4.0 && !herd_cpu);
+      l.zero == 2 || (l.zero == 3 && (l.reshard_after_forward || microbatches == 1) && e != 4.0 && !flat_units);
   if (sharded_grads) {
     s.grads = g * p / shard;  // reduce-scattered after every micro-batch into a gradient shard
   } else {
@@ -56,7 +56,7 @@ StateBytes state_bytes(double p, const Layout& l, double shard, std::int64_t mic
   }
   s.optimizer = 12.0 * p / (l.zero >= 1 ? shard : 1.0);  // fp32 master + Adam m and v
   if (e == 4.0 && l.zero == 0) s.optimizer = 8.0 * p;    // fp32 weights are the master: m and v only
-  if ((e == 4.0 || herd_cpu) && l.zero >= 1 && shard == 1.0) {
+  if ((e == 4.0 || flat_units) && l.zero >= 1 && shard == 1.0) {
     // An FSDP group of one uses its shards in place (parallel/fsdp/flat_unit.h): the gradients
     // accumulate in the gradient shard, and the working weights are the master in fp32 or one bf16
     // copy of it.
@@ -97,9 +97,9 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
   const std::int64_t mbs = l.microbatches(train);
   const double e = element_bytes(train.precision);
   const double g = train.system.grad_bytes(train.precision);
-  const bool herd_cpu = cluster.accelerator.host_cores > 0;
-  const StateBytes sl = state_bytes(p_layers, l, shard, mbs, e, g, herd_cpu);
-  const StateBytes se = state_bytes(p_eo, l, shard, mbs, e, g, herd_cpu);
+  const SoftwareProfile sw = software_profile(train.system.software, cluster.accelerator);
+  const StateBytes sl = state_bytes(p_layers, l, shard, mbs, e, g, sw.flat_unit_gradients);
+  const StateBytes se = state_bytes(p_eo, l, shard, mbs, e, g, sw.flat_unit_gradients);
 
   const model::ActivationShape shape = activation_shape(train, l);
   const double b = static_cast<double>(l.microbatch);
@@ -162,7 +162,7 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
     // One fp32 logits tile and its gradient: all rows x up to 16,384 ids on a GPU; herd's CPU kernels
     // (fp32) tile 256 rows x 8,192 ids (kernels/cross_entropy.h, CrossEntropyTiles).
     const double vocab_shard = static_cast<double>(mp.embedding) / h;
-    const bool tiled = e == 4.0 || herd_cpu;  // herd's kernels tile the logits in either precision
+    const bool tiled = e == 4.0 || sw.tiled_logits;  // herd's kernels tile the logits in either precision
     const double rows = tiled ? std::min(b * t, 256.0) : b * t;
     transient += 2.0 * rows * std::min(vocab_shard, tiled ? 8192.0 : 16384.0) * 4.0;
   }

@@ -31,6 +31,16 @@ SoftwareProfile software_profile(Software s, const topology::Accelerator& acc) {
     p.attention_fwd_efficiency = acc.attention_fwd_efficiency;
     p.attention_bwd_efficiency = acc.attention_bwd_efficiency;
     if (s == Software::kFused) return p;
+    if (s == Software::kHerd) {
+      // herd's kernels are fused as above (one pass per norm, RoPE, SwiGLU and residual add, flash
+      // attention); what differs is how it accumulates, recomputes, tiles and communicates.
+      p.weight_grads_in_place = true;
+      p.recompute_keeps_down_projection = true;
+      p.tiled_logits = true;
+      p.flat_unit_gradients = true;
+      p.collectives_on_compute_threads = acc.host_cores > 0;
+      return p;
+    }
     // torch.compile (Inductor) fuses the elementwise chains between the GEMMs into generated kernels:
     // a norm with its casts, RoPE, SwiGLU and the residual adds each read their inputs and write their
     // outputs once, as the fused kernels above do. It does not change what the model code calls: the

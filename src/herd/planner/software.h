@@ -32,11 +32,29 @@ struct SoftwareProfile {
   // channel on an SM of its own, 2 channels per network peer (NCCL_NCHANNELS_PER_NET_PEER) x 8 NICs
   // = 16 SMs of the accelerator's sm_count; 0 when the accelerator has no SM count (TPU, CPU).
   double overlap_slowdown = 0;
+
+  // herd's own runtime (Software::kHerd), where it departs from the fused stacks; false elsewhere.
+  // The weight-gradient GEMMs accumulate into the fp32 gradient buffer in either precision (gemm_bf16
+  // writes fp32 with beta = 1): no separate accumulation pass.
+  bool weight_grads_in_place = false;
+  // Full recompute replays the layer up to, not including, the down projection: its output, the next
+  // layer's input, is what the forward kept; that GEMM and its TP collective are not redone.
+  bool recompute_keeps_down_projection = false;
+  // The output head makes its logits in fp32 tiles of 256 rows x 8,192 ids (kernels/cross_entropy.h)
+  // in either precision.
+  bool tiled_logits = false;
+  // FSDP flat units (parallel/fsdp/flat_unit.h) keep every full gradient buffer until the end of the
+  // backward in either precision, and a group of one works in its shards in place.
+  bool flat_unit_gradients = false;
+  // On a CPU host the collectives run on the ranks' own threads, so nothing hides behind compute, and
+  // the flat units are gathered again before every micro-batch (released after each backward).
+  bool collectives_on_compute_threads = false;
 };
 
 // NCCL channels of a ring collective over 8 NICs per node (2 per network peer, NCCL's default).
 inline constexpr double kNcclChannels = 16;
 
+// `acc` as the cluster gives it, before topology::host_share (whose host_cores says a CPU host).
 SoftwareProfile software_profile(Software s, const topology::Accelerator& acc);
 
 }  // namespace herd::planner

@@ -54,6 +54,9 @@ Result<Projection> project(const model::LlamaConfig& m, const ResolvedLayout& r,
                            const topology::Cluster& cluster, double host_speed) {
   topology::Cluster host = at_host_speed(cluster, host_speed);
   if (threads > 0 && host.accelerator.host_cores > 0) host.accelerator.threads_per_rank = threads;
+  // herd's runtime runs the layout, whatever software a caller's spec left at its default.
+  planner::TrainingSpec spec = r.spec;
+  spec.system.software = planner::Software::kHerd;
   planner::Layout l = r.layout;
   // One rank: plain fp32 AdamW on the whole model. More: every rank runs herd's FSDP flat units,
   // which keep the gathered weights from forward to backward unless resharded.
@@ -68,20 +71,20 @@ Result<Projection> project(const model::LlamaConfig& m, const ResolvedLayout& r,
   p.host = cluster;
   p.background_jobs = cluster.accelerator.background_jobs;
   p.host_speed = host_speed;
-  HERD_ASSIGN_OR_RETURN(p.estimate, planner::estimate(m, host, r.spec, l, l.gpus()));
+  HERD_ASSIGN_OR_RETURN(p.estimate, planner::estimate(m, host, spec, l, l.gpus()));
   // The same plan without what was measured at run time: at the calibrated speed, and on an idle host.
   topology::Cluster calibrated_speed = cluster;
   calibrated_speed.accelerator.threads_per_rank = host.accelerator.threads_per_rank;
   p.step_s_calibrated_speed = p.estimate.time.step_s;
   if (host_speed != 1.0) {
-    HERD_ASSIGN_OR_RETURN(const planner::Estimate e, planner::estimate(m, calibrated_speed, r.spec, l, l.gpus()));
+    HERD_ASSIGN_OR_RETURN(const planner::Estimate e, planner::estimate(m, calibrated_speed, spec, l, l.gpus()));
     p.step_s_calibrated_speed = e.time.step_s;
   }
   p.step_s_idle = p.step_s_calibrated_speed;
   if (host.accelerator.background_jobs > 0) {
     topology::Cluster idle = calibrated_speed;
     idle.accelerator.background_jobs = 0;
-    HERD_ASSIGN_OR_RETURN(const planner::Estimate e, planner::estimate(m, idle, r.spec, l, l.gpus()));
+    HERD_ASSIGN_OR_RETURN(const planner::Estimate e, planner::estimate(m, idle, spec, l, l.gpus()));
     p.step_s_idle = e.time.step_s;
   }
   const planner::MemoryBreakdown& mb = p.estimate.memory;
