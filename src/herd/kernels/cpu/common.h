@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "herd/core/cpu_isa.h"  // HERD_CPU_CLONES: the kernels that carry it are built per ISA level
@@ -39,6 +40,27 @@ inline float fast_exp<float>(float x) {
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
+}
+
+// The largest of x[0, n) (-inf for n = 0; NaNs are passed over, as std::max(m, x) passes them). Kept
+// as 16 running maxima, then folded: `x > m ? x : m` is what vmaxps computes, so each lane is one
+// instruction without fast-math, where GCC leaves a max *reduction* (`omp simd reduction(max : m)` over
+// std::max) scalar. Callers are HERD_CPU_CLONES kernels: inlined, it takes their ISA.
+template <typename T>
+inline T row_max(const T* x, std::int64_t n) {
+  constexpr int L = 16;
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  T m[L];
+  for (int l = 0; l < L; ++l) m[l] = neg_inf;
+  std::int64_t j = 0;
+  for (; j + L <= n; j += L) {
+#pragma omp simd
+    for (int l = 0; l < L; ++l) m[l] = x[j + l] > m[l] ? x[j + l] : m[l];
+  }
+  for (; j < n; ++j) m[0] = x[j] > m[0] ? x[j] : m[0];
+  T r = neg_inf;
+  for (int l = 0; l < L; ++l) r = m[l] > r ? m[l] : r;
+  return r;
 }
 
 // A buffer owned by the calling thread that only grows: kernels reuse it across calls, so the

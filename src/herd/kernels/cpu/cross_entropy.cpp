@@ -41,9 +41,7 @@ HERD_CPU_CLONES void update_stats(const T* logits, std::int64_t rn, std::int64_t
 #pragma omp parallel for schedule(static) if (rn * vn > 65536)
   for (std::int64_t i = 0; i < rn; ++i) {
     const T* li = logits + i * vn;
-    T mx = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : mx)
-    for (std::int64_t j = 0; j < vn; ++j) mx = std::max(mx, li[j]);
+    const T mx = cpu::row_max(li, vn);
     const T mnew = std::max(row_max[i], mx);
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
