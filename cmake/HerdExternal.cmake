@@ -42,8 +42,10 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
 endif()
 # The kernels never read errno after a math call. With errno kept, GCC leaves every `omp simd` loop that
 # calls std::sqrt scalar (vsqrtss and a call for negative inputs): AdamW ran one element at a time.
-# sqrt is correctly rounded either way, so results do not change; no other libm call is affected
-# (vector libm needs -ffast-math, which herd does not use).
+# sqrt is correctly rounded either way; what moves is FMA contraction, which the errno branch had split
+# (the scalar AdamW update subtracted after a separate multiply, the vector one fuses them), so AdamW's
+# results differ from the scalar loop's in the last bit. No other libm call is affected (vector libm
+# needs -ffast-math, which herd does not use).
 target_compile_options(herd_cpu_flags INTERFACE -fno-math-errno)
 if(HERD_NATIVE)
   # Defined for every target, so that all translation units agree on the kernels' build mode.

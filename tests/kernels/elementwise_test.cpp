@@ -2,6 +2,9 @@
 // contracts (+= where documented), and finite-difference checks of each backward in double.
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "herd/kernels/embedding.h"
 #include "herd/kernels/reference.h"
 #include "herd/kernels/rmsnorm.h"
@@ -109,6 +112,43 @@ void swiglu_case(std::int64_t n, std::int64_t width, double tol) {
     }
   EXPECT_LT(rel_error(dg, dg_ref), tol);
   EXPECT_LT(rel_error(du, du_ref), tol);
+}
+
+// bf16 mode's norms on the saved tensors: x read as bf16 and y rounded as written give the bits of
+// widening x, the fp32 kernel and rounding y after (forward), and of the fp32 backward on widened x
+// (dx overwritten and accumulated, dw): every width around the vector blocks, strided rows, and a size
+// that runs threaded.
+TEST(RmsNorm, Bf16StorageEqualsWideningAndRoundingAroundTheFp32KernelBitForBit) {
+  for (const auto& [n, dim] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 1}, {5, 15}, {4, 16}, {7, 33}, {2, 256}, {200, 256}}) {
+    SCOPED_TRACE(::testing::Message() << n << " x " << dim);
+    const std::int64_t ld = dim + 3;
+    std::vector<bf16> x16(n * ld);
+    std::vector<float> x32(n * ld);
+    const std::vector<float> xr = testing::random_vec<float>(n * ld, 7, -3, 3);
+    for (std::int64_t i = 0; i < n * ld; ++i) x16[i] = to_bf16(xr[i]), x32[i] = to_float(x16[i]);
+    const std::vector<float> w = testing::random_vec<float>(dim, 8, 0.5, 1.5);
+    std::vector<float> y32(n * ld), rstd32(n), rstd16(n);
+    std::vector<bf16> y16(n * ld, to_bf16(7.0f));
+    rmsnorm_forward<float>(x32.data(), ld, w.data(), n, dim, 1e-5, y32.data(), ld, rstd32.data());
+    rmsnorm_forward(x16.data(), ld, w.data(), n, dim, 1e-5, y16.data(), ld, rstd16.data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(rstd16[i], rstd32[i]) << i;
+      for (std::int64_t j = 0; j < dim; ++j) ASSERT_EQ(y16[i * ld + j].bits, float_to_bf16(y32[i * ld + j])) << i;
+      for (std::int64_t j = dim; j < ld; ++j) ASSERT_EQ(to_float(y16[i * ld + j]), 7.0f) << "padding written";
+    }
+    const std::vector<float> dy = testing::random_vec<float>(n * ld, 9);
+    for (const Accumulate acc : {Accumulate::kOverwrite, Accumulate::kAdd}) {
+      std::vector<float> dx32 = testing::random_vec<float>(n * ld, 10), dx16 = dx32;
+      std::vector<float> dw32 = testing::random_vec<float>(dim, 11), dw16 = dw32;
+      rmsnorm_backward<float>(dy.data(), ld, x32.data(), ld, w.data(), rstd32.data(), n, dim, dx32.data(), ld, acc,
+                              dw32.data());
+      rmsnorm_backward(dy.data(), ld, x16.data(), ld, w.data(), rstd32.data(), n, dim, dx16.data(), ld, acc,
+                       dw16.data());
+      EXPECT_EQ(dx16, dx32);
+      EXPECT_EQ(dw16, dw32);
+    }
+  }
 }
 
 TEST(SwiGlu, MatchesReference) {

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "herd/core/bf16.h"
+
 namespace herd::kernels {
 
 enum class Accumulate { kOverwrite, kAdd };
@@ -22,5 +24,13 @@ void rmsnorm_forward(const T* x, std::int64_t ldx, const T* w, std::int64_t n, s
 template <typename T>
 void rmsnorm_backward(const T* dy, std::int64_t lddy, const T* x, std::int64_t ldx, const T* w, const T* rstd,
                       std::int64_t n, std::int64_t dim, T* dx, std::int64_t lddx, Accumulate acc, T* dw);
+
+// bf16 mode, on the saved tensors: x read as bf16 (widened exactly), y rounded to bf16 as it is
+// written; w, rstd, dy, dx and dw fp32. Bit for bit the fp32 kernels on widened x, and y rounded after.
+void rmsnorm_forward(const bf16* x, std::int64_t ldx, const float* w, std::int64_t n, std::int64_t dim, double eps,
+                     bf16* y, std::int64_t ldy, float* rstd);
+void rmsnorm_backward(const float* dy, std::int64_t lddy, const bf16* x, std::int64_t ldx, const float* w,
+                      const float* rstd, std::int64_t n, std::int64_t dim, float* dx, std::int64_t lddx, Accumulate acc,
+                      float* dw);
 
 }  // namespace herd::kernels

@@ -31,6 +31,7 @@ using block_precision::attention_dims;
 using block_precision::attention_mask;
 using block_precision::linear;
 using block_precision::linear_saved;
+using block_precision::norm_saved;
 using block_precision::Scratch;
 using block_precision::staged;
 using block_precision::store;
@@ -148,12 +149,8 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
 
   const T* attn_norm_w = widened(w + L.attn_norm, d, scratch.t_copy(d));
   const T* mlp_norm_w = widened(w + L.mlp_norm, d, scratch.t_copy(d));
-  T* norm_in = scratch.t_copy(nl * d);  // a norm's input as its backward will see it
-  T* norm_out = scratch.t_copy(nl * d);
-  const T* x = widened(st.input, nl * d, norm_in);
-  T* n1 = staged(st.attn_norm_out, norm_out);
-  kernels::rmsnorm_forward<T>(x, d, attn_norm_w, nl, d, sizes_.norm_eps, n1, d, st.attn_rstd);
-  store(n1, nl * d, st.attn_norm_out);
+  // The norms read their inputs as saved (rounded, in bf16 mode): as their backward will see them.
+  norm_saved(st.input, attn_norm_w, nl, d, sizes_.norm_eps, st.attn_norm_out, st.attn_rstd);
   const S* attn_in = gathered(st.attn_norm_out);  // (N, d)
   T* q = staged(st.q, scratch.t_copy(n * qd));
   T* k = staged(st.k, scratch.t_copy(n * kvd));
@@ -176,12 +173,9 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
 
   // h = residual + attn_out Wo^T at T; saved (rounded, in bf16 mode) as the MLP norm's input.
   T* h = staged(st.mlp_input, scratch.t_copy(nl * d));
-  row_parallel(st.attn_out, qd, w + L.wo, residual ? residual : x, h);
+  row_parallel(st.attn_out, qd, w + L.wo, residual ? residual : widened(st.input, nl * d, scratch.t_copy(nl * d)), h);
   store(h, nl * d, st.mlp_input);
-  const T* h_in = widened(st.mlp_input, nl * d, norm_in);
-  T* n2 = staged(st.mlp_norm_out, norm_out);
-  kernels::rmsnorm_forward<T>(h_in, d, mlp_norm_w, nl, d, sizes_.norm_eps, n2, d, st.mlp_rstd);
-  store(n2, nl * d, st.mlp_norm_out);
+  norm_saved(st.mlp_input, mlp_norm_w, nl, d, sizes_.norm_eps, st.mlp_norm_out, st.mlp_rstd);
   const S* mlp_in = gathered(st.mlp_norm_out);                 // (N, d)
   linear_saved<T, S>(mlp_in, n, d, w + L.w_gate, f, st.gate);  // SwiGLU reads them as saved
   linear_saved<T, S>(mlp_in, n, d, w + L.w_up, f, st.up);

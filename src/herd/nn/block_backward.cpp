@@ -27,6 +27,8 @@ using block_precision::attention_dims;
 using block_precision::attention_mask;
 using block_precision::linear_input_grad;
 using block_precision::linear_weight_grad;
+using block_precision::norm_backward_saved;
+using block_precision::norm_saved;
 using block_precision::rounded;
 using block_precision::Scratch;
 using block_precision::staged;
@@ -85,18 +87,10 @@ void TransformerBlock<T>::backward_as(tensor::Arena& arena, const MicroBatch& mb
     // Element-wise only, from the saved tensors: the norms again (their rstd equals the saved one) and the
     // SwiGLU product.
     T* rstd = scratch.t(nl);
-    T* norm_in = scratch.t_copy(nl * d);
-    T* norm_out = scratch.t_copy(nl * d);
     st.attn_norm_out = scratch.s(nl * d);
-    T* n1 = staged(st.attn_norm_out, norm_out);
-    kernels::rmsnorm_forward<T>(widened(st.input, nl * d, norm_in), d, attn_norm_w, nl, d, sizes_.norm_eps, n1, d,
-                                rstd);
-    store(n1, nl * d, st.attn_norm_out);
+    norm_saved(st.input, attn_norm_w, nl, d, sizes_.norm_eps, st.attn_norm_out, rstd);
     st.mlp_norm_out = scratch.s(nl * d);
-    T* n2 = staged(st.mlp_norm_out, norm_out);
-    kernels::rmsnorm_forward<T>(widened(st.mlp_input, nl * d, norm_in), d, mlp_norm_w, nl, d, sizes_.norm_eps, n2, d,
-                                rstd);
-    store(n2, nl * d, st.mlp_norm_out);
+    norm_saved(st.mlp_input, mlp_norm_w, nl, d, sizes_.norm_eps, st.mlp_norm_out, rstd);
     st.act = scratch.s(n * f);
     kernels::swiglu_forward(st.gate, f, st.up, f, n, f, st.act, f);
   }
@@ -112,8 +106,7 @@ void TransformerBlock<T>::backward_as(tensor::Arena& arena, const MicroBatch& mb
   linear_weight_grad<T, S>(d_gu, n, 2 * f, gathered(st.mlp_norm_out), d, g_ + L.w_gate);
   T* d_norm = scratch.t(n * d);  // (N, d), partial over TP
   linear_input_grad<T, S>(d_gu, n, 2 * f, w + L.w_gate, d, T(0), d_norm);
-  kernels::rmsnorm_backward<T>(reduced(d_norm), d, widened(st.mlp_input, nl * d, scratch.t_copy(nl * d)), d, mlp_norm_w,
-                               st.mlp_rstd, nl, d, dx, d, kernels::Accumulate::kAdd, g_ + L.mlp_norm);
+  norm_backward_saved(reduced(d_norm), st.mlp_input, mlp_norm_w, st.mlp_rstd, nl, d, dx, g_ + L.mlp_norm);
   arena.reset(mlp_half);
 
   // Attention: h = input + attn_out Wo^T.
@@ -145,8 +138,7 @@ void TransformerBlock<T>::backward_as(tensor::Arena& arena, const MicroBatch& mb
   linear_input_grad<T, S>(dq_s, n, qd, w + L.wq, d, T(0), d_norm);
   linear_input_grad<T, S>(dk_s, n, kvd, w + L.wk, d, T(1), d_norm);
   linear_input_grad<T, S>(dv_s, n, kvd, w + L.wv, d, T(1), d_norm);
-  kernels::rmsnorm_backward<T>(reduced(d_norm), d, widened(st.input, nl * d, scratch.t_copy(nl * d)), d, attn_norm_w,
-                               st.attn_rstd, nl, d, dx, d, kernels::Accumulate::kAdd, g_ + L.attn_norm);
+  norm_backward_saved(reduced(d_norm), st.input, attn_norm_w, st.attn_rstd, nl, d, dx, g_ + L.attn_norm);
 
   arena.reset(state.mark);
   state = BlockState<T>{};

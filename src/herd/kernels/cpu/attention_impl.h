@@ -126,9 +126,7 @@ inline bool worth_threads(const AttentionDims& d) {
   return static_cast<double>(d.batch) * d.q_heads * d.tq * d.tk * d.head_dim > 4.0e6;
 }
 
-inline float widen(bf16 x) { return to_float(x); }
-inline float widen(float x) { return x; }
-inline double widen(double x) { return x; }
+using cpu::widen;
 
 // rows (n, D) with row stride ld -> dst (n, D) contiguous, widened from bf16 where In is bf16. Packing
 // the strided K/V/Q/dO rows keeps the micro-GEMM's operands dense: rows 512 floats apart would all

@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "herd/core/bf16.h"
 #include "herd/core/cpu_isa.h"  // HERD_CPU_CLONES: the kernels that carry it are built per ISA level
 
 namespace herd::kernels::cpu {
@@ -62,6 +63,18 @@ inline T row_max(const T* x, std::int64_t n) {
   for (int l = 0; l < L; ++l) r = m[l] > r ? m[l] : r;
   return r;
 }
+
+// A stored element as the compute type reads it (bf16 widened, exactly), and a computed value stored:
+// itself, or rounded to bf16 (core/bf16.h's nearest-even). Kernels templated over their storage types
+// read and write through these.
+inline float widen(bf16 x) { return to_float(x); }
+inline float widen(float x) { return x; }
+inline double widen(double x) { return x; }
+template <typename T>
+inline void put(T v, T& out) {
+  out = v;
+}
+inline void put(float v, bf16& out) { out.bits = float_to_bf16(v); }
 
 // A buffer owned by the calling thread that only grows: kernels reuse it across calls, so the
 // training step does not allocate after its first iteration.

@@ -54,12 +54,7 @@ HERD_CPU_CLONES void update_stats(const T* logits, std::int64_t rn, std::int64_t
   }
 }
 
-// The value v as a G element: itself, or rounded to bf16.
-template <typename T>
-inline void put(T v, T& out) {
-  out = v;
-}
-inline void put(float v, bf16& out) { out.bits = float_to_bf16(v); }
+using cpu::put;  // a G element: the value itself, or rounded to bf16
 
 // Turns a logits tile into G = (softmax - onehot) * scale, zero for ignored rows, into g: the logits
 // themselves (G = T, in place), or (bf16 inputs) rounded straight into the two gradient GEMMs' input.

@@ -57,27 +57,31 @@ HERD_CPU_CLONES void embedding_backward(const std::int32_t* ids, std::int64_t n,
   }
 }
 
-template <typename T>
-HERD_CPU_CLONES void rmsnorm_forward(const T* x, std::int64_t ldx, const T* w, std::int64_t n, std::int64_t dim,
-                                     double eps, T* y, std::int64_t ldy, T* rstd) {
+namespace {
+
+// RMSNorm over x stored as In (T, or bf16 widened as read), y stored as Out (T, or rounded as written):
+// the T kernel on widened x followed by rounding y, operation for operation.
+template <typename T, typename In, typename Out>
+HERD_CPU_CLONES void rmsnorm_forward_as(const In* x, std::int64_t ldx, const T* w, std::int64_t n, std::int64_t dim,
+                                        double eps, Out* y, std::int64_t ldy, T* rstd) {
 #pragma omp parallel for schedule(static) if (n * dim > 32768)
   for (std::int64_t i = 0; i < n; ++i) {
-    const T* xi = x + i * ldx;
+    const In* xi = x + i * ldx;
     T ss = 0;
 #pragma omp simd reduction(+ : ss)
-    for (std::int64_t j = 0; j < dim; ++j) ss += xi[j] * xi[j];
+    for (std::int64_t j = 0; j < dim; ++j) ss += cpu::widen(xi[j]) * cpu::widen(xi[j]);
     const T r = static_cast<T>(1.0 / std::sqrt(static_cast<double>(ss) / static_cast<double>(dim) + eps));
     rstd[i] = r;
-    T* yi = y + i * ldy;
+    Out* yi = y + i * ldy;
 #pragma omp simd
-    for (std::int64_t j = 0; j < dim; ++j) yi[j] = xi[j] * r * w[j];
+    for (std::int64_t j = 0; j < dim; ++j) cpu::put(cpu::widen(xi[j]) * r * w[j], yi[j]);
   }
 }
 
-template <typename T>
-HERD_CPU_CLONES void rmsnorm_backward(const T* dy, std::int64_t lddy, const T* x, std::int64_t ldx, const T* w,
-                                      const T* rstd, std::int64_t n, std::int64_t dim, T* dx, std::int64_t lddx,
-                                      Accumulate acc, T* dw) {
+template <typename T, typename In>
+HERD_CPU_CLONES void rmsnorm_backward_as(const T* dy, std::int64_t lddy, const In* x, std::int64_t ldx, const T* w,
+                                         const T* rstd, std::int64_t n, std::int64_t dim, T* dx, std::int64_t lddx,
+                                         Accumulate acc, T* dw) {
   // dw is a sum over rows: each thread sums its contiguous row range into its own slice of `partial`
   // (owned by the calling thread), then the slices are added in thread order (deterministic).
   const int nth = (n * dim > 32768) ? std::max(1, omp_get_max_threads()) : 1;
@@ -92,22 +96,22 @@ HERD_CPU_CLONES void rmsnorm_backward(const T* dy, std::int64_t lddy, const T* x
     T* pw = partial + t * dim;
     for (std::int64_t i = begin; i < end; ++i) {
       const T* dyi = dy + i * lddy;
-      const T* xi = x + i * ldx;
+      const In* xi = x + i * ldx;
       T* dxi = dx + i * lddx;
       const T r = rstd[i];
       T c = 0;
 #pragma omp simd reduction(+ : c)
-      for (std::int64_t j = 0; j < dim; ++j) c += w[j] * dyi[j] * xi[j];
+      for (std::int64_t j = 0; j < dim; ++j) c += w[j] * dyi[j] * cpu::widen(xi[j]);
       c *= inv_dim * r * r;
       if (acc == Accumulate::kAdd) {
 #pragma omp simd
-        for (std::int64_t j = 0; j < dim; ++j) dxi[j] += r * (w[j] * dyi[j] - xi[j] * c);
+        for (std::int64_t j = 0; j < dim; ++j) dxi[j] += r * (w[j] * dyi[j] - cpu::widen(xi[j]) * c);
       } else {
 #pragma omp simd
-        for (std::int64_t j = 0; j < dim; ++j) dxi[j] = r * (w[j] * dyi[j] - xi[j] * c);
+        for (std::int64_t j = 0; j < dim; ++j) dxi[j] = r * (w[j] * dyi[j] - cpu::widen(xi[j]) * c);
       }
 #pragma omp simd
-      for (std::int64_t j = 0; j < dim; ++j) pw[j] += dyi[j] * xi[j] * r;
+      for (std::int64_t j = 0; j < dim; ++j) pw[j] += dyi[j] * cpu::widen(xi[j]) * r;
     }
   }
   for (int t = 0; t < nth; ++t) {
@@ -115,6 +119,31 @@ HERD_CPU_CLONES void rmsnorm_backward(const T* dy, std::int64_t lddy, const T* x
 #pragma omp simd
     for (std::int64_t j = 0; j < dim; ++j) dw[j] += pw[j];
   }
+}
+
+}  // namespace
+
+template <typename T>
+void rmsnorm_forward(const T* x, std::int64_t ldx, const T* w, std::int64_t n, std::int64_t dim, double eps, T* y,
+                     std::int64_t ldy, T* rstd) {
+  rmsnorm_forward_as<T, T, T>(x, ldx, w, n, dim, eps, y, ldy, rstd);
+}
+
+void rmsnorm_forward(const bf16* x, std::int64_t ldx, const float* w, std::int64_t n, std::int64_t dim, double eps,
+                     bf16* y, std::int64_t ldy, float* rstd) {
+  rmsnorm_forward_as<float, bf16, bf16>(x, ldx, w, n, dim, eps, y, ldy, rstd);
+}
+
+template <typename T>
+void rmsnorm_backward(const T* dy, std::int64_t lddy, const T* x, std::int64_t ldx, const T* w, const T* rstd,
+                      std::int64_t n, std::int64_t dim, T* dx, std::int64_t lddx, Accumulate acc, T* dw) {
+  rmsnorm_backward_as<T, T>(dy, lddy, x, ldx, w, rstd, n, dim, dx, lddx, acc, dw);
+}
+
+void rmsnorm_backward(const float* dy, std::int64_t lddy, const bf16* x, std::int64_t ldx, const float* w,
+                      const float* rstd, std::int64_t n, std::int64_t dim, float* dx, std::int64_t lddx, Accumulate acc,
+                      float* dw) {
+  rmsnorm_backward_as<float, bf16>(dy, lddy, x, ldx, w, rstd, n, dim, dx, lddx, acc, dw);
 }
 
 template <typename T>
