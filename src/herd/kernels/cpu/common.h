@@ -64,6 +64,26 @@ inline T row_max(const T* x, std::int64_t n) {
   return r;
 }
 
+// sum_{j < n} term(j) in an order the code fixes, not the vectoriser: 16 running sums (term j goes to
+// sum j mod 16, j ascending), then the 16 added in order. The lanes are one vector op each, as an `omp
+// simd` reduction is, but the bits are the same whatever the ISA clone and whatever storage type
+// `term` reads (a reduction's order depends on both: bf16 and fp32 inputs were summed differently on
+// AVX2). Callers are HERD_CPU_CLONES kernels: inlined, it takes their ISA.
+template <typename T, typename Term>
+inline T lane_sum(std::int64_t n, Term term) {
+  constexpr int L = 16;
+  T s[L] = {};
+  std::int64_t j = 0;
+  for (; j + L <= n; j += L) {
+#pragma omp simd
+    for (int l = 0; l < L; ++l) s[l] += term(j + l);
+  }
+  for (int l = 0; j + l < n; ++l) s[l] += term(j + l);
+  T r = s[0];
+  for (int l = 1; l < L; ++l) r += s[l];
+  return r;
+}
+
 // A stored element as the compute type reads it (bf16 widened, exactly), and a computed value stored:
 // itself, or rounded to bf16 (core/bf16.h's nearest-even). Kernels templated over their storage types
 // read and write through these.

@@ -67,9 +67,7 @@ HERD_CPU_CLONES void rmsnorm_forward_as(const In* x, std::int64_t ldx, const T* 
 #pragma omp parallel for schedule(static) if (n * dim > 32768)
   for (std::int64_t i = 0; i < n; ++i) {
     const In* xi = x + i * ldx;
-    T ss = 0;
-#pragma omp simd reduction(+ : ss)
-    for (std::int64_t j = 0; j < dim; ++j) ss += cpu::widen(xi[j]) * cpu::widen(xi[j]);
+    const T ss = cpu::lane_sum<T>(dim, [&](std::int64_t j) { return cpu::widen(xi[j]) * cpu::widen(xi[j]); });
     const T r = static_cast<T>(1.0 / std::sqrt(static_cast<double>(ss) / static_cast<double>(dim) + eps));
     rstd[i] = r;
     Out* yi = y + i * ldy;
@@ -99,10 +97,8 @@ HERD_CPU_CLONES void rmsnorm_backward_as(const T* dy, std::int64_t lddy, const I
       const In* xi = x + i * ldx;
       T* dxi = dx + i * lddx;
       const T r = rstd[i];
-      T c = 0;
-#pragma omp simd reduction(+ : c)
-      for (std::int64_t j = 0; j < dim; ++j) c += w[j] * dyi[j] * cpu::widen(xi[j]);
-      c *= inv_dim * r * r;
+      const T c =
+          cpu::lane_sum<T>(dim, [&](std::int64_t j) { return w[j] * dyi[j] * cpu::widen(xi[j]); }) * (inv_dim * r * r);
       if (acc == Accumulate::kAdd) {
 #pragma omp simd
         for (std::int64_t j = 0; j < dim; ++j) dxi[j] += r * (w[j] * dyi[j] - cpu::widen(xi[j]) * c);
