@@ -58,7 +58,7 @@ TEST(Host, BackgroundJobsAreTheCpuOtherJobsTook) {
   EXPECT_EQ(background_jobs_between(a, b, 2), -1.0);
   EXPECT_EQ(job_seconds_between(a, b), -1.0);
   // The real readings count this process's own CPU as the job's: 0.2 s of CPU used here (by the
-  // process clock, however long that takes on a busy host) moves job_s by about that much (ticks are
+  // process clock, however long that takes on a busy host) moves the job's seconds by about that much (ticks are
   // 10 ms), so it is not taken for another job's, even while ctest's other processes of this test
   // binary (siblings by the job's rule) start and exit around it.
   const HostCpuTimes before = host_cpu_times();

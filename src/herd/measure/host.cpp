@@ -125,7 +125,6 @@ HostCpuTimes host_cpu_times() {
     if (exe.empty() || fs::read_symlink(proc / "exe", e2) != exe) continue;
     t.processes[std::atoll(proc.filename().c_str())] = cpu_ticks(st) / hz;
   }
-  for (const auto& [pid, s] : t.processes) t.job_s += s;
   t.ok = true;
   return t;
 }

@@ -37,7 +37,6 @@ double sample_background_jobs(int samples = 20);
 struct HostCpuTimes {
   double wall_s = 0;
   double busy_s = 0;
-  double job_s = 0;                          // the sum of `processes`
   std::map<std::int64_t, double> processes;  // pid -> CPU seconds since it started
   bool ok = false;                           // false where /proc is unreadable
 };

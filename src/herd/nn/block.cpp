@@ -31,7 +31,6 @@ using block_precision::attention_dims;
 using block_precision::attention_mask;
 using block_precision::linear;
 using block_precision::linear_saved;
-using block_precision::norm_saved;
 using block_precision::Scratch;
 using block_precision::staged;
 using block_precision::store;
@@ -149,8 +148,9 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
 
   const T* attn_norm_w = widened(w + L.attn_norm, d, scratch.t_copy(d));
   const T* mlp_norm_w = widened(w + L.mlp_norm, d, scratch.t_copy(d));
-  // The norms read their inputs as saved (rounded, in bf16 mode): as their backward will see them.
-  norm_saved(st.input, attn_norm_w, nl, d, sizes_.norm_eps, st.attn_norm_out, st.attn_rstd);
+  // The norms read their inputs as saved and write their outputs as saved (kernels/rmsnorm.h has both
+  // storage types: in bf16 mode, widened as read and rounded as written), as their backward sees them.
+  kernels::rmsnorm_forward(st.input, d, attn_norm_w, nl, d, sizes_.norm_eps, st.attn_norm_out, d, st.attn_rstd);
   const S* attn_in = gathered(st.attn_norm_out);  // (N, d)
   T* q = staged(st.q, scratch.t_copy(n * qd));
   T* k = staged(st.k, scratch.t_copy(n * kvd));
@@ -175,7 +175,7 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
   T* h = staged(st.mlp_input, scratch.t_copy(nl * d));
   row_parallel(st.attn_out, qd, w + L.wo, residual ? residual : widened(st.input, nl * d, scratch.t_copy(nl * d)), h);
   store(h, nl * d, st.mlp_input);
-  norm_saved(st.mlp_input, mlp_norm_w, nl, d, sizes_.norm_eps, st.mlp_norm_out, st.mlp_rstd);
+  kernels::rmsnorm_forward(st.mlp_input, d, mlp_norm_w, nl, d, sizes_.norm_eps, st.mlp_norm_out, d, st.mlp_rstd);
   const S* mlp_in = gathered(st.mlp_norm_out);                 // (N, d)
   linear_saved<T, S>(mlp_in, n, d, w + L.w_gate, f, st.gate);  // SwiGLU reads them as saved
   linear_saved<T, S>(mlp_in, n, d, w + L.w_up, f, st.up);

@@ -27,12 +27,8 @@ using block_precision::attention_dims;
 using block_precision::attention_mask;
 using block_precision::linear_input_grad;
 using block_precision::linear_weight_grad;
-using block_precision::norm_backward_saved;
-using block_precision::norm_saved;
 using block_precision::rounded;
 using block_precision::Scratch;
-using block_precision::staged;
-using block_precision::store;
 using block_precision::widened;
 
 template <typename T>
@@ -88,9 +84,9 @@ void TransformerBlock<T>::backward_as(tensor::Arena& arena, const MicroBatch& mb
     // SwiGLU product.
     T* rstd = scratch.t(nl);
     st.attn_norm_out = scratch.s(nl * d);
-    norm_saved(st.input, attn_norm_w, nl, d, sizes_.norm_eps, st.attn_norm_out, rstd);
+    kernels::rmsnorm_forward(st.input, d, attn_norm_w, nl, d, sizes_.norm_eps, st.attn_norm_out, d, rstd);
     st.mlp_norm_out = scratch.s(nl * d);
-    norm_saved(st.mlp_input, mlp_norm_w, nl, d, sizes_.norm_eps, st.mlp_norm_out, rstd);
+    kernels::rmsnorm_forward(st.mlp_input, d, mlp_norm_w, nl, d, sizes_.norm_eps, st.mlp_norm_out, d, rstd);
     st.act = scratch.s(n * f);
     kernels::swiglu_forward(st.gate, f, st.up, f, n, f, st.act, f);
   }
@@ -106,7 +102,8 @@ void TransformerBlock<T>::backward_as(tensor::Arena& arena, const MicroBatch& mb
   linear_weight_grad<T, S>(d_gu, n, 2 * f, gathered(st.mlp_norm_out), d, g_ + L.w_gate);
   T* d_norm = scratch.t(n * d);  // (N, d), partial over TP
   linear_input_grad<T, S>(d_gu, n, 2 * f, w + L.w_gate, d, T(0), d_norm);
-  norm_backward_saved(reduced(d_norm), st.mlp_input, mlp_norm_w, st.mlp_rstd, nl, d, dx, g_ + L.mlp_norm);
+  kernels::rmsnorm_backward(reduced(d_norm), d, st.mlp_input, d, mlp_norm_w, st.mlp_rstd, nl, d, dx, d,
+                            kernels::Accumulate::kAdd, g_ + L.mlp_norm);
   arena.reset(mlp_half);
 
   // Attention: h = input + attn_out Wo^T.
@@ -138,7 +135,8 @@ void TransformerBlock<T>::backward_as(tensor::Arena& arena, const MicroBatch& mb
   linear_input_grad<T, S>(dq_s, n, qd, w + L.wq, d, T(0), d_norm);
   linear_input_grad<T, S>(dk_s, n, kvd, w + L.wk, d, T(1), d_norm);
   linear_input_grad<T, S>(dv_s, n, kvd, w + L.wv, d, T(1), d_norm);
-  norm_backward_saved(reduced(d_norm), st.input, attn_norm_w, st.attn_rstd, nl, d, dx, g_ + L.attn_norm);
+  kernels::rmsnorm_backward(reduced(d_norm), d, st.input, d, attn_norm_w, st.attn_rstd, nl, d, dx, d,
+                            kernels::Accumulate::kAdd, g_ + L.attn_norm);
 
   arena.reset(state.mark);
   state = BlockState<T>{};

@@ -20,7 +20,6 @@
 #include "herd/kernels/attention.h"
 #include "herd/kernels/convert.h"
 #include "herd/kernels/gemm.h"
-#include "herd/kernels/rmsnorm.h"
 #include "herd/nn/batch.h"
 #include "herd/nn/layer_sizes.h"
 #include "herd/tensor/arena.h"
@@ -71,21 +70,6 @@ void linear_weight_grad(const S* dy, std::int64_t n, std::int64_t out, const S* 
 template <typename T, typename S>
 void linear_input_grad(const S* dy, std::int64_t n, std::int64_t out, const S* w, std::int64_t in, T beta, T* dx) {
   gemm<T, S>(kernels::Trans::kNo, kernels::Trans::kNo, n, in, out, dy, out, w, in, beta, dx, in);
-}
-
-// An RMSNorm from a saved input to a saved output: y (n, d) = rmsnorm(x) at S, rstd (n) at T. In bf16
-// mode the kernel reads x as bf16 and rounds y as it writes (what widened(), the T kernel and store()
-// give, bit for bit, without the two fp32 copies); otherwise the T kernel on the tensors themselves.
-template <typename T, typename S>
-void norm_saved(const S* x, const T* w, std::int64_t n, std::int64_t d, double eps, S* y, T* rstd) {
-  kernels::rmsnorm_forward(x, d, w, n, d, eps, y, d, rstd);
-}
-
-// The norm's backward from its saved input x (n, d) at S: dx (n, d) += the input gradient, dw += .
-template <typename T, typename S>
-void norm_backward_saved(const T* dy, const S* x, const T* w, const T* rstd, std::int64_t n, std::int64_t d, T* dx,
-                         T* dw) {
-  kernels::rmsnorm_backward(dy, d, x, d, w, rstd, n, d, dx, d, kernels::Accumulate::kAdd, dw);
 }
 
 // Where a saved tensor is computed at T: the tensor itself, or `buf`, which store() then rounds into it.

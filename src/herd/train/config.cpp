@@ -502,7 +502,6 @@ Result<ResolvedLayout> resolve_layout(const TrainConfig& cfg) {
   r.spec.seq_len = cfg.data.seq_len;
   r.spec.global_batch = cfg.train.global_batch;
   r.spec.precision = is_bf16(cfg) ? planner::Precision::kBF16 : planner::Precision::kFP32;
-  r.spec.system.software = planner::Software::kHerd;  // this runtime is what runs the layout
   planner::Layout& l = r.layout;
   const std::int64_t gb = cfg.train.global_batch;
   if (gb % l.dp != 0) {

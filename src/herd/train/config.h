@@ -195,7 +195,13 @@ struct TrainConfig {
 // Errors name the field: train.global_batch not divisible by dp x microbatch, and so on.
 struct ResolvedLayout {
   planner::Layout layout;
-  planner::TrainingSpec spec;     // seq_len, global_batch, precision (fp32 or bf16; fp64 is planned as fp32)
+  // seq_len, global_batch, precision (fp32 or bf16; fp64 is planned as fp32); the software is herd's:
+  // this runtime is what runs the layout.
+  planner::TrainingSpec spec = [] {
+    planner::TrainingSpec s;
+    s.system.software = planner::Software::kHerd;
+    return s;
+  }();
   std::int64_t microbatches = 1;  // M
 };
 Result<ResolvedLayout> resolve_layout(const TrainConfig& cfg);

@@ -54,9 +54,7 @@ Result<Projection> project(const model::LlamaConfig& m, const ResolvedLayout& r,
                            const topology::Cluster& cluster, double host_speed) {
   topology::Cluster host = at_host_speed(cluster, host_speed);
   if (threads > 0 && host.accelerator.host_cores > 0) host.accelerator.threads_per_rank = threads;
-  // herd's runtime runs the layout, whatever software a caller's spec left at its default.
-  planner::TrainingSpec spec = r.spec;
-  spec.system.software = planner::Software::kHerd;
+  const planner::TrainingSpec& spec = r.spec;
   planner::Layout l = r.layout;
   // One rank: plain fp32 AdamW on the whole model. More: every rank runs herd's FSDP flat units,
   // which keep the gathered weights from forward to backward unless resharded.
