@@ -151,6 +151,37 @@ TEST(RmsNorm, Bf16StorageEqualsWideningAndRoundingAroundTheFp32KernelBitForBit) 
   }
 }
 
+// bf16 mode's SwiGLU on the saved bf16 gate and up: the fp32 kernel's bits on the widened inputs,
+// rounded as written (forward and both gradients), strided rows, and a size that runs threaded.
+TEST(SwiGlu, Bf16StorageEqualsWideningAndRoundingAroundTheFp32KernelBitForBit) {
+  for (const auto& [n, width] : std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 1}, {5, 17}, {100, 768}}) {
+    SCOPED_TRACE(::testing::Message() << n << " x " << width);
+    const std::int64_t ld = width + 5;
+    const std::vector<float> gr = testing::random_vec<float>(n * ld, 20, -6, 6),
+                             ur = testing::random_vec<float>(n * ld, 21);
+    std::vector<bf16> g16(n * ld), u16(n * ld);
+    std::vector<float> g32(n * ld), u32(n * ld);
+    for (std::int64_t i = 0; i < n * ld; ++i) {
+      g16[i] = to_bf16(gr[i]), u16[i] = to_bf16(ur[i]);
+      g32[i] = to_float(g16[i]), u32[i] = to_float(u16[i]);
+    }
+    std::vector<float> o32(n * ld), dg32(n * ld), du32(n * ld);
+    std::vector<bf16> o16(n * ld), dg16(n * ld), du16(n * ld);
+    swiglu_forward<float>(g32.data(), ld, u32.data(), ld, n, width, o32.data(), ld);
+    swiglu_forward(g16.data(), ld, u16.data(), ld, n, width, o16.data(), ld);
+    const std::vector<float> dout = testing::random_vec<float>(n * ld, 22);
+    swiglu_backward<float>(dout.data(), ld, g32.data(), ld, u32.data(), ld, n, width, dg32.data(), ld, du32.data(), ld);
+    swiglu_backward(dout.data(), ld, g16.data(), ld, u16.data(), ld, n, width, dg16.data(), ld, du16.data(), ld);
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < width; ++j) {
+        const std::int64_t e = i * ld + j;
+        ASSERT_EQ(o16[e].bits, float_to_bf16(o32[e])) << e;
+        ASSERT_EQ(dg16[e].bits, float_to_bf16(dg32[e])) << e;
+        ASSERT_EQ(du16[e].bits, float_to_bf16(du32[e])) << e;
+      }
+  }
+}
+
 TEST(SwiGlu, MatchesReference) {
   swiglu_case<float>(13, 77, 1e-5);
   swiglu_case<float>(64, 1536, 1e-5);

@@ -142,74 +142,71 @@ void rmsnorm_backward(const float* dy, std::int64_t lddy, const bf16* x, std::in
   rmsnorm_backward_as<float, bf16>(dy, lddy, x, ldx, w, rstd, n, dim, dx, lddx, acc, dw);
 }
 
-template <typename T>
-HERD_CPU_CLONES void swiglu_forward(const T* gate, std::int64_t ldg, const T* up, std::int64_t ldu, std::int64_t n,
-                                    std::int64_t width, T* out, std::int64_t ldo) {
+namespace {
+
+// SwiGLU over gate and up stored as In (T, or bf16 widened as read), the outputs stored as Out (T, or
+// rounded as written); dout is always T.
+template <typename T, typename In, typename Out>
+HERD_CPU_CLONES void swiglu_forward_as(const In* gate, std::int64_t ldg, const In* up, std::int64_t ldu, std::int64_t n,
+                                       std::int64_t width, Out* out, std::int64_t ldo) {
 #pragma omp parallel for schedule(static) if (n * width > 32768)
   for (std::int64_t i = 0; i < n; ++i) {
-    const T* g = gate + i * ldg;
-    const T* u = up + i * ldu;
-    T* o = out + i * ldo;
+    const In* g = gate + i * ldg;
+    const In* u = up + i * ldu;
+    Out* o = out + i * ldo;
 #pragma omp simd
-    for (std::int64_t j = 0; j < width; ++j) o[j] = g[j] / (T(1) + cpu::fast_exp(-g[j])) * u[j];
+    for (std::int64_t j = 0; j < width; ++j) {
+      const T gj = cpu::widen(g[j]);
+      cpu::put(gj / (T(1) + cpu::fast_exp(-gj)) * cpu::widen(u[j]), o[j]);
+    }
   }
 }
 
-template <typename T>
-HERD_CPU_CLONES void swiglu_backward(const T* dout, std::int64_t lddo, const T* gate, std::int64_t ldg, const T* up,
-                                     std::int64_t ldu, std::int64_t n, std::int64_t width, T* dgate, std::int64_t lddg,
-                                     T* dup, std::int64_t lddu) {
+template <typename T, typename In, typename Out>
+HERD_CPU_CLONES void swiglu_backward_as(const T* dout, std::int64_t lddo, const In* gate, std::int64_t ldg,
+                                        const In* up, std::int64_t ldu, std::int64_t n, std::int64_t width, Out* dgate,
+                                        std::int64_t lddg, Out* dup, std::int64_t lddu) {
 #pragma omp parallel for schedule(static) if (n * width > 32768)
   for (std::int64_t i = 0; i < n; ++i) {
     const T* d = dout + i * lddo;
-    const T* g = gate + i * ldg;
-    const T* u = up + i * ldu;
-    T* dg = dgate + i * lddg;
-    T* du = dup + i * lddu;
+    const In* g = gate + i * ldg;
+    const In* u = up + i * ldu;
+    Out* dg = dgate + i * lddg;
+    Out* du = dup + i * lddu;
 #pragma omp simd
     for (std::int64_t j = 0; j < width; ++j) {
-      const T s = T(1) / (T(1) + cpu::fast_exp(-g[j]));
-      const T gs = g[j] * s;
-      dg[j] = d[j] * u[j] * (s + gs * (T(1) - s));
-      du[j] = d[j] * gs;
+      const T gj = cpu::widen(g[j]);
+      const T s = T(1) / (T(1) + cpu::fast_exp(-gj));
+      const T gs = gj * s;
+      cpu::put(d[j] * cpu::widen(u[j]) * (s + gs * (T(1) - s)), dg[j]);
+      cpu::put(d[j] * gs, du[j]);
     }
   }
 }
 
-HERD_CPU_CLONES void swiglu_forward(const bf16* gate, std::int64_t ldg, const bf16* up, std::int64_t ldu,
-                                    std::int64_t n, std::int64_t width, bf16* out, std::int64_t ldo) {
-#pragma omp parallel for schedule(static) if (n * width > 32768)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const bf16* g = gate + i * ldg;
-    const bf16* u = up + i * ldu;
-    bf16* o = out + i * ldo;
-#pragma omp simd
-    for (std::int64_t j = 0; j < width; ++j) {
-      const float gj = to_float(g[j]);
-      o[j].bits = float_to_bf16(gj / (1.0f + cpu::fast_exp(-gj)) * to_float(u[j]));
-    }
-  }
+}  // namespace
+
+template <typename T>
+void swiglu_forward(const T* gate, std::int64_t ldg, const T* up, std::int64_t ldu, std::int64_t n, std::int64_t width,
+                    T* out, std::int64_t ldo) {
+  swiglu_forward_as<T, T, T>(gate, ldg, up, ldu, n, width, out, ldo);
 }
 
-HERD_CPU_CLONES void swiglu_backward(const float* dout, std::int64_t lddo, const bf16* gate, std::int64_t ldg,
-                                     const bf16* up, std::int64_t ldu, std::int64_t n, std::int64_t width, bf16* dgate,
-                                     std::int64_t lddg, bf16* dup, std::int64_t lddu) {
-#pragma omp parallel for schedule(static) if (n * width > 32768)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float* d = dout + i * lddo;
-    const bf16* g = gate + i * ldg;
-    const bf16* u = up + i * ldu;
-    bf16* dg = dgate + i * lddg;
-    bf16* du = dup + i * lddu;
-#pragma omp simd
-    for (std::int64_t j = 0; j < width; ++j) {
-      const float gj = to_float(g[j]);
-      const float s = 1.0f / (1.0f + cpu::fast_exp(-gj));
-      const float gs = gj * s;
-      dg[j].bits = float_to_bf16(d[j] * to_float(u[j]) * (s + gs * (1.0f - s)));
-      du[j].bits = float_to_bf16(d[j] * gs);
-    }
-  }
+template <typename T>
+void swiglu_backward(const T* dout, std::int64_t lddo, const T* gate, std::int64_t ldg, const T* up, std::int64_t ldu,
+                     std::int64_t n, std::int64_t width, T* dgate, std::int64_t lddg, T* dup, std::int64_t lddu) {
+  swiglu_backward_as<T, T, T>(dout, lddo, gate, ldg, up, ldu, n, width, dgate, lddg, dup, lddu);
+}
+
+void swiglu_forward(const bf16* gate, std::int64_t ldg, const bf16* up, std::int64_t ldu, std::int64_t n,
+                    std::int64_t width, bf16* out, std::int64_t ldo) {
+  swiglu_forward_as<float, bf16, bf16>(gate, ldg, up, ldu, n, width, out, ldo);
+}
+
+void swiglu_backward(const float* dout, std::int64_t lddo, const bf16* gate, std::int64_t ldg, const bf16* up,
+                     std::int64_t ldu, std::int64_t n, std::int64_t width, bf16* dgate, std::int64_t lddg, bf16* dup,
+                     std::int64_t lddu) {
+  swiglu_backward_as<float, bf16, bf16>(dout, lddo, gate, ldg, up, ldu, n, width, dgate, lddg, dup, lddu);
 }
 
 #define HERD_INSTANTIATE(T)                                                                                           \
