@@ -9,8 +9,8 @@
 // forward computed with), and the weight gradients accumulate in fp32 (beta = 1).
 //
 // The MLP half's temporaries (d_act, d_gate|up, d_norm: N x (3f + d)) are freed before the attention
-// half allocates its own: bf16 mode widens q, k, v and the attention output there, and stacking them on
-// the MLP's would raise the backward's peak to the sum of both halves instead of the larger one.
+// half allocates its own (d_ao, dq, dk, dv, d_norm and, in bf16 mode, the rounded dq, dk, dv): stacking
+// them on the MLP's would raise the backward's peak to the sum of both halves instead of the larger one.
 // Gate and up are adjacent in the flat buffer, so their gradients go through one fused (N, 2f) buffer
 // and two GEMMs instead of four.
 #include <type_traits>
