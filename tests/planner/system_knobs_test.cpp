@@ -87,6 +87,14 @@ TEST(SystemKnobs, TpOverlapExposesTheFirstChunkOrWhatTheGemmCannotCover) {
   const StepCosts overlapped = costs(ov, l);
   EXPECT_NEAR(overlapped.layer.fwd_tp, 2 * c, 1e-12);
   EXPECT_NEAR(overlapped.layer.bwd_tp, 3 * c, 1e-12);
+  // What it hides is kept for the report (the TP row's total): 2c + 3c, and nothing without overlap.
+  EXPECT_NEAR(overlapped.layer.tp_hidden, 5 * c, 1e-12);
+  EXPECT_DOUBLE_EQ(plain.layer.tp_hidden, 0.0);
+  // Full recompute replays the forward's four pairs: 2c more exposed and 2c more hidden.
+  Layout full = l;
+  full.recompute = model::Recompute::kFull;
+  EXPECT_NEAR(costs(ov, full).layer.tp_hidden, 7 * c, 1e-12);
+  EXPECT_NEAR(costs(ov, full).layer.bwd_tp, 5 * c, 1e-12);
   // The round accelerator has no SM count, so the hidden part costs no compute here ...
   EXPECT_DOUBLE_EQ(overlapped.layer.fwd_math, plain.layer.fwd_math);
   // ... on an H100 the hidden span costs 16 of 132 SMs (the same NCCL-channel share as DP overlap).
@@ -98,6 +106,32 @@ TEST(SystemKnobs, TpOverlapExposesTheFirstChunkOrWhatTheGemmCannotCover) {
   // Without sequence parallelism (all-reduces) neither userbuffers nor async TP applies.
   l.sequence_parallel = false;
   EXPECT_DOUBLE_EQ(costs(ov, l).layer.fwd_tp, costs(kOne, l).layer.fwd_tp);
+}
+
+// The estimate's TP row: with the overlap its total is the collectives' whole time (the same as
+// without overlap, where all of it is exposed) and its exposed part is what the step pays.
+TEST(SystemKnobs, TpRowReportsTheWholeCollectiveTimeAndWhatTheOverlapLeavesExposed) {
+  const topology::Cluster dgx = *topology::cluster_preset("dgx-h100");
+  Layout l;
+  l.tp = 8;
+  l.dp = 2;
+  TrainingSpec ov = kOne;
+  ov.system.tp_overlap = true;
+  const Estimate on = *estimate(k8b, dgx, ov, l, 16), off = *estimate(k8b, dgx, kOne, l, 16);
+  auto tp_row = [](const Estimate& e) {
+    for (const DimComm& d : e.comm) {
+      if (d.dim == "tp") return d;
+    }
+    ADD_FAILURE() << "no tp row";
+    return DimComm{};
+  };
+  const DimComm r_on = tp_row(on), r_off = tp_row(off);
+  EXPECT_DOUBLE_EQ(r_off.total_s, r_off.exposed_s);
+  EXPECT_NEAR(r_on.total_s, r_off.total_s, 1e-12 * r_off.total_s);
+  EXPECT_DOUBLE_EQ(r_on.exposed_s, on.time.tp_s);
+  EXPECT_LT(r_on.exposed_s, 0.5 * r_on.total_s);
+  EXPECT_NE(r_on.overlap.find("--tp-overlap on"), std::string::npos) << r_on.overlap;
+  EXPECT_NE(r_off.overlap.find("no overlap assumed"), std::string::npos) << r_off.overlap;
 }
 
 TEST(SystemKnobs, ZeroOneParameterGatherOverlapsTheNextForward) {

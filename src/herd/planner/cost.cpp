@@ -234,11 +234,11 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
   // q/k/v's and gate/up's inputs with their dgrad, whose output gradient is reduce-scattered during their
   // wgrad. The communication kernels take SMs: the overlapped span costs overlap_slowdown of its length.
   const double act_full = b * t * h * e;
-  double down_tp = 0;  // of fwd_tp, the exposed collective after the down projection
+  double down_tp = 0;                 // of fwd_tp, the exposed collective after the down projection
+  double hidden_f = 0, hidden_b = 0;  // TP collective time the overlap hides, forward and backward
   if (l.tp > 1) {
     if (l.sp() && train.system.tp_overlap) {
       const double ag = all_gather_s(act_full, l.tp, c.tp_link), rs = reduce_scatter_s(act_full, l.tp, c.tp_link);
-      double hidden_f = 0, hidden_b = 0;
       auto pair = [&](double comm, double gemm, double& exposed_sum, double& hidden) {
         const double x = tp_overlapped_exposed_s(comm, gemm, tp);
         exposed_sum += x;
@@ -251,6 +251,7 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
       pair(ag, lin[2].dgrad, L.bwd_tp, hidden_b), pair(rs, lin[2].wgrad, L.bwd_tp, hidden_b);
       L.fwd_math += sw.overlap_slowdown * hidden_f;
       L.bwd_math += sw.overlap_slowdown * hidden_b;
+      L.tp_hidden = hidden_f + hidden_b;
     } else if (l.sp()) {
       const double ag = all_gather_s(act_full, l.tp, c.tp_link), rs = reduce_scatter_s(act_full, l.tp, c.tp_link);
       L.fwd_tp = 2 * ag + 2 * rs;
@@ -285,6 +286,7 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
     // kept, so that GEMM and the collective after it (SP reduce-scatter, or all-reduce) are not redone.
     L.bwd_math += L.fwd_math - (sw.recompute_keeps_down_projection ? lin[3].fwd : 0.0);
     L.bwd_tp += L.fwd_tp - (sw.recompute_keeps_down_projection ? down_tp : 0.0);
+    L.tp_hidden += hidden_f;
     L.bwd_cp += L.fwd_cp;
   }
   const double tokens = b * t;

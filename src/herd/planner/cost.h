@@ -47,6 +47,7 @@ double batched_gemm_s(double batch, double m, double n, double k, double peak_fl
 struct PieceCost {
   double fwd_math = 0, bwd_math = 0;  // kernels, including recomputation in the backward
   double fwd_tp = 0, bwd_tp = 0;      // exposed tensor-parallel collectives
+  double tp_hidden = 0;               // TP collectives hidden behind GEMMs (--tp-overlap on): reported, not timed
   double fwd_cp = 0, bwd_cp = 0;      // exposed context-parallel K/V all-gather and dK/dV reduce-scatter
   double model_flops = 0;             // per micro-batch on this accelerator, the MFU convention
   double hardware_flops = 0;          // what the kernels execute (recompute and flash backward included)

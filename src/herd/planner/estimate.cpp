@@ -23,6 +23,7 @@ namespace {
 
 struct RankSums {
   double math = 0, tp = 0, cp = 0, fwd = 0, bwd = 0;
+  double tp_hidden = 0;  // TP collectives the overlap hides (not in the step; the TP row's total)
 };
 
 // Exposed time of a stream of collectives split into units that become ready one after another: the
@@ -117,7 +118,7 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
     PieceCost p;
     auto add = [&](const PieceCost& x, double k) {
       p.fwd_math += k * x.fwd_math, p.bwd_math += k * x.bwd_math, p.fwd_tp += k * x.fwd_tp, p.bwd_tp += k * x.bwd_tp;
-      p.fwd_cp += k * x.fwd_cp, p.bwd_cp += k * x.bwd_cp;
+      p.fwd_cp += k * x.fwd_cp, p.bwd_cp += k * x.bwd_cp, p.tp_hidden += k * x.tp_hidden;
     };
     add(c.layer, nl);
     double act = nl * layer_act;
@@ -129,6 +130,7 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
     RankSums& r = sums[schedule::Schedule::rank_of_stage(spec, s)];
     r.math += M * (p.fwd_math + p.bwd_math);
     r.tp += M * (p.fwd_tp + p.bwd_tp);
+    r.tp_hidden += M * p.tp_hidden;
     r.cp += M * (p.fwd_cp + p.bwd_cp);
     r.fwd += p.fwd();
     r.bwd += p.bwd();
@@ -141,6 +143,7 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   TimeBreakdown& T = est.time;
   T.compute_s = sums[crit].math;
   T.tp_s = sums[crit].tp;
+  double tp_hidden_s = sums[crit].tp_hidden;
   T.cp_s = sums[crit].cp;
   schedule::Schedule sched;
   schedule::SimResult sim1;
@@ -192,7 +195,7 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
     T.bubble_s = std::max(0.0, sliced - busy);
     if (sliced < busy) {
       const double f = sliced / busy;
-      T.compute_s *= f, T.tp_s *= f, T.cp_s *= f;
+      T.compute_s *= f, T.tp_s *= f, T.cp_s *= f, tp_hidden_s *= f;
     }
   }
 
@@ -358,8 +361,11 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   };
   double p2p_total = 0;
   if (l.pp > 1) p2p_total = 2.0 * M * spec.v * p2p_s(c.boundary_bytes, c.pp_link);
-  dim("tp", l.tp, 1, c.tp_link, T.tp_s, T.tp_s,
-      l.sp() ? "sequence-parallel all-gather / reduce-scatter, exposed (no overlap assumed)" : "all-reduce, exposed");
+  dim("tp", l.tp, 1, c.tp_link, T.tp_s + tp_hidden_s, T.tp_s,
+      !l.sp() ? "all-reduce, exposed"
+      : train.system.tp_overlap
+          ? "sequence-parallel all-gather / reduce-scatter in chunks under their GEMMs (--tp-overlap on)"
+          : "sequence-parallel all-gather / reduce-scatter, exposed (no overlap assumed)");
   dim("cp", l.cp, l.tp, c.cp_link, T.cp_s, T.cp_s, "K/V all-gather and dK/dV reduce-scatter, exposed (Llama 3)");
   dim("pp", l.pp, l.tp * l.cp, c.pp_link, p2p_total, T.pp_s, "asynchronous p2p; exposed part from the simulator");
   dim("dp", n_dp, l.tp * l.cp * l.pp, dpl, dp_total, T.dp_s, dp_rule.empty() ? "none" : dp_rule);
