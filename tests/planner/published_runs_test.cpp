@@ -5,6 +5,8 @@
 // `herd estimate ... --json` on every run, exactly as tools/planner_validation.py does (which writes
 // docs/planner-validation.md), and asserts the bounds the JSON records: every run in `tight_runs`
 // within `per_run_pct` (15%) and the mean absolute error over all runs within `overall_mape_pct`.
+// tests/planner/held_out_runs.json, runs added after the model was frozen and never tuned on
+// (docs/planner.md, Held-out runs), passes the same data checks and is held to its own bounds.
 //
 // A run's optional system fields (software, attention, pipeline_sends, dp_overlap, layer_split,
 // grad_acc_fusion, tp_overlap, grad_dtype) and a precision other than bf16 are passed only when
@@ -116,57 +118,67 @@ struct Outcome {
   double error_pct = 0;
 };
 
-// The data file, read once per test process.
-const herd::Json& data() {
-  static const herd::Json doc = [] {
-    std::ifstream f(kDataDir + "/published_runs.json");
-    EXPECT_TRUE(f.good()) << "tests/planner/published_runs.json is missing";
-    return f.good() ? herd::Json::parse(f) : herd::Json::object();
-  }();
-  return doc;
+// A data file of tests/planner/, read once per test process: published_runs.json (the runs the model
+// was built against) or held_out_runs.json (runs added after the model was frozen, never tuned on).
+const char* const kPublished = "published_runs.json";
+const char* const kHeldOut = "held_out_runs.json";
+
+const herd::Json& data(const std::string& file = kPublished) {
+  static std::map<std::string, herd::Json> docs;
+  auto it = docs.find(file);
+  if (it == docs.end()) {
+    std::ifstream f(kDataDir + "/" + file);
+    EXPECT_TRUE(f.good()) << "tests/planner/" << file << " is missing";
+    it = docs.emplace(file, f.good() ? herd::Json::parse(f) : herd::Json::object()).first;
+  }
+  return it->second;
 }
 
 // Every run's estimate, computed on first use (the data checks need none).
-const std::map<std::string, Outcome>& outcomes() {
-  static const std::map<std::string, Outcome> all = [] {
-    std::map<std::string, Outcome> out;
-    if (!data().contains("runs")) return out;
-    const Supported sup = detect_supported();
-    for (const auto& run : data()["runs"]) {
-      const std::string id = run["id"].get<std::string>();
-      std::string model_path;
-      if (run["model"].is_object()) {
-        // One file per process: ctest runs the tests of this file in parallel processes.
-        model_path =
-            std::string(::testing::TempDir()) + "/published_run_" + std::to_string(getpid()) + "_" + id + ".json";
-        std::ofstream(model_path) << run["model"].dump();
-      } else {
-        model_path = run["model"].get<std::string>();
-      }
-      Outcome o;
-      const CmdOut r = run_herd(estimate_args(run, model_path, sup));
-      o.status = r.status;
-      o.output = r.out;
-      if (r.status == 0) {
-        o.predicted_s = herd::Json::parse(r.out)["step_time_s"].get<double>();
-        const double published = run["derived_step_time_s"].get<double>();
-        o.error_pct = 100.0 * (o.predicted_s - published) / published;
-      }
-      out[id] = o;
+const std::map<std::string, Outcome>& outcomes(const std::string& file = kPublished) {
+  static std::map<std::string, std::map<std::string, Outcome>> cache;
+  auto found = cache.find(file);
+  if (found != cache.end()) return found->second;
+  std::map<std::string, Outcome>& out = cache[file];
+  if (!data(file).contains("runs")) return out;
+  const Supported sup = detect_supported();
+  for (const auto& run : data(file)["runs"]) {
+    const std::string id = run["id"].get<std::string>();
+    std::string model_path;
+    if (run["model"].is_object()) {
+      // One file per process: ctest runs the tests of this file in parallel processes.
+      model_path =
+          std::string(::testing::TempDir()) + "/published_run_" + std::to_string(getpid()) + "_" + id + ".json";
+      std::ofstream(model_path) << run["model"].dump();
+    } else {
+      model_path = run["model"].get<std::string>();
     }
-    return out;
-  }();
-  return all;
+    Outcome o;
+    const CmdOut r = run_herd(estimate_args(run, model_path, sup));
+    o.status = r.status;
+    o.output = r.out;
+    if (r.status == 0) {
+      o.predicted_s = herd::Json::parse(r.out)["step_time_s"].get<double>();
+      const double published = run["derived_step_time_s"].get<double>();
+      o.error_pct = 100.0 * (o.predicted_s - published) / published;
+    }
+    out[id] = o;
+  }
+  return out;
 }
 
 // The data itself: enough runs, every one complete and traceable, layouts that multiply out, and
 // derived step times that follow from the published figure where that is plain arithmetic.
-TEST(PublishedRuns, DataIsCompleteAndConsistent) {
-  ASSERT_TRUE(data().contains("runs") && data().contains("bounds"));
-  const auto& runs = data()["runs"];
-  ASSERT_GE(runs.size(), 30u);
+struct Coverage {
   std::set<std::string> ids, accelerators, precisions;
   bool gpt = false, llama = false, megatron = false, fsdp = false;
+};
+
+// Every run of `file` complete, traceable and consistent; what the runs cover into *cov (void: the
+// checks are gtest assertions).
+void check_runs(const std::string& file, Coverage* cov) {
+  auto& [ids, accelerators, precisions, gpt, llama, megatron, fsdp] = *cov;
+  const auto& runs = data(file)["runs"];
   for (const auto& run : runs) {
     const std::string id = run["id"].get<std::string>();
     SCOPED_TRACE(id);
@@ -207,11 +219,36 @@ TEST(PublishedRuns, DataIsCompleteAndConsistent) {
     megatron |= run["pp"].get<long>() > 1 && run["tp"].get<long>() > 1;
     fsdp |= run["zero"].get<long>() == 3 && run["tp"].get<long>() == 1;
   }
+  for (const auto& id : data(file)["bounds"]["tight_runs"]) EXPECT_TRUE(ids.count(id.get<std::string>())) << id;
+}
+
+TEST(PublishedRuns, DataIsCompleteAndConsistent) {
+  ASSERT_TRUE(data().contains("runs") && data().contains("bounds"));
+  ASSERT_GE(data()["runs"].size(), 30u);
+  Coverage cov;
+  check_runs(kPublished, &cov);
   // The coverage the issue asks for.
-  for (const char* a : {"A100", "H100", "H200", "B200"}) EXPECT_TRUE(accelerators.count(a)) << a;
-  for (const char* p : {"bf16", "fp8"}) EXPECT_TRUE(precisions.count(p)) << p;
-  EXPECT_TRUE(gpt && llama && megatron && fsdp);
-  for (const auto& id : data()["bounds"]["tight_runs"]) EXPECT_TRUE(ids.count(id.get<std::string>())) << id;
+  for (const char* a : {"A100", "H100", "H200", "B200"}) EXPECT_TRUE(cov.accelerators.count(a)) << a;
+  for (const char* p : {"bf16", "fp8"}) EXPECT_TRUE(cov.precisions.count(p)) << p;
+  EXPECT_TRUE(cov.gpt && cov.llama && cov.megatron && cov.fsdp);
+}
+
+// The held-out runs pass the same checks, and none is also a tuned run (by id or by source).
+TEST(HeldOutRuns, DataIsCompleteConsistentAndDisjointFromThePublishedRuns) {
+  ASSERT_TRUE(data(kHeldOut).contains("runs") && data(kHeldOut).contains("bounds"));
+  ASSERT_GE(data(kHeldOut)["runs"].size(), 10u);
+  Coverage held;
+  check_runs(kHeldOut, &held);
+  std::set<std::string> ids, urls;
+  for (const auto& run : data()["runs"]) {
+    ids.insert(run["id"].get<std::string>());
+    urls.insert(run["source"]["url"].get<std::string>());
+  }
+  for (const auto& run : data(kHeldOut)["runs"]) {
+    const std::string id = run["id"].get<std::string>();
+    EXPECT_FALSE(ids.count(id)) << id << " is also in published_runs.json";
+    EXPECT_FALSE(urls.count(run["source"]["url"].get<std::string>())) << id << ": its source is a tuned run's";
+  }
 }
 
 // Inline architectures against the parameter counts their sources print (llm-foundry's NumParams
@@ -237,12 +274,12 @@ TEST(PublishedRuns, InlineModelsMatchPublishedParameterCounts) {
 }
 
 // The runs herd met within the per-run bound when the bounds were written must stay within it.
-TEST(PublishedRuns, TightRunsWithinTheirBound) {
-  ASSERT_TRUE(data().contains("bounds"));
-  const double bound = data()["bounds"]["per_run_pct"].get<double>();
-  for (const auto& id_json : data()["bounds"]["tight_runs"]) {
+void expect_tight_runs_within_bound(const std::string& file) {
+  ASSERT_TRUE(data(file).contains("bounds"));
+  const double bound = data(file)["bounds"]["per_run_pct"].get<double>();
+  for (const auto& id_json : data(file)["bounds"]["tight_runs"]) {
     const std::string id = id_json.get<std::string>();
-    const Outcome& o = outcomes().at(id);
+    const Outcome& o = outcomes(file).at(id);
     ASSERT_EQ(o.status, 0) << id;
     EXPECT_LE(std::fabs(o.error_pct), bound) << id << ": predicted " << o.predicted_s << " s";
   }
@@ -250,22 +287,30 @@ TEST(PublishedRuns, TightRunsWithinTheirBound) {
 
 // Every run estimates, and the mean absolute percentage error over all of them is within the recorded
 // overall bound.
-TEST(PublishedRuns, EveryRunEstimatesAndMapeWithinBound) {
-  ASSERT_TRUE(data().contains("runs") && data().contains("bounds"));
+void expect_every_run_estimates_and_mape_within_bound(const std::string& file) {
+  ASSERT_TRUE(data(file).contains("runs") && data(file).contains("bounds"));
   double sum = 0;
   int n = 0;
-  for (const auto& [id, o] : outcomes()) {
+  for (const auto& [id, o] : outcomes(file)) {
     EXPECT_EQ(o.status, 0) << id << ": " << o.output;
     if (o.status != 0) continue;
     EXPECT_GT(o.predicted_s, 0.0) << id;
     sum += std::fabs(o.error_pct);
     ++n;
   }
-  ASSERT_EQ(n, static_cast<int>(data()["runs"].size()));
+  ASSERT_EQ(n, static_cast<int>(data(file)["runs"].size()));
   const double mape = sum / n;
-  EXPECT_LE(mape, data()["bounds"]["overall_mape_pct"].get<double>()) << "MAPE " << mape << "% over " << n << " runs";
-  std::printf("published runs: MAPE %.2f%% over %d runs\n", mape, n);
+  EXPECT_LE(mape, data(file)["bounds"]["overall_mape_pct"].get<double>())
+      << "MAPE " << mape << "% over " << n << " runs";
+  std::printf("%s: MAPE %.2f%% over %d runs\n", file.c_str(), mape, n);
 }
+
+TEST(PublishedRuns, TightRunsWithinTheirBound) { expect_tight_runs_within_bound(kPublished); }
+TEST(PublishedRuns, EveryRunEstimatesAndMapeWithinBound) {
+  expect_every_run_estimates_and_mape_within_bound(kPublished);
+}
+TEST(HeldOutRuns, TightRunsWithinTheirBound) { expect_tight_runs_within_bound(kHeldOut); }
+TEST(HeldOutRuns, EveryRunEstimatesAndMapeWithinBound) { expect_every_run_estimates_and_mape_within_bound(kHeldOut); }
 
 // tools/planner_validation.py refuses a malformed entry with one line naming the run, the field, the
 // value and what it accepts, and exits 1, before it runs any estimate.
