@@ -248,13 +248,16 @@ TEST(Bf16CrossEntropy, StatisticsAndGradientsMatchTheFp32KernelsOnWidenedInputs)
 // (statistics, combine, recomputed gradients) the vocab-parallel path runs: with the vocabulary in one
 // tile the sweep reuses each row tile's logits, and the GEMMs, exponentials, roundings and sums are
 // the same, so lse, the loss and both gradients agree bit for bit; with several vocab tiles it falls
-// back to the two sweeps themselves.
+// back to the two sweeps themselves, which must then compute the one-tile results up to the order of
+// their sums (lse and the loss to fp32 rounding, the gradients to a bf16 rounding of G).
 TEST(Bf16CrossEntropy, OneSweepEqualsTheTwoSweepsBitForBit) {
   const std::int64_t n = 300, dim = 24, vocab = 320;
   const std::vector<bf16> h = random_bf16(n * dim, 13), w = random_bf16(vocab * dim, 14);
   std::vector<std::int32_t> targets(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i)
     targets[static_cast<std::size_t>(i)] = i % 7 == 2 ? kIgnoreIndex : static_cast<std::int32_t>((i * 41) % vocab);
+  std::vector<float> lse_whole, dh_whole, dw_whole;  // the first tiling's (one vocab tile)
+  double loss_whole = 0;
   for (const CrossEntropyTiles tiles :
        {CrossEntropyTiles{64, 512}, CrossEntropyTiles{256, 320}, CrossEntropyTiles{16, 128}}) {
     std::vector<float> lse1(n), lse2(n), stats(3 * n);
@@ -272,6 +275,26 @@ TEST(Bf16CrossEntropy, OneSweepEqualsTheTwoSweepsBitForBit) {
     EXPECT_EQ(lse1, lse2);
     EXPECT_EQ(dh1, dh2);
     EXPECT_EQ(dw1, dw2);
+    if (tiles.vocab >= vocab) {
+      if (lse_whole.empty()) lse_whole = lse1, dh_whole = dh1, dw_whole = dw1, loss_whole = one.loss_sum;
+      continue;
+    }
+    // Several vocab tiles: the same loss as the whole vocabulary in one tile, summed in another order.
+    EXPECT_NEAR(one.loss_sum, loss_whole, 1e-5 * std::abs(loss_whole));
+    for (std::int64_t i = 0; i < n; ++i) EXPECT_NEAR(lse1[i], lse_whole[i], 1e-5 * std::abs(lse_whole[i])) << i;
+    auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+      double d = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(double(a[i]) - double(b[i])));
+      return d;
+    };
+    // The gradients here reach 1.5e-2 (dh's start value subtracted) and the two tilings differ by an
+    // fp32 ulp of the start values (6e-8 on this build); a G entry whose fp32 value crossed a bf16
+    // rounding boundary would move a gradient by up to 2^-8 x 0.01 x |w| ~ 4e-5, so 2e-4 allows a few
+    // such flips (another ISA's sum order) while a vocab tile left out or counted twice (an error of
+    // the gradient's own size) fails.
+    EXPECT_LT(max_diff(dh1, dh_whole), 2e-4);
+    EXPECT_LT(max_diff(dw1, dw_whole), 2e-4);
+    EXPECT_GT(max_diff(dh1, std::vector<float>(dh1.size(), 0.5f)), 1e-2);  // a gradient of that size was added
   }
 }
 
