@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "cli/cli_runner.h"
 #include "herd/core/json.h"
+#include "herd/train/calibration_store.h"
 #include "train/parity_run_dir.h"
 
 namespace herd::train {
@@ -140,6 +142,44 @@ TEST_F(LayoutAuto, APlanSaysWhetherItIsCalibrated) {
   ASSERT_EQ(again.status, 0) << again.err;
   EXPECT_NE(again.out.find("(kept: --if-missing)"), std::string::npos) << again.out;
   EXPECT_EQ(again.out.find("gemm"), std::string::npos) << again.out;
+
+  // The file records the runtime fingerprint of the build that measured it. A calibration made by
+  // another build times other kernels: the planned run says so, and --if-missing measures again.
+  std::filesystem::path stored;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ / "store")) stored = e.path();
+  ASSERT_FALSE(stored.empty());
+  auto read = [&] {
+    std::ifstream f(stored);
+    return herd::Json::parse(f);
+  };
+  herd::Json doc = read();
+  ASSERT_EQ(doc["calibration"]["runtime_fingerprint"], runtime_fingerprint());
+  doc["calibration"]["runtime_fingerprint"] = "0123456789abcdef";
+  std::ofstream(stored) << doc.dump(1);
+  auto stale = train("");
+  ASSERT_EQ(stale.status, 0) << stale.err;
+  const std::string all3 = stale.out + stale.err;
+  EXPECT_NE(all3.find("measured by another build of herd (runtime 0123456789abcdef, this build " +
+                      runtime_fingerprint() + "), so its plans may be off: run `herd calibrate`"),
+            std::string::npos)
+      << all3;
+  auto redo = herd::testing::run_herd("calibrate --model " + (dir_ / "config.json").string() +
+                                      " --micro-batch 2 --seq-len 16 --repeats 1 --if-missing --calibration-dir " +
+                                      (dir_ / "store").string());
+  ASSERT_EQ(redo.status, 0) << redo.err;
+  EXPECT_NE(redo.out.find("was measured by another build of herd (runtime 0123456789abcdef"), std::string::npos)
+      << redo.out;
+  EXPECT_EQ(redo.out.find("(kept: --if-missing)"), std::string::npos) << redo.out;
+  doc = read();
+  EXPECT_EQ(doc["calibration"]["runtime_fingerprint"], runtime_fingerprint());
+  EXPECT_EQ(doc["calibration"]["previous"]["path"], stored.string());
+  // An older file without the field reads as "not recorded", never as this build.
+  doc["calibration"].erase("runtime_fingerprint");
+  std::ofstream(stored) << doc.dump(1);
+  Result<StoredCalibration> old = read_calibration(stored.string());
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->measured_by_this_build());
+  EXPECT_NE(calibration_line(*old, unix_now()).find("(runtime not recorded, this build "), std::string::npos);
 }
 
 }  // namespace

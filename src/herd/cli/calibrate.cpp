@@ -73,7 +73,7 @@ struct CalibrateOptions {
   std::string out;              // empty: this machine's stored calibration
   std::string calibration_dir;  // the store (train/calibration_store.h); empty: beside the executable
   std::string previous;         // compare with this calibration; empty: the stored one; "none": no comparison
-  bool if_missing = false;      // a calibration at the output already: say so and measure nothing
+  bool if_missing = false;      // a calibration by this build at the output already: say so, measure nothing
   int repeats = 7;
   int takes = 2;
   double background_jobs = -1;  // -1: measured from /proc
@@ -234,8 +234,14 @@ int run_calibrate(const CalibrateOptions& o) {
     if (std::filesystem::exists(out, ec)) {
       Result<train::StoredCalibration> c = train::read_calibration(out);
       if (!c.ok()) return report_error("calibrate", c.error().with_context("--if-missing: " + out));
-      std::cout << train::calibration_line(*c, train::unix_now()) << " (kept: --if-missing)\n";
-      return 0;
+      if (c->measured_by_this_build()) {
+        std::cout << train::calibration_line(*c, train::unix_now()) << " (kept: --if-missing)\n";
+        return 0;
+      }
+      // It times another build's kernels: this build is measured, the old file kept as `previous`.
+      std::cout << "calibration at " << out << " was measured by another build of herd (runtime "
+                << (c->runtime_fingerprint.empty() ? std::string("not recorded") : c->runtime_fingerprint)
+                << ", this build " << train::runtime_fingerprint() << "): measuring this one (--if-missing)\n";
     }
   }
   const std::optional<train::StoredCalibration> last = previous_calibration(o, out, shape_key);
@@ -675,6 +681,7 @@ int run_calibrate(const CalibrateOptions& o) {
                       {"shape", shape_key},
                       {"host", machine.host},
                       {"cpu_model", machine.cpu_model},
+                      {"runtime_fingerprint", train::runtime_fingerprint()},
                       {"taken_at", train::utc_iso(taken_unix_s)},
                       {"taken_unix_s", taken_unix_s},
                       {"duration_s", train::unix_now() - taken_unix_s},
@@ -764,7 +771,8 @@ Subcommand add_calibrate_command(CLI::App& root) {
                   "The calibration to compare rates with (a take far from it is redone); default: the one at the "
                   "output path, when of the same model and shapes; none: no comparison");
   app->add_flag("--if-missing", o->if_missing,
-                "When the output already holds a calibration, print its age and load and measure nothing");
+                "When the output already holds a calibration made by this build of herd, print its age and load "
+                "and measure nothing (one made by another build is measured again)");
   app->add_option("--background-jobs", o->background_jobs,
                   "Other jobs sharing the cores: -1 measures them from /proc; 0 declares an idle host (the "
                   "all-core GEMM rate then sets thread_scaling)")

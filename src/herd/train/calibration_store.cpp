@@ -8,6 +8,7 @@
 
 #include "herd/core/format.h"
 #include "herd/measure/machine.h"
+#include "herd/runtime_fingerprint.h"  // generated in the build tree (CMakeLists.txt)
 #include "herd/train/supervisor.h"
 
 namespace herd::train {
@@ -53,8 +54,15 @@ Result<StoredCalibration> read_calibration(const std::string& path) {
     c.other_runnable = static_cast<int>(r["other_runnable_processes"].size());
   }
   if (r.contains("disturbed") && r["disturbed"].is_boolean()) c.disturbed = r["disturbed"].get<bool>();
+  if (r.contains("runtime_fingerprint") && r["runtime_fingerprint"].is_string()) {
+    c.runtime_fingerprint = r["runtime_fingerprint"].get<std::string>();
+  }
   return c;
 }
+
+std::string runtime_fingerprint() { return HERD_RUNTIME_FINGERPRINT; }
+
+bool StoredCalibration::measured_by_this_build() const { return runtime_fingerprint == train::runtime_fingerprint(); }
 
 Result<std::optional<StoredCalibration>> find_stored_calibration(const std::string& dir) {
   const std::string path = stored_calibration_path(this_machine(), dir);
@@ -108,7 +116,13 @@ std::string calibration_line(const StoredCalibration& c, double now) {
          ")";
   }
   if (c.disturbed) s += ", a disturbed calibration (herd calibrate said so)";
-  return s + ": " + c.path;
+  s += ": " + c.path;
+  if (!c.measured_by_this_build()) {
+    s += "; measured by another build of herd (runtime " +
+         (c.runtime_fingerprint.empty() ? std::string("not recorded") : c.runtime_fingerprint) + ", this build " +
+         runtime_fingerprint() + "), so its plans may be off: run `herd calibrate` to measure this one";
+  }
+  return s;
 }
 
 std::string uncalibrated_line(const MachineKey& key, const std::string& dir) {

@@ -44,7 +44,16 @@ struct StoredCalibration {
   int other_runnable = -1;   // other processes with a runnable thread then (-1: not recorded)
   double background_jobs = -1;
   bool disturbed = false;  // some measurement was disturbed in every take
+  // The runtime fingerprint of the herd build that measured it ("" when not recorded, an older file).
+  std::string runtime_fingerprint;
+  // Whether this build of herd measured it: a calibration times herd's own kernels and steps, so one
+  // made by another build (other sources, flags or compiler) describes a runtime that is not this one.
+  bool measured_by_this_build() const;
 };
+
+// This build's runtime fingerprint: a hash of herd's sources, build files and compiler flags
+// (cmake/runtime_fingerprint.cmake), 16 hex digits.
+std::string runtime_fingerprint();
 
 // Reads a calibration file (a `herd calibrate` output). Errors name the file and the field.
 Result<StoredCalibration> read_calibration(const std::string& path);
@@ -58,7 +67,8 @@ std::string utc_iso(double unix_s);
 double unix_now();
 
 // "calibrated 2 h 05 min ago (2026-12-01T08:40:12Z; load average 1.27, 2 other runnable processes,
-// 0.0 background jobs then): PATH"; the age from `now`.
+// 0.0 background jobs then): PATH"; the age from `now`. A calibration made by another build says so and
+// how to refresh it.
 std::string calibration_line(const StoredCalibration& c, double now);
 // "uncalibrated: no calibration of this machine (HOST, CPU) in DIR; planning with the committed
 // local-cpu preset, which may be far off here; run `herd calibrate` once to measure this machine"
