@@ -8,7 +8,11 @@ results), because this shared virtual machine's speed moves by up to 1.8x betwee
 --no-calibrate the committed preset (or the file --cluster-file names) is used instead. This script collects
 them, writes one JSON document (figure, machine, commit, load averages, per-layout results, MAPE)
 and a markdown table. The machine is shared: each step time is a median over steps, and the load
-average before and after every run is recorded next to it.
+average before and after every run is recorded next to it. The first layout runs again at the end as a
+control: how far its two step times differ is how far this guest's speed moved during the run (other
+tenants of the hypervisor, invisible in /proc), printed beside the MAPE and kept in the JSON
+(`host_drift_percent`); a run whose control moved more than 10% is marked as measuring the host as much
+as the plan.
 
   python3 bench/projection/run.py [--herd build/herd] [--data DIR] [--steps 6] [--out-dir bench/projection]
                                   [--no-calibrate [--cluster-file F]] [--only NAME] [--speed-probe]
@@ -60,6 +64,14 @@ def speed_text(r):
     return f"{hs['at_start']:.2f}/{hs['at_end']:.2f}"
 
 
+def control_text(first, control, drift):
+    """The control row's step against the first row's, or why there is none."""
+    if control is None:
+        return "did not run"
+    return (f"{first['measured']['step_s']:.3f} s then {control['measured']['step_s']:.3f} s, "
+            f"{drift:+.1f}% (the host's speed moved by that much during the run)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--herd", default="build/herd")
@@ -85,10 +97,9 @@ def main():
         cluster_file = os.path.abspath(cal)
         with open(cal) as f:
             calibration = json.load(f)
-    results = []
-    for name, model, args in LAYOUTS:
-        if a.only and a.only not in name:
-            continue
+
+    def run_layout(name, model, args):
+        """One layout's planned and measured step (None when herd train failed)."""
         with tempfile.TemporaryDirectory() as tmp:
             summary = os.path.join(tmp, "projection.json")
             cmd = ([a.herd, "train", f"--data.dir={a.data}", f"--model.name={model}", f"--train.steps={a.steps}",
@@ -101,7 +112,7 @@ def main():
             after = load_average()
             if p.returncode != 0 or not os.path.exists(summary):
                 print(f"FAIL {name}: {p.stdout[-400:]}{p.stderr[-400:]}", file=sys.stderr)
-                continue
+                return None
             with open(summary) as f:
                 s = json.load(f)
         pl, me = s["planned"], s["measured"]
@@ -114,13 +125,27 @@ def main():
                  (pl.get("step_s_calibrated_speed", pl["step_s"]) - me["step_s"]) / me["step_s"],
              "memory_error": (pl["memory_bytes"] - me["memory_bytes"]) / me["memory_bytes"],
              "load_average": [before, after]}
-        results.append(r)
         print(f"{name:28s} step {pl['step_s']:.3f} vs {me['step_s']:.3f} s ({100 * r['step_error']:+.1f}%)  "
               f"memory {pl['memory_bytes'] / 2**20:.1f} vs {me['memory_bytes'] / 2**20:.1f} MiB "
               f"({100 * r['memory_error']:+.1f}%)  background jobs {r['background_jobs']:.1f} "
               f"host speed {speed_text(r)}  load {before:.2f}/{after:.2f}", file=sys.stderr)
+        return r
+
+    results = []
+    for name, model, args in LAYOUTS:
+        if a.only and a.only not in name:
+            continue
+        r = run_layout(name, model, args)
+        if r is not None:
+            results.append(r)
     if not results:
         sys.exit("no layout ran")
+    # The control: the first layout again, after all the others.
+    first = results[0]
+    control = run_layout(first["name"] + " (control, again at the end)", first["model"], first["args"])
+    drift = (100 * (control["measured"]["step_s"] - first["measured"]["step_s"]) / first["measured"]["step_s"]
+             if control is not None else None)
+    drifted = drift is not None and abs(drift) > 10
     cluster_label = cluster_file or "(preset local-cpu)"
     if calibration is not None:
         cluster_label = os.path.relpath(cluster_label) + " (herd calibrate just before)"
@@ -140,7 +165,8 @@ def main():
            "step_time_mean_error_percent_multi_rank": multi_bias, "step_time_mape_percent_idle_host": idle_mape,
            "step_time_mape_percent_calibrated_speed": cal_mape,
            "step_time_mape_percent_multi_rank_calibrated_speed": cal_multi_mape,
-           "memory_mape_percent": mem_mape, "results": results}
+           "memory_mape_percent": mem_mape,
+           "control": control, "host_drift_percent": drift, "host_drifted": drifted, "results": results}
     with open(os.path.join(a.out_dir, "results.json"), "w") as f:
         json.dump(doc, f, indent=2)
     lines = ["| layout | ranks | background jobs | host speed (start/end) | planned step (s) | measured step (s) | "
@@ -166,6 +192,8 @@ def main():
     lines.append(f"\nStep-time MAPE {mape:.1f}% over {len(results)} layouts (planned for {planned_for}); over "
                  f"the {len(multi)} multi-rank layouts {multi_mape:.1f}% (mean error {multi_bias:+.1f}%{multi_note}); "
                  f"memory MAPE {mem_mape:.1f}%. "
+                 f"Control ({first['name']} again at the end): {control_text(first, control, drift)}"
+                 f"{'; more than 10%: this run measures the host as much as the plan' if drifted else ''}. "
                  f"Commit {doc['commit']}, {doc['date']}, {doc['cluster_file']}.")
     with open(os.path.join(a.out_dir, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
