@@ -182,5 +182,40 @@ TEST_F(LayoutAuto, APlanSaysWhetherItIsCalibrated) {
   EXPECT_NE(calibration_line(*old, unix_now()).find("(runtime not recorded, this build "), std::string::npos);
 }
 
+// A take far (1.5x) from the last calibration of the same shapes is redone and said. herd's own training
+// steps are compared only with a calibration made by this build, whose steps time the same kernels; the
+// libraries' GEMM rates are compared with any.
+TEST_F(LayoutAuto, TakesFarFromTheLastCalibrationAreRedoneAndStepsOnlyAgainstThisBuild) {
+  const std::string calibrate = "calibrate --model " + (dir_ / "config.json").string() +
+                                " --micro-batch 2 --seq-len 16 --repeats 1 --takes 2 --background-jobs 0 --out ";
+  auto first = herd::testing::run_herd(calibrate + (dir_ / "first.json").string() + " --previous none");
+  ASSERT_EQ(first.status, 0) << first.err;
+  std::ifstream f(dir_ / "first.json");
+  herd::Json doc = herd::Json::parse(f);
+  herd::Json& rec = doc["calibration"];
+  ASSERT_EQ(rec["runtime_fingerprint"], runtime_fingerprint());
+  // A "last calibration" 100x slower in both GEMM and step than this machine is today.
+  rec["gemm_flops_per_s_one_thread"] = rec["gemm_flops_per_s_one_thread"].get<double>() / 100;
+  rec["reference_step_s"] = rec["reference_step_s"].get<double>() * 100;
+  std::ofstream((dir_ / "same_build.json").string()) << doc.dump(1);
+  rec["runtime_fingerprint"] = "0123456789abcdef";
+  std::ofstream((dir_ / "other_build.json").string()) << doc.dump(1);
+
+  auto same = herd::testing::run_herd(calibrate + (dir_ / "a.json").string() + " --previous " +
+                                      (dir_ / "same_build.json").string());
+  ASSERT_EQ(same.status, 0) << same.err;
+  const std::string s1 = same.out + same.err;
+  EXPECT_NE(s1.find("GEMM rate"), std::string::npos) << s1;
+  EXPECT_NE(s1.find("reference step"), std::string::npos) << s1;
+  EXPECT_NE(s1.find("x the last calibration's"), std::string::npos) << s1;
+
+  auto other = herd::testing::run_herd(calibrate + (dir_ / "b.json").string() + " --previous " +
+                                       (dir_ / "other_build.json").string());
+  ASSERT_EQ(other.status, 0) << other.err;
+  const std::string s2 = other.out + other.err;
+  EXPECT_NE(s2.find("GEMM rate"), std::string::npos) << s2;
+  EXPECT_EQ(s2.find("reference step"), std::string::npos) << s2;
+}
+
 }  // namespace
 }  // namespace herd::train

@@ -239,15 +239,17 @@ int run_calibrate(const CalibrateOptions& o) {
         return 0;
       }
       // It times another build's kernels: this build is measured, the old file kept as `previous`.
-      std::cout << "calibration at " << out << " was measured by another build of herd (runtime "
-                << (c->runtime_fingerprint.empty() ? std::string("not recorded") : c->runtime_fingerprint)
-                << ", this build " << train::runtime_fingerprint() << "): measuring this one (--if-missing)\n";
+      std::cout << "calibration at " << out << " was measured by " << train::other_build_text(*c)
+                << ": measuring this one (--if-missing)\n";
     }
   }
   const std::optional<train::StoredCalibration> last = previous_calibration(o, out, shape_key);
   auto last_number = [&](const char* key) {
     return last && last->record.contains(key) && last->record[key].is_number() ? last->record[key].get<double>() : 0.0;
   };
+  // herd's own training steps are compared only with a calibration of this build: another build's steps
+  // time other kernels (the libraries' GEMM rates compare across builds).
+  auto last_step = [&](const char* key) { return last && last->measured_by_this_build() ? last_number(key) : 0.0; };
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const double taken_unix_s = train::unix_now();
   const double load_before = measure::load_average();
@@ -500,7 +502,7 @@ int run_calibrate(const CalibrateOptions& o) {
   const double probe_before = train::probe_host_flops(cores);
   ref = median_take(measure_it("training step, 1 rank", true, reference(1, &ref_takes),
                                [&](double secs) {
-                                 return far_from_last("reference step", secs, last_number("reference_step_s"),
+                                 return far_from_last("reference step", secs, last_step("reference_step_s"),
                                                       taken_at_last);
                                }),
                     ref_takes);
@@ -534,7 +536,7 @@ int run_calibrate(const CalibrateOptions& o) {
     ref16 = median_take(measure_it("training step, 1 rank, bf16", true, reference(1, &ref16_takes, "bf16"),
                                    [&](double secs) {
                                      return far_from_last("bf16 reference step", secs,
-                                                          last_number("reference_step_bf16_s"), taken_at_last);
+                                                          last_step("reference_step_bf16_s"), taken_at_last);
                                    }),
                         ref16_takes);
   }

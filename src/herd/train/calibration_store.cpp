@@ -64,6 +64,11 @@ std::string runtime_fingerprint() { return HERD_RUNTIME_FINGERPRINT; }
 
 bool StoredCalibration::measured_by_this_build() const { return runtime_fingerprint == train::runtime_fingerprint(); }
 
+std::string other_build_text(const StoredCalibration& c) {
+  return "another build of herd (runtime " + (c.runtime_fingerprint.empty() ? "not recorded" : c.runtime_fingerprint) +
+         ", this build " + runtime_fingerprint() + ")";
+}
+
 Result<std::optional<StoredCalibration>> find_stored_calibration(const std::string& dir) {
   const std::string path = stored_calibration_path(this_machine(), dir);
   std::error_code ec;
@@ -118,9 +123,7 @@ std::string calibration_line(const StoredCalibration& c, double now) {
   if (c.disturbed) s += ", a disturbed calibration (herd calibrate said so)";
   s += ": " + c.path;
   if (!c.measured_by_this_build()) {
-    s += "; measured by another build of herd (runtime " +
-         (c.runtime_fingerprint.empty() ? std::string("not recorded") : c.runtime_fingerprint) + ", this build " +
-         runtime_fingerprint() + "), so its plans may be off: run `herd calibrate` to measure this one";
+    s += "; measured by " + other_build_text(c) + ", so its plans may be off: run `herd calibrate` to measure this one";
   }
   return s;
 }

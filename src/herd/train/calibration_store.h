@@ -54,6 +54,9 @@ struct StoredCalibration {
 // This build's runtime fingerprint: a hash of herd's sources, build files and compiler flags
 // (cmake/runtime_fingerprint.cmake), 16 hex digits.
 std::string runtime_fingerprint();
+// "another build of herd (runtime 0123456789abcdef, this build 94c6e98af481b501)", or "(runtime not
+// recorded, ...)" for a file older than the field.
+std::string other_build_text(const StoredCalibration& c);
 
 // Reads a calibration file (a `herd calibrate` output). Errors name the file and the field.
 Result<StoredCalibration> read_calibration(const std::string& path);
