@@ -16,8 +16,13 @@ The held-out runs (tests/planner/held_out_runs.json, never used to tune the mode
 script: --data tests/planner/held_out_runs.json --md docs/planner-held-out.md --svg
 docs/images/planner-held-out.svg. A data file's optional "title" names its runs in the page's heading.
 
+--what-if FIELD=VALUE (repeatable) sets a field in every run and only prints the errors that gives, --only TEXT
+keeps the runs whose id contains TEXT: how the figures of docs/planner.md that compare an assumption (e.g.
+tp_overlap=off) or another size of a run are made.
+
 Usage: python3 tools/planner_validation.py [--herd build/herd] [--data tests/planner/published_runs.json]
        [--md docs/planner-validation.md] [--svg docs/images/planner-validation.svg] [--write-bounds]
+       [--what-if FIELD=VALUE ...] [--only TEXT]
 Python 3 standard library only.
 """
 import argparse
@@ -135,7 +140,15 @@ def estimate_args(run, data_dir, model_path, flags, precisions):
     return args + ["--json"], dropped
 
 
-def run_all(herd, data_path):
+def what_if_value(text):
+    """A --what-if value as JSON would hold it: 8, true, 0.5, or else the text itself ("off")."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def run_all(herd, data_path, what_if=(), only=""):
     data_dir = os.path.dirname(os.path.abspath(data_path))
     try:
         with open(data_path) as f:
@@ -144,8 +157,14 @@ def run_all(herd, data_path):
         fail(f"{data_path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})")
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or not isinstance(doc.get("bounds"), dict):
         fail(f"{data_path}: expected an object with a 'runs' list and a 'bounds' object")
+    if only:
+        doc["runs"] = [r for r in doc["runs"] if isinstance(r, dict) and only in str(r.get("id", ""))]
+        if not doc["runs"]:
+            fail(f"--only {only}: no run of {data_path} has an id containing it")
     ids = set()
     for run in doc["runs"]:
+        for field, value in what_if:
+            run[field] = what_if_value(value)
         validate_run(run, data_path)
         if run["id"] in ids:
             fail(f"{data_path}: run '{run['id']}' appears twice; ids must be unique")
@@ -352,16 +371,32 @@ def main():
     ap.add_argument("--svg", default=os.path.join(ROOT, "docs", "images", "planner-validation.svg"))
     ap.add_argument("--write-bounds", action="store_true",
                     help="rewrite the JSON's bounds from today's errors (tight runs and overall MAPE bound)")
+    ap.add_argument("--what-if", action="append", default=[], metavar="FIELD=VALUE",
+                    help="set FIELD to VALUE in every run (e.g. tp_overlap=off) and print the errors that gives; "
+                         "writes no page, plot or bounds (repeatable)")
+    ap.add_argument("--only", default="", metavar="TEXT",
+                    help="only the runs whose id contains TEXT; prints, writes no page, plot or bounds")
     a = ap.parse_args()
     if not os.path.exists(a.data):
         fail(f"--data {a.data}: no such file")
-    doc, results, flags, precisions = run_all(a.herd, a.data)
+    what_if = []
+    for w in a.what_if:
+        if "=" not in w:
+            fail(f"--what-if {w}: expected FIELD=VALUE, e.g. tp_overlap=off")
+        what_if.append(tuple(w.split("=", 1)))
+    print_only = bool(what_if or a.only)
+    if print_only and a.write_bounds:
+        fail("--what-if or --only with --write-bounds: bounds are written from every run as published, drop one")
+    doc, results, flags, precisions = run_all(a.herd, a.data, what_if, a.only)
     for r in results:
         e = f"{r['err_pct']:+7.1f}%" if "err_pct" in r else "  ERROR  " + r.get("error", "")
         print(f"{r['run']['id']:<52} published {r['run']['derived_step_time_s']:9.3f} s  "
               f"predicted {r.get('predicted', float('nan')):9.3f} s  {e}")
     print(f"MAPE {mape(results):.2f}% over {sum(1 for r in results if 'err_pct' in r)} runs "
-          f"({sum(1 for r in results if 'error' in r)} errors)")
+          f"({sum(1 for r in results if 'error' in r)} errors)"
+          + (" with " + ", ".join(f"{k}={v}" for k, v in what_if) + " in every run" if what_if else ""))
+    if print_only:
+        return
     os.makedirs(os.path.dirname(a.svg), exist_ok=True)
     write_svg(results, a.svg)
     svg_rel = os.path.relpath(a.svg, os.path.dirname(a.md))

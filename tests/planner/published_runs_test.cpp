@@ -355,4 +355,42 @@ TEST(PublishedRuns, MalformedEntryGetsOneLineNamingIt) {
   }
 }
 
+// --what-if FIELD=VALUE plans every run with the field set and only prints (the what-if figures of
+// docs/planner.md); a value herd does not accept is the same one-line error as in the data.
+TEST(PublishedRuns, WhatIfPlansEveryRunWithTheFieldSetAndWritesNothing) {
+  if (std::system("python3 -c 0 > /dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not installed";
+  const std::string dir = std::string(::testing::TempDir()) + "/published_what_if_" + std::to_string(getpid());
+  std::system(("mkdir -p " + dir).c_str());
+  auto tool = [&](const std::string& args, int* rc) {
+    const std::string cmd = "python3 " + std::string(HERD_SOURCE_DIR) + "/tools/planner_validation.py --herd " +
+                            std::string(HERD_BINARY) + " --md " + dir + "/v.md --svg " + dir + "/v.svg " + args +
+                            " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    std::array<char, 4096> buf;
+    while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+    *rc = WEXITSTATUS(pclose(p));
+    return out;
+  };
+  int rc = -1;
+  const std::string off = tool("--only nemo2407-llama --what-if tp_overlap=off", &rc);
+  EXPECT_EQ(rc, 0) << off;
+  EXPECT_NE(off.find("with tp_overlap=off in every run"), std::string::npos) << off;
+  EXPECT_FALSE(std::ifstream(dir + "/v.md").good()) << "a what-if must not write the page";
+  // The llama runs that overlap TP plan slower without it (no other field moved).
+  const std::string on = tool("--only nemo2407-llama2-70b", &rc);
+  const std::string off70 = tool("--only nemo2407-llama2-70b --what-if tp_overlap=off", &rc);
+  auto predicted = [](const std::string& out) {
+    const std::size_t at = out.find("predicted");
+    return at == std::string::npos ? -1.0 : std::atof(out.c_str() + at + 9);
+  };
+  EXPECT_GT(predicted(off70), predicted(on)) << on << off70;
+  const std::string bad = tool("--what-if tp_overlap=maybe", &rc);
+  EXPECT_EQ(rc, 1) << bad;
+  EXPECT_NE(bad.find("field 'tp_overlap' is \"maybe\"; expected one of on, off"), std::string::npos) << bad;
+  EXPECT_EQ(bad.find('\n'), bad.size() - 1) << bad;
+  const std::string both = tool("--what-if tp_overlap=off --write-bounds", &rc);
+  EXPECT_EQ(rc, 1) << both;
+}
+
 }  // namespace
