@@ -282,19 +282,14 @@ TEST(Bf16CrossEntropy, OneSweepEqualsTheTwoSweepsBitForBit) {
     // Several vocab tiles: the same loss as the whole vocabulary in one tile, summed in another order.
     EXPECT_NEAR(one.loss_sum, loss_whole, 1e-5 * std::abs(loss_whole));
     for (std::int64_t i = 0; i < n; ++i) EXPECT_NEAR(lse1[i], lse_whole[i], 1e-5 * std::abs(lse_whole[i])) << i;
-    auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
-      double d = 0;
-      for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(double(a[i]) - double(b[i])));
-      return d;
-    };
     // The gradients here reach 1.5e-2 (dh's start value subtracted) and the two tilings differ by an
     // fp32 ulp of the start values (6e-8 on this build); a G entry whose fp32 value crossed a bf16
     // rounding boundary would move a gradient by up to 2^-8 x 0.01 x |w| ~ 4e-5, so 2e-4 allows a few
     // such flips (another ISA's sum order) while a vocab tile left out or counted twice (an error of
-    // the gradient's own size) fails.
-    EXPECT_LT(max_diff(dh1, dh_whole), 2e-4);
-    EXPECT_LT(max_diff(dw1, dw_whole), 2e-4);
-    EXPECT_GT(max_diff(dh1, std::vector<float>(dh1.size(), 0.5f)), 1e-2);  // a gradient of that size was added
+    // the gradient's own size) fails. Every value is below 1, so rel_error is the absolute difference.
+    EXPECT_LT(testing::rel_error(dh1, dh_whole), 2e-4);
+    EXPECT_LT(testing::rel_error(dw1, dw_whole), 2e-4);
+    EXPECT_GT(testing::rel_error(dh1, std::vector<float>(dh1.size(), 0.5f)), 1e-2);  // a gradient that size was added
   }
 }
 
