@@ -269,6 +269,25 @@ TEST(ModelChanges, BadFlagValuesAreNamed) {
   EXPECT_EQ(j["layout"]["grad_dtype"], "bf16");
   EXPECT_EQ(j["layout"]["layer_split"], "even");
   EXPECT_EQ(j["precision"], "fp8");
+
+  // herd's own runtime has no TP overlap: planning it with one is refused in one line, with the fix,
+  // whether the profile is given or is the CPU host's default; off is accepted.
+  for (const std::string& cmd :
+       {base + "--software herd --tp-overlap on", std::string(HERD_BINARY) +
+                                                      " estimate --model tiny --cluster local-cpu --gpus 2 --tp 2 "
+                                                      "--cp 1 --pp 1 --dp 1 --seq-len 256 --global-batch 4 "
+                                                      "--sequence-parallel true --tp-overlap on"}) {
+    FILE* q = popen((cmd + " 2>&1").c_str(), "r");
+    std::string err;
+    while (std::fgets(buf.data(), buf.size(), q)) err += buf.data();
+    EXPECT_NE(WEXITSTATUS(pclose(q)), 0) << cmd;
+    EXPECT_NE(err.find("--tp-overlap: 'on'"), std::string::npos) << err;
+    EXPECT_NE(err.find("--software herd"), std::string::npos) << err;
+    EXPECT_NE(err.find("use --tp-overlap off"), std::string::npos) << err;
+    EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
+  }
+  FILE* q = popen((base + "--software herd --tp-overlap off > /dev/null 2>&1").c_str(), "r");
+  EXPECT_EQ(WEXITSTATUS(pclose(q)), 0);
 }
 
 // `--software` left out: herd on a CPU host (its cluster has host_cores; herd's runtime is the only

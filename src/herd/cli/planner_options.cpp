@@ -159,6 +159,11 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
     return make_error("--tp-overlap: expected on or off, got '", o.tp_overlap, "'");
   }
   in.train.system.tp_overlap = o.tp_overlap == "on";
+  if (in.train.system.tp_overlap && in.train.system.software == planner::Software::kHerd) {
+    return make_error("--tp-overlap: 'on' is not what --software herd runs (herd's runtime issues its TP collectives ",
+                      "on the ranks' own threads, exposed); use --tp-overlap off, or --software fused, compiled or ",
+                      "eager to plan a system that overlaps them");
+  }
   if (o.grad_dtype != "fp32" && o.grad_dtype != "bf16") {
     return make_error("--grad-dtype: expected fp32 or bf16, got '", o.grad_dtype, "'");
   }
