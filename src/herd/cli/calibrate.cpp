@@ -152,13 +152,20 @@ GemmTake gemm_take(const model::LlamaConfig& m, std::int64_t rows, int repeats, 
 
 // This machine's last calibration of the same model and shapes, to compare rates with; nullopt when
 // there is none (or --previous none). A comparison that cannot be read is no comparison, said once.
+// `at_out`: the calibration at `out` when it was already read (--if-missing), not read again.
 std::optional<train::StoredCalibration> previous_calibration(const CalibrateOptions& o, const std::string& out,
-                                                             const std::string& shape) {
+                                                             const std::string& shape,
+                                                             std::optional<train::StoredCalibration> at_out) {
   if (o.previous == "none") return std::nullopt;
   const std::string path = o.previous.empty() ? out : o.previous;
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return std::nullopt;
-  Result<train::StoredCalibration> c = train::read_calibration(path);
+  Result<train::StoredCalibration> c = Error("");
+  if (at_out && path == out) {
+    c = std::move(*at_out);
+  } else {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return std::nullopt;
+    c = train::read_calibration(path);
+  }
   if (!c.ok()) {
     log_warning("calibrate: not comparing with ", path, ": ", c.error().message());
     return std::nullopt;
@@ -221,113 +228,94 @@ Result<ReferenceStep> reference_step(const model::LlamaConfig& m, std::int64_t m
   return ReferenceStep{run.step_s, std::max(0.0, run.comm_s), r.history.empty() ? 0.0 : r.history.back().loss};
 }
 
-int run_calibrate(const CalibrateOptions& o) {
-  Result<model::LlamaConfig> mr = model::resolve_model(o.model);
-  if (!mr.ok()) return report_error("calibrate", mr.error());
-  const model::LlamaConfig& m = *mr;
-  const train::MachineKey machine = train::this_machine();
-  const std::string out = o.out.empty() ? train::stored_calibration_path(machine, o.calibration_dir) : o.out;
-  const std::string shape_key =
-      m.name + " micro-batch " + std::to_string(o.micro_batch) + " seq-len " + std::to_string(o.seq_len);
-  if (o.if_missing) {
-    std::error_code ec;
-    if (std::filesystem::exists(out, ec)) {
-      Result<train::StoredCalibration> c = train::read_calibration(out);
-      if (!c.ok()) return report_error("calibrate", c.error().with_context("--if-missing: " + out));
-      if (c->measured_by_this_build()) {
-        std::cout << train::calibration_line(*c, train::unix_now()) << " (kept: --if-missing)\n";
-        return 0;
-      }
-      // It times another build's kernels: this build is measured, the old file kept as `previous`.
-      std::cout << "calibration at " << out << " was measured by " << train::other_build_text(*c)
-                << ": measuring this one (--if-missing)\n";
-    }
-  }
-  const std::optional<train::StoredCalibration> last = previous_calibration(o, out, shape_key);
-  auto last_number = [&](const char* key) {
+// One calibration in progress: the options, the model, the last calibration to compare rates with, and
+// every measurement taken so far (each `takes` takes, the best kept, disturbed ones redone:
+// measure/steady.h), with the table printed at the end.
+struct Session {
+  Session(const CalibrateOptions& options, const model::LlamaConfig& model) : o(options), m(model) {}
+  const CalibrateOptions& o;
+  const model::LlamaConfig& m;
+  std::int64_t rows = 0;  // tokens of one micro-batch: the GEMMs' m
+  int cores = 1;
+  std::optional<train::StoredCalibration> last;
+  measure::LoadProbe probe;
+  std::vector<measure::SteadyResult> steady;
+  Table table{{"what", "shape", "median", "rate"}};
+
+  std::string last_taken_at() const { return last ? last->taken_at : ""; }
+  double last_number(const char* key) const {
     return last && last->record.contains(key) && last->record[key].is_number() ? last->record[key].get<double>() : 0.0;
-  };
+  }
   // herd's own training steps are compared only with a calibration of this build: another build's steps
   // time other kernels (the libraries' GEMM rates compare across builds).
-  auto last_step = [&](const char* key) { return last && last->measured_by_this_build() ? last_number(key) : 0.0; };
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const double taken_unix_s = train::unix_now();
-  const double load_before = measure::load_average();
-  const std::string loadavg_before = measure::loadavg_text();
-  const std::vector<std::string> runnable_before = measure::runnable_processes();
-  const double background = train::background_jobs(o.background_jobs);
-  const std::int64_t rows = o.micro_batch * o.seq_len;
-  Table t({"what", "shape", "median", "rate"});
+  double last_step(const char* key) const { return last && last->measured_by_this_build() ? last_number(key) : 0.0; }
 
-  // Every measurement: `takes` takes, the best kept, disturbed ones redone (measure/steady.h).
-  const measure::LoadProbe probe = measure::host_load_probe(cores);
-  std::vector<measure::SteadyResult> steady;
-  auto measure_it = [&](const std::string& what, bool wall_clock, const measure::TakeFn& take,
-                        const measure::PlausibleFn& plausible = nullptr) {
+  const measure::SteadyResult& measure(const std::string& what, bool wall_clock, const measure::TakeFn& take,
+                                       const measure::PlausibleFn& plausible = nullptr) {
     measure::SteadyOptions so;
     so.takes = o.takes;
     so.max_takes = o.takes + 2;
     so.load_sensitive = wall_clock;
     steady.push_back(measure::measure_steady(what, take, plausible, so, probe));
     return steady.back();
+  }
+};
+
+// The GEMM rates at the model's shapes: one thread and all cores in fp32, one thread through gemm_bf16
+// (`train.precision = bf16`: the bf16 peak of this machine's path).
+struct GemmRates {
+  double one_thread = 0, all_cores = 0, bf16_one_thread = 0;
+  bool all_cores_disturbed = false;
+};
+
+GemmRates measure_gemms(Session& s) {
+  GemmRates r;
+  kernels::set_num_threads(1);
+  GemmTake g1, gall, g16;
+  auto best_of = [&s](GemmTake& best, const char* label, bool use_bf16) {
+    return [&s, &best, label, use_bf16] {
+      GemmTake g = gemm_take(s.m, s.rows, s.o.repeats, label, use_bf16);
+      if (best.seconds == 0 || g.seconds < best.seconds) best = g;
+      return g.seconds;
+    };
   };
-
+  s.measure("gemm, 1 thread", false, best_of(g1, "1 thread", false), [&](double secs) {
+    return far_from_last("GEMM rate", g1.flops / secs, s.last_number("gemm_flops_per_s_one_thread"), s.last_taken_at());
+  });
+  r.one_thread = g1.flops / g1.seconds;
+  kernels::set_num_threads(s.cores);
+  r.all_cores_disturbed =
+      s.measure("gemm, all cores", true, best_of(gall, "all cores", false), [&](double secs) -> std::string {
+         if (s.cores < 2) return "";
+         const double sc = (gall.flops / secs / r.one_thread - 1.0) / static_cast<double>(s.cores - 1);
+         if (sc >= kLowestScaling) return "";
+         return "thread scaling " + format_fixed(sc, 2) + " far below 1";
+       }).disturbed;
+  r.all_cores = gall.flops / gall.seconds;
   kernels::set_num_threads(1);
-  GemmTake g1, gall;
-  const std::string taken_at_last = last ? last->taken_at : "";
-  measure_it(
-      "gemm, 1 thread", false,
-      [&] {
-        GemmTake g = gemm_take(m, rows, o.repeats, "1 thread");
-        if (g1.seconds == 0 || g.seconds < g1.seconds) g1 = g;
-        return g.seconds;
-      },
-      [&](double secs) {
-        return far_from_last("GEMM rate", g1.flops / secs, last_number("gemm_flops_per_s_one_thread"), taken_at_last);
-      });
-  const double gemm1 = g1.flops / g1.seconds;
-  kernels::set_num_threads(cores);
-  const measure::SteadyResult all = measure_it(
-      "gemm, all cores", true,
-      [&] {
-        GemmTake g = gemm_take(m, rows, o.repeats, "all cores");
-        if (gall.seconds == 0 || g.seconds < gall.seconds) gall = g;
-        return g.seconds;
-      },
-      [&](double secs) -> std::string {
-        if (cores < 2) return "";
-        const double sc = (gall.flops / secs / gemm1 - 1.0) / static_cast<double>(cores - 1);
-        if (sc >= kLowestScaling) return "";
-        return "thread scaling " + format_fixed(sc, 2) + " far below 1";
-      });
-  const double gemm_all = gall.flops / gall.seconds;
-  for (const auto& r : g1.rows) t.add(r);
-  for (const auto& r : gall.rows) t.add(r);
-  kernels::set_num_threads(1);
-  // The same shapes through gemm_bf16 (`train.precision = bf16`): the bf16 peak of this machine's path.
-  GemmTake g16;
-  measure_it(
-      "gemm bf16, 1 thread", false,
-      [&] {
-        GemmTake g = gemm_take(m, rows, o.repeats, "bf16, 1 thread", true);
-        if (g16.seconds == 0 || g.seconds < g16.seconds) g16 = g;
-        return g.seconds;
-      },
-      [&](double secs) {
-        return far_from_last("bf16 GEMM rate", g16.flops / secs, last_number("gemm_bf16_flops_per_s_one_thread"),
-                             taken_at_last);
-      });
-  const double gemm1_16 = g16.flops / g16.seconds;
-  for (const auto& r : g16.rows) t.add(r);
-  // The all-core rate is the threads' scaling only when nothing else ran: with other jobs running (or
-  // every take disturbed) the preset's value, measured on an idle host, is kept.
-  const topology::Cluster preset = *topology::cluster_preset("local-cpu");
-  const bool idle = background < 0.5 && !all.disturbed;
-  const double scaling = !idle       ? preset.accelerator.thread_scaling
-                         : cores > 1 ? std::clamp((gemm_all / gemm1 - 1.0) / static_cast<double>(cores - 1), 0.05, 1.0)
-                                     : 1.0;
+  s.measure("gemm bf16, 1 thread", false, best_of(g16, "bf16, 1 thread", true), [&](double secs) {
+    return far_from_last("bf16 GEMM rate", g16.flops / secs, s.last_number("gemm_bf16_flops_per_s_one_thread"),
+                         s.last_taken_at());
+  });
+  r.bf16_one_thread = g16.flops / g16.seconds;
+  for (const GemmTake* g : {&g1, &gall, &g16}) {
+    for (const auto& row : g->rows) s.table.add(row);
+  }
+  return r;
+}
 
-  // Attention at the model's shape, one sequence per micro-batch row, causal.
+// herd's flash attention at the model's shape (one sequence per micro-batch row, causal), forward and
+// backward, as fractions of the GEMM rate: fp32, and the bf16 block's kernel (nn/block.cpp,
+// nn/block_backward.cpp: bf16 q, k, v and out, its fp32 output rounded for saving and its fp32 gradients
+// rounded for the GEMMs after it) against the bf16 GEMM rate.
+struct AttentionRates {
+  double fwd = 0, bwd = 0, bf16_fwd = 0, bf16_bwd = 0;
+};
+
+AttentionRates measure_attention(Session& s, const GemmRates& g) {
+  const model::LlamaConfig& m = s.m;
+  const CalibrateOptions& o = s.o;
+  const std::int64_t rows = s.rows;
   kernels::AttentionDims ad;
   ad.batch = o.micro_batch;
   ad.tq = ad.tk = o.seq_len;
@@ -343,29 +331,17 @@ int run_calibrate(const CalibrateOptions& o) {
   std::vector<float> lse = filled(o.micro_batch * m.n_heads * o.seq_len, 0), dq = filled(qn, 0), dk = filled(kn, 0);
   std::vector<float> dv = filled(kn, 0);
   const double af =
-      measure_it("attention fwd", false, [&] {
-        return time_median(o.repeats, [&] {
-          kernels::attention_forward<float>(ad, mask, q.data(), k.data(), v.data(), out_a.data(), lse.data());
-        });
-      }).seconds;
-  const double ab = measure_it("attention bwd", false, [&] {
-                      return time_median(o.repeats, [&] {
-                        kernels::attention_backward<float>(ad, mask, q.data(), k.data(), v.data(), out_a.data(),
-                                                           lse.data(), q.data(), dq.data(), dk.data(), dv.data());
-                      });
-                    }).seconds;
-  const double pairs = *model::attention_pairs(o.seq_len, model::AttentionMask::causal());
-  const double attn_flops = 4.0 * static_cast<double>(o.micro_batch * m.n_heads * m.head_dim) * pairs;
-  const double eff_f = std::clamp(attn_flops / (af * gemm1), 0.01, 1.0);
-  const double eff_b = std::clamp(2.5 * attn_flops / (ab * gemm1), 0.01, 1.0);
-  const std::string ashape = std::to_string(o.micro_batch) + "x" + std::to_string(o.seq_len) + "x" +
-                             std::to_string(m.n_heads) + "/" + std::to_string(m.n_kv_heads) + "x" +
-                             std::to_string(m.head_dim);
-  t.add({"attention fwd", ashape, format_fixed(1e3 * af, 3) + " ms", format_fixed(100 * eff_f, 1) + "% of gemm"});
-  t.add({"attention bwd", ashape, format_fixed(1e3 * ab, 3) + " ms", format_fixed(100 * eff_b, 1) + "% of gemm"});
-  // The bf16 block's attention (nn/block.cpp, nn/block_backward.cpp): the bf16 kernel on bf16 q, k, v
-  // (and out), its fp32 output rounded for saving and its fp32 gradients rounded for the GEMMs after it;
-  // against the bf16 GEMM rate.
+      s.measure("attention fwd", false, [&] {
+         return time_median(o.repeats, [&] {
+           kernels::attention_forward<float>(ad, mask, q.data(), k.data(), v.data(), out_a.data(), lse.data());
+         });
+       }).seconds;
+  const double ab = s.measure("attention bwd", false, [&] {
+                       return time_median(o.repeats, [&] {
+                         kernels::attention_backward<float>(ad, mask, q.data(), k.data(), v.data(), out_a.data(),
+                                                            lse.data(), q.data(), dq.data(), dk.data(), dv.data());
+                       });
+                     }).seconds;
   std::vector<bf16> q16(static_cast<std::size_t>(qn)), k16(static_cast<std::size_t>(kn)),
       v16(static_cast<std::size_t>(kn)), o16(static_cast<std::size_t>(qn)), dq16(q16.size()), dk16(k16.size()),
       dv16(v16.size());
@@ -373,216 +349,272 @@ int run_calibrate(const CalibrateOptions& o) {
   kernels::to_bf16(k.data(), kn, k16.data());
   kernels::to_bf16(v.data(), kn, v16.data());
   const double af16 =
-      measure_it("attention fwd, bf16", false, [&] {
-        return time_median(o.repeats, [&] {
-          kernels::attention_forward(ad, mask, q16.data(), k16.data(), v16.data(), out_a.data(), lse.data());
-          kernels::to_bf16(out_a.data(), qn, o16.data());
-        });
-      }).seconds;
-  const double ab16 = measure_it("attention bwd, bf16", false, [&] {
-                        return time_median(o.repeats, [&] {
-                          kernels::attention_backward(ad, mask, q16.data(), k16.data(), v16.data(), o16.data(),
-                                                      lse.data(), q.data(), dq.data(), dk.data(), dv.data());
-                          kernels::to_bf16(dq.data(), qn, dq16.data());
-                          kernels::to_bf16(dk.data(), kn, dk16.data());
-                          kernels::to_bf16(dv.data(), kn, dv16.data());
-                        });
-                      }).seconds;
-  const double eff_f16 = std::clamp(attn_flops / (af16 * gemm1_16), 0.01, 1.0);
-  const double eff_b16 = std::clamp(2.5 * attn_flops / (ab16 * gemm1_16), 0.01, 1.0);
-  t.add({"attention fwd, bf16", ashape, format_fixed(1e3 * af16, 3) + " ms",
-         format_fixed(100 * eff_f16, 1) + "% of bf16 gemm"});
-  t.add({"attention bwd, bf16", ashape, format_fixed(1e3 * ab16, 3) + " ms",
-         format_fixed(100 * eff_b16, 1) + "% of bf16 gemm"});
+      s.measure("attention fwd, bf16", false, [&] {
+         return time_median(o.repeats, [&] {
+           kernels::attention_forward(ad, mask, q16.data(), k16.data(), v16.data(), out_a.data(), lse.data());
+           kernels::to_bf16(out_a.data(), qn, o16.data());
+         });
+       }).seconds;
+  const double ab16 = s.measure("attention bwd, bf16", false, [&] {
+                         return time_median(o.repeats, [&] {
+                           kernels::attention_backward(ad, mask, q16.data(), k16.data(), v16.data(), o16.data(),
+                                                       lse.data(), q.data(), dq.data(), dk.data(), dv.data());
+                           kernels::to_bf16(dq.data(), qn, dq16.data());
+                           kernels::to_bf16(dk.data(), kn, dk16.data());
+                           kernels::to_bf16(dv.data(), kn, dv16.data());
+                         });
+                       }).seconds;
+  const double pairs = *model::attention_pairs(o.seq_len, model::AttentionMask::causal());
+  const double attn_flops = 4.0 * static_cast<double>(o.micro_batch * m.n_heads * m.head_dim) * pairs;
+  AttentionRates r;
+  r.fwd = std::clamp(attn_flops / (af * g.one_thread), 0.01, 1.0);
+  r.bwd = std::clamp(2.5 * attn_flops / (ab * g.one_thread), 0.01, 1.0);
+  r.bf16_fwd = std::clamp(attn_flops / (af16 * g.bf16_one_thread), 0.01, 1.0);
+  r.bf16_bwd = std::clamp(2.5 * attn_flops / (ab16 * g.bf16_one_thread), 0.01, 1.0);
+  const std::string ashape = std::to_string(o.micro_batch) + "x" + std::to_string(o.seq_len) + "x" +
+                             std::to_string(m.n_heads) + "/" + std::to_string(m.n_kv_heads) + "x" +
+                             std::to_string(m.head_dim);
+  auto row = [&](const char* what, double secs, double eff, const char* of) {
+    s.table.add({what, ashape, format_fixed(1e3 * secs, 3) + " ms", format_fixed(100 * eff, 1) + "% of " + of});
+  };
+  row("attention fwd", af, r.fwd, "gemm");
+  row("attention bwd", ab, r.bwd, "gemm");
+  row("attention fwd, bf16", af16, r.bf16_fwd, "bf16 gemm");
+  row("attention bwd, bf16", ab16, r.bf16_bwd, "bf16 gemm");
+  return r;
+}
 
-  // Elementwise: RMSNorm forward (read x, write y) and backward (read dy, x; write dx).
-  const std::int64_t h = m.hidden;
+// The streaming bandwidth of herd's elementwise kernels: RMSNorm forward (read x, write y) and backward
+// (read dy, x; write dx), bytes per second.
+double measure_stream(Session& s) {
+  const std::int64_t rows = s.rows, h = s.m.hidden;
   std::vector<float> x = filled(rows * h, 0.3f), y = filled(rows * h, 0), w = filled(h, 1.0f), rstd = filled(rows, 0);
-  std::vector<float> dw = filled(h, 0);
+  std::vector<float> dx = filled(rows * h, 0), dw = filled(h, 0);
   const double norm =
-      measure_it("rmsnorm fwd+bwd", false, [&] {
-        const double nf = time_median(o.repeats, [&] {
-          kernels::rmsnorm_forward<float>(x.data(), h, w.data(), rows, h, 1e-5, y.data(), h, rstd.data());
-        });
-        const double nbw = time_median(o.repeats, [&] {
-          kernels::rmsnorm_backward<float>(y.data(), h, x.data(), h, w.data(), rstd.data(), rows, h, q.data(), h,
-                                           kernels::Accumulate::kOverwrite, dw.data());
-        });
-        return nf + nbw;
-      }).seconds;
+      s.measure("rmsnorm fwd+bwd", false, [&] {
+         const double nf = time_median(s.o.repeats, [&] {
+           kernels::rmsnorm_forward<float>(x.data(), h, w.data(), rows, h, 1e-5, y.data(), h, rstd.data());
+         });
+         const double nbw = time_median(s.o.repeats, [&] {
+           kernels::rmsnorm_backward<float>(y.data(), h, x.data(), h, w.data(), rstd.data(), rows, h, dx.data(), h,
+                                            kernels::Accumulate::kOverwrite, dw.data());
+         });
+         return nf + nbw;
+       }).seconds;
   const double stream = 5.0 * 4.0 * static_cast<double>(rows * h) / norm;
-  t.add({"rmsnorm fwd+bwd", std::to_string(rows) + "x" + std::to_string(h), format_fixed(1e3 * norm, 3) + " ms",
-         format_fixed(stream / 1e9, 1) + " GB/s"});
+  s.table.add({"rmsnorm fwd+bwd", std::to_string(rows) + "x" + std::to_string(h), format_fixed(1e3 * norm, 3) + " ms",
+               format_fixed(stream / 1e9, 1) + " GB/s"});
+  return stream;
+}
 
-  // Per-op overhead: a 16^3 GEMM is all call and threading cost.
+// Per-op overhead in microseconds: a 16^3 GEMM is all call and threading cost.
+double measure_op_overhead(Session& s, double gemm_one_thread) {
   std::vector<float> sa = filled(256, 1.f), sb = filled(256, 1.f), sc = filled(256, 0.f);
-  const double tiny = measure_it("op overhead", false, [&] {
-                        return time_median(o.repeats, [&] {
-                          for (int i = 0; i < 1000; ++i) {
-                            kernels::gemm<float>(kernels::Trans::kNo, kernels::Trans::kNo, 16, 16, 16, 1.f, sa.data(),
-                                                 16, sb.data(), 16, 0.f, sc.data(), 16);
-                          }
-                        });
-                      }).seconds;
-  const double overhead_us = std::max(0.0, tiny / 1000 * 1e6 - 8192.0 / gemm1 * 1e6);
-  t.add({"op overhead", "gemm 16^3", format_fixed(overhead_us, 2) + " us", ""});
+  const double tiny = s.measure("op overhead", false, [&] {
+                         return time_median(s.o.repeats, [&] {
+                           for (int i = 0; i < 1000; ++i) {
+                             kernels::gemm<float>(kernels::Trans::kNo, kernels::Trans::kNo, 16, 16, 16, 1.f, sa.data(),
+                                                  16, sb.data(), 16, 0.f, sc.data(), 16);
+                           }
+                         });
+                       }).seconds;
+  const double overhead_us = std::max(0.0, tiny / 1000 * 1e6 - 8192.0 / gemm_one_thread * 1e6);
+  s.table.add({"op overhead", "gemm 16^3", format_fixed(overhead_us, 2) + " us", ""});
+  return overhead_us;
+}
 
-  // Communicator: the 2-rank collectives give the planner's link. Bandwidth from the largest size
-  // (the MB-sized activations and FSDP units of training; smaller ones run from cache and copy
-  // faster), latency per step from the smallest once its copy time is taken off. Send/recv is one
-  // copy, not a collective: shown against the same link, not fitted.
+// The communicator: the 2-rank collectives give the planner's link. Bandwidth from the largest size
+// (the MB-sized activations and FSDP units of training; smaller ones run from cache and copy faster),
+// latency per step from the smallest once its copy time is taken off. The 4-rank runs are shown against
+// the fit, not fitted; send/recv is one copy, not a collective: shown against the same link.
+struct CommCalibration {
+  std::vector<measure::CommSample> samples;  // 2 ranks, then 4
+  measure::LinkFit fit;
+};
+
+Result<CommCalibration> measure_comm(const Session& s) {
   const std::vector<std::int64_t> counts = {4096, 262144, 1048576};
-  Result<std::vector<measure::CommSample>> two = measure::time_local_collectives(2, counts, o.repeats * 2);
-  Result<std::vector<measure::CommSample>> four =
-      two.ok() ? measure::time_local_collectives(4, counts, o.repeats * 2) : two;
-  if (!four.ok()) return report_error("calibrate", four.error().with_context("timing the local communicator"));
-  std::vector<measure::CommSample> samples = *two;
-  const measure::LinkFit fit = measure::fit_link(samples, 4.0 * static_cast<double>(counts.front()) * 2,
-                                                 4.0 * static_cast<double>(counts.back()) * 2);
-  samples.insert(samples.end(), four->begin(), four->end());
+  HERD_ASSIGN_OR_RETURN(std::vector<measure::CommSample> two,
+                        measure::time_local_collectives(2, counts, s.o.repeats * 2));
+  HERD_ASSIGN_OR_RETURN(std::vector<measure::CommSample> four,
+                        measure::time_local_collectives(4, counts, s.o.repeats * 2));
+  CommCalibration r;
+  r.fit = measure::fit_link(two, 4.0 * static_cast<double>(counts.front()) * 2,
+                            4.0 * static_cast<double>(counts.back()) * 2);
+  r.samples = std::move(two);
+  r.samples.insert(r.samples.end(), four.begin(), four.end());
+  return r;
+}
 
+// The local-cpu cluster from the kernel and communicator rates alone, before the runtime around the
+// kernels is measured (fit_runtime derates it).
+topology::Cluster kernel_cluster(const topology::Cluster& preset, int cores, const GemmRates& g,
+                                 const AttentionRates& at, double stream, double overhead_us, double gemm_scaling,
+                                 const measure::LinkFit& fit) {
   topology::Cluster c = preset;
   c.name = "local-cpu";
   topology::Accelerator& a = c.accelerator;
-  a.peak_tflops_fp32 = gemm1 / 1e12;
-  a.peak_tflops_bf16 = gemm1_16 / 1e12;
+  a.peak_tflops_fp32 = g.one_thread / 1e12;
+  a.peak_tflops_bf16 = g.bf16_one_thread / 1e12;
   a.bf16_matmul_efficiency = 1.0;
-  a.bf16_attention_fwd_efficiency = eff_f16;
-  a.bf16_attention_bwd_efficiency = eff_b16;
+  a.bf16_attention_fwd_efficiency = at.bf16_fwd;
+  a.bf16_attention_bwd_efficiency = at.bf16_bwd;
   a.bf16_memory_bw_efficiency = 1.0;
   a.matmul_efficiency = 1.0;
-  a.attention_fwd_efficiency = eff_f;
-  a.attention_bwd_efficiency = eff_b;
+  a.attention_fwd_efficiency = at.fwd;
+  a.attention_bwd_efficiency = at.bwd;
   a.memory_bw_gb_per_s = stream / 1e9;
   a.memory_bw_efficiency = 1.0;
   a.kernel_overhead_us = overhead_us;
   a.host_cores = cores;
-  a.thread_scaling = scaling;
+  a.thread_scaling = gemm_scaling;
   c.tiers[0].bw_gb_per_s = fit.bytes_per_s / 1e9;
   c.tiers[0].latency_us = fit.latency_s * 1e6;
   c.tiers[0].efficiency = 1.0;
+  return c;
+}
 
-  // The runtime around the kernels: a real single-rank training step on one thread against the
-  // planner's projection of it from the kernel rates above. What the kernel benchmarks do not see
-  // (the model's copies and layout changes, cold caches between layers, the loss and optimizer
-  // passes as herd runs them) becomes one efficiency on every compute rate. Neither this reference
-  // nor the two-rank one below is a layout of bench/projection: every row there is a prediction.
-  // Both run on the wall clock: each take is a short training run, redone when other jobs ran beside it.
-  // Unlike the kernel rates (on the thread's CPU clock, where the fastest take is the machine's rate),
-  // a reference step keeps the median of its undisturbed takes: a plan is for a run's median step, what
-  // `herd train` reports, and on a shared host the best of several runs is faster than a typical one.
+// The runtime around the kernels: real training steps through the trainer of `herd train`, each kept as
+// the median of its undisturbed takes. Unlike the kernel rates (on the thread's CPU clock, where the
+// fastest take is the machine's rate), a plan is for a run's median step, what `herd train` reports, and
+// on a shared host the best of several runs is faster than a typical one. Neither reference is a layout of
+// bench/projection: every row there is a prediction.
+struct ReferenceSteps {
+  ReferenceStep one;        // 1 rank, 1 thread, fp32
+  ReferenceStep all_cores;  // 1 rank on every core (step_s 0 on one core)
+  bool all_cores_disturbed = false;
+  ReferenceStep two_ranks;                   // DP = 2, the same work per rank
+  ReferenceStep bf16;                        // 1 rank, 1 thread, bf16
+  double probe_before = 0, probe_after = 0;  // the host speed probe around them (train/host_speed.h)
+};
+
+ReferenceStep median_take(const measure::SteadyResult& sr, const std::vector<ReferenceStep>& takes) {
+  std::vector<ReferenceStep> clean;
+  for (std::size_t i = 0; i < takes.size() && i < sr.takes.size(); ++i) {
+    if (sr.disturbed || sr.takes[i].disturbed.empty()) clean.push_back(takes[i]);
+  }
+  if (clean.empty()) return ReferenceStep{};
+  std::sort(clean.begin(), clean.end(),
+            [](const ReferenceStep& a, const ReferenceStep& b) { return a.step_s - a.comm_s < b.step_s - b.comm_s; });
+  const ReferenceStep& lo = clean[(clean.size() - 1) / 2];
+  const ReferenceStep& hi = clean[clean.size() / 2];
+  return ReferenceStep{0.5 * (lo.step_s + hi.step_s), 0.5 * (lo.comm_s + hi.comm_s), lo.loss};
+}
+
+Result<ReferenceSteps> measure_reference_steps(Session& s) {
   Status failed = Status::Ok();
-  auto reference = [&](int ranks, std::vector<ReferenceStep>* takes, const char* precision = "fp32", int threads = 1) {
-    return [&, ranks, takes, precision, threads] {
-      Result<ReferenceStep> r = reference_step(m, o.micro_batch, o.seq_len, 5, ranks, precision, threads);
-      if (!r.ok()) {
-        failed = r.error();
-        return 1e9;
-      }
-      takes->push_back(*r);
-      return r->step_s - (ranks > 1 ? r->comm_s : 0.0);
-    };
+  // Each take is a short training run on the wall clock, redone when other jobs ran beside it.
+  auto measure_step = [&](const std::string& what, int ranks, const char* precision, int threads,
+                          const measure::PlausibleFn& plausible, bool* disturbed = nullptr) {
+    std::vector<ReferenceStep> takes;
+    const measure::SteadyResult& sr = s.measure(
+        what, true,
+        [&] {
+          Result<ReferenceStep> r = reference_step(s.m, s.o.micro_batch, s.o.seq_len, 5, ranks, precision, threads);
+          if (!r.ok()) {
+            failed = r.error();
+            return 1e9;
+          }
+          takes.push_back(*r);
+          return r->step_s - (ranks > 1 ? r->comm_s : 0.0);
+        },
+        plausible);
+    if (disturbed) *disturbed = sr.disturbed;
+    return median_take(sr, takes);
   };
-  auto median_take = [](const measure::SteadyResult& sr, const std::vector<ReferenceStep>& takes) {
-    std::vector<ReferenceStep> clean;
-    for (std::size_t i = 0; i < takes.size() && i < sr.takes.size(); ++i) {
-      if (sr.disturbed || sr.takes[i].disturbed.empty()) clean.push_back(takes[i]);
-    }
-    if (clean.empty()) return ReferenceStep{};
-    std::sort(clean.begin(), clean.end(),
-              [](const ReferenceStep& a, const ReferenceStep& b) { return a.step_s - a.comm_s < b.step_s - b.comm_s; });
-    const ReferenceStep& lo = clean[(clean.size() - 1) / 2];
-    const ReferenceStep& hi = clean[clean.size() / 2];
-    return ReferenceStep{0.5 * (lo.step_s + hi.step_s), 0.5 * (lo.comm_s + hi.comm_s), lo.loss};
-  };
-  std::vector<ReferenceStep> ref_takes, dist_takes, ref16_takes, all_takes;
-  ReferenceStep ref, dist, ref_all;
+  ReferenceSteps r;
   // The host's speed around the reference steps, which anchor every plan: `herd train` probes the same
   // way and plans at the ratio (train/host_speed.h).
-  const double probe_before = train::probe_host_flops(cores);
-  ref = median_take(measure_it("training step, 1 rank", true, reference(1, &ref_takes),
-                               [&](double secs) {
-                                 return far_from_last("reference step", secs, last_step("reference_step_s"),
-                                                      taken_at_last);
-                               }),
-                    ref_takes);
+  r.probe_before = train::probe_host_flops(s.cores);
+  r.one = measure_step("training step, 1 rank", 1, "fp32", 1, [&](double secs) {
+    return far_from_last("reference step", secs, s.last_step("reference_step_s"), s.last_taken_at());
+  });
   // The same one-rank step on every core: its speed-up over the one-thread step is the thread scaling of
   // a training step, which a one-rank plan on several threads needs. Taken from the all-core GEMM alone it
   // moved 0.72 -> 0.93 between two calibrations minutes apart while the two-thread steps did not
   // (docs/projection.md, stop 25): one wall-clock GEMM burst is a poor anchor for a whole step.
-  measure::SteadyResult all_step;
-  if (failed.ok() && cores > 1) {
-    all_step = measure_it("training step, 1 rank, all cores", true, reference(1, &all_takes, "fp32", cores),
-                          [&](double secs) -> std::string {
-                            const double sc = (ref.step_s / secs - 1.0) / static_cast<double>(cores - 1);
-                            if (sc >= kLowestScaling) return "";
-                            return "step thread scaling " + format_fixed(sc, 2) + " far below 1";
-                          });
-    ref_all = median_take(all_step, all_takes);
+  if (failed.ok() && s.cores > 1) {
+    r.all_cores = measure_step(
+        "training step, 1 rank, all cores", 1, "fp32", s.cores,
+        [&](double secs) -> std::string {
+          const double sc = (r.one.step_s / secs - 1.0) / static_cast<double>(s.cores - 1);
+          if (sc >= kLowestScaling) return "";
+          return "step thread scaling " + format_fixed(sc, 2) + " far below 1";
+        },
+        &r.all_cores_disturbed);
   }
   if (failed.ok()) {
-    dist = median_take(measure_it("training step, 2 ranks (DP), communication out", true, reference(2, &dist_takes),
-                                  [&](double secs) {
-                                    const double eff = ref.step_s / secs;
-                                    return eff >= kLowestScaling
-                                               ? std::string()
-                                               : "multi-rank efficiency " + format_fixed(eff, 2) + " far below 1";
-                                  }),
-                       dist_takes);
+    r.two_ranks = measure_step("training step, 2 ranks (DP), communication out", 2, "fp32", 1, [&](double secs) {
+      const double eff = r.one.step_s / secs;
+      return eff >= kLowestScaling ? std::string() : "multi-rank efficiency " + format_fixed(eff, 2) + " far below 1";
+    });
   }
   // The bf16 runtime around its kernels, the same way: a single-rank bf16 step.
-  ReferenceStep ref16;
   if (failed.ok()) {
-    ref16 = median_take(measure_it("training step, 1 rank, bf16", true, reference(1, &ref16_takes, "bf16"),
-                                   [&](double secs) {
-                                     return far_from_last("bf16 reference step", secs,
-                                                          last_step("reference_step_bf16_s"), taken_at_last);
-                                   }),
-                        ref16_takes);
+    r.bf16 = measure_step("training step, 1 rank, bf16", 1, "bf16", 1, [&](double secs) {
+      return far_from_last("bf16 reference step", secs, s.last_step("reference_step_bf16_s"), s.last_taken_at());
+    });
   }
-  const double probe_after = train::probe_host_flops(cores);
-  const double probe_flops = 0.5 * (probe_before + probe_after);
-  t.add({"host speed probe (all cores)", "512^3 x " + std::to_string(cores),
-         "before " + format_fixed(probe_before / 1e9, 1) + ", after " + format_fixed(probe_after / 1e9, 1),
-         format_fixed(probe_flops / 1e9, 1) + " GFLOP/s per core"});
+  r.probe_after = train::probe_host_flops(s.cores);
   kernels::set_num_threads(1);
-  if (!failed.ok()) return report_error("calibrate", failed.error().with_context("reference training step"));
+  if (!failed.ok()) return failed.error().with_context("reference training step");
+  return r;
+}
+
+// What the reference steps make of the kernel-rate cluster: the ratio of the planner's projection of the
+// one-rank step from the kernel rates to the measured step (the model's copies and layout changes, cold
+// caches between layers, the loss and optimizer passes as herd runs them) derates every compute rate, in
+// fp32 and in bf16; the all-core step gives the thread scaling; the two-rank step the multi-rank
+// efficiency and the rank skew.
+struct RuntimeFit {
+  double kernels_only_s = 0, bf16_kernels_only_s = 0;  // the planner's one-rank steps from the kernel rates
+  double efficiency = 0, bf16_efficiency = 0;
+  double thread_scaling = 0;
+  bool step_scaling = false;  // thread_scaling from the all-core step (else the GEMM's, or the preset's)
+  double planned_two_rank_comm_s = 0, rank_wait_s = 0;
+};
+
+Result<RuntimeFit> fit_runtime(const Session& s, const ReferenceSteps& ref, double gemm_scaling, bool idle,
+                               topology::Cluster& c) {
+  RuntimeFit f;
   train::ResolvedLayout one;
-  one.layout.microbatch = o.micro_batch;
-  one.spec.seq_len = o.seq_len;
-  one.spec.global_batch = o.micro_batch;
+  one.layout.microbatch = s.o.micro_batch;
+  one.spec.seq_len = s.o.seq_len;
+  one.spec.global_batch = s.o.micro_batch;
   one.spec.precision = planner::Precision::kFP32;
-  Result<train::Projection> kernel_plan = train::project(m, one, /*threads=*/1, c);
-  if (!kernel_plan.ok()) return report_error("calibrate", kernel_plan.error().with_context("reference projection"));
-  const double runtime_eff = std::clamp(kernel_plan->step_s() / ref.step_s, 0.05, 1.0);
+  Result<train::Projection> kernel_plan = train::project(s.m, one, /*threads=*/1, c);
+  if (!kernel_plan.ok()) return kernel_plan.error().with_context("reference projection");
+  f.kernels_only_s = kernel_plan->step_s();
+  f.efficiency = std::clamp(f.kernels_only_s / ref.one.step_s, 0.05, 1.0);
   train::ResolvedLayout one16 = one;
   one16.spec.precision = planner::Precision::kBF16;
-  Result<train::Projection> kernel_plan16 = train::project(m, one16, /*threads=*/1, c);
-  if (!kernel_plan16.ok()) {
-    return report_error("calibrate", kernel_plan16.error().with_context("bf16 reference projection"));
-  }
-  const double runtime_eff16 = std::clamp(kernel_plan16->step_s() / ref16.step_s, 0.05, 1.0);
+  Result<train::Projection> kernel_plan16 = train::project(s.m, one16, /*threads=*/1, c);
+  if (!kernel_plan16.ok()) return kernel_plan16.error().with_context("bf16 reference projection");
+  f.bf16_kernels_only_s = kernel_plan16->step_s();
+  f.bf16_efficiency = std::clamp(f.bf16_kernels_only_s / ref.bf16.step_s, 0.05, 1.0);
   // The thread scaling a one-rank plan uses: from the all-core training step when it ran on a quiet host,
   // else the GEMM's (itself the preset's when other jobs ran).
-  const bool step_scaling = idle && cores > 1 && ref_all.step_s > 0 && !all_step.disturbed;
-  const double thread_scaling =
-      step_scaling ? std::clamp((ref.step_s / ref_all.step_s - 1.0) / static_cast<double>(cores - 1), 0.05, 1.0)
-                   : scaling;
-  a.thread_scaling = thread_scaling;
-  a.bf16_matmul_efficiency = runtime_eff16;
-  a.bf16_attention_fwd_efficiency = std::min(1.0, eff_f16 * runtime_eff16);
-  a.bf16_attention_bwd_efficiency = std::min(1.0, eff_b16 * runtime_eff16);
-  a.bf16_memory_bw_efficiency = runtime_eff16;
-  a.matmul_efficiency = runtime_eff;
-  a.attention_fwd_efficiency = std::min(1.0, a.attention_fwd_efficiency * runtime_eff);
-  a.attention_bwd_efficiency = std::min(1.0, a.attention_bwd_efficiency * runtime_eff);
-  a.memory_bw_efficiency = runtime_eff;
+  f.step_scaling = idle && s.cores > 1 && ref.all_cores.step_s > 0 && !ref.all_cores_disturbed;
+  f.thread_scaling =
+      f.step_scaling
+          ? std::clamp((ref.one.step_s / ref.all_cores.step_s - 1.0) / static_cast<double>(s.cores - 1), 0.05, 1.0)
+          : gemm_scaling;
+  topology::Accelerator& a = c.accelerator;
+  a.thread_scaling = f.thread_scaling;
+  a.bf16_matmul_efficiency = f.bf16_efficiency;
+  a.bf16_attention_fwd_efficiency = std::min(1.0, a.bf16_attention_fwd_efficiency * f.bf16_efficiency);
+  a.bf16_attention_bwd_efficiency = std::min(1.0, a.bf16_attention_bwd_efficiency * f.bf16_efficiency);
+  a.bf16_memory_bw_efficiency = f.bf16_efficiency;
+  a.matmul_efficiency = f.efficiency;
+  a.attention_fwd_efficiency = std::min(1.0, a.attention_fwd_efficiency * f.efficiency);
+  a.attention_bwd_efficiency = std::min(1.0, a.attention_bwd_efficiency * f.efficiency);
+  a.memory_bw_efficiency = f.efficiency;
   // The same work per rank on two thread ranks of the distributed runtime (DP = 2), rank 0's time
   // inside the communicator taken out: a multi-rank job's ranks compute at this fraction of the
   // single-rank rates (the runtime around the kernels, ranks sharing one process and the memory
-  // system); their collectives are the network tier's. Not a layout of bench/projection.
-  const double dist_compute = std::max(1e-9, dist.step_s - dist.comm_s);
-  a.multi_rank_efficiency = std::clamp(ref.step_s / dist_compute, 0.05, 1.0);
+  // system); their collectives are the network tier's.
+  const double dist_compute = std::max(1e-9, ref.two_ranks.step_s - ref.two_ranks.comm_s);
+  a.multi_rank_efficiency = std::clamp(ref.one.step_s / dist_compute, 0.05, 1.0);
   // Rank skew: rank 0's time inside the communicator beyond what its collectives cost (the fitted
   // ring model of the same step) is waiting at a rendezvous for the other rank, whose pace on this host
   // wanders (the cores are time-shared with the hypervisor and other guests). The planner charges a
@@ -590,62 +622,126 @@ int run_calibrate(const CalibrateOptions& o) {
   // so sigma is that wait over the compute, divided by sqrt(2 ln 2) for these two ranks.
   train::ResolvedLayout dp2 = one;
   dp2.layout.dp = 2;
-  dp2.spec.global_batch = 2 * o.micro_batch;
-  double planned_dist_comm = 0;
-  {
-    topology::Cluster no_skew = c;
-    no_skew.accelerator.speed_variation = 0;
-    no_skew.accelerator.multi_rank_efficiency = a.multi_rank_efficiency;
-    Result<train::Projection> p2 = train::project(m, dp2, /*threads=*/1, no_skew);
-    if (!p2.ok()) return report_error("calibrate", p2.error().with_context("two-rank reference projection"));
-    planned_dist_comm = p2->estimate.time.exposed_comm_s();
+  dp2.spec.global_batch = 2 * s.o.micro_batch;
+  topology::Cluster no_skew = c;
+  no_skew.accelerator.speed_variation = 0;
+  Result<train::Projection> p2 = train::project(s.m, dp2, /*threads=*/1, no_skew);
+  if (!p2.ok()) return p2.error().with_context("two-rank reference projection");
+  f.planned_two_rank_comm_s = p2->estimate.time.exposed_comm_s();
+  f.rank_wait_s = std::max(0.0, ref.two_ranks.comm_s - f.planned_two_rank_comm_s);
+  a.speed_variation = std::clamp(f.rank_wait_s / dist_compute / std::sqrt(2.0 * std::log(2.0)), 0.0, 0.3);
+  return f;
+}
+
+int run_calibrate(const CalibrateOptions& o) {
+  Result<model::LlamaConfig> mr = model::resolve_model(o.model);
+  if (!mr.ok()) return report_error("calibrate", mr.error());
+  const model::LlamaConfig& m = *mr;
+  const train::MachineKey machine = train::this_machine();
+  const std::string out = o.out.empty() ? train::stored_calibration_path(machine, o.calibration_dir) : o.out;
+  const std::string shape_key =
+      m.name + " micro-batch " + std::to_string(o.micro_batch) + " seq-len " + std::to_string(o.seq_len);
+  std::optional<train::StoredCalibration> at_out;  // the calibration at the output, when --if-missing read it
+  if (o.if_missing) {
+    std::error_code ec;
+    if (std::filesystem::exists(out, ec)) {
+      Result<train::StoredCalibration> c = train::read_calibration(out);
+      if (!c.ok()) return report_error("calibrate", c.error().with_context("--if-missing: " + out));
+      if (c->measured_by_this_build()) {
+        std::cout << train::calibration_line(*c, train::unix_now()) << " (kept: --if-missing)\n";
+        return 0;
+      }
+      // It times another build's kernels: this build is measured, the old file kept as `previous`.
+      std::cout << "calibration at " << out << " was measured by " << train::other_build_text(*c)
+                << ": measuring this one (--if-missing)\n";
+      at_out = std::move(*c);
+    }
   }
-  const double rank_wait_s = std::max(0.0, dist.comm_s - planned_dist_comm);
-  a.speed_variation = std::clamp(rank_wait_s / dist_compute / std::sqrt(2.0 * std::log(2.0)), 0.0, 0.3);
+  Session s(o, m);
+  s.rows = o.micro_batch * o.seq_len;
+  s.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  s.last = previous_calibration(o, out, shape_key, std::move(at_out));
+  const double taken_unix_s = train::unix_now();
+  const double load_before = measure::load_average();
+  const std::string loadavg_before = measure::loadavg_text();
+  const std::vector<std::string> runnable_before = measure::runnable_processes();
+  const double background = train::background_jobs(o.background_jobs);
+  s.probe = measure::host_load_probe(s.cores);
+
+  const GemmRates gemm = measure_gemms(s);
+  // The all-core rate is the threads' scaling only when nothing else ran: with other jobs running (or
+  // every take disturbed) the preset's value, measured on an idle host, is kept.
+  const topology::Cluster preset = *topology::cluster_preset("local-cpu");
+  const bool idle = background < 0.5 && !gemm.all_cores_disturbed;
+  const double scaling =
+      !idle         ? preset.accelerator.thread_scaling
+      : s.cores > 1 ? std::clamp((gemm.all_cores / gemm.one_thread - 1.0) / static_cast<double>(s.cores - 1), 0.05, 1.0)
+                    : 1.0;
+  const AttentionRates attention = measure_attention(s, gemm);
+  const double stream = measure_stream(s);
+  const double overhead_us = measure_op_overhead(s, gemm.one_thread);
+  Result<CommCalibration> comm = measure_comm(s);
+  if (!comm.ok()) return report_error("calibrate", comm.error().with_context("timing the local communicator"));
+  topology::Cluster c = kernel_cluster(preset, s.cores, gemm, attention, stream, overhead_us, scaling, comm->fit);
+
+  Result<ReferenceSteps> ref = measure_reference_steps(s);
+  if (!ref.ok()) return report_error("calibrate", ref.error());
+  const double probe_flops = 0.5 * (ref->probe_before + ref->probe_after);
+  s.table.add(
+      {"host speed probe (all cores)", "512^3 x " + std::to_string(s.cores),
+       "before " + format_fixed(ref->probe_before / 1e9, 1) + ", after " + format_fixed(ref->probe_after / 1e9, 1),
+       format_fixed(probe_flops / 1e9, 1) + " GFLOP/s per core"});
+  Result<RuntimeFit> fit = fit_runtime(s, *ref, scaling, idle, c);
+  if (!fit.ok()) return report_error("calibrate", fit.error());
+  const topology::Accelerator& a = c.accelerator;
   const std::string shape = std::to_string(o.micro_batch) + "x" + std::to_string(o.seq_len);
-  t.add({"training step (1 rank, 1 thread)", shape, format_fixed(1e3 * ref.step_s, 1) + " ms",
-         "kernels alone " + format_fixed(1e3 * kernel_plan->step_s(), 1) + " ms: runtime " +
-             format_fixed(100 * runtime_eff, 1) + "%"});
-  if (ref_all.step_s > 0) {
-    t.add({"training step (1 rank, " + std::to_string(cores) + " threads)", shape,
-           format_fixed(1e3 * ref_all.step_s, 1) + " ms",
-           "thread scaling " + format_fixed((ref.step_s / ref_all.step_s - 1.0) / static_cast<double>(cores - 1), 2) +
-               " (GEMM " + format_fixed(scaling, 2) + ")"});
+  s.table.add({"training step (1 rank, 1 thread)", shape, format_fixed(1e3 * ref->one.step_s, 1) + " ms",
+               "kernels alone " + format_fixed(1e3 * fit->kernels_only_s, 1) + " ms: runtime " +
+                   format_fixed(100 * fit->efficiency, 1) + "%"});
+  if (ref->all_cores.step_s > 0) {
+    s.table.add(
+        {"training step (1 rank, " + std::to_string(s.cores) + " threads)", shape,
+         format_fixed(1e3 * ref->all_cores.step_s, 1) + " ms",
+         "thread scaling " +
+             format_fixed((ref->one.step_s / ref->all_cores.step_s - 1.0) / static_cast<double>(s.cores - 1), 2) +
+             " (GEMM " + format_fixed(scaling, 2) + ")"});
   }
-  t.add({"training step (1 rank, 1 thread), bf16", shape, format_fixed(1e3 * ref16.step_s, 1) + " ms",
-         "kernels alone " + format_fixed(1e3 * kernel_plan16->step_s(), 1) + " ms: runtime " +
-             format_fixed(100 * runtime_eff16, 1) + "%"});
-  t.add({"same per rank, 2 ranks (DP)", shape, format_fixed(1e3 * dist.step_s, 1) + " ms",
-         "comm " + format_fixed(1e3 * dist.comm_s, 1) + " ms: multi-rank " +
-             format_fixed(100 * a.multi_rank_efficiency, 1) + "%"});
-  t.add({"  of which waiting for the other rank", shape, format_fixed(1e3 * rank_wait_s, 1) + " ms",
-         "collectives " + format_fixed(1e3 * planned_dist_comm, 1) + " ms: speed_variation " +
-             format_fixed(100 * a.speed_variation, 1) + "%"});
+  s.table.add({"training step (1 rank, 1 thread), bf16", shape, format_fixed(1e3 * ref->bf16.step_s, 1) + " ms",
+               "kernels alone " + format_fixed(1e3 * fit->bf16_kernels_only_s, 1) + " ms: runtime " +
+                   format_fixed(100 * fit->bf16_efficiency, 1) + "%"});
+  s.table.add({"same per rank, 2 ranks (DP)", shape, format_fixed(1e3 * ref->two_ranks.step_s, 1) + " ms",
+               "comm " + format_fixed(1e3 * ref->two_ranks.comm_s, 1) + " ms: multi-rank " +
+                   format_fixed(100 * a.multi_rank_efficiency, 1) + "%"});
+  s.table.add({"  of which waiting for the other rank", shape, format_fixed(1e3 * fit->rank_wait_s, 1) + " ms",
+               "collectives " + format_fixed(1e3 * fit->planned_two_rank_comm_s, 1) + " ms: speed_variation " +
+                   format_fixed(100 * a.speed_variation, 1) + "%"});
 
   Json raw = Json::array();
-  for (const measure::CommSample& cs : samples) {
+  for (const measure::CommSample& cs : comm->samples) {
     topology::Cluster storage;
     const topology::Cluster& sh = topology::host_share(c, cs.ranks, &storage);
     Result<topology::GroupLink> link = topology::link_for_group(sh, 1, cs.ranks);
     const double pred = link.ok() ? cs.steps * link->latency_s + cs.volume / link->bw_bytes_per_s : 0;
-    t.add({cs.op + " x" + std::to_string(cs.ranks), format_bytes(cs.bytes), format_fixed(1e6 * cs.seconds, 1) + " us",
-           "model " + format_fixed(1e6 * pred, 1) + " us"});
+    s.table.add({cs.op + " x" + std::to_string(cs.ranks), format_bytes(cs.bytes),
+                 format_fixed(1e6 * cs.seconds, 1) + " us", "model " + format_fixed(1e6 * pred, 1) + " us"});
     raw.push_back(
         {{"op", cs.op}, {"ranks", cs.ranks}, {"bytes", cs.bytes}, {"seconds", cs.seconds}, {"model_s", pred}});
   }
-  t.print(std::cout);
-  std::cout << "\nper core: GEMM " << format_fixed(gemm1 / 1e9, 1) << " GFLOP/s (all " << cores << " cores "
-            << format_fixed(gemm_all / 1e9, 1) << "; thread_scaling " << format_fixed(thread_scaling, 2)
-            << (step_scaling ? " from the training step on all cores, GEMM " + format_fixed(scaling, 2)
-                : idle       ? " from the GEMM: the all-core training step was disturbed"
-                       : " kept from the preset: " + (all.disturbed ? std::string("the all-core GEMM was disturbed")
-                                                                    : format_fixed(background, 1) + " background jobs"))
-            << "); attention " << format_fixed(100 * eff_f, 1) << "% / " << format_fixed(100 * eff_b, 1)
+  s.table.print(std::cout);
+  std::cout << "\nper core: GEMM " << format_fixed(gemm.one_thread / 1e9, 1) << " GFLOP/s (all " << s.cores << " cores "
+            << format_fixed(gemm.all_cores / 1e9, 1) << "; thread_scaling " << format_fixed(fit->thread_scaling, 2)
+            << (fit->step_scaling ? " from the training step on all cores, GEMM " + format_fixed(scaling, 2)
+                : idle            ? " from the GEMM: the all-core training step was disturbed"
+                                  : " kept from the preset: " + (gemm.all_cores_disturbed
+                                                                     ? std::string("the all-core GEMM was disturbed")
+                                                                     : format_fixed(background, 1) + " background jobs"))
+            << "); attention " << format_fixed(100 * attention.fwd, 1) << "% / " << format_fixed(100 * attention.bwd, 1)
             << "%; elementwise " << format_fixed(stream / 1e9, 1) << " GB/s; op overhead "
-            << format_fixed(overhead_us, 2) << " us; bf16: GEMM " << format_fixed(gemm1_16 / 1e9, 1) << " GFLOP/s ("
-            << kernels::bf16_gemm_description() << "), attention " << format_fixed(100 * eff_f16, 1) << "% / "
-            << format_fixed(100 * eff_b16, 1) << "%, runtime " << format_fixed(100 * runtime_eff16, 1)
-            << "%; runtime efficiency " << format_fixed(100 * runtime_eff, 1) << "% (multi-rank "
+            << format_fixed(overhead_us, 2) << " us; bf16: GEMM " << format_fixed(gemm.bf16_one_thread / 1e9, 1)
+            << " GFLOP/s (" << kernels::bf16_gemm_description() << "), attention "
+            << format_fixed(100 * attention.bf16_fwd, 1) << "% / " << format_fixed(100 * attention.bf16_bwd, 1)
+            << "%, runtime " << format_fixed(100 * fit->bf16_efficiency, 1) << "%; runtime efficiency "
+            << format_fixed(100 * fit->efficiency, 1) << "% (multi-rank "
             << format_fixed(100 * a.multi_rank_efficiency, 1) << "%, speed variation "
             << format_fixed(100 * a.speed_variation, 1) << "%); local comm " << format_fixed(c.tiers[0].bw_gb_per_s, 2)
             << " GB/s, " << format_fixed(c.tiers[0].latency_us, 1) << " us per step\n";
@@ -654,7 +750,7 @@ int run_calibrate(const CalibrateOptions& o) {
   std::string redone, still;
   bool any_disturbed = false;
   Json measurements = Json::array();
-  for (const measure::SteadyResult& r : steady) {
+  for (const measure::SteadyResult& r : s.steady) {
     Json takes = Json::array();
     for (const measure::Take& tk : r.takes) {
       takes.push_back({{"seconds", tk.seconds}, {"background_jobs", tk.background}, {"disturbed", tk.disturbed}});
@@ -694,29 +790,29 @@ int run_calibrate(const CalibrateOptions& o) {
                       {"other_runnable_processes_end", runnable_after},
                       {"background_jobs", background},
                       {"disturbed", any_disturbed},
-                      {"previous", last ? Json{{"path", last->path}, {"taken_at", last->taken_at}} : Json()},
-                      {"gemm_flops_per_s_one_thread", gemm1},
-                      {"gemm_flops_per_s_all_cores", gemm_all},
-                      {"gemm_bf16_flops_per_s_one_thread", gemm1_16},
+                      {"previous", s.last ? Json{{"path", s.last->path}, {"taken_at", s.last->taken_at}} : Json()},
+                      {"gemm_flops_per_s_one_thread", gemm.one_thread},
+                      {"gemm_flops_per_s_all_cores", gemm.all_cores},
+                      {"gemm_bf16_flops_per_s_one_thread", gemm.bf16_one_thread},
                       {"gemm_bf16_path", kernels::bf16_gemm_description()},
-                      {"reference_step_bf16_s", ref16.step_s},
-                      {"reference_step_bf16_loss", ref16.loss},
-                      {"reference_step_loss", ref.loss},
-                      {"reference_step_bf16_kernels_only_s", kernel_plan16->step_s()},
-                      {"reference_step_s", ref.step_s},
-                      {"reference_step_all_cores_s", ref_all.step_s},
+                      {"reference_step_bf16_s", ref->bf16.step_s},
+                      {"reference_step_bf16_loss", ref->bf16.loss},
+                      {"reference_step_loss", ref->one.loss},
+                      {"reference_step_bf16_kernels_only_s", fit->bf16_kernels_only_s},
+                      {"reference_step_s", ref->one.step_s},
+                      {"reference_step_all_cores_s", ref->all_cores.step_s},
                       {"thread_scaling_gemm", scaling},
-                      {"thread_scaling_source", step_scaling ? "training step"
-                                                : idle       ? "gemm"
-                                                             : "preset"},
-                      {"reference_step_distributed_s", dist.step_s},
-                      {"reference_step_distributed_comm_s", dist.comm_s},
-                      {"reference_step_distributed_planned_comm_s", planned_dist_comm},
-                      {"reference_step_distributed_wait_s", rank_wait_s},
-                      {"reference_step_kernels_only_s", kernel_plan->step_s()},
+                      {"thread_scaling_source", fit->step_scaling ? "training step"
+                                                : idle            ? "gemm"
+                                                                  : "preset"},
+                      {"reference_step_distributed_s", ref->two_ranks.step_s},
+                      {"reference_step_distributed_comm_s", ref->two_ranks.comm_s},
+                      {"reference_step_distributed_planned_comm_s", fit->planned_two_rank_comm_s},
+                      {"reference_step_distributed_wait_s", fit->rank_wait_s},
+                      {"reference_step_kernels_only_s", fit->kernels_only_s},
                       {"host_speed_probe_flops_per_s", probe_flops},
-                      {"host_speed_probe_flops_per_s_before", probe_before},
-                      {"host_speed_probe_flops_per_s_after", probe_after},
+                      {"host_speed_probe_flops_per_s_before", ref->probe_before},
+                      {"host_speed_probe_flops_per_s_after", ref->probe_after},
                       {"measurements", measurements},
                       {"comm", raw}};
   std::error_code ec;
@@ -727,7 +823,7 @@ int run_calibrate(const CalibrateOptions& o) {
   if (!f)
     return report_error("calibrate", Error((o.out.empty() ? "--calibration-dir" : "--out") +
                                            std::string(": cannot write ") + out + "; check the directory"));
-  if (!idle && !all.disturbed) {
+  if (!idle && !gemm.all_cores_disturbed) {
     std::cout << "warning: " << format_fixed(background, 1)
               << " other jobs were running: the reference training steps ran beside them, so the runtime "
                  "efficiencies are low; calibrate on a quiet host\n";
