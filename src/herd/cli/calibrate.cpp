@@ -633,6 +633,163 @@ Result<RuntimeFit> fit_runtime(const Session& s, const ReferenceSteps& ref, doub
   return f;
 }
 
+// Everything one calibration measured and derived, for its report and its record.
+struct Measured {
+  GemmRates gemm;
+  double gemm_scaling = 0;  // the all-core GEMM's thread scaling (the preset's when the host was not idle)
+  double background = 0;    // other jobs sharing the cores (measured or declared)
+  bool idle = false;        // no other jobs and the all-core GEMM undisturbed
+  AttentionRates attention;
+  double stream = 0, overhead_us = 0;
+  CommCalibration comm;
+  ReferenceSteps ref;
+  RuntimeFit fit;
+};
+
+// The table's rows for the reference steps and the communicator (each sample against the fitted link),
+// the table, the one-line summary and what was disturbed; returns the communicator samples for the record.
+Json report(Session& s, const topology::Cluster& c, const Measured& x) {
+  const topology::Accelerator& a = c.accelerator;
+  const ReferenceSteps& ref = x.ref;
+  const RuntimeFit& fit = x.fit;
+  const std::string shape = std::to_string(s.o.micro_batch) + "x" + std::to_string(s.o.seq_len);
+  s.table.add({"training step (1 rank, 1 thread)", shape, format_fixed(1e3 * ref.one.step_s, 1) + " ms",
+               "kernels alone " + format_fixed(1e3 * fit.kernels_only_s, 1) + " ms: runtime " +
+                   format_fixed(100 * fit.efficiency, 1) + "%"});
+  if (ref.all_cores.step_s > 0) {
+    s.table.add({"training step (1 rank, " + std::to_string(s.cores) + " threads)", shape,
+                 format_fixed(1e3 * ref.all_cores.step_s, 1) + " ms",
+                 "thread scaling " +
+                     format_fixed((ref.one.step_s / ref.all_cores.step_s - 1.0) / static_cast<double>(s.cores - 1), 2) +
+                     " (GEMM " + format_fixed(x.gemm_scaling, 2) + ")"});
+  }
+  s.table.add({"training step (1 rank, 1 thread), bf16", shape, format_fixed(1e3 * ref.bf16.step_s, 1) + " ms",
+               "kernels alone " + format_fixed(1e3 * fit.bf16_kernels_only_s, 1) + " ms: runtime " +
+                   format_fixed(100 * fit.bf16_efficiency, 1) + "%"});
+  s.table.add({"same per rank, 2 ranks (DP)", shape, format_fixed(1e3 * ref.two_ranks.step_s, 1) + " ms",
+               "comm " + format_fixed(1e3 * ref.two_ranks.comm_s, 1) + " ms: multi-rank " +
+                   format_fixed(100 * a.multi_rank_efficiency, 1) + "%"});
+  s.table.add({"  of which waiting for the other rank", shape, format_fixed(1e3 * fit.rank_wait_s, 1) + " ms",
+               "collectives " + format_fixed(1e3 * fit.planned_two_rank_comm_s, 1) + " ms: speed_variation " +
+                   format_fixed(100 * a.speed_variation, 1) + "%"});
+  Json raw = Json::array();
+  for (const measure::CommSample& cs : x.comm.samples) {
+    topology::Cluster storage;
+    const topology::Cluster& sh = topology::host_share(c, cs.ranks, &storage);
+    Result<topology::GroupLink> link = topology::link_for_group(sh, 1, cs.ranks);
+    const double pred = link.ok() ? cs.steps * link->latency_s + cs.volume / link->bw_bytes_per_s : 0;
+    s.table.add({cs.op + " x" + std::to_string(cs.ranks), format_bytes(cs.bytes),
+                 format_fixed(1e6 * cs.seconds, 1) + " us", "model " + format_fixed(1e6 * pred, 1) + " us"});
+    raw.push_back(
+        {{"op", cs.op}, {"ranks", cs.ranks}, {"bytes", cs.bytes}, {"seconds", cs.seconds}, {"model_s", pred}});
+  }
+  s.table.print(std::cout);
+  std::cout << "\nper core: GEMM " << format_fixed(x.gemm.one_thread / 1e9, 1) << " GFLOP/s (all " << s.cores
+            << " cores " << format_fixed(x.gemm.all_cores / 1e9, 1) << "; thread_scaling "
+            << format_fixed(fit.thread_scaling, 2)
+            << (fit.step_scaling ? " from the training step on all cores, GEMM " + format_fixed(x.gemm_scaling, 2)
+                : x.idle         ? " from the GEMM: the all-core training step was disturbed"
+                                 : " kept from the preset: " + (x.gemm.all_cores_disturbed
+                                                                    ? std::string("the all-core GEMM was disturbed")
+                                                                    : format_fixed(x.background, 1) + " background jobs"))
+            << "); attention " << format_fixed(100 * x.attention.fwd, 1) << "% / "
+            << format_fixed(100 * x.attention.bwd, 1) << "%; elementwise " << format_fixed(x.stream / 1e9, 1)
+            << " GB/s; op overhead " << format_fixed(x.overhead_us, 2) << " us; bf16: GEMM "
+            << format_fixed(x.gemm.bf16_one_thread / 1e9, 1) << " GFLOP/s (" << kernels::bf16_gemm_description()
+            << "), attention " << format_fixed(100 * x.attention.bf16_fwd, 1) << "% / "
+            << format_fixed(100 * x.attention.bf16_bwd, 1) << "%, runtime "
+            << format_fixed(100 * fit.bf16_efficiency, 1) << "%; runtime efficiency "
+            << format_fixed(100 * fit.efficiency, 1) << "% (multi-rank "
+            << format_fixed(100 * a.multi_rank_efficiency, 1) << "%, speed variation "
+            << format_fixed(100 * a.speed_variation, 1) << "%); local comm " << format_fixed(c.tiers[0].bw_gb_per_s, 2)
+            << " GB/s, " << format_fixed(c.tiers[0].latency_us, 1) << " us per step\n";
+  // One line on what was disturbed and redone (or could not be redone clean), nothing when all was quiet.
+  std::string redone, still;
+  for (const measure::SteadyResult& r : s.steady) {
+    if (r.disturbed_takes() > 0) (r.disturbed ? still : redone) += std::string(" | ") + r.line();
+  }
+  if (!redone.empty()) std::cout << "disturbed and redone:" << redone.substr(2) << "\n";
+  if (!still.empty()) {
+    std::cout << "warning: disturbed in every take, the best kept (the plans will be off; calibrate again on a "
+                 "quiet host):"
+              << still.substr(2) << "\n";
+  }
+  return raw;
+}
+
+// The host around the calibration: when, the load and the other runnable processes at its start.
+struct HostAtStart {
+  double unix_s = 0, load_average = 0;
+  std::string loadavg;
+  std::vector<std::string> runnable;
+};
+
+// The file's "calibration" object: what was run, on which host and build, the load around it, every take
+// and the rates behind the cluster (train/calibration_store.h reads it back).
+Json calibration_record(const Session& s, const train::MachineKey& machine, const std::string& shape_key,
+                        const HostAtStart& start, const Measured& x, Json comm_samples) {
+  const CalibrateOptions& o = s.o;
+  Json measurements = Json::array();
+  bool any_disturbed = false;
+  for (const measure::SteadyResult& r : s.steady) {
+    Json takes = Json::array();
+    for (const measure::Take& tk : r.takes) {
+      takes.push_back({{"seconds", tk.seconds}, {"background_jobs", tk.background}, {"disturbed", tk.disturbed}});
+    }
+    measurements.push_back({{"what", r.what}, {"seconds", r.seconds}, {"disturbed", r.disturbed}, {"takes", takes}});
+    any_disturbed = any_disturbed || r.disturbed;
+  }
+  const std::string command =
+      "herd calibrate --model " + o.model + " --micro-batch " + std::to_string(o.micro_batch) + " --seq-len " +
+      std::to_string(o.seq_len) +
+      (o.background_jobs >= 0 ? " --background-jobs " + format_fixed(o.background_jobs, 1) : "");
+  Json runnable = Json::array();
+  for (const std::string& p : start.runnable) runnable.push_back(p);
+  Json runnable_after = Json::array();
+  for (const std::string& p : measure::runnable_processes()) runnable_after.push_back(p);
+  const ReferenceSteps& ref = x.ref;
+  return {{"command", command},
+          {"shape", shape_key},
+          {"host", machine.host},
+          {"cpu_model", machine.cpu_model},
+          {"runtime_fingerprint", train::runtime_fingerprint()},
+          {"taken_at", train::utc_iso(start.unix_s)},
+          {"taken_unix_s", start.unix_s},
+          {"duration_s", train::unix_now() - start.unix_s},
+          {"load_average", {start.load_average, measure::load_average()}},
+          {"loadavg", start.loadavg},
+          {"loadavg_end", measure::loadavg_text()},
+          {"other_runnable_processes", runnable},
+          {"other_runnable_processes_end", runnable_after},
+          {"background_jobs", x.background},
+          {"disturbed", any_disturbed},
+          {"previous", s.last ? Json{{"path", s.last->path}, {"taken_at", s.last->taken_at}} : Json()},
+          {"gemm_flops_per_s_one_thread", x.gemm.one_thread},
+          {"gemm_flops_per_s_all_cores", x.gemm.all_cores},
+          {"gemm_bf16_flops_per_s_one_thread", x.gemm.bf16_one_thread},
+          {"gemm_bf16_path", kernels::bf16_gemm_description()},
+          {"reference_step_bf16_s", ref.bf16.step_s},
+          {"reference_step_bf16_loss", ref.bf16.loss},
+          {"reference_step_loss", ref.one.loss},
+          {"reference_step_bf16_kernels_only_s", x.fit.bf16_kernels_only_s},
+          {"reference_step_s", ref.one.step_s},
+          {"reference_step_all_cores_s", ref.all_cores.step_s},
+          {"thread_scaling_gemm", x.gemm_scaling},
+          {"thread_scaling_source", x.fit.step_scaling ? "training step"
+                                    : x.idle           ? "gemm"
+                                                       : "preset"},
+          {"reference_step_distributed_s", ref.two_ranks.step_s},
+          {"reference_step_distributed_comm_s", ref.two_ranks.comm_s},
+          {"reference_step_distributed_planned_comm_s", x.fit.planned_two_rank_comm_s},
+          {"reference_step_distributed_wait_s", x.fit.rank_wait_s},
+          {"reference_step_kernels_only_s", x.fit.kernels_only_s},
+          {"host_speed_probe_flops_per_s", 0.5 * (ref.probe_before + ref.probe_after)},
+          {"host_speed_probe_flops_per_s_before", ref.probe_before},
+          {"host_speed_probe_flops_per_s_after", ref.probe_after},
+          {"measurements", measurements},
+          {"comm", std::move(comm_samples)}};
+}
+
 int run_calibrate(const CalibrateOptions& o) {
   Result<model::LlamaConfig> mr = model::resolve_model(o.model);
   if (!mr.ok()) return report_error("calibrate", mr.error());
@@ -661,160 +818,45 @@ int run_calibrate(const CalibrateOptions& o) {
   s.rows = o.micro_batch * o.seq_len;
   s.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   s.last = previous_calibration(o, out, shape_key, std::move(at_out));
-  const double taken_unix_s = train::unix_now();
-  const double load_before = measure::load_average();
-  const std::string loadavg_before = measure::loadavg_text();
-  const std::vector<std::string> runnable_before = measure::runnable_processes();
-  const double background = train::background_jobs(o.background_jobs);
+  const HostAtStart start{train::unix_now(), measure::load_average(), measure::loadavg_text(),
+                          measure::runnable_processes()};
+  Measured x;
+  x.background = train::background_jobs(o.background_jobs);
   s.probe = measure::host_load_probe(s.cores);
 
-  const GemmRates gemm = measure_gemms(s);
+  x.gemm = measure_gemms(s);
   // The all-core rate is the threads' scaling only when nothing else ran: with other jobs running (or
   // every take disturbed) the preset's value, measured on an idle host, is kept.
   const topology::Cluster preset = *topology::cluster_preset("local-cpu");
-  const bool idle = background < 0.5 && !gemm.all_cores_disturbed;
-  const double scaling =
-      !idle         ? preset.accelerator.thread_scaling
-      : s.cores > 1 ? std::clamp((gemm.all_cores / gemm.one_thread - 1.0) / static_cast<double>(s.cores - 1), 0.05, 1.0)
-                    : 1.0;
-  const AttentionRates attention = measure_attention(s, gemm);
-  const double stream = measure_stream(s);
-  const double overhead_us = measure_op_overhead(s, gemm.one_thread);
+  x.idle = x.background < 0.5 && !x.gemm.all_cores_disturbed;
+  x.gemm_scaling =
+      !x.idle ? preset.accelerator.thread_scaling
+      : s.cores > 1
+          ? std::clamp((x.gemm.all_cores / x.gemm.one_thread - 1.0) / static_cast<double>(s.cores - 1), 0.05, 1.0)
+          : 1.0;
+  x.attention = measure_attention(s, x.gemm);
+  x.stream = measure_stream(s);
+  x.overhead_us = measure_op_overhead(s, x.gemm.one_thread);
   Result<CommCalibration> comm = measure_comm(s);
   if (!comm.ok()) return report_error("calibrate", comm.error().with_context("timing the local communicator"));
-  topology::Cluster c = kernel_cluster(preset, s.cores, gemm, attention, stream, overhead_us, scaling, comm->fit);
+  x.comm = std::move(*comm);
+  topology::Cluster c =
+      kernel_cluster(preset, s.cores, x.gemm, x.attention, x.stream, x.overhead_us, x.gemm_scaling, x.comm.fit);
 
   Result<ReferenceSteps> ref = measure_reference_steps(s);
   if (!ref.ok()) return report_error("calibrate", ref.error());
-  const double probe_flops = 0.5 * (ref->probe_before + ref->probe_after);
+  x.ref = *ref;
   s.table.add(
       {"host speed probe (all cores)", "512^3 x " + std::to_string(s.cores),
-       "before " + format_fixed(ref->probe_before / 1e9, 1) + ", after " + format_fixed(ref->probe_after / 1e9, 1),
-       format_fixed(probe_flops / 1e9, 1) + " GFLOP/s per core"});
-  Result<RuntimeFit> fit = fit_runtime(s, *ref, scaling, idle, c);
+       "before " + format_fixed(x.ref.probe_before / 1e9, 1) + ", after " + format_fixed(x.ref.probe_after / 1e9, 1),
+       format_fixed(0.5 * (x.ref.probe_before + x.ref.probe_after) / 1e9, 1) + " GFLOP/s per core"});
+  Result<RuntimeFit> fit = fit_runtime(s, x.ref, x.gemm_scaling, x.idle, c);
   if (!fit.ok()) return report_error("calibrate", fit.error());
-  const topology::Accelerator& a = c.accelerator;
-  const std::string shape = std::to_string(o.micro_batch) + "x" + std::to_string(o.seq_len);
-  s.table.add({"training step (1 rank, 1 thread)", shape, format_fixed(1e3 * ref->one.step_s, 1) + " ms",
-               "kernels alone " + format_fixed(1e3 * fit->kernels_only_s, 1) + " ms: runtime " +
-                   format_fixed(100 * fit->efficiency, 1) + "%"});
-  if (ref->all_cores.step_s > 0) {
-    s.table.add(
-        {"training step (1 rank, " + std::to_string(s.cores) + " threads)", shape,
-         format_fixed(1e3 * ref->all_cores.step_s, 1) + " ms",
-         "thread scaling " +
-             format_fixed((ref->one.step_s / ref->all_cores.step_s - 1.0) / static_cast<double>(s.cores - 1), 2) +
-             " (GEMM " + format_fixed(scaling, 2) + ")"});
-  }
-  s.table.add({"training step (1 rank, 1 thread), bf16", shape, format_fixed(1e3 * ref->bf16.step_s, 1) + " ms",
-               "kernels alone " + format_fixed(1e3 * fit->bf16_kernels_only_s, 1) + " ms: runtime " +
-                   format_fixed(100 * fit->bf16_efficiency, 1) + "%"});
-  s.table.add({"same per rank, 2 ranks (DP)", shape, format_fixed(1e3 * ref->two_ranks.step_s, 1) + " ms",
-               "comm " + format_fixed(1e3 * ref->two_ranks.comm_s, 1) + " ms: multi-rank " +
-                   format_fixed(100 * a.multi_rank_efficiency, 1) + "%"});
-  s.table.add({"  of which waiting for the other rank", shape, format_fixed(1e3 * fit->rank_wait_s, 1) + " ms",
-               "collectives " + format_fixed(1e3 * fit->planned_two_rank_comm_s, 1) + " ms: speed_variation " +
-                   format_fixed(100 * a.speed_variation, 1) + "%"});
+  x.fit = *fit;
 
-  Json raw = Json::array();
-  for (const measure::CommSample& cs : comm->samples) {
-    topology::Cluster storage;
-    const topology::Cluster& sh = topology::host_share(c, cs.ranks, &storage);
-    Result<topology::GroupLink> link = topology::link_for_group(sh, 1, cs.ranks);
-    const double pred = link.ok() ? cs.steps * link->latency_s + cs.volume / link->bw_bytes_per_s : 0;
-    s.table.add({cs.op + " x" + std::to_string(cs.ranks), format_bytes(cs.bytes),
-                 format_fixed(1e6 * cs.seconds, 1) + " us", "model " + format_fixed(1e6 * pred, 1) + " us"});
-    raw.push_back(
-        {{"op", cs.op}, {"ranks", cs.ranks}, {"bytes", cs.bytes}, {"seconds", cs.seconds}, {"model_s", pred}});
-  }
-  s.table.print(std::cout);
-  std::cout << "\nper core: GEMM " << format_fixed(gemm.one_thread / 1e9, 1) << " GFLOP/s (all " << s.cores << " cores "
-            << format_fixed(gemm.all_cores / 1e9, 1) << "; thread_scaling " << format_fixed(fit->thread_scaling, 2)
-            << (fit->step_scaling ? " from the training step on all cores, GEMM " + format_fixed(scaling, 2)
-                : idle            ? " from the GEMM: the all-core training step was disturbed"
-                                  : " kept from the preset: " + (gemm.all_cores_disturbed
-                                                                     ? std::string("the all-core GEMM was disturbed")
-                                                                     : format_fixed(background, 1) + " background jobs"))
-            << "); attention " << format_fixed(100 * attention.fwd, 1) << "% / " << format_fixed(100 * attention.bwd, 1)
-            << "%; elementwise " << format_fixed(stream / 1e9, 1) << " GB/s; op overhead "
-            << format_fixed(overhead_us, 2) << " us; bf16: GEMM " << format_fixed(gemm.bf16_one_thread / 1e9, 1)
-            << " GFLOP/s (" << kernels::bf16_gemm_description() << "), attention "
-            << format_fixed(100 * attention.bf16_fwd, 1) << "% / " << format_fixed(100 * attention.bf16_bwd, 1)
-            << "%, runtime " << format_fixed(100 * fit->bf16_efficiency, 1) << "%; runtime efficiency "
-            << format_fixed(100 * fit->efficiency, 1) << "% (multi-rank "
-            << format_fixed(100 * a.multi_rank_efficiency, 1) << "%, speed variation "
-            << format_fixed(100 * a.speed_variation, 1) << "%); local comm " << format_fixed(c.tiers[0].bw_gb_per_s, 2)
-            << " GB/s, " << format_fixed(c.tiers[0].latency_us, 1) << " us per step\n";
-
-  // One line on what was disturbed and redone (or could not be redone clean), nothing when all was quiet.
-  std::string redone, still;
-  bool any_disturbed = false;
-  Json measurements = Json::array();
-  for (const measure::SteadyResult& r : s.steady) {
-    Json takes = Json::array();
-    for (const measure::Take& tk : r.takes) {
-      takes.push_back({{"seconds", tk.seconds}, {"background_jobs", tk.background}, {"disturbed", tk.disturbed}});
-    }
-    measurements.push_back({{"what", r.what}, {"seconds", r.seconds}, {"disturbed", r.disturbed}, {"takes", takes}});
-    any_disturbed = any_disturbed || r.disturbed;
-    if (r.disturbed_takes() > 0) (r.disturbed ? still : redone) += std::string(" | ") + r.line();
-  }
-  if (!redone.empty()) std::cout << "disturbed and redone:" << redone.substr(2) << "\n";
-  if (!still.empty()) {
-    std::cout << "warning: disturbed in every take, the best kept (the plans will be off; calibrate again on a "
-                 "quiet host):"
-              << still.substr(2) << "\n";
-  }
-
+  Json comm_samples = report(s, c, x);
   Json j = topology::cluster_to_json(c);
-  const std::string command =
-      "herd calibrate --model " + o.model + " --micro-batch " + std::to_string(o.micro_batch) + " --seq-len " +
-      std::to_string(o.seq_len) +
-      (o.background_jobs >= 0 ? " --background-jobs " + format_fixed(o.background_jobs, 1) : "");
-  Json runnable = Json::array();
-  for (const std::string& p : runnable_before) runnable.push_back(p);
-  Json runnable_after = Json::array();
-  for (const std::string& p : measure::runnable_processes()) runnable_after.push_back(p);
-  j["calibration"] = {{"command", command},
-                      {"shape", shape_key},
-                      {"host", machine.host},
-                      {"cpu_model", machine.cpu_model},
-                      {"runtime_fingerprint", train::runtime_fingerprint()},
-                      {"taken_at", train::utc_iso(taken_unix_s)},
-                      {"taken_unix_s", taken_unix_s},
-                      {"duration_s", train::unix_now() - taken_unix_s},
-                      {"load_average", {load_before, measure::load_average()}},
-                      {"loadavg", loadavg_before},
-                      {"loadavg_end", measure::loadavg_text()},
-                      {"other_runnable_processes", runnable},
-                      {"other_runnable_processes_end", runnable_after},
-                      {"background_jobs", background},
-                      {"disturbed", any_disturbed},
-                      {"previous", s.last ? Json{{"path", s.last->path}, {"taken_at", s.last->taken_at}} : Json()},
-                      {"gemm_flops_per_s_one_thread", gemm.one_thread},
-                      {"gemm_flops_per_s_all_cores", gemm.all_cores},
-                      {"gemm_bf16_flops_per_s_one_thread", gemm.bf16_one_thread},
-                      {"gemm_bf16_path", kernels::bf16_gemm_description()},
-                      {"reference_step_bf16_s", ref->bf16.step_s},
-                      {"reference_step_bf16_loss", ref->bf16.loss},
-                      {"reference_step_loss", ref->one.loss},
-                      {"reference_step_bf16_kernels_only_s", fit->bf16_kernels_only_s},
-                      {"reference_step_s", ref->one.step_s},
-                      {"reference_step_all_cores_s", ref->all_cores.step_s},
-                      {"thread_scaling_gemm", scaling},
-                      {"thread_scaling_source", fit->step_scaling ? "training step"
-                                                : idle            ? "gemm"
-                                                                  : "preset"},
-                      {"reference_step_distributed_s", ref->two_ranks.step_s},
-                      {"reference_step_distributed_comm_s", ref->two_ranks.comm_s},
-                      {"reference_step_distributed_planned_comm_s", fit->planned_two_rank_comm_s},
-                      {"reference_step_distributed_wait_s", fit->rank_wait_s},
-                      {"reference_step_kernels_only_s", fit->kernels_only_s},
-                      {"host_speed_probe_flops_per_s", probe_flops},
-                      {"host_speed_probe_flops_per_s_before", ref->probe_before},
-                      {"host_speed_probe_flops_per_s_after", ref->probe_after},
-                      {"measurements", measurements},
-                      {"comm", raw}};
+  j["calibration"] = calibration_record(s, machine, shape_key, start, x, std::move(comm_samples));
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(out).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
@@ -823,8 +865,8 @@ int run_calibrate(const CalibrateOptions& o) {
   if (!f)
     return report_error("calibrate", Error((o.out.empty() ? "--calibration-dir" : "--out") +
                                            std::string(": cannot write ") + out + "; check the directory"));
-  if (!idle && !gemm.all_cores_disturbed) {
-    std::cout << "warning: " << format_fixed(background, 1)
+  if (!x.idle && !x.gemm.all_cores_disturbed) {
+    std::cout << "warning: " << format_fixed(x.background, 1)
               << " other jobs were running: the reference training steps ran beside them, so the runtime "
                  "efficiencies are low; calibrate on a quiet host\n";
   }
@@ -833,7 +875,7 @@ int run_calibrate(const CalibrateOptions& o) {
                                 "names another"
                               : " (use it with herd train --projection.cluster_file=" + out +
                                     " or herd estimate --cluster " + out)
-            << "); load average " << format_fixed(load_before, 2) << ", " << runnable_before.size()
+            << "); load average " << format_fixed(start.load_average, 2) << ", " << start.runnable.size()
             << " other runnable processes at the start\n";
   return 0;
 }
