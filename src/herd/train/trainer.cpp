@@ -370,6 +370,95 @@ void Trainer<T>::maybe_slow_down(const std::function<double()>& compute_s) {
 }
 
 template <typename T>
+Status Trainer<T>::skip_nonfinite_step(double loss_value, StepRecord& rec) {
+  // The NaN guard: nothing of this step is applied (weights, moments and the optimizer's step count
+  // stay), the same decision on every rank.
+  HERD_ASSIGN_OR_RETURN(rec.nonfinite, locate_nonfinite(loss_value, rec.grad_norm));
+  ++nonfinite_run_;
+  const std::string what = "step " + std::to_string(step_ + 1) + ": non-finite loss (" + std::to_string(loss_value) +
+                           ") or gradient norm (" + std::to_string(rec.grad_norm) + "), non-finite values in " +
+                           rec.nonfinite;
+  if (cfg_.train.nonfinite == "stop" || nonfinite_run_ > cfg_.train.max_nonfinite_skips) {
+    HERD_RETURN_IF_ERROR(finish_checkpoints());  // an earlier, finite save in flight still completes
+    return make_error(what, cfg_.train.nonfinite == "stop"
+                                ? "; train.nonfinite=stop ends the job (nothing of this step is saved)"
+                                : "; more than train.max_nonfinite_skips (" +
+                                      std::to_string(cfg_.train.max_nonfinite_skips) +
+                                      ") steps in a row; lower optim.lr or raise optim.grad_clip");
+  }
+  if (ctx_.rank == 0) {
+    log_warning(what, "; the step is skipped (", nonfinite_run_, " in a row, at most ", cfg_.train.max_nonfinite_skips,
+                ", train.max_nonfinite_skips)");
+  }
+  rec.skipped = true;
+  return Status::Ok();
+}
+
+template <typename T>
+Status Trainer<T>::checkpoint_failed() {
+  const Status why =
+      checkpoint_failed_here_
+          ? checkpoint_error_
+          : make_error("checkpoint: another rank's save failed (its message names the path and the reason)");
+  checkpoint_failed_here_ = false;
+  if (cfg_.checkpoint.on_error == "stop") {
+    // Every rank stops here; a later save already in flight completes first (or fails and is
+    // removed), so nothing half-written stays behind.
+    writer_->wait();
+    return why.error().with_context("checkpoint.on_error=stop");
+  }
+  if (ctx_.rank == 0) {
+    log_warning(why.error().message(), "; checkpoint.on_error=continue: training on, the next save retries");
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+void Trainer<T>::write_metrics(const StepRecord& rec, double elapsed_s, double step_s) {
+  if (!metrics_.enabled()) return;
+  Json j = {{"step", rec.step},
+            {"loss", rec.loss},
+            {"lr", rec.lr},
+            {"tokens", rec.tokens},
+            {"tokens_per_s", rec.tokens_per_s},
+            {"grad_norm", rec.grad_norm},
+            {"mfu", rec.mfu},
+            {"elapsed_s", elapsed_s},
+            {"step_s", step_s},
+            {"time", unix_time()},
+            {"layout", ctx_.dims.to_string()}};
+  // JSON has no NaN or Inf: a non-finite number is written as null, and the record says why.
+  for (const char* k : {"loss", "grad_norm", "tokens_per_s", "mfu"}) {
+    if (!std::isfinite(j[k].get<double>())) j[k] = nullptr;
+  }
+  if (rec.skipped) {
+    j["skipped"] = true;
+    j["nonfinite"] = rec.nonfinite;
+  }
+  if (rec.checkpoint_s >= 0) j["checkpoint_s"] = rec.checkpoint_s;
+  if (rec.step <= redone_until_) j["redone"] = true;
+  if (rec.straggler_check) {
+    Json list = Json::array();
+    for (const comm::Straggler& s : rec.stragglers) list.push_back(comm::straggler_json(s));
+    j["stragglers"] = std::move(list);
+  }
+  if (rec.val_loss) j["val_loss"] = *rec.val_loss;
+  if ((rec.step == 1 || rec.val_loss) && val_docs_) j["unigram_entropy"] = unigram_entropy_;
+  metrics_.write(j);
+}
+
+template <typename T>
+void Trainer<T>::log_progress(const StepRecord& rec, double avg_tokens_per_s, std::int64_t step_tokens) const {
+  const double eta =
+      static_cast<double>(cfg_.train.steps - rec.step) * static_cast<double>(step_tokens) / avg_tokens_per_s;
+  std::string line = progress_line(rec.step, cfg_.train.steps, rec.loss, rec.lr, avg_tokens_per_s,
+                                   avg_tokens_per_s * flops_per_token_ / peak_flops_, eta);
+  if (rec.val_loss) line += " | val " + std::to_string(*rec.val_loss).substr(0, 6);
+  if (ctx_.dims.world() > 1) line += " | " + ctx_.dims.to_string();
+  log_info(line + stragglers_.progress_suffix());
+}
+
+template <typename T>
 Status Trainer<T>::run(std::int64_t stop_after) {
   kernels::AdamWConfig ac;
   ac.beta1 = cfg_.optim.beta1;
@@ -418,45 +507,12 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     HERD_ASSIGN_OR_RETURN(const StepControl ctl,
                           agree_step(!std::isfinite(loss_value) || !std::isfinite(rec.grad_norm)));
     if (ctl.nonfinite) {
-      // The NaN guard: nothing of this step is applied (weights, moments and the optimizer's step count
-      // stay), the same decision on every rank.
-      HERD_ASSIGN_OR_RETURN(rec.nonfinite, locate_nonfinite(loss_value, rec.grad_norm));
-      ++nonfinite_run_;
-      const std::string what = "step " + std::to_string(step_ + 1) + ": non-finite loss (" +
-                               std::to_string(loss_value) + ") or gradient norm (" + std::to_string(rec.grad_norm) +
-                               "), non-finite values in " + rec.nonfinite;
-      if (cfg_.train.nonfinite == "stop" || nonfinite_run_ > cfg_.train.max_nonfinite_skips) {
-        HERD_RETURN_IF_ERROR(finish_checkpoints());  // an earlier, finite save in flight still completes
-        return make_error(what, cfg_.train.nonfinite == "stop"
-                                    ? "; train.nonfinite=stop ends the job (nothing of this step is saved)"
-                                    : "; more than train.max_nonfinite_skips (" +
-                                          std::to_string(cfg_.train.max_nonfinite_skips) +
-                                          ") steps in a row; lower optim.lr or raise optim.grad_clip");
-      }
-      if (lead) {
-        log_warning(what, "; the step is skipped (", nonfinite_run_, " in a row, at most ",
-                    cfg_.train.max_nonfinite_skips, ", train.max_nonfinite_skips)");
-      }
-      rec.skipped = true;
+      HERD_RETURN_IF_ERROR(skip_nonfinite_step(loss_value, rec));
     } else {
       nonfinite_run_ = 0;
       HERD_RETURN_IF_ERROR(model_->apply_update(ac, lr, cfg_.optim.grad_clip, rec.grad_norm));
     }
-    if (ctl.checkpoint_failed) {
-      const Status why = checkpoint_failed_here_ ? checkpoint_error_
-                                                 : make_error(
-                                                       "checkpoint: another rank's save failed (its message "
-                                                       "names the path and the reason)");
-      checkpoint_failed_here_ = false;
-      if (cfg_.checkpoint.on_error == "stop") {
-        // Every rank stops here; a later save already in flight completes first (or fails and is
-        // removed), so nothing half-written stays behind.
-        writer_->wait();
-        return why.error().with_context("checkpoint.on_error=stop");
-      }
-      if (lead)
-        log_warning(why.error().message(), "; checkpoint.on_error=continue: training on, the next save retries");
-    }
+    if (ctl.checkpoint_failed) HERD_RETURN_IF_ERROR(checkpoint_failed());
     ++step_;
     tokens_ += step_tokens;
     // Every collective of the step counts, the control all-reduce included.
@@ -500,45 +556,9 @@ Status Trainer<T>::run(std::int64_t stop_after) {
       if (!std::isnan(v)) rec.val_loss = v;
     }
     history_.push_back(rec);
-    if (metrics_.enabled()) {
-      Json j = {{"step", rec.step},
-                {"loss", rec.loss},
-                {"lr", rec.lr},
-                {"tokens", rec.tokens},
-                {"tokens_per_s", rec.tokens_per_s},
-                {"grad_norm", rec.grad_norm},
-                {"mfu", rec.mfu},
-                {"elapsed_s", wall.seconds()},
-                {"step_s", dt},
-                {"time", unix_time()},
-                {"layout", ctx_.dims.to_string()}};
-      // JSON has no NaN or Inf: a non-finite number is written as null, and the record says why.
-      for (const char* k : {"loss", "grad_norm", "tokens_per_s", "mfu"}) {
-        if (!std::isfinite(j[k].get<double>())) j[k] = nullptr;
-      }
-      if (rec.skipped) {
-        j["skipped"] = true;
-        j["nonfinite"] = rec.nonfinite;
-      }
-      if (rec.checkpoint_s >= 0) j["checkpoint_s"] = rec.checkpoint_s;
-      if (step_ <= redone_until_) j["redone"] = true;
-      if (rec.straggler_check) {
-        Json list = Json::array();
-        for (const comm::Straggler& s : rec.stragglers) list.push_back(comm::straggler_json(s));
-        j["stragglers"] = std::move(list);
-      }
-      if (rec.val_loss) j["val_loss"] = *rec.val_loss;
-      if ((step_ == 1 || rec.val_loss) && val_docs_) j["unigram_entropy"] = unigram_entropy_;
-      metrics_.write(j);
-    }
+    write_metrics(rec, wall.seconds(), dt);
     if (!quiet && lead && (step_ % cfg_.train.log_every == 0 || last || rec.val_loss)) {
-      const double avg_tps = static_cast<double>(tokens_ - tokens_at_start) / wall.seconds();
-      const double eta = static_cast<double>(steps - step_) * static_cast<double>(step_tokens) / avg_tps;
-      std::string line =
-          progress_line(step_, steps, rec.loss, lr, avg_tps, avg_tps * flops_per_token_ / peak_flops_, eta);
-      if (rec.val_loss) line += " | val " + std::to_string(*rec.val_loss).substr(0, 6);
-      if (ctx_.dims.world() > 1) line += " | " + ctx_.dims.to_string();
-      log_info(line + stragglers_.progress_suffix());
+      log_progress(rec, static_cast<double>(tokens_ - tokens_at_start) / wall.seconds(), step_tokens);
     }
     if (ctl.stop) {
       preempted_ = true;
