@@ -342,54 +342,61 @@ std::string describe_call(const DumpEntry& e) {
   return s + ")";
 }
 
-TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string& job, double min_wait_s) {
-  TraceReport rep;
-  rep.job = job;
-  // Group membership: the union of the dumps' tables; a group no table names (a dump from before the
-  // table existed) is taken to be the ranks whose entries mention it.
-  std::map<std::int64_t, GroupInfo> groups;
-  int world = 0;
+namespace {
+
+// The dumps as the analysis reads them: each rank's dump, every group's members and, per rank and group,
+// the collectives its dump holds by sequence number.
+struct DumpIndex {
   std::map<int, const RankDump*> by_rank;
+  std::map<std::int64_t, GroupInfo> groups;
+  std::map<std::pair<int, std::int64_t>, std::map<std::uint64_t, const DumpEntry*>> coll;
+  int world = 0;
+
+  // Whether `rank` posted call `seq` of group `gid`: its dump holds that call or a later one.
+  bool posted(int rank, std::int64_t gid, std::uint64_t seq) const {
+    auto it = coll.find({rank, gid});
+    return it != coll.end() && !it->second.empty() && it->second.rbegin()->first >= seq;
+  }
+  // A time of `rank`'s dump (seconds from its recorder's start) on the wall clock.
+  double wall(int rank, double t) const {
+    auto it = by_rank.find(rank);
+    return it == by_rank.end() ? t : it->second->wall_t0_s + t;
+  }
+};
+
+// Group membership: the union of the dumps' tables; a group no table names (a dump from before the
+// table existed) is taken to be the ranks whose entries mention it.
+DumpIndex index_dumps(const std::vector<RankDump>& dumps) {
+  DumpIndex ix;
   for (const RankDump& d : dumps) {
-    by_rank[d.rank] = &d;
-    world = std::max(world, d.rank + 1);
+    ix.by_rank[d.rank] = &d;
+    ix.world = std::max(ix.world, d.rank + 1);
     for (const GroupInfo& g : d.groups) {
-      groups.emplace(g.group_id, g);
-      for (int m : g.members) world = std::max(world, m + 1);
+      ix.groups.emplace(g.group_id, g);
+      for (int m : g.members) ix.world = std::max(ix.world, m + 1);
     }
   }
   for (const RankDump& d : dumps) {
     for (const DumpEntry& e : d.entries) {
-      auto it = groups.find(e.group_id);
-      if (it == groups.end()) it = groups.emplace(e.group_id, GroupInfo{e.group_id, e.group, {}}).first;
+      auto it = ix.groups.find(e.group_id);
+      if (it == ix.groups.end()) it = ix.groups.emplace(e.group_id, GroupInfo{e.group_id, e.group, {}}).first;
       bool declared = false;
       for (const GroupInfo& g : d.groups) declared = declared || g.group_id == e.group_id;
       if (!declared && !contains(it->second.members, d.rank)) it->second.members.push_back(d.rank);
+      if (e.collective()) ix.coll[{d.rank, e.group_id}][e.seq] = &e;
     }
   }
-  rep.world = world;
+  return ix;
+}
 
-  // Per rank and group: the collectives held, by sequence number.
-  std::map<std::pair<int, std::int64_t>, std::map<std::uint64_t, const DumpEntry*>> coll;
-  for (const RankDump& d : dumps) {
-    for (const DumpEntry& e : d.entries) {
-      if (e.collective()) coll[{d.rank, e.group_id}][e.seq] = &e;
-    }
-  }
-  auto posted = [&](int rank, std::int64_t gid, std::uint64_t seq) {
-    auto it = coll.find({rank, gid});
-    return it != coll.end() && !it->second.empty() && it->second.rbegin()->first >= seq;
-  };
-  auto wall = [&](int rank, double t) {
-    auto it = by_rank.find(rank);
-    return it == by_rank.end() ? t : it->second->wall_t0_s + t;
-  };
-
-  // Desyncs: every (group, seq) held by two or more ranks, compared field by field.
+// Desyncs: every (group, seq) held by two or more ranks, compared field by field; the variants that
+// disagree, the most common first.
+std::vector<DesyncCall> find_desyncs(const DumpIndex& ix) {
   std::map<std::pair<std::int64_t, std::uint64_t>, std::vector<std::pair<int, const DumpEntry*>>> at;
-  for (const auto& [key, seqs] : coll) {
+  for (const auto& [key, seqs] : ix.coll) {
     for (const auto& [seq, e] : seqs) at[{key.second, seq}].push_back({key.first, e});
   }
+  std::vector<DesyncCall> out;
   for (const auto& [key, calls] : at) {
     DesyncCall dc;
     dc.group_id = key.first;
@@ -412,19 +419,24 @@ TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string&
     if (dc.variants.size() < 2) continue;
     std::stable_sort(dc.variants.begin(), dc.variants.end(),
                      [](const auto& a, const auto& b) { return a.ranks.size() > b.ranks.size(); });
-    rep.desync.push_back(std::move(dc));
+    out.push_back(std::move(dc));
   }
+  return out;
+}
 
-  // The wait-for graph: a rank in an unfinished call waits for each member that has not posted it.
-  std::vector<std::vector<int>> adj(static_cast<std::size_t>(world));
+// The wait-for graph: a rank in an unfinished call waits for each member that has not posted it (a send
+// or recv for its peer, unless the peer is in the matching half). Fills every rank's state, the ranks
+// without a dump and the stuck calls (earliest first); returns each rank's waits.
+std::vector<std::vector<int>> wait_for_graph(const DumpIndex& ix, double min_wait_s, TraceReport& rep) {
+  std::vector<std::vector<int>> adj(static_cast<std::size_t>(ix.world));
   std::map<std::pair<std::int64_t, std::uint64_t>, StuckCall> stuck_coll;
   std::vector<StuckCall> stuck_p2p;
-  rep.ranks.resize(static_cast<std::size_t>(world));
-  for (int r = 0; r < world; ++r) {
+  rep.ranks.resize(static_cast<std::size_t>(ix.world));
+  for (int r = 0; r < ix.world; ++r) {
     RankState& rs = rep.ranks[static_cast<std::size_t>(r)];
     rs.rank = r;
-    auto it = by_rank.find(r);
-    if (it == by_rank.end()) {
+    auto it = ix.by_rank.find(r);
+    if (it == ix.by_rank.end()) {
       rs.in = "no dump";
       rep.missing_dumps.push_back(r);
       continue;
@@ -446,30 +458,28 @@ TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string&
       // A call posted moments before the dump (a dump on request, of a job that runs) is in flight, not
       // stuck: whoever it waits for may well be on the way.
       if (d.time_now_s > 0 && d.time_now_s - e.t_post < min_wait_s) continue;
-      auto g = groups.find(e.group_id);
-      const std::vector<int>& members = g->second.members;
+      const std::vector<int>& members = ix.groups.find(e.group_id)->second.members;
       std::vector<int> missing;
       if (e.collective()) {
         for (int q : members) {
-          if (q != r && !posted(q, e.group_id, e.seq)) missing.push_back(q);
+          if (q != r && !ix.posted(q, e.group_id, e.seq)) missing.push_back(q);
         }
         if (!missing.empty()) {
           StuckCall& sc = stuck_coll[{e.group_id, e.seq}];
           if (sc.entered.empty()) {
-            sc = StuckCall{e.group, e.group_id, e.seq, e.op, e.dtype, e.count, {}, missing, wall(r, e.t_post)};
+            sc = StuckCall{e.group, e.group_id, e.seq, e.op, e.dtype, e.count, {}, missing, ix.wall(r, e.t_post)};
             for (int q : members) {
-              if (q == r || posted(q, e.group_id, e.seq)) sc.entered.push_back(q);
+              if (q == r || ix.posted(q, e.group_id, e.seq)) sc.entered.push_back(q);
             }
           }
-          sc.first_post = std::min(sc.first_post, wall(r, e.t_post));
+          sc.first_post = std::min(sc.first_post, ix.wall(r, e.t_post));
         }
       } else if (e.peer >= 0 && e.peer < static_cast<int>(members.size())) {
-        // A send or recv waits for its peer unless the peer is in the matching half.
         const int q = members[static_cast<std::size_t>(e.peer)];
         const int my = static_cast<int>(std::find(members.begin(), members.end(), r) - members.begin());
         bool matched = false;
-        auto pit = by_rank.find(q);
-        if (pit != by_rank.end()) {
+        auto pit = ix.by_rank.find(q);
+        if (pit != ix.by_rank.end()) {
           for (const DumpEntry& o : pit->second->entries) {
             matched = matched || (!o.completed() && o.group_id == e.group_id && o.peer == my && o.tag == e.tag &&
                                   o.op == (e.op == "send" ? "recv" : "send"));
@@ -478,7 +488,7 @@ TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string&
         if (!matched) {
           missing.push_back(q);
           stuck_p2p.push_back(
-              StuckCall{e.group, e.group_id, e.seq, e.op, e.dtype, e.count, {r}, {q}, wall(r, e.t_post)});
+              StuckCall{e.group, e.group_id, e.seq, e.op, e.dtype, e.count, {r}, {q}, ix.wall(r, e.t_post)});
         }
       }
       if (!missing.empty() && !first_blocked) first_blocked = &e;
@@ -499,9 +509,14 @@ TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string&
   for (StuckCall& sc : stuck_p2p) rep.stuck.push_back(std::move(sc));
   std::stable_sort(rep.stuck.begin(), rep.stuck.end(),
                    [](const StuckCall& a, const StuckCall& b) { return a.first_post < b.first_post; });
+  return adj;
+}
 
-  // Culprits: the sink components reachable from a waiting rank (a rank waiting for nobody, or a cycle
-  // of ranks waiting for each other); everyone waiting on the way there is a victim.
+// Culprits: the sink components reachable from a waiting rank (a rank waiting for nobody, or a cycle
+// of ranks waiting for each other); everyone waiting on the way there is a victim. Then the first
+// disagreement: the earliest stuck call that a culprit did not post (else the earliest).
+void assign_roles(const std::vector<std::vector<int>>& adj, TraceReport& rep) {
+  const int world = static_cast<int>(adj.size());
   const std::vector<int> comp = components(adj);
   std::map<int, bool> comp_has_exit;
   for (int r = 0; r < world; ++r) {
@@ -531,7 +546,6 @@ TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string&
       rs.role = "victim";
     }
   }
-  // The first disagreement: the earliest stuck call that a culprit did not post (else the earliest).
   for (const StuckCall& sc : rep.stuck) {
     bool names_culprit = false;
     for (int q : sc.missing) names_culprit = names_culprit || contains(rep.culprit_ranks, q);
@@ -541,6 +555,18 @@ TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string&
     }
   }
   if (!rep.first_disagreement && !rep.stuck.empty()) rep.first_disagreement = rep.stuck.front();
+}
+
+}  // namespace
+
+TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string& job, double min_wait_s) {
+  TraceReport rep;
+  rep.job = job;
+  const DumpIndex ix = index_dumps(dumps);
+  rep.world = ix.world;
+  rep.desync = find_desyncs(ix);
+  const std::vector<std::vector<int>> adj = wait_for_graph(ix, min_wait_s, rep);
+  assign_roles(adj, rep);
   find_dump_stragglers(dumps, rep);
   return rep;
 }
