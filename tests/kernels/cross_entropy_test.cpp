@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "herd/kernels/reference.h"
+#include "herd/kernels/scratch.h"
 #include "kernels/test_util.h"
 
 namespace herd::kernels {
@@ -101,6 +104,31 @@ TEST(CrossEntropy, GradientsMatchFiniteDifferences) {
   };
   EXPECT_LT(testing::fd_check(h, dh, loss, 45), 1e-6);
   EXPECT_LT(testing::fd_check(w, dw, loss, 45), 1e-6);
+}
+
+// The logits tile the kernels keep in the calling thread's scratch (kernels/scratch.h) is as large as
+// the largest tile the call computes, not the default tile's 256 x 8,192: a vocab shard of 1,000 ids
+// over 64 rows holds 64 x 1,000 floats, and the backward over the same rows and shard adds nothing. On
+// a fresh thread, whose scratch starts empty.
+TEST(CrossEntropy, TheScratchTileIsTheLargestTileTheCallComputes) {
+  const std::int64_t n = 64, dim = 16, shard = 1000;
+  std::int64_t after_stats = -1, after_backward = -1, at_start = -1;
+  std::thread([&] {
+    const std::vector<float> h = random_vec<float>(n * dim, 1), w = random_vec<float>(shard * dim, 2);
+    std::vector<std::int32_t> targets(n);
+    for (std::int64_t i = 0; i < n; ++i) targets[i] = static_cast<std::int32_t>(i * 7 % shard);
+    std::vector<float> mx(n), se(n), tl(n), lse(n), dh(n * dim), dw(shard * dim);
+    at_start = this_thread_scratch_bytes();
+    ce_shard_stats<float>(h.data(), n, dim, w.data(), 0, shard, targets.data(), mx.data(), se.data(), tl.data());
+    after_stats = this_thread_scratch_bytes();
+    ce_combine_stats<float>(n, 1, mx.data(), se.data(), tl.data(), targets.data(), lse.data());
+    ce_shard_backward<float>(h.data(), n, dim, w.data(), 0, shard, targets.data(), lse.data(), 1.0f, dh.data(),
+                             dw.data());
+    after_backward = this_thread_scratch_bytes();
+  }).join();
+  EXPECT_EQ(at_start, 0);
+  EXPECT_EQ(after_stats, n * shard * static_cast<std::int64_t>(sizeof(float)));
+  EXPECT_EQ(after_backward, after_stats);
 }
 
 }  // namespace

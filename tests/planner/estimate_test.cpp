@@ -41,6 +41,38 @@ TEST(Estimate, PartsSumToTotalsAndTimeAddsUp) {
   }
 }
 
+// The logits' share of the transient bytes, per logit of the output stage's vocabulary: herd's CPU
+// kernels keep one fp32 tile of at most 256 rows (turned into its gradient in place) and, with bf16
+// inputs, a bf16 gradient tile beside it: 4 and 4 + 2 bytes x 256 rows; a GPU's fused cross-entropy
+// an fp32 tile of every row and its gradient: 8 bytes x b t rows. Taken as the difference between two
+// vocabularies under one tile's width (the layers' temporaries do not depend on it).
+TEST(Estimate, TheLogitsTileIsCountedAsTheRuntimeHoldsIt) {
+  model::LlamaConfig small = *model::preset("tiny"), large = small;
+  small.vocab = 2048;
+  large.vocab = 4096;
+  Layout l = layout(1, 1, 1, 1);
+  l.microbatch = 4;
+  const topology::Cluster cpu = *topology::cluster_preset("local-cpu");
+  struct Case {
+    Software software;
+    Precision precision;
+    const topology::Cluster& cluster;
+    double rows, bytes_per_logit;
+  };
+  const Case cases[] = {{Software::kHerd, Precision::kFP32, cpu, 256, 4},
+                        {Software::kHerd, Precision::kBF16, cpu, 256, 6},
+                        {Software::kFused, Precision::kBF16, kCluster, 4 * 512, 8}};
+  for (const Case& c : cases) {
+    TrainingSpec t{512, 4, c.precision};
+    t.system.software = c.software;
+    Result<Estimate> a = estimate(small, c.cluster, t, l, 1), b = estimate(large, c.cluster, t, l, 1);
+    ASSERT_TRUE(a.ok()) << a.error().message();
+    ASSERT_TRUE(b.ok()) << b.error().message();
+    EXPECT_DOUBLE_EQ(b->memory.part("transient") - a->memory.part("transient"), c.rows * 2048 * c.bytes_per_logit)
+        << software_name(c.software) << " " << precision_name(c.precision);
+  }
+}
+
 TEST(Estimate, ActivationsAreModelBytesTimesInFlight) {
   // One pipeline rank, one micro-batch in flight: the activations are exactly every layer's saved set
   // plus the embedding's and the output's, from model/activations.h.

@@ -71,6 +71,14 @@ TEST_F(ProjectionCli, PlannedAndMeasuredLinesOnOneRankAndOnTpDp) {
     // The state is exact arithmetic on both sides: 16 bytes per parameter of the rank's share.
     const double planned = j["planned"]["state_bytes"].get<double>(), got = j["measured"]["state_bytes"].get<double>();
     EXPECT_NEAR(planned, got, 0.02 * got) << layout;
+    // The activations measured are the busiest rank's arena and its thread's kernel scratch, where the
+    // logits tile lives: at least one micro-batch's rows (4 x 16, under the tile's 256) by the rank's
+    // vocabulary shard (under the tile's 8,192) in fp32.
+    const Json& me = j["measured"];
+    const double vocab_shard = static_cast<double>(train::testing::parity_model().vocab) / (layout.empty() ? 1 : 2);
+    EXPECT_GE(me["kernel_scratch_bytes"].get<double>(), 4.0 * 16 * vocab_shard * 4) << layout;
+    EXPECT_DOUBLE_EQ(me["activation_bytes"].get<double>(),
+                     me["arena_peak_bytes"].get<double>() + me["kernel_scratch_bytes"].get<double>());
     fs::remove(summary);
   }
 }

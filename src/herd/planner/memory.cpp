@@ -159,12 +159,16 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
     transient += 4.0 * b * static_cast<double>(cfg.n_heads / l.tp) * t * static_cast<double>(train.seq_len);
   }
   if (in.output) {
-    // One fp32 logits tile and its gradient: all rows x up to 16,384 ids on a GPU; herd's CPU kernels
-    // (fp32) tile 256 rows x 8,192 ids (kernels/cross_entropy.h, CrossEntropyTiles).
+    // The logits: on a GPU one fp32 tile of all rows x up to 16,384 ids and its gradient. herd's CPU
+    // kernels (kernels/cross_entropy.h, CrossEntropyTiles) tile 256 rows x 8,192 ids in one fp32 buffer
+    // that the backward turns into its gradient in place; with bf16 inputs the gradient is rounded into a
+    // bf16 tile of the same shape beside it (kernels/cpu/cross_entropy.cpp). That buffer is the rank
+    // thread's kernel scratch, which `herd train` measures with the arena (kernels/scratch.h).
     const double vocab_shard = static_cast<double>(mp.embedding) / h;
     const bool tiled = e == 4.0 || sw.tiled_logits;  // herd's kernels tile the logits in either precision
     const double rows = tiled ? std::min(b * t, 256.0) : b * t;
-    transient += 2.0 * rows * std::min(vocab_shard, tiled ? 8192.0 : 16384.0) * 4.0;
+    const double tile_bytes = tiled ? (e == 4.0 ? 4.0 : 4.0 + 2.0) : 2.0 * 4.0;  // per logit
+    transient += rows * std::min(vocab_shard, tiled ? 8192.0 : 16384.0) * tile_bytes;
   }
   m.parts.push_back({"transient", transient,
                      l.recompute == model::Recompute::kFull

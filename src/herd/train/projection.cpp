@@ -167,7 +167,8 @@ std::string planned_vs_measured_line(const Projection& p, const MeasuredRun& run
                          : " | exposed comm " + secs(comm) + " s vs " + secs(run.comm_s) + " s (rank 0 blocked)") +
          " | memory/rank " + mib(p.memory_bytes()) + " vs " + mib(mem.total()) + " (" +
          pct(p.memory_bytes(), mem.total()) + "; state " + mib(p.state_bytes) + " vs " + mib(mem.state_bytes) +
-         ", activations " + mib(p.activation_bytes) + " vs " + mib(mem.arena_peak_bytes) + ")" +
+         ", activations " + mib(p.activation_bytes) + " vs " + mib(mem.activation_bytes()) + ": arena " +
+         mib(mem.arena_peak_bytes) + " + kernel scratch " + mib(mem.kernel_scratch_bytes) + ")" +
          (mem.saved_activation_bytes < 0
               ? std::string()
               : " | saved activations " + mib(p.saved_activation_bytes) + " vs " + mib(mem.saved_activation_bytes) +
@@ -224,7 +225,9 @@ Json projection_json(const Projection& p, const MeasuredRun& run) {
             {"steps", run.steps},
             {"memory_bytes", mem.total()},
             {"state_bytes", mem.state_bytes},
-            {"activation_bytes", mem.arena_peak_bytes},
+            {"activation_bytes", mem.activation_bytes()},
+            {"arena_peak_bytes", mem.arena_peak_bytes},
+            {"kernel_scratch_bytes", mem.kernel_scratch_bytes},
             {"saved_activation_bytes", mem.saved_activation_bytes}}}};
 }
 

@@ -19,6 +19,7 @@
 #include "herd/core/log.h"
 #include "herd/core/timer.h"
 #include "herd/kernels/gemm.h"
+#include "herd/kernels/scratch.h"
 #include "herd/measure/timing.h"
 #include "herd/model/flops.h"
 #include "herd/model/weights.h"
@@ -459,6 +460,25 @@ void Trainer<T>::log_progress(const StepRecord& rec, double avg_tokens_per_s, st
 }
 
 template <typename T>
+Result<RankMemoryUse> Trainer<T>::busiest_rank_memory() {
+  RankMemoryUse mine = model_->memory_use();
+  mine.kernel_scratch_bytes = static_cast<double>(kernels::this_thread_scratch_bytes());
+  const int world = ctx_.world->size();
+  if (world == 1) return mine;
+  const double send[4] = {mine.state_bytes, mine.arena_peak_bytes, mine.saved_activation_bytes,
+                          mine.kernel_scratch_bytes};
+  std::vector<double> all(4 * static_cast<std::size_t>(world));
+  HERD_RETURN_IF_ERROR(ctx_.world->all_gather(send, all.data(), 4, DType::kF64));
+  RankMemoryUse busiest;
+  for (int r = 0; r < world; ++r) {
+    const double* v = all.data() + 4 * r;
+    const RankMemoryUse m{v[0], v[1], v[2], v[3]};
+    if (r == 0 || m.total() > busiest.total()) busiest = m;
+  }
+  return busiest;
+}
+
+template <typename T>
 Status Trainer<T>::run(std::int64_t stop_after) {
   kernels::AdamWConfig ac;
   ac.beta1 = cfg_.optim.beta1;
@@ -573,7 +593,8 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     }
     if (step_ == stop_after) break;
   }
-  report_run(plan, cfg_, history_, model_->memory_use(), !quiet && lead);
+  HERD_ASSIGN_OR_RETURN(const RankMemoryUse memory, busiest_rank_memory());
+  report_run(plan, cfg_, history_, memory, !quiet && lead);
   if (!quiet && lead && stragglers_.enabled()) log_info(stragglers_.summary());
   return Status::Ok();
 }

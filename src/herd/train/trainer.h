@@ -152,6 +152,9 @@ class Trainer {
   // Rank 0's metrics line of a finished step (train.metrics), and its progress line.
   void write_metrics(const StepRecord& rec, double elapsed_s, double step_s);
   void log_progress(const StepRecord& rec, double avg_tokens_per_s, std::int64_t step_tokens) const;
+  // The memory of the rank that holds the most (collective): the planner's figure is its busiest rank's
+  // (the worst pipeline stage), so "planned vs measured" compares that rank with it.
+  Result<RankMemoryUse> busiest_rank_memory();
   // diagnostics.dump_every, SIGUSR1/SIGUSR2 (preempt.h): this rank's flight recorder, dumped.
   void dump_recorder(const std::string& reason);
   Status inject_kill(std::int64_t step, const std::string& why);

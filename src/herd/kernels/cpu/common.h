@@ -96,12 +96,19 @@ inline void put(T v, T& out) {
 }
 inline void put(float v, bf16& out) { out.bits = float_to_bf16(v); }
 
+// Bytes this thread holds in thread_scratch buffers (kernels/scratch.h reports it).
+inline thread_local std::int64_t thread_scratch_held = 0;
+
 // A buffer owned by the calling thread that only grows: kernels reuse it across calls, so the
 // training step does not allocate after its first iteration.
 template <typename T, int kSlot = 0>
 T* thread_scratch(std::size_t n) {
   thread_local std::vector<T> buf;
-  if (buf.size() < n) buf.resize(n);
+  if (buf.size() < n) {
+    const std::size_t before = buf.capacity();
+    buf.resize(n);
+    thread_scratch_held += static_cast<std::int64_t>((buf.capacity() - before) * sizeof(T));
+  }
   return buf.data();
 }
 

@@ -22,10 +22,14 @@ std::int64_t cross_entropy_workspace(const CrossEntropyTiles& tiles) { return ti
 
 namespace {
 
+// The caller's workspace, or this thread's scratch sized for the largest tile of n rows over a vocabulary
+// (shard) of `vocab` ids: a smaller shard or batch than one tile needs no whole tile.
 template <typename T>
-T* workspace_or_scratch(T* ws, const CrossEntropyTiles& tiles) {
+T* workspace_or_scratch(T* ws, const CrossEntropyTiles& tiles, std::int64_t n, std::int64_t vocab) {
   HERD_CHECK(tiles.rows >= 1 && tiles.vocab >= 1, "cross-entropy tiles must be positive");
-  return ws ? ws : cpu::thread_scratch<T, 0>(static_cast<std::size_t>(cross_entropy_workspace(tiles)));
+  if (ws) return ws;
+  return cpu::thread_scratch<T, 0>(static_cast<std::size_t>(std::min(tiles.rows, std::max<std::int64_t>(n, 1)) *
+                                                            std::min(tiles.vocab, std::max<std::int64_t>(vocab, 1))));
 }
 
 void check_targets(const std::int32_t* targets, std::int64_t n, std::int64_t vocab) {
@@ -113,7 +117,7 @@ template <typename T, typename In>
 void shard_stats(const In* h, std::int64_t n, std::int64_t dim, const In* w, std::int64_t vocab_begin,
                  std::int64_t shard, const std::int32_t* targets, T* row_max, T* row_sumexp, T* target_logit,
                  const CrossEntropyTiles& tiles, T* workspace) {
-  T* logits = workspace_or_scratch(workspace, tiles);
+  T* logits = workspace_or_scratch(workspace, tiles, n, shard);
   std::fill(row_max, row_max + n, -std::numeric_limits<T>::infinity());
   std::fill(row_sumexp, row_sumexp + n, T(0));
   std::fill(target_logit, target_logit + n, T(0));
@@ -131,7 +135,7 @@ template <typename T, typename In>
 void shard_backward(const In* h, std::int64_t n, std::int64_t dim, const In* w, std::int64_t vocab_begin,
                     std::int64_t shard, const std::int32_t* targets, const T* lse, T scale, T* dh, T* dw,
                     const CrossEntropyTiles& tiles, T* workspace) {
-  T* logits = workspace_or_scratch(workspace, tiles);
+  T* logits = workspace_or_scratch(workspace, tiles, n, shard);
   for (std::int64_t r0 = 0; r0 < n; r0 += tiles.rows) {
     const std::int64_t rn = std::min(tiles.rows, n - r0);
     for (std::int64_t v0 = 0; v0 < shard; v0 += tiles.vocab) {
@@ -243,7 +247,7 @@ CrossEntropyLoss forward_backward(const In* h, std::int64_t n, std::int64_t dim,
   // One vocab tile: the logits of a row tile are complete after one GEMM; reuse them for the gradient.
   // The same GEMMs on the same tiles as the two sweeps, so the same numbers, one logits GEMM fewer.
   check_targets(targets, n, vocab);
-  T* logits = workspace_or_scratch(workspace, tiles);
+  T* logits = workspace_or_scratch(workspace, tiles, n, vocab);
   T* stats = cpu::thread_scratch<T, 1>(static_cast<std::size_t>(3 * tiles.rows));
   CrossEntropyLoss total;
   for (std::int64_t r0 = 0; r0 < n; r0 += tiles.rows) {
