@@ -72,6 +72,7 @@ class PipelineLlamaModel final : public RankModel<T> {
                                                           T loss_scale) override {
     HERD_ASSIGN_OR_RETURN(parallel::pp::StepStats st, ex_->step(mbs, loss_scale));
     peak_activation_bytes_ = std::max(peak_activation_bytes_, st.peak_activation_bytes);
+    peak_working_bytes_ = std::max(peak_working_bytes_, st.peak_working_bytes);
     peak_boundary_bytes_ = std::max(peak_boundary_bytes_, st.peak_boundary_buffers * boundary_bytes_);
     return kernels::CrossEntropyLoss{st.loss_sum, st.tokens};
   }
@@ -95,9 +96,9 @@ class PipelineLlamaModel final : public RankModel<T> {
   void set_optimizer_steps(std::int64_t s) override { steps_ = s; }
 
   // As DistributedLlamaModel's, over this rank's chunks. The activations are the executor's measured
-  // peak of saved tensors held by in-flight (micro-batch, chunk) slots plus its boundary buffers; the
-  // backward's temporaries inside a slot are not measured apart, so the saved peak is also reported
-  // on its own (it is what the planner's "activations" part predicts).
+  // peak of the in-flight (micro-batch, chunk) slots with the running pass's temporaries, plus its
+  // boundary buffers; the saved tensors' own peak is reported too (what the planner's "activations"
+  // part predicts).
   RankMemoryUse memory_use() override {
     double bytes = 0;
     for (Stage& c : ex_->chunks()) {
@@ -107,7 +108,8 @@ class PipelineLlamaModel final : public RankModel<T> {
       }
     }
     const double saved = static_cast<double>(peak_activation_bytes_);
-    return {bytes, saved + static_cast<double>(peak_boundary_bytes_), saved};
+    const double working = static_cast<double>(std::max(peak_working_bytes_, peak_activation_bytes_));
+    return {bytes, working + static_cast<double>(peak_boundary_bytes_), saved};
   }
   std::vector<ShardPiece<T>> shard_pieces() override { return pieces(false); }
   std::vector<ShardPiece<T>> load_pieces() override { return pieces(true); }
@@ -144,7 +146,7 @@ class PipelineLlamaModel final : public RankModel<T> {
   std::int64_t full_count_ = 0;
   std::unique_ptr<Executor> ex_;
   std::int64_t steps_ = 0;
-  std::int64_t peak_activation_bytes_ = 0, peak_boundary_bytes_ = 0;
+  std::int64_t peak_activation_bytes_ = 0, peak_working_bytes_ = 0, peak_boundary_bytes_ = 0;
   std::int64_t boundary_bytes_ = 0;  // one (rows, d) boundary buffer
 };
 

@@ -1,11 +1,11 @@
 // Pipeline memory and refusals.
 //
 // Memory: the executor's measured peak of saved activations per pipeline rank (its slot arenas' bytes
-// after each forward) against schedule::simulate's peak_activation_bytes given the per-stage bytes of
-// model/activations.h; and the first-stage imbalance of the Llama 3 paper (rank 0 holds the most
-// micro-batches in flight) shown on an even layer split and reduced by the lighter first stage.
-// Refusals: layouts the schedule checker or the layer split cannot run are errors of one line, with
-// the numbers, before any rank starts.
+// after each forward; its working peak with the running pass's temporaries lies above it) against schedule::simulate's
+// peak_activation_bytes given the per-stage bytes of model/activations.h; and the first-stage imbalance of the Llama 3
+// paper (rank 0 holds the most micro-batches in flight) shown on an even layer split and reduced by the lighter first
+// stage. Refusals: layouts the schedule checker or the layer split cannot run are errors of one line, with the numbers,
+// before any rank starts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -52,6 +52,9 @@ Measured measure(const model::LlamaConfig& cfg, const ScheduleSpec& spec, bool l
     const StepStats& st = run.stats[static_cast<std::size_t>(r)];
     out.measured.push_back(st.peak_activation_bytes);
     EXPECT_EQ(st.peak_slots, plan->check.peak_inflight[static_cast<std::size_t>(r)]) << "rank " << r;
+    // Every pass allocates temporaries in its slot beyond what it saves: the working peak (other slots'
+    // saved bytes + the running slot's peak) is above the saved peak.
+    EXPECT_GT(st.peak_working_bytes, st.peak_activation_bytes) << "rank " << r;
     std::printf("[ pp memory ] %s pp=%d v=%d m=%d n=%d %s rank %d: measured %lld bytes, simulated %.0f\n",
                 schedule::schedule_kind_name(spec.kind), spec.pp, spec.v, spec.microbatches, spec.n,
                 lighter_ends ? "lighter-ends" : "even-split", r, static_cast<long long>(st.peak_activation_bytes),

@@ -239,9 +239,11 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
         f.slot = free_slots_.back();
         free_slots_.pop_back();
         tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
+        slot.reset_peak();
         // The last chunk runs its head's backward in the forward (the loss scale is known): the
         // logits are computed once, and x comes back as dLoss/dx for the chunk's backward.
         HERD_ASSIGN_OR_RETURN(f.state, chunk.forward(slot, mb, f.x, loss_scale, /*fuse_head=*/true));
+        stats.peak_working_bytes = std::max(stats.peak_working_bytes, held + static_cast<std::int64_t>(slot.peak()));
         const std::int64_t saved = static_cast<std::int64_t>(slot.used());
         chunk_saved_[static_cast<std::size_t>(a.stage / pp_)] = saved;
         held += saved;
@@ -266,8 +268,10 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
                    " without its forward or output gradient");
         tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
         held -= static_cast<std::int64_t>(slot.used());
+        slot.reset_peak();
         const bool last_of_step = i == last_backward_[static_cast<std::size_t>(a.stage / pp_)];
         HERD_RETURN_IF_ERROR(chunk.backward(slot, mb, f.state, loss_scale, f.dy, last_of_step));
+        stats.peak_working_bytes = std::max(stats.peak_working_bytes, held + static_cast<std::int64_t>(slot.peak()));
         free_slots_.push_back(f.slot);
         f.slot = -1;
         if (chunk.first()) {

@@ -58,9 +58,12 @@ struct StepStats {
   double loss_sum = 0;      // over the step's real tokens (every pipeline rank gets it)
   std::int64_t tokens = 0;  // real tokens of the step
   double loss() const { return tokens ? loss_sum / static_cast<double>(tokens) : 0.0; }
-  std::int64_t peak_activation_bytes = 0;  // most bytes this rank's slots held at once (measured)
-  int peak_slots = 0;                      // most (micro-batch, chunk) pairs in flight
-  int peak_boundary_buffers = 0;           // most (N, d) boundary buffers alive at once
+  std::int64_t peak_activation_bytes = 0;  // most saved bytes this rank's slots held at once (measured)
+  // Most bytes the slots held at once with the running pass's temporaries: the other in-flight slots'
+  // saved bytes plus the running slot's peak during its forward or backward (measured).
+  std::int64_t peak_working_bytes = 0;
+  int peak_slots = 0;             // most (micro-batch, chunk) pairs in flight
+  int peak_boundary_buffers = 0;  // most (N, d) boundary buffers alive at once
 };
 
 template <typename T>
