@@ -34,7 +34,7 @@ class LayoutAuto : public herd::testing::ParityRunDir {
 
 struct Row {
   std::int64_t tp, cp, pp, dp, v, mb;
-  std::string step;
+  std::string sp, step;
 };
 
 // The rows of the ranking table `herd train --layout auto` prints ("  1   1   1   1   2  1   4 ...").
@@ -52,7 +52,7 @@ std::vector<Row> ranking_rows(const std::string& out) {
     Row r;
     std::int64_t rank = 0, big_m = 0, n = 0;
     std::string recompute;
-    if (!(f >> rank >> r.tp >> r.cp >> r.pp >> r.dp >> r.v >> r.mb >> big_m >> n >> recompute >> r.step)) break;
+    if (!(f >> rank >> r.tp >> r.cp >> r.pp >> r.dp >> r.v >> r.mb >> big_m >> n >> recompute >> r.sp >> r.step)) break;
     rows.push_back(r);
   }
   return rows;
@@ -80,6 +80,8 @@ TEST_F(LayoutAuto, TrainsThePlannersFirstChoiceAndPrintsHerdPlansRanking) {
     EXPECT_EQ(rows[i].dp, l["dp"].get<std::int64_t>()) << i;
     EXPECT_EQ(rows[i].v, l["v"].get<std::int64_t>()) << i;
     EXPECT_EQ(rows[i].mb, l["microbatch_size"].get<std::int64_t>()) << i;
+    // Sequence parallelism is searched as `herd plan` searches it (with TP only) and trained as chosen.
+    EXPECT_EQ(rows[i].sp, rows[i].tp == 1 ? "-" : (l["sequence_parallel"].get<bool>() ? "yes" : "no")) << i;
     std::ostringstream step;
     step.setf(std::ios::fixed);
     step.precision(3);
@@ -93,6 +95,7 @@ TEST_F(LayoutAuto, TrainsThePlannersFirstChoiceAndPrintsHerdPlansRanking) {
   EXPECT_EQ(j["layout"]["cp"], rows[0].cp);
   EXPECT_EQ(j["layout"]["pp"], rows[0].pp);
   EXPECT_EQ(j["layout"]["dp"], rows[0].dp);
+  EXPECT_EQ(j["layout"]["sequence_parallel"].get<bool>(), rows[0].sp == "yes");
   EXPECT_EQ(j["layout"]["micro_batch"], rows[0].mb);
   EXPECT_EQ(j["layout"]["ranks"], 2);
   EXPECT_EQ(j["measured"]["steps"], 3);

@@ -134,13 +134,14 @@ void print_ranking(const planner::PlanResult& r, std::int64_t ranks, const std::
   std::cout << "layout auto: " << ranks << " rank" << (ranks > 1 ? "s" : "") << " on " << cluster << ", " << r.families
             << " families of degrees, " << r.layouts_costed << " layouts costed, " << r.layouts_fitting
             << " within memory\n";
-  Table t({"#", "tp", "cp", "pp", "dp", "v", "mb", "M", "N", "recompute", "step s", "memory"});
+  Table t({"#", "tp", "cp", "pp", "dp", "v", "mb", "M", "N", "recompute", "sp", "step s", "memory"});
   int i = 0;
   for (const planner::Estimate& e : r.ranked) {
     const planner::Layout& l = e.layout;
     t.add({std::to_string(++i), std::to_string(l.tp), std::to_string(l.cp), std::to_string(l.pp), std::to_string(l.dp),
            std::to_string(l.v), std::to_string(l.microbatch), std::to_string(e.microbatches), std::to_string(e.n),
-           model::recompute_name(l.recompute), format_fixed(e.time.step_s, 3), format_bytes(e.memory.total_bytes)});
+           model::recompute_name(l.recompute), l.tp == 1 ? "-" : (l.sequence_parallel ? "yes" : "no"),
+           format_fixed(e.time.step_s, 3), format_bytes(e.memory.total_bytes)});
   }
   t.print(std::cout);
   for (const planner::Rejection& x : r.rejected) {
@@ -193,7 +194,7 @@ Status choose_layout(const TrainOptions& o, train::TrainConfig& cfg, const model
   if (o.knobs.microbatch) space.microbatch = *o.knobs.microbatch;
   if (o.knobs.n) space.n = static_cast<int>(*o.knobs.n);
   if (o.knobs.recompute) space.recompute = cfg.parallel.recompute;
-  space.sequence_parallel = cfg.parallel.sequence_parallel;
+  if (o.knobs.sequence_parallel) space.sequence_parallel = cfg.parallel.sequence_parallel;
   space.reshard_after_forward = cfg.parallel.reshard_after_forward;
   space.zero = ranks > 1 ? 3 : 0;  // herd's FSDP flat units; one rank is plain AdamW (train/projection.h)
   Result<planner::PlanResult> searched = planner::plan(m, cluster, spec, ranks, space, 100);
@@ -221,6 +222,7 @@ Status choose_layout(const TrainOptions& o, train::TrainConfig& cfg, const model
     trial.parallel.microbatch = l.microbatch;
     trial.parallel.n = l.n;
     trial.parallel.recompute = l.recompute;
+    trial.parallel.sequence_parallel = l.sequence_parallel;
     Status ok = train::validate(trial);
     if (ok.ok()) ok = train::check_layout(trial, m, world > 0 ? 0 : trial.parallel.world());
     if (!ok.ok()) {
