@@ -73,6 +73,22 @@ TEST(Estimate, TheLogitsTileIsCountedAsTheRuntimeHoldsIt) {
   }
 }
 
+// Under full recompute the backward's temporaries sit beside the layer it re-materialises: the
+// transient bytes grow by exactly one layer's saved set without recompute (model/activations.h).
+TEST(Estimate, FullRecomputeAddsOneRematerialisedLayerToTheTemporaries) {
+  TrainingSpec t{4096, 64, Precision::kBF16};
+  Layout none = layout(4, 1, 1, 16), full = none;
+  none.microbatch = full.microbatch = 2;
+  none.recompute = model::Recompute::kNone;
+  full.recompute = model::Recompute::kFull;
+  Result<Estimate> a = estimate(kCfg, kCluster, t, none, 64), b = estimate(kCfg, kCluster, t, full, 64);
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  ASSERT_TRUE(b.ok()) << b.error().message();
+  model::ActivationShape s = activation_shape(t, none);
+  EXPECT_DOUBLE_EQ(b->memory.part("transient") - a->memory.part("transient"),
+                   static_cast<double>(model::layer_activation_bytes(kCfg, s)));
+}
+
 TEST(Estimate, ActivationsAreModelBytesTimesInFlight) {
   // One pipeline rank, one micro-batch in flight: the activations are exactly every layer's saved set
   // plus the embedding's and the output's, from model/activations.h.

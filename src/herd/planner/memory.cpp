@@ -152,7 +152,10 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
   if (l.dp * l.cp > 1) buffers += g * unit + e * unit;  // one gradient reduce-scatter and one all-gather unit
   m.parts.push_back({"comm_buffers", buffers, "TP all-gather output, CP K/V, PP send/receive, FSDP unit buffers"});
   const double ffn_local = b * t * static_cast<double>(cfg.ffn_hidden / l.tp) * e;
-  double transient = std::max(static_cast<double>(model::recompute_working_bytes(cfg, shape)), 3.0 * ffn_local);
+  // The backward's largest temporaries (three MLP-width gradients); under full recompute they sit beside
+  // the layer's re-materialised activations, most of which are still alive when the backward starts at
+  // the MLP.
+  double transient = static_cast<double>(model::recompute_working_bytes(cfg, shape)) + 3.0 * ffn_local;
   if (train.system.attention == Attention::kMaterialized) {
     // One layer's scores in flight: scores and probabilities forward, dP and dS backward (2 + 2 bytes
     // per score of the local heads' t x T matrix).
@@ -172,7 +175,7 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
   }
   m.parts.push_back({"transient", transient,
                      l.recompute == model::Recompute::kFull
-                         ? "one layer re-materialised for its backward"
+                         ? "one layer re-materialised for its backward, its MLP gradients, logits tile"
                          : "largest backward temporaries (MLP gradients, logits tile)"});
   const double dynamic = in.peak_activation_bytes + gathered + buffers + transient;
   m.parts.push_back({"fragmentation", kFragmentationFraction * dynamic,
