@@ -89,6 +89,25 @@ TEST(Estimate, FullRecomputeAddsOneRematerialisedLayerToTheTemporaries) {
                    static_cast<double>(model::layer_activation_bytes(kCfg, s)));
 }
 
+// Data parallelism alone: a GPU stack's FSDP keeps a reduce-scatter and an all-gather unit of its own;
+// herd's flat units gather into and reduce-scatter from the full buffers the state already counts.
+TEST(Estimate, HerdsFlatUnitsNeedNoCommunicationBuffers) {
+  const model::LlamaConfig tiny = *model::preset("tiny");
+  const topology::Cluster cpu = *topology::cluster_preset("local-cpu");
+  Layout l = layout(1, 1, 1, 2);
+  l.microbatch = 2;
+  l.zero = 3;
+  TrainingSpec t{256, 8, Precision::kFP32};
+  t.system.software = Software::kHerd;
+  Result<Estimate> herd = estimate(tiny, cpu, t, l, 2);
+  t.system.software = Software::kFused;
+  Result<Estimate> fused = estimate(tiny, cpu, t, l, 2);
+  ASSERT_TRUE(herd.ok()) << herd.error().message();
+  ASSERT_TRUE(fused.ok()) << fused.error().message();
+  EXPECT_EQ(herd->memory.part("comm_buffers"), 0.0);
+  EXPECT_GT(fused->memory.part("comm_buffers"), 0.0);
+}
+
 TEST(Estimate, ActivationsAreModelBytesTimesInFlight) {
   // One pipeline rank, one micro-batch in flight: the activations are exactly every layer's saved set
   // plus the embedding's and the output's, from model/activations.h.

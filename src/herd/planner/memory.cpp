@@ -149,7 +149,9 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
                static_cast<double>(cfg.head_dim) * e;  // gathered K and V
   }
   if (l.pp > 1) buffers += 4.0 * b * (l.sp() ? t / static_cast<double>(l.tp) : t) * h * e;  // 2 sends + 2 receives
-  if (l.dp * l.cp > 1) buffers += g * unit + e * unit;  // one gradient reduce-scatter and one all-gather unit
+  // One gradient reduce-scatter and one all-gather unit; herd's flat units gather into and reduce-scatter
+  // from their own full buffers, which the state counts.
+  if (l.dp * l.cp > 1 && !sw.flat_unit_gradients) buffers += g * unit + e * unit;
   m.parts.push_back({"comm_buffers", buffers, "TP all-gather output, CP K/V, PP send/receive, FSDP unit buffers"});
   const double ffn_local = b * t * static_cast<double>(cfg.ffn_hidden / l.tp) * e;
   // The backward's largest temporaries (three MLP-width gradients); under full recompute they sit beside

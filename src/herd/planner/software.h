@@ -44,7 +44,8 @@ struct SoftwareProfile {
   // in either precision.
   bool tiled_logits = false;
   // FSDP flat units (parallel/fsdp/flat_unit.h) keep every full gradient buffer until the end of the
-  // backward in either precision, and a group of one works in its shards in place.
+  // backward in either precision, a group of one works in its shards in place, and the units gather
+  // into and reduce-scatter from those full buffers (no communication buffers of their own).
   bool flat_unit_gradients = false;
   // On a CPU host the collectives run on the ranks' own threads, so nothing hides behind compute, and
   // the flat units are gathered again before every micro-batch (released after each backward).
