@@ -170,10 +170,12 @@ MemoryBreakdown rank_memory(const model::LlamaConfig& cfg, const topology::Clust
     // bf16 tile of the same shape beside it (kernels/cpu/cross_entropy.cpp). That buffer is the rank
     // thread's kernel scratch, which `herd train` measures with the arena (kernels/scratch.h).
     const double vocab_shard = static_cast<double>(mp.embedding) / h;
-    const bool tiled = e == 4.0 || sw.tiled_logits;  // herd's kernels tile the logits in either precision
-    const double rows = tiled ? std::min(b * t, 256.0) : b * t;
-    const double tile_bytes = tiled ? (e == 4.0 ? 4.0 : 4.0 + 2.0) : 2.0 * 4.0;  // per logit
-    transient += rows * std::min(vocab_shard, tiled ? 8192.0 : 16384.0) * tile_bytes;
+    if (sw.tiled_logits) {
+      const double bytes_per_logit = e == 4.0 ? 4.0 : 4.0 + 2.0;  // fp32 tile (+ the bf16 gradient tile)
+      transient += std::min(b * t, 256.0) * std::min(vocab_shard, 8192.0) * bytes_per_logit;
+    } else {
+      transient += b * t * std::min(vocab_shard, 16384.0) * 2.0 * 4.0;  // fp32 logits and their gradient
+    }
   }
   m.parts.push_back({"transient", transient,
                      l.recompute == model::Recompute::kFull

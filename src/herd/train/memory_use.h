@@ -1,7 +1,7 @@
 // What one rank holds, as the trainers report it for "planned vs measured" (train/projection.h):
 // the parameter, gradient and optimizer bytes of its allocations, the high-water mark of its
-// activation arena and the kernel scratch its thread holds. A struct of its own so RankModel can report it without the
-// planner's headers.
+// activation arena and the kernel scratch its thread holds. A struct of its own so RankModel can
+// report it without the planner's headers.
 #pragma once
 
 namespace herd::train {

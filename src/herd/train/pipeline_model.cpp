@@ -107,9 +107,9 @@ class PipelineLlamaModel final : public RankModel<T> {
         bytes += unit.step_peak_bytes();
       }
     }
-    const double saved = static_cast<double>(peak_activation_bytes_);
-    const double working = static_cast<double>(std::max(peak_working_bytes_, peak_activation_bytes_));
-    return {bytes, working + static_cast<double>(peak_boundary_bytes_), saved};
+    // The working peak includes the saved one (a forward's slot peaks at or above what it keeps).
+    return {bytes, static_cast<double>(peak_working_bytes_ + peak_boundary_bytes_),
+            static_cast<double>(peak_activation_bytes_)};
   }
   std::vector<ShardPiece<T>> shard_pieces() override { return pieces(false); }
   std::vector<ShardPiece<T>> load_pieces() override { return pieces(true); }

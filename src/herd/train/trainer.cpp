@@ -472,7 +472,8 @@ Result<RankMemoryUse> Trainer<T>::busiest_rank_memory() {
   RankMemoryUse busiest;
   for (int r = 0; r < world; ++r) {
     const double* v = all.data() + 4 * r;
-    const RankMemoryUse m{v[0], v[1], v[2], v[3]};
+    RankMemoryUse m;
+    m.state_bytes = v[0], m.arena_peak_bytes = v[1], m.saved_activation_bytes = v[2], m.kernel_scratch_bytes = v[3];
     if (r == 0 || m.total() > busiest.total()) busiest = m;
   }
   return busiest;
