@@ -1,5 +1,5 @@
-// Trainer: the step loop of one rank, evaluation, the batch ramp, layout checks, fault injection and
-// checkpoints, the same for every layout.
+// Trainer: the step loop of one rank, evaluation, the batch ramp, layout checks and fault injection, the
+// same for every layout; its checkpoints and resume are trainer_checkpoints.cpp.
 #include "herd/train/trainer.h"
 
 #include <unistd.h>
@@ -396,25 +396,6 @@ Status Trainer<T>::skip_nonfinite_step(double loss_value, StepRecord& rec) {
 }
 
 template <typename T>
-Status Trainer<T>::checkpoint_failed() {
-  const Status why =
-      checkpoint_failed_here_
-          ? checkpoint_error_
-          : make_error("checkpoint: another rank's save failed (its message names the path and the reason)");
-  checkpoint_failed_here_ = false;
-  if (cfg_.checkpoint.on_error == "stop") {
-    // Every rank stops here; a later save already in flight completes first (or fails and is
-    // removed), so nothing half-written stays behind.
-    writer_->wait();
-    return why.error().with_context("checkpoint.on_error=stop");
-  }
-  if (ctx_.rank == 0) {
-    log_warning(why.error().message(), "; checkpoint.on_error=continue: training on, the next save retries");
-  }
-  return Status::Ok();
-}
-
-template <typename T>
 void Trainer<T>::write_metrics(const StepRecord& rec, double elapsed_s, double step_s) {
   if (!metrics_.enabled()) return;
   Json j = {{"step", rec.step},
@@ -533,7 +514,7 @@ Status Trainer<T>::run(std::int64_t stop_after) {
       nonfinite_run_ = 0;
       HERD_RETURN_IF_ERROR(model_->apply_update(ac, lr, cfg_.optim.grad_clip, rec.grad_norm));
     }
-    if (ctl.checkpoint_failed) HERD_RETURN_IF_ERROR(checkpoint_failed());
+    if (ctl.checkpoint_failed) HERD_RETURN_IF_ERROR(checkpoint_failed(": training on, the next save retries"));
     ++step_;
     tokens_ += step_tokens;
     // Every collective of the step counts, the control all-reduce included.
@@ -597,73 +578,6 @@ Status Trainer<T>::run(std::int64_t stop_after) {
   HERD_ASSIGN_OR_RETURN(const RankMemoryUse memory, busiest_rank_memory());
   report_run(plan, cfg_, history_, memory, !quiet && lead);
   if (!quiet && lead && stragglers_.enabled()) log_info(stragglers_.summary());
-  return Status::Ok();
-}
-
-template <typename T>
-Status Trainer<T>::save_checkpoint() {
-  if (!writer_) return make_error("checkpoint.dir is empty; set it to save checkpoints");
-  Result<double> started = start_checkpoint();
-  if (!started.ok()) return started.error();
-  return finish_checkpoints();
-}
-
-template <typename T>
-Result<double> Trainer<T>::start_checkpoint() {
-  Timer t;
-  writer_->wait_idle();  // at most one write in flight; its snapshot buffer is reused
-  note_checkpoint_outcome(writer_->poll());
-  const std::vector<ShardPiece<T>> pieces = model_->shard_pieces();
-  for (const ShardPiece<T>& p : pieces) {
-    for (std::int64_t i = 0; i < p.count(); ++i) {
-      if (!std::isfinite(p.param[i])) {
-        return make_error("step ", step_, ": weight '", p.name, "' (", model::weight_group(p.name),
-                          ") holds a non-finite value; a non-finite checkpoint is never saved");
-      }
-    }
-  }
-  snapshot_pieces<T>(pieces, writer_->buffer());
-  const Json meta = {{"tokens", tokens_},
-                     {"optimizer_steps", model_->optimizer_steps()},
-                     {"loader", current_->state().to_json()},
-                     {"rng", {{"init_seed", cfg_.train.seed}, {"data_seed", cfg_.data.seed}}},
-                     {"config", to_json(cfg_)},
-                     {"model", model::config_to_hf_json(model_cfg_)}};
-  const Json layout = {{"tp", ctx_.dims.tp()}, {"cp", ctx_.dims.cp()},       {"pp", ctx_.dims.pp()},
-                       {"dp", ctx_.dims.dp()}, {"world", ctx_.dims.world()}, {"layout", layout_.layout.to_string()}};
-  const std::string key = "ckptfail@" + std::to_string(step_);
-  bool fail = false;
-  if (cfg_.fault.fail_checkpoint_step == step_ && ctx_.rank == 0 && !fault_fired(cfg_.checkpoint.dir, key)) {
-    mark_fault_fired(cfg_.checkpoint.dir, key);
-    log_warning("fault.fail_checkpoint_step: the save of step ", step_, " fails as a full disk would");
-    fail = true;
-  }
-  writer_->start(step_, meta, layout, fail);
-  if (!cfg_.checkpoint.async) note_checkpoint_outcome(writer_->poll());
-  return t.seconds();
-}
-
-template <typename T>
-void Trainer<T>::note_checkpoint_outcome(const std::optional<CheckpointWriter::Outcome>& o) {
-  if (!o || o->status.ok()) return;
-  checkpoint_error_ = o->status.error().with_context("checkpoint of step " + std::to_string(o->step));
-  checkpoint_failed_here_ = true;
-}
-
-template <typename T>
-Status Trainer<T>::finish_checkpoints() {
-  if (!writer_) return Status::Ok();
-  note_checkpoint_outcome(writer_->wait());
-  int failed = checkpoint_failed_here_ ? 1 : 0;
-  HERD_RETURN_IF_ERROR(ctx_.world->all_reduce(&failed, 1, DType::kI32, comm::ReduceOp::kMax));
-  if (!failed) return Status::Ok();
-  const Status why = checkpoint_failed_here_ ? checkpoint_error_
-                                             : make_error(
-                                                   "checkpoint: another rank's save failed (its message "
-                                                   "names the path and the reason)");
-  checkpoint_failed_here_ = false;
-  if (cfg_.checkpoint.on_error == "stop") return why.error().with_context("checkpoint.on_error=stop");
-  if (ctx_.rank == 0) log_warning(why.error().message(), "; checkpoint.on_error=continue");
   return Status::Ok();
 }
 
@@ -741,58 +655,6 @@ Result<std::string> Trainer<T>::locate_nonfinite(double loss, double norm) {
   }
   if (out.empty()) out = std::isfinite(loss) && std::isfinite(norm) ? "unknown" : "loss";
   return out;
-}
-
-template <typename T>
-Status Trainer<T>::resume() {
-  // Rank 0 picks the checkpoint (the newest that verifies, with checkpoint.fallback) and every rank opens
-  // that one, so the ranks cannot disagree on the step they resume from.
-  std::optional<DistCheckpoint> found;
-  Status picked = Status::Ok();
-  std::int64_t step = -1;  // -1: none; -2: rank 0 failed
-  if (ctx_.rank == 0) {
-    Result<std::optional<DistCheckpoint>> r = open_latest_checkpoint(cfg_.checkpoint.dir, cfg_.checkpoint.fallback);
-    if (!r.ok()) {
-      picked = r.error();
-      step = -2;
-    } else if (*r) {
-      found = std::move(**r);
-      step = found->step;
-    }
-  }
-  HERD_RETURN_IF_ERROR(ctx_.world->broadcast(&step, 1, DType::kI64, 0));
-  if (step == -2) {
-    if (!picked.ok()) return picked;
-    return make_error("checkpoint.dir '", cfg_.checkpoint.dir, "': rank 0 found no checkpoint to resume from");
-  }
-  if (step == -1) return Status::Ok();
-  if (!found) {
-    HERD_ASSIGN_OR_RETURN(
-        DistCheckpoint ck,
-        open_dist_checkpoint((std::filesystem::path(cfg_.checkpoint.dir) / step_dir_name(step)).string()));
-    found = std::move(ck);
-  }
-  const DistCheckpoint& ck = *found;
-  std::vector<ShardPiece<T>> pieces = model_->load_pieces();
-  HERD_RETURN_IF_ERROR(ck.load_into<T>(pieces));
-  HERD_RETURN_IF_ERROR(model_->after_load());
-  const Json& meta = ck.meta();
-  HERD_ASSIGN_OR_RETURN(std::int64_t opt_steps, json_int(meta, ck.path + "/manifest.json: meta", "optimizer_steps"));
-  HERD_ASSIGN_OR_RETURN(std::int64_t tokens, json_int(meta, ck.path + "/manifest.json: meta", "tokens"));
-  if (!meta.contains("loader")) return make_error(ck.path, "/manifest.json: meta lacks the loader's position");
-  model_->set_optimizer_steps(opt_steps);
-  step_ = ck.step;
-  tokens_ = tokens;
-  HERD_ASSIGN_OR_RETURN(data::LoaderState st, data::LoaderState::from_json(meta["loader"]));
-  HERD_ASSIGN_OR_RETURN(current_, loader_for(ramp_.at(tokens_)));
-  Status s = current_->restore(st);
-  if (!s.ok()) return s.error().with_context(ck.path);
-  resumed_from_ = step_;
-  if (!quiet && ctx_.rank == 0) {
-    log_info("resumed from ", ck.path, " (step ", step_, ", ", tokens_, " tokens, written by ",
-             ck.manifest["layout"].value("layout", json_text(ck.manifest["layout"])), ")");
-  }
-  return Status::Ok();
 }
 
 template class Trainer<float>;

@@ -147,8 +147,9 @@ class Trainer {
   // A step whose loss or gradient norm is not finite (agreed by every rank): located, warned and skipped,
   // or the job ends (train.nonfinite=stop, or more than train.max_nonfinite_skips in a row).
   Status skip_nonfinite_step(double loss_value, StepRecord& rec);
-  // A rank's checkpoint failed (agreed by every rank): checkpoint.on_error=stop ends the job, continue warns.
-  Status checkpoint_failed();
+  // A rank's checkpoint failed (agreed by every rank): checkpoint.on_error=stop ends the job (a later save
+  // in flight completes first), continue warns, with `continuing` after the setting's name.
+  Status checkpoint_failed(const std::string& continuing);
   // Rank 0's metrics line of a finished step (train.metrics), and its progress line.
   void write_metrics(const StepRecord& rec, double elapsed_s, double step_s);
   void log_progress(const StepRecord& rec, double avg_tokens_per_s, std::int64_t step_tokens) const;
