@@ -37,6 +37,7 @@
 #include "herd/comm/local/local_world.h"
 #include "herd/core/check.h"
 #include "herd/core/timer.h"
+#include "herd/kernels/attention.h"
 #include "herd/kernels/convert.h"
 #include "herd/kernels/gemm.h"
 #include "herd/kernels/library_env.h"
@@ -339,7 +340,10 @@ int main(int argc, char** argv) {
   r["gemm_peak_gflops_cpu_time"] = own.cpu_gflops * threads;
   r["fraction_of_gemm_peak"] = gflops_wall / own.wall_gflops;
   r["fraction_of_gemm_peak_cpu_time"] = gflops_cpu / (own.cpu_gflops * threads);
-  if (bf16) r["bf16_gemm"] = herd::kernels::bf16_gemm_description();
+  if (bf16) {
+    r["bf16_gemm"] = herd::kernels::bf16_gemm_description();
+    r["bf16_attention"] = herd::kernels::bf16_attention_description();
+  }
   r["blas"] = herd::kernels::blas_name();
   r["openmp_wait"] = herd::kernels::openmp_wait_description();
   r["blas_kernels"] = herd::kernels::blas_core_description();

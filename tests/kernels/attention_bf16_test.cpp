@@ -292,7 +292,32 @@ TEST(Bf16Attention, ThePathsAgree) {
   EXPECT_EQ(bf16_attention_path(), Bf16AttentionPath::kConverted);
   set_bf16_attention_path(Bf16AttentionPath::kAuto);
   EXPECT_EQ(bf16_attention_path(), Bf16AttentionPath::kDpbf16);
-  EXPECT_STREQ(bf16_attention_description(), "vdpbf16ps (avx512_bf16)");
+  EXPECT_STREQ(bf16_attention_description(),
+               cpu::have_amx_tiles() ? "AMX tiles (amx_bf16)" : "vdpbf16ps (avx512_bf16)");
+}
+
+// The tiled kernels on AMX tiles against the same kernels on vdpbf16ps: the same operands, the same
+// exact products, fp32 sums that may differ in order only.
+TEST(Bf16Attention, AmxTilesAgreeWithVdpbf16ps) {
+  if (!cpu::have_amx_tiles()) GTEST_SKIP() << "no AMX-BF16 tiles on this CPU or kernel";
+  PathGuard guard;
+  for (const Problem& p : {self_problem(2, 200, 8, 4, 32, 61), self_problem(1, 130, 4, 2, 128, 62)}) {
+    const Inputs x(p.d, 3);
+    cpu::set_tile_gemm_isa(cpu::TileGemmIsa::kAmx);
+    const Outputs a = run(p, x);
+    cpu::set_tile_gemm_isa(cpu::TileGemmIsa::kAvx512Bf16);
+    const Outputs b = run(p, x);
+    cpu::set_tile_gemm_isa(cpu::TileGemmIsa::kAuto);
+    std::printf("bf16 attention, AMX vs vdpbf16ps, in u: out %.3f, dq %.3f, dk %.3f, dv %.3f; lse %.1e\n",
+                normwise(a.out, b.out) / kU, normwise(a.dq, b.dq) / kU, normwise(a.dk, b.dk) / kU,
+                normwise(a.dv, b.dv) / kU, normwise(a.lse, b.lse));
+    EXPECT_LT(normwise(a.out, b.out), kU);
+    EXPECT_LT(normwise(a.lse, b.lse), 1e-6);
+    EXPECT_LT(normwise(a.dq, b.dq), kU);
+    EXPECT_LT(normwise(a.dk, b.dk), kU);
+    EXPECT_LT(normwise(a.dv, b.dv), kU);
+  }
+  EXPECT_EQ(cpu::tile_gemm_isa(), cpu::TileGemmIsa::kAmx);
 }
 
 TEST(Bf16Attention, AutoPathFollowsTheCpu) {
@@ -393,48 +418,63 @@ TEST(Bf16Attention, QueryWithoutVisibleKeysGivesZeroOutputAndNoGradient) {
 // and odd k (a zero-padded pair), A row-major and by pairs of rows, accumulating into a strided C whose
 // padding must stay untouched. Products of bf16 values are exact, so only the fp32 sum differs from
 // the double one. The packers from fp32 round as core/bf16.h does.
+// Both instruction sets where the CPU has them: vdpbf16ps, and AMX tiles (whole tiles read in place,
+// edges and A by pairs of rows packed into zero-padded tiles).
 TEST(Bf16TileGemm, EveryTailMatchesTheExactSums) {
   if (!cpu::have_dpbf16()) GTEST_SKIP() << "no avx512_bf16";
-  for (std::int64_t m : {1, 3, 8, 15, 64})
-    for (std::int64_t n : {1, 5, 16, 17, 33, 64, 70})
-      for (std::int64_t k : {1, 2, 7, 32, 64}) {
-        SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k);
-        const std::int64_t kp = (k + 1) / 2, ldc = n + 3;
-        const std::vector<bf16> a = random_bf16(m * k, 1, -1, 1), b = random_bf16(k * n, 2, -1, 1);
-        std::vector<float> a32(m * k), b32(k * n);  // the same values in fp32; A also transposed
-        for (std::int64_t i = 0; i < m; ++i)
-          for (std::int64_t p = 0; p < k; ++p) a32[p * m + i] = to_float(a[i * k + p]);
-        for (std::int64_t i = 0; i < k * n; ++i) b32[i] = to_float(b[i]);
-        std::vector<std::uint32_t> a_rows(m * kp), a_pairs(kp * m), a_pairs32(kp * m), b_v(kp * n), b_v32(kp * n);
-        cpu::pack_pairs_across(a.data(), k, m, k, a_rows.data(), kp);
-        cpu::pack_pairs_transposed(a.data(), k, m, k, a_pairs.data());
-        cpu::pack_pairs_down(a32.data(), m, k, m, a_pairs32.data());
-        cpu::pack_pairs_down(b.data(), n, k, n, b_v.data());
-        cpu::pack_pairs_down(b32.data(), n, k, n, b_v32.data());
-        EXPECT_EQ(a_pairs, a_pairs32);
-        EXPECT_EQ(b_v, b_v32);
-        const std::vector<float> c0 = random_vec<float>(m * ldc, 3);
-        for (int layout = 0; layout < 2; ++layout) {
-          std::vector<float> c = c0;
-          if (layout == 0) {
-            cpu::tile_gemm_bf16(m, n, kp, a_rows.data(), kp, 1, b_v.data(), n, c.data(), ldc, true);
-          } else {
-            cpu::tile_gemm_bf16(m, n, kp, a_pairs.data(), 1, m, b_v.data(), n, c.data(), ldc, true);
-          }
-          for (std::int64_t i = 0; i < m; ++i) {
-            for (std::int64_t j = 0; j < n; ++j) {
-              double want = c0[i * ldc + j], mag = std::abs(want);
-              for (std::int64_t p = 0; p < k; ++p) {
-                const double t = static_cast<double>(to_float(a[i * k + p])) * to_float(b[p * n + j]);
-                want += t;
-                mag += std::abs(t);
-              }
-              ASSERT_NEAR(c[i * ldc + j], want, (k + 1) * 0x1p-24 * mag) << i << "," << j;
+  std::vector<cpu::TileGemmIsa> isas = {cpu::TileGemmIsa::kAvx512Bf16};
+  if (cpu::have_amx_tiles()) isas.push_back(cpu::TileGemmIsa::kAmx);
+  for (cpu::TileGemmIsa isa : isas)
+    for (std::int64_t m : {1, 3, 8, 15, 16, 33, 64})
+      for (std::int64_t n : {1, 5, 16, 17, 33, 64, 70})
+        for (std::int64_t k : {1, 2, 7, 32, 64, 66}) {
+          SCOPED_TRACE(::testing::Message()
+                       << (isa == cpu::TileGemmIsa::kAmx ? "amx " : "avx512_bf16 ") << m << "x" << n << "x" << k);
+          cpu::set_tile_gemm_isa(isa);
+          const std::int64_t kp = (k + 1) / 2, ldc = n + 3;
+          const std::vector<bf16> a = random_bf16(m * k, 1, -1, 1), b = random_bf16(k * n, 2, -1, 1);
+          std::vector<float> a32(m * k), b32(k * n);  // the same values in fp32; A also transposed
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t p = 0; p < k; ++p) a32[p * m + i] = to_float(a[i * k + p]);
+          for (std::int64_t i = 0; i < k * n; ++i) b32[i] = to_float(b[i]);
+          std::vector<std::uint32_t> a_rows(m * kp), a_pairs(kp * m), a_pairs32(kp * m), b_v(kp * n), b_v32(kp * n);
+          cpu::pack_pairs_across(a.data(), k, m, k, a_rows.data(), kp);
+          cpu::pack_pairs_transposed(a.data(), k, m, k, a_pairs.data());
+          cpu::pack_pairs_down(a32.data(), m, k, m, a_pairs32.data());
+          cpu::pack_pairs_down(b.data(), n, k, n, b_v.data());
+          cpu::pack_pairs_down(b32.data(), n, k, n, b_v32.data());
+          EXPECT_EQ(a_pairs, a_pairs32);
+          EXPECT_EQ(b_v, b_v32);
+          const std::vector<float> c0 = random_vec<float>(m * ldc, 3);
+          for (int layout = 0; layout < 2; ++layout) {
+            std::vector<float> c = c0;
+            if (layout == 0) {
+              cpu::tile_gemm_bf16(m, n, kp, a_rows.data(), kp, 1, b_v.data(), n, c.data(), ldc, true);
+            } else {
+              cpu::tile_gemm_bf16(m, n, kp, a_pairs.data(), 1, m, b_v.data(), n, c.data(), ldc, true);
             }
-            for (std::int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], c0[i * ldc + j]) << "padding written";
+            for (std::int64_t i = 0; i < m; ++i) {
+              for (std::int64_t j = 0; j < n; ++j) {
+                double want = c0[i * ldc + j], mag = std::abs(want);
+                for (std::int64_t p = 0; p < k; ++p) {
+                  const double t = static_cast<double>(to_float(a[i * k + p])) * to_float(b[p * n + j]);
+                  want += t;
+                  mag += std::abs(t);
+                }
+                ASSERT_NEAR(c[i * ldc + j], want, (k + 1) * 0x1p-24 * mag) << i << "," << j;
+              }
+              for (std::int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], c0[i * ldc + j]) << "padding written";
+            }
           }
+          // Overwriting (accumulate = false) ignores what C held.
+          std::vector<float> c = c0, c_acc(c0.size(), 0.0f);
+          for (std::int64_t i = 0; i < m; ++i) std::fill(c_acc.begin() + i * ldc, c_acc.begin() + i * ldc + n, 0.0f);
+          cpu::tile_gemm_bf16(m, n, kp, a_rows.data(), kp, 1, b_v.data(), n, c.data(), ldc, false);
+          cpu::tile_gemm_bf16(m, n, kp, a_rows.data(), kp, 1, b_v.data(), n, c_acc.data(), ldc, true);
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j) ASSERT_EQ(c[i * ldc + j], c_acc[i * ldc + j]) << i << "," << j;
+          cpu::set_tile_gemm_isa(cpu::TileGemmIsa::kAuto);
         }
-      }
   // Rounding from fp32, both packers: nearest-even on the bit pattern, zero past an odd edge.
   const std::vector<float> x = random_vec<float>(5 * 37, 9, -3, 3);
   std::vector<std::uint32_t> across(5 * 19), down(3 * 37);

@@ -79,7 +79,8 @@ enum class Bf16AttentionPath { kAuto, kDpbf16, kConverted };
 void set_bf16_attention_path(Bf16AttentionPath p);
 // The path kAuto resolves to (never kAuto).
 Bf16AttentionPath bf16_attention_path();
-// "vdpbf16ps (avx512_bf16)" or "converted to fp32 (...)", for logs and benchmark records.
+// "AMX tiles (amx_bf16)", "vdpbf16ps (avx512_bf16)" or "converted to fp32 (...)", for logs and benchmark
+// records.
 const char* bf16_attention_description();
 
 }  // namespace herd::kernels

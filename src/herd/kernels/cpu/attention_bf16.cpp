@@ -159,7 +159,9 @@ Bf16AttentionPath bf16_attention_path() {
 }
 
 const char* bf16_attention_description() {
-  if (use_dpbf16()) return "vdpbf16ps (avx512_bf16)";
+  if (use_dpbf16()) {
+    return cpu::tile_gemm_isa() == cpu::TileGemmIsa::kAmx ? "AMX tiles (amx_bf16)" : "vdpbf16ps (avx512_bf16)";
+  }
   if (!cpu::have_dpbf16()) return "converted to fp32 (no avx512_bf16 on this CPU)";
   return "converted to fp32 (set by the caller)";
 }

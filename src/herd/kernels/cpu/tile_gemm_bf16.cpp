@@ -333,6 +333,10 @@ HERD_BF16_TARGET void recomputed_pairs(float* p, std::int64_t qn, std::int64_t k
 void tile_gemm_bf16(std::int64_t m, std::int64_t n, std::int64_t kp, const std::uint32_t* a, std::int64_t a_is,
                     std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb, float* c, std::int64_t ldc,
                     bool accumulate) {
+  if (tile_gemm_isa() == TileGemmIsa::kAmx) {
+    tile_gemm_amx(m, n, kp, a, a_is, a_ps, b, ldb, c, ldc, accumulate);
+    return;
+  }
   HERD_ON_X86(gemm_avx512(m, n, kp, a, a_is, a_ps, b, ldb, c, ldc, accumulate));
 }
 

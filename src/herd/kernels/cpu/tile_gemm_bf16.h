@@ -34,10 +34,22 @@ namespace herd::kernels::cpu {
 bool have_dpbf16();
 
 // C (m, n) (+)= A (m, k) B (k, n) in the pair layouts above, kp = ceil(k / 2) pairs; c row-major with
-// row stride ldc. Needs have_dpbf16().
+// row stride ldc. Needs have_dpbf16(). Runs on AMX tiles where tile_gemm_isa() says so
+// (tile_gemm_amx.cpp), else on vdpbf16ps.
 void tile_gemm_bf16(std::int64_t m, std::int64_t n, std::int64_t kp, const std::uint32_t* a, std::int64_t a_is,
                     std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb, float* c, std::int64_t ldc,
                     bool accumulate);
+
+// The same product on AMX tiles (TDPBF16PS; tile_gemm_amx.cpp). Needs have_amx_tiles().
+void tile_gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, const std::uint32_t* a, std::int64_t a_is,
+                   std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb, float* c, std::int64_t ldc,
+                   bool accumulate);
+// Whether this CPU has AMX-BF16 and Linux granted this process the tile state (asked on first call).
+bool have_amx_tiles();
+// The instructions tile_gemm_bf16 uses: kAuto is AMX where have_amx_tiles(), else vdpbf16ps.
+enum class TileGemmIsa { kAuto, kAvx512Bf16, kAmx };
+void set_tile_gemm_isa(TileGemmIsa isa);
+TileGemmIsa tile_gemm_isa();  // what kAuto resolves to (never kAuto)
 
 // Packers into pairs, each from x (rows, cols) with row stride ld. "Down": pairs of consecutive rows,
 // dst (ceil(rows / 2), cols) with dst[p * cols + j] = (x[2p][j], x[2p + 1][j]): a B operand, or an A
