@@ -178,7 +178,8 @@ int main(int argc, char** argv) {
   }
 
   // The attention micro-GEMM alone on one 64 x 64 x 64 tile (repeated to be measurable), fp32 and, on
-  // a CPU with AVX512_BF16, the bf16 one (vdpbf16ps) on operands packed as the bf16 kernel packs them.
+  // a CPU with AVX512_BF16, the bf16 one (vdpbf16ps, and AMX tiles where the CPU has them) on operands
+  // packed as the bf16 kernel packs them.
   if (wanted("attention")) {
     auto a = filled(64 * 64, 1.0f), b = filled(64 * 64, 1.0f);
     std::vector<float> c(64 * 64);
@@ -193,12 +194,20 @@ int main(int argc, char** argv) {
       std::vector<std::uint32_t> a2(64 * 32), b2(32 * 64);
       herd::kernels::cpu::pack_pairs_across(a.data(), 64, 64, 64, a2.data(), 32);
       herd::kernels::cpu::pack_pairs_down(b.data(), 64, 64, 64, b2.data());
-      const double sec16 = median_seconds(reps, [&] {
-        for (int r = 0; r < inner; ++r)
-          herd::kernels::cpu::tile_gemm_bf16(64, 64, 32, a2.data(), 32, 1, b2.data(), 64, c.data(), 64, true);
-      });
-      report("attention micro-GEMM 64x64x64 bf16", sec16 / inner, 2.0 * 64 * 64 * 64, 0, 0);
-      doc["results"].back()["fraction_of_square_peak"] = 2.0 * 64 * 64 * 64 / (sec16 / inner) * 1e-9 / peak;
+      using herd::kernels::cpu::TileGemmIsa;
+      std::vector<TileGemmIsa> isas{TileGemmIsa::kAvx512Bf16};
+      if (herd::kernels::cpu::have_amx_tiles()) isas.push_back(TileGemmIsa::kAmx);
+      for (TileGemmIsa isa : isas) {
+        herd::kernels::cpu::set_tile_gemm_isa(isa);
+        const double sec16 = median_seconds(reps, [&] {
+          for (int r = 0; r < inner; ++r)
+            herd::kernels::cpu::tile_gemm_bf16(64, 64, 32, a2.data(), 32, 1, b2.data(), 64, c.data(), 64, true);
+        });
+        report(std::string("attention micro-GEMM 64x64x64 bf16 ") + (isa == TileGemmIsa::kAmx ? "amx" : "vdpbf16ps"),
+               sec16 / inner, 2.0 * 64 * 64 * 64, 0, 0);
+        doc["results"].back()["fraction_of_square_peak"] = 2.0 * 64 * 64 * 64 / (sec16 / inner) * 1e-9 / peak;
+      }
+      herd::kernels::cpu::set_tile_gemm_isa(TileGemmIsa::kAuto);
     }
   }
 
@@ -242,11 +251,22 @@ int main(int argc, char** argv) {
     to_bf16(q.data(), static_cast<std::int64_t>(q.size()), q16.data());
     to_bf16(k.data(), static_cast<std::int64_t>(k.size()), k16.data());
     to_bf16(v.data(), static_cast<std::int64_t>(v.size()), v16.data());
-    std::vector<Bf16AttentionPath> paths{Bf16AttentionPath::kAuto};
-    if (bf16_attention_path() == Bf16AttentionPath::kDpbf16) paths.push_back(Bf16AttentionPath::kConverted);
-    for (Bf16AttentionPath path : paths) {
-      set_bf16_attention_path(path);
-      const std::string tag = path == Bf16AttentionPath::kAuto ? "bf16" : "bf16 converted";
+    // kAuto; on an AMX CPU also the vdpbf16ps micro-GEMM forced (vdpbf16ps); then the converted path.
+    struct Bf16Variant {
+      Bf16AttentionPath path;
+      bool force_vdpbf16ps;
+      const char* tag;
+    };
+    std::vector<Bf16Variant> paths{{Bf16AttentionPath::kAuto, false, "bf16"}};
+    if (herd::kernels::cpu::have_amx_tiles()) paths.push_back({Bf16AttentionPath::kAuto, true, "bf16 vdpbf16ps"});
+    if (bf16_attention_path() == Bf16AttentionPath::kDpbf16) {
+      paths.push_back({Bf16AttentionPath::kConverted, false, "bf16 converted"});
+    }
+    for (const Bf16Variant& variant : paths) {
+      set_bf16_attention_path(variant.path);
+      herd::kernels::cpu::set_tile_gemm_isa(variant.force_vdpbf16ps ? herd::kernels::cpu::TileGemmIsa::kAvx512Bf16
+                                                                    : herd::kernels::cpu::TileGemmIsa::kAuto);
+      const std::string tag = variant.tag;
       const double f16 = median_seconds(
           reps, [&] { attention_forward(d, m, q16.data(), k16.data(), v16.data(), out.data(), lse.data()); });
       attention_row("fwd " + tag, f16, fwd_flop, fwd);
@@ -260,6 +280,7 @@ int main(int argc, char** argv) {
       doc["results"].back()["path"] = bf16_attention_description();
     }
     set_bf16_attention_path(Bf16AttentionPath::kAuto);
+    herd::kernels::cpu::set_tile_gemm_isa(herd::kernels::cpu::TileGemmIsa::kAuto);
   }
 
   // Cross-entropy fused with the output projection, forward + backward (3 GEMMs of n x vocab x dim).
