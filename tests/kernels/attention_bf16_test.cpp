@@ -30,27 +30,39 @@ using testing::self_problem;
 
 constexpr double kU = 0x1p-8;  // bf16's unit roundoff
 
-std::vector<Bf16AttentionPath> paths() {
-  std::vector<Bf16AttentionPath> p{Bf16AttentionPath::kConverted};
-  if (cpu::cpu_features().avx512_bf16) p.push_back(Bf16AttentionPath::kDpbf16);
+// The kernels this CPU can run: converted to fp32, and with bf16 instructions on vdpbf16ps and, where
+// the CPU and kernel have them, AMX tiles (the micro-GEMM's instruction set, cpu::TileGemmIsa).
+struct PathVariant {
+  Bf16AttentionPath path;
+  cpu::TileGemmIsa isa;
+  const char* name;
+};
+std::vector<PathVariant> paths() {
+  std::vector<PathVariant> p{{Bf16AttentionPath::kConverted, cpu::TileGemmIsa::kAuto, "converted"}};
+  if (cpu::cpu_features().avx512_bf16) {
+    p.push_back({Bf16AttentionPath::kDpbf16, cpu::TileGemmIsa::kAvx512Bf16, "vdpbf16ps"});
+  }
+  if (cpu::have_amx_tiles()) p.push_back({Bf16AttentionPath::kDpbf16, cpu::TileGemmIsa::kAmx, "AMX"});
   return p;
 }
 
-const char* path_name(Bf16AttentionPath p) { return p == Bf16AttentionPath::kDpbf16 ? "vdpbf16ps" : "converted"; }
-
 // Puts the path back to kAuto however the test ends.
 struct PathGuard {
-  ~PathGuard() { set_bf16_attention_path(Bf16AttentionPath::kAuto); }
+  ~PathGuard() {
+    set_bf16_attention_path(Bf16AttentionPath::kAuto);
+    cpu::set_tile_gemm_isa(cpu::TileGemmIsa::kAuto);
+  }
 };
 
-// body(path) once per path this CPU has, with the path set and named in failures.
+// body(name) once per kernel this CPU has (paths()), with it set and named in failures.
 template <typename F>
 void for_each_path(F body) {
   PathGuard guard;
-  for (Bf16AttentionPath path : paths()) {
-    set_bf16_attention_path(path);
-    SCOPED_TRACE(path_name(path));
-    body(path);
+  for (const PathVariant& v : paths()) {
+    set_bf16_attention_path(v.path);
+    cpu::set_tile_gemm_isa(v.isa);
+    SCOPED_TRACE(v.name);
+    body(v.name);
   }
 }
 
@@ -209,12 +221,12 @@ constexpr double kOutBound = 2 * kU, kDvBound = 3 * kU, kDqDkBound = 4 * kU, kLs
 void expect_within_bf16_bound(const Problem& p, const char* what) {
   const Inputs x(p.d, 17);
   const Reference r = exact_reference(p, x);
-  for_each_path([&](Bf16AttentionPath path) {
+  for_each_path([&](const char* path) {
     const Outputs o = run(p, x);
     const double e_out = normwise(o.out, r.out), e_lse = normwise(o.lse, r.lse);
     const double e_dq = normwise(o.dq, r.dq), e_dk = normwise(o.dk, r.dk), e_dv = normwise(o.dv, r.dv);
-    std::printf("bf16 attention %s, %s vs double, in u: out %.2f, dq %.2f, dk %.2f, dv %.2f; lse %.1e\n", what,
-                path_name(path), e_out / kU, e_dq / kU, e_dk / kU, e_dv / kU, e_lse);
+    std::printf("bf16 attention %s, %s vs double, in u: out %.2f, dq %.2f, dk %.2f, dv %.2f; lse %.1e\n", what, path,
+                e_out / kU, e_dq / kU, e_dk / kU, e_dv / kU, e_lse);
     EXPECT_LT(e_out, kOutBound);
     EXPECT_LT(e_lse, kLseBound);
     EXPECT_LT(e_dq, kDqDkBound);
@@ -251,7 +263,7 @@ TEST(Bf16Attention, RoundsWhereTheRecipeRoundsAndSumsInFp32) {
   for (const Problem& p : {self_problem(2, 64, 4, 2, 64, 0), self_problem(1, 57, 2, 1, 40, 23)}) {
     const Inputs x(p.d, 29);
     const Reference exact = exact_reference(p, x);
-    for_each_path([&](Bf16AttentionPath path) {
+    for_each_path([&](const char* path) {
       const Outputs o = run(p, x);
       const Reference recipe = recipe_reference(p, x, o.out16);
       const std::vector<float>* got[4] = {&o.out, &o.dq, &o.dk, &o.dv};
@@ -260,14 +272,27 @@ TEST(Bf16Attention, RoundsWhereTheRecipeRoundsAndSumsInFp32) {
       const char* names[4] = {"out", "dq", "dk", "dv"};
       for (int t = 0; t < 4; ++t) {
         const double e_recipe = median_error(*got[t], *want[t]), e_exact = median_error(*got[t], *plain[t]);
-        std::printf("bf16 attention %s %s, median error vs the recipe %.1e, vs exact %.1e (u = %.1e)\n",
-                    path_name(path), names[t], e_recipe, e_exact, kU);
+        std::printf("bf16 attention %s %s, median error vs the recipe %.1e, vs exact %.1e (u = %.1e)\n", path, names[t],
+                    e_recipe, e_exact, kU);
         EXPECT_LT(e_recipe, 1e-6) << names[t];
         EXPECT_GT(e_exact, 30 * e_recipe) << names[t];
       }
       EXPECT_LT(normwise(o.lse, recipe.lse), 1e-6);
     });
   }
+}
+
+// Two runs of the same bf16 attention whose sums differ in order only: every output within one unit
+// roundoff (normwise), lse within 1e-6. Prints the distances in units.
+void expect_within_one_unit(const char* what, const Outputs& a, const Outputs& b) {
+  std::printf("bf16 attention, %s, in u: out %.3f, dq %.3f, dk %.3f, dv %.3f; lse %.1e\n", what,
+              normwise(a.out, b.out) / kU, normwise(a.dq, b.dq) / kU, normwise(a.dk, b.dk) / kU,
+              normwise(a.dv, b.dv) / kU, normwise(a.lse, b.lse));
+  EXPECT_LT(normwise(a.out, b.out), kU);
+  EXPECT_LT(normwise(a.lse, b.lse), 1e-6);
+  EXPECT_LT(normwise(a.dq, b.dq), kU);
+  EXPECT_LT(normwise(a.dk, b.dk), kU);
+  EXPECT_LT(normwise(a.dv, b.dv), kU);
 }
 
 // Both paths form the same products (exact in fp32) and round the same fp32 values, which differ only
@@ -281,14 +306,7 @@ TEST(Bf16Attention, ThePathsAgree) {
   const Outputs a = run(p, x);
   set_bf16_attention_path(Bf16AttentionPath::kConverted);
   const Outputs b = run(p, x);
-  std::printf("bf16 attention, vdpbf16ps vs converted, in u: out %.3f, dq %.3f, dk %.3f, dv %.3f; lse %.1e\n",
-              normwise(a.out, b.out) / kU, normwise(a.dq, b.dq) / kU, normwise(a.dk, b.dk) / kU,
-              normwise(a.dv, b.dv) / kU, normwise(a.lse, b.lse));
-  EXPECT_LT(normwise(a.out, b.out), kU);
-  EXPECT_LT(normwise(a.lse, b.lse), 1e-6);
-  EXPECT_LT(normwise(a.dq, b.dq), kU);
-  EXPECT_LT(normwise(a.dk, b.dk), kU);
-  EXPECT_LT(normwise(a.dv, b.dv), kU);
+  expect_within_one_unit("vdpbf16ps vs converted", a, b);
   EXPECT_EQ(bf16_attention_path(), Bf16AttentionPath::kConverted);
   set_bf16_attention_path(Bf16AttentionPath::kAuto);
   EXPECT_EQ(bf16_attention_path(), Bf16AttentionPath::kDpbf16);
@@ -308,14 +326,7 @@ TEST(Bf16Attention, AmxTilesAgreeWithVdpbf16ps) {
     cpu::set_tile_gemm_isa(cpu::TileGemmIsa::kAvx512Bf16);
     const Outputs b = run(p, x);
     cpu::set_tile_gemm_isa(cpu::TileGemmIsa::kAuto);
-    std::printf("bf16 attention, AMX vs vdpbf16ps, in u: out %.3f, dq %.3f, dk %.3f, dv %.3f; lse %.1e\n",
-                normwise(a.out, b.out) / kU, normwise(a.dq, b.dq) / kU, normwise(a.dk, b.dk) / kU,
-                normwise(a.dv, b.dv) / kU, normwise(a.lse, b.lse));
-    EXPECT_LT(normwise(a.out, b.out), kU);
-    EXPECT_LT(normwise(a.lse, b.lse), 1e-6);
-    EXPECT_LT(normwise(a.dq, b.dq), kU);
-    EXPECT_LT(normwise(a.dk, b.dk), kU);
-    EXPECT_LT(normwise(a.dv, b.dv), kU);
+    expect_within_one_unit("AMX vs vdpbf16ps", a, b);
   }
   EXPECT_EQ(cpu::tile_gemm_isa(), cpu::TileGemmIsa::kAmx);
 }
@@ -342,7 +353,7 @@ TEST(Bf16Attention, FusedQkvStridesGiveTheDenseResults) {
   AttentionDims d = p.d;
   d.ld_q = d.ld_k = d.ld_v = ld;
   d.ld_o = ld_o;
-  for_each_path([&](Bf16AttentionPath) {
+  for_each_path([&](const char*) {
     const Outputs dense = run(p, x);
     std::vector<float> out(n * ld_o), lse(dense.lse.size()), dqkv(n * ld);
     std::vector<bf16> out16(n * ld_o);
@@ -371,7 +382,7 @@ TEST(Bf16Attention, ContextParallelQuerySubsetsMatchTheFullSequence) {
   const Problem full = self_problem(1, 160, 4, 2, 32, 70);
   const Inputs all_in(full.d, 11);
   const std::int64_t row = 4 * 32;
-  for_each_path([&](Bf16AttentionPath) {
+  for_each_path([&](const char*) {
     testing::expect_cp_ranks_match_full(
         full, run(full, all_in),
         [&](const testing::CpRank& cp) {
@@ -390,7 +401,7 @@ TEST(Bf16Attention, QueryWithoutVisibleKeysGivesZeroOutputAndNoGradient) {
   p.pos_k[3] = 5;                    // except one, visible to queries at positions >= 5
   const Inputs x(p.d, 3);
   const Reference r = exact_reference(p, x);
-  for_each_path([&](Bf16AttentionPath) {
+  for_each_path([&](const char*) {
     const Outputs o = run(p, x);
     for (std::int64_t h = 0; h < 2; ++h)
       for (std::int64_t i = 0; i < 10; ++i) {
