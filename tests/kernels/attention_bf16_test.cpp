@@ -438,7 +438,7 @@ TEST(Bf16TileGemm, EveryTailMatchesTheExactSums) {
   for (cpu::TileGemmIsa isa : isas)
     for (std::int64_t m : {1, 3, 8, 15, 16, 33, 64})
       for (std::int64_t n : {1, 5, 16, 17, 33, 64, 70})
-        for (std::int64_t k : {1, 2, 7, 32, 64, 66}) {
+        for (std::int64_t k : {0, 1, 2, 7, 32, 64, 66}) {
           SCOPED_TRACE(::testing::Message()
                        << (isa == cpu::TileGemmIsa::kAmx ? "amx " : "avx512_bf16 ") << m << "x" << n << "x" << k);
           cpu::set_tile_gemm_isa(isa);
@@ -477,13 +477,15 @@ TEST(Bf16TileGemm, EveryTailMatchesTheExactSums) {
               for (std::int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], c0[i * ldc + j]) << "padding written";
             }
           }
-          // Overwriting (accumulate = false) ignores what C held.
+          // Overwriting (accumulate = false) ignores what C held: the sums accumulated onto zeros, and C's
+          // padding as it was.
           std::vector<float> c = c0, c_acc(c0.size(), 0.0f);
-          for (std::int64_t i = 0; i < m; ++i) std::fill(c_acc.begin() + i * ldc, c_acc.begin() + i * ldc + n, 0.0f);
           cpu::tile_gemm_bf16(m, n, kp, a_rows.data(), kp, 1, b_v.data(), n, c.data(), ldc, false);
           cpu::tile_gemm_bf16(m, n, kp, a_rows.data(), kp, 1, b_v.data(), n, c_acc.data(), ldc, true);
-          for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t i = 0; i < m; ++i) {
             for (std::int64_t j = 0; j < n; ++j) ASSERT_EQ(c[i * ldc + j], c_acc[i * ldc + j]) << i << "," << j;
+            for (std::int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], c0[i * ldc + j]) << "padding written";
+          }
           cpu::set_tile_gemm_isa(cpu::TileGemmIsa::kAuto);
         }
   // Rounding from fp32, both packers: nearest-even on the bit pattern, zero past an odd edge.

@@ -116,7 +116,8 @@ HERD_AMX_TARGET void gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, c
                               std::int64_t a_is, std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb, float* c,
                               std::int64_t ldc, bool accumulate) {
   const std::int64_t mt = (m + kT - 1) / kT, nt = (n + kT - 1) / kT, kt = (kp + kT - 1) / kT;
-  // Operands in place where whole tiles cover them; else packed, tile after tile, 256 words each.
+  // Operands in place where whole tiles cover them; else packed, tile after tile, 256 words each, in
+  // this thread's scratch slots 5 and 6 (attention_bf16.cpp's packers hold slots 0-4 of the same type).
   const bool a_direct = a_ps == 1 && m % kT == 0 && kp % kT == 0;
   const bool b_direct = n % kT == 0 && kp % kT == 0;
   std::uint32_t* ap =
@@ -180,13 +181,8 @@ void tile_gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, const std::u
                    std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb, float* c, std::int64_t ldc,
                    bool accumulate) {
 #ifdef HERD_HAVE_AMX_BUILD
+  // No special cases: m or n of 0 is no tile, and kp of 0 no TDPBF16PS between C's load (or zero) and store.
   HERD_CHECK(have_amx_tiles(), "tile_gemm_amx needs AMX-BF16 tiles");
-  if (m == 0 || n == 0) return;
-  if (kp == 0) {
-    if (!accumulate)
-      for (std::int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-    return;
-  }
   gemm_amx(m, n, kp, a, a_is, a_ps, b, ldb, c, ldc, accumulate);
 #else
   (void)m, (void)n, (void)kp, (void)a, (void)a_is, (void)a_ps, (void)b, (void)ldb, (void)c, (void)ldc, (void)accumulate;
