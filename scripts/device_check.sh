@@ -115,5 +115,11 @@ summary = {
 with open(os.path.join(out, "device_check.json"), "w") as f:
     json.dump(summary, f, indent=2)
 print(json.dumps({k: summary[k] for k in ("date", "gpu", "kernel_tests", "nccl_test_exit", "bench_exit")}, indent=2))
+for r in summary["bench"].get("results", []):  # measured against the planner's h200 prediction
+    plan = summary["planned"].get(str(r["seq_len"]), {})
+    if "step_time_s" in plan:
+        print(f"seq {r['seq_len']}: step {r['step_s']:.4f} s measured, {plan['step_time_s']:.4f} s planned "
+              f"({100 * (plan['step_time_s'] / r['step_s'] - 1):+.1f}%); memory {r['peak_allocated_gib']:.1f} GiB measured, "
+              f"{plan['memory']['total_bytes'] / 2**30:.1f} GiB planned; split {r.get('step_split_s')}")
 PY
 [ "$kernels_rc" = 0 ] && [ "$bench_rc" = 0 ] && { [ "$nccl_rc" = 0 ] || [ "$nccl_rc" = skipped ]; }

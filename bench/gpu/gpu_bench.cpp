@@ -12,9 +12,11 @@
 // prediction for the same run beside it.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,6 +73,38 @@ struct Layer {
 struct Dims {
   std::int64_t n, d, q, kv, f, vocab, heads, kv_heads, head_dim;
   std::int64_t qkv() const { return q + 2 * kv; }
+};
+
+// Where one step's time goes: an event is recorded on the compute stream at each boundary between
+// kinds of kernel, and the time between two marks is charged to the kind the first one opened. Used on
+// one extra step after the timed ones, so the events cost the timed steps nothing.
+enum class Kind { kGemm, kAttention, kLossHead, kElementwise, kOptimizer, kCount };
+constexpr const char* kKindNames[] = {"gemm", "attention", "loss_head", "elementwise", "optimizer"};
+
+class Phases {
+ public:
+  void mark(Kind k) {
+    if (used_ == events_.size()) events_.push_back(std::make_unique<kc::Event>());
+    events_[used_]->record(kc::compute_stream());
+    kinds_.resize(used_ + 1);
+    kinds_[used_++] = k;
+  }
+  // Call after the last mark; returns milliseconds per kind.
+  std::array<double, static_cast<std::size_t>(Kind::kCount)> finish() {
+    std::array<double, static_cast<std::size_t>(Kind::kCount)> ms{};
+    if (used_ == 0) return ms;
+    events_[used_ - 1]->synchronize();
+    for (std::size_t i = 0; i + 1 < used_; ++i) {
+      ms[static_cast<std::size_t>(kinds_[i])] += kc::Event::elapsed_ms(*events_[i], *events_[i + 1]);
+    }
+    used_ = 0;
+    return ms;
+  }
+
+ private:
+  std::vector<std::unique_ptr<kc::Event>> events_;
+  std::vector<Kind> kinds_;
+  std::size_t used_ = 0;
 };
 
 class Step {
@@ -142,11 +176,15 @@ class Step {
   }
 
   // One optimizer step; returns the mean loss of the batch before the update.
-  double run(std::int64_t step) {
+  // With `phases`, marks the boundaries between kinds of kernel on it (Phases::finish reads them).
+  double run(std::int64_t step, Phases* phases = nullptr) {
     const Dims& m = dm_;
+    phases_ = phases;
+    mark(Kind::kElementwise);
     for (Param* p : params()) kc::fill_zero(p->g.data(), p->g.bytes());
     kc::embedding_forward(ids_.data(), m.n, emb_.w16.data(), 0, m.vocab, m.d, x_.data());
     for (Layer& y : layers_) forward(y);
+    mark(Kind::kLossHead);
     // Head: final norm, tiled cross-entropy with its backward (dh, dW_out accumulate).
     kc::rmsnorm_forward(x_.data(), m.d, final_norm_.p.data(), m.n, m.d, cfg_.norm_eps, final_x_.data(), m.d,
                         final_rstd_.data());
@@ -161,13 +199,17 @@ class Step {
     kc::rmsnorm_backward(f32_nd_.data(), m.d, x_.data(), m.d, final_norm_.p.data(), final_rstd_.data(), m.n, m.d,
                          dx_.data(), m.d, Accumulate::kOverwrite, final_norm_.g.data());
     for (std::size_t l = layers_.size(); l-- > 0;) backward(layers_[l]);
+    mark(Kind::kElementwise);
     kc::embedding_backward(ids_.data(), m.n, dx_.data(), 0, m.vocab, m.d, emb_.g.data());
     kernels::AdamWConfig opt;
     opt.lr = 1e-4;
+    mark(Kind::kOptimizer);
     kc::adamw_step(adam_, opt, step);
     for (Param* p : params()) {
       if (p->w16.data()) kc::to_bf16(p->p.data(), p->n, p->w16.data());
     }
+    mark(Kind::kOptimizer);  // the closing mark
+    phases_ = nullptr;
     return loss.count ? loss.loss_sum / static_cast<double>(loss.count) : 0.0;
   }
 
@@ -215,26 +257,35 @@ class Step {
     kc::rmsnorm_forward(x_.data(), m.d, y.attn_norm.p.data(), m.n, m.d, cfg_.norm_eps, f32_nd_.data(), m.d,
                         y.rstd1.data());
     kc::to_bf16(f32_nd_.data(), m.n * m.d, y.n1.data());
+    mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kNo, Trans::kYes, m.n, w, m.d, 1.0f, y.n1.data(), m.d, y.wqkv.w16.data(), m.d, 0.0f,
                   qkv_.data(), w);
+    mark(Kind::kElementwise);
     kc::rope_forward(rope_, pos_.data(), m.n, m.heads, qkv_.data(), w);
     kc::rope_forward(rope_, pos_.data(), m.n, m.kv_heads, qkv_.data() + m.q, w);
     kc::to_bf16(qkv_.data(), m.n * w, y.qkv16.data());
     const bf16* q16 = y.qkv16.data();
+    mark(Kind::kAttention);
     kc::attention_forward(attn_dims(), attn_mask(), q16, q16 + m.q, q16 + m.q + m.kv, y.ao.data(), y.lse.data());
     // x += ao Wo^T (the residual add is the GEMM's beta = 1).
+    mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kNo, Trans::kYes, m.n, m.d, m.q, 1.0f, y.ao.data(), m.q, y.wo.w16.data(), m.q, 1.0f, x_.data(),
                   m.d);
+    mark(Kind::kElementwise);
     kc::copy_device(y.h.data(), x_.data(), x_.bytes());
     kc::rmsnorm_forward(x_.data(), m.d, y.mlp_norm.p.data(), m.n, m.d, cfg_.norm_eps, f32_nd_.data(), m.d,
                         y.rstd2.data());
     kc::to_bf16(f32_nd_.data(), m.n * m.d, y.n2.data());
+    mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kNo, Trans::kYes, m.n, 2 * m.f, m.d, 1.0f, y.n2.data(), m.d, y.wgu.w16.data(), m.d, 0.0f,
                   gu_.data(), 2 * m.f);
+    mark(Kind::kElementwise);
     kc::to_bf16(gu_.data(), m.n * 2 * m.f, y.gu16.data());
     kc::swiglu_forward(y.gu16.data(), 2 * m.f, y.gu16.data() + m.f, 2 * m.f, m.n, m.f, y.act.data(), m.f);
+    mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kNo, Trans::kYes, m.n, m.d, m.f, 1.0f, y.act.data(), m.f, y.wdown.w16.data(), m.f, 1.0f,
                   x_.data(), m.d);
+    mark(Kind::kElementwise);
   }
 
   // dx_ holds dL/d(block output) on entry and dL/d(block input) on return.
@@ -243,41 +294,59 @@ class Step {
     const std::int64_t w = m.qkv();
     // MLP.
     kc::to_bf16(dx_.data(), m.n * m.d, bf_nd_.data());
+    mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kYes, Trans::kNo, m.d, m.f, m.n, 1.0f, bf_nd_.data(), m.d, y.act.data(), m.f, 1.0f,
                   y.wdown.g.data(), m.f);
+    mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kNo, Trans::kNo, m.n, m.f, m.d, 1.0f, bf_nd_.data(), m.d, y.wdown.w16.data(), m.f, 0.0f,
                   dact_.data(), m.f);
+    mark(Kind::kElementwise);
     kc::swiglu_backward(dact_.data(), m.f, y.gu16.data(), 2 * m.f, y.gu16.data() + m.f, 2 * m.f, m.n, m.f,
                         dgu16_.data(), 2 * m.f, dgu16_.data() + m.f, 2 * m.f);
+    mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kYes, Trans::kNo, 2 * m.f, m.d, m.n, 1.0f, dgu16_.data(), 2 * m.f, y.n2.data(), m.d, 1.0f,
                   y.wgu.g.data(), m.d);
+    mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kNo, Trans::kNo, m.n, m.d, 2 * m.f, 1.0f, dgu16_.data(), 2 * m.f, y.wgu.w16.data(), m.d, 0.0f,
                   f32_nd_.data(), m.d);
+    mark(Kind::kElementwise);
     kc::rmsnorm_backward(f32_nd_.data(), m.d, y.h.data(), m.d, y.mlp_norm.p.data(), y.rstd2.data(), m.n, m.d,
                          dx_.data(), m.d, Accumulate::kAdd, y.mlp_norm.g.data());
     // Attention.
     kc::to_bf16(dx_.data(), m.n * m.d, bf_nd_.data());
+    mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kYes, Trans::kNo, m.d, m.q, m.n, 1.0f, bf_nd_.data(), m.d, y.ao.data(), m.q, 1.0f,
                   y.wo.g.data(), m.q);
+    mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kNo, Trans::kNo, m.n, m.q, m.d, 1.0f, bf_nd_.data(), m.d, y.wo.w16.data(), m.q, 0.0f,
                   dao_.data(), m.q);
     const bf16* q16 = y.qkv16.data();
     float* dq = qkv_.data();  // the fp32 qkv scratch holds dq | dk | dv, token stride w
+    mark(Kind::kAttention);
     kc::attention_backward(attn_dims(), attn_mask(), q16, q16 + m.q, q16 + m.q + m.kv, y.ao.data(), y.lse.data(),
                            dao_.data(), dq, dq + m.q, dq + m.q + m.kv);
+    mark(Kind::kElementwise);
     kc::rope_backward(rope_, pos_.data(), m.n, m.heads, dq, w);
     kc::rope_backward(rope_, pos_.data(), m.n, m.kv_heads, dq + m.q, w);
     kc::to_bf16(dq, m.n * w, dqkv16_.data());
+    mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kYes, Trans::kNo, w, m.d, m.n, 1.0f, dqkv16_.data(), w, y.n1.data(), m.d, 1.0f,
                   y.wqkv.g.data(), m.d);
+    mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kNo, Trans::kNo, m.n, m.d, w, 1.0f, dqkv16_.data(), w, y.wqkv.w16.data(), m.d, 0.0f,
                   f32_nd_.data(), m.d);
+    mark(Kind::kElementwise);
     kc::rmsnorm_backward(f32_nd_.data(), m.d, y.x_in.data(), m.d, y.attn_norm.p.data(), y.rstd1.data(), m.n, m.d,
                          dx_.data(), m.d, Accumulate::kAdd, y.attn_norm.g.data());
   }
 
+  void mark(Kind k) {
+    if (phases_) phases_->mark(k);
+  }
+
   model::LlamaConfig cfg_;
   Dims dm_;
+  Phases* phases_ = nullptr;
   kernels::RopeTable<float> rope_host_;
   kc::DeviceRopeTable rope_;
   kernels::CrossEntropyTiles tiles_{4096, 16384};
@@ -337,6 +406,18 @@ int run(int argc, char** argv) {
             .value();
     const double tflops = flops_per_token * static_cast<double>(seq) / step_s / 1e12;
     const kc::AllocatorStats mem = kc::allocator_stats();
+    // One more step, with its kernels' time split by kind (the events would perturb the timed ones).
+    Phases phases;
+    kc::synchronize();
+    step.run(warmup + steps + 1, &phases);
+    const auto phase_ms = phases.finish();
+    Json split;
+    std::string split_line;
+    for (std::size_t k = 0; k < phase_ms.size(); ++k) {
+      split[kKindNames[k]] = phase_ms[k] / 1e3;
+      split_line += std::string(k ? ", " : "") + kKindNames[k] + " " +
+                    std::to_string(static_cast<int>(phase_ms[k] + 0.5)) + " ms";
+    }
     Json r;
     r["model"] = cfg->name;
     r["params"] = step.param_count();
@@ -349,6 +430,7 @@ int run(int argc, char** argv) {
     r["mfu"] = tflops / peak_tflops;
     r["peak_allocated_gib"] = static_cast<double>(mem.peak_allocated) / (1u << 30);
     r["peak_reserved_gib"] = static_cast<double>(mem.peak_reserved) / (1u << 30);
+    r["step_split_s"] = split;  // seconds per kind of kernel in one step (events between kinds)
     r["losses"] = losses;
     r["loss_fell"] = losses.size() > 1 && losses.back() < losses.front();
     std::fprintf(stderr,
@@ -356,6 +438,7 @@ int run(int argc, char** argv) {
                  static_cast<long long>(seq), step_s * 1e3, static_cast<double>(seq) / step_s, tflops,
                  100 * tflops / peak_tflops, static_cast<double>(mem.peak_allocated) / (1u << 30), losses.front(),
                  losses.back());
+    std::fprintf(stderr, "  one step by kind of kernel: %s\n", split_line.c_str());
     doc["results"].push_back(r);
   }
   write_result(doc, out);
