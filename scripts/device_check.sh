@@ -41,9 +41,10 @@ if [ "${1:-}" = "--prepare" ]; then
   done
   tar -C "$pack" -cJf "$pack/lib.tar.xz" lib fallback && rm -rf "$pack/lib" "$pack/fallback"
   # The planner's prediction for the benchmark's runs on the h200 preset (one GPU, no parallelism).
+  # The benchmark's steps hold 16,384 tokens: 16384 / seq micro-batches of one sequence.
   for seq in 2048 8192; do
     build/herd estimate --model bench/gpu/llama3-1b.json --cluster h200 --gpus 1 --tp 1 --cp 1 --pp 1 --dp 1 --seq-len "$seq" \
-      --global-batch 1 --microbatch-size 1 --precision bf16 --json >"$pack/plan_$seq.json"
+      --global-batch $((16384 / seq)) --microbatch-size 1 --precision bf16 --software herd --json >"$pack/plan_$seq.json"
   done
   git rev-parse --short HEAD >"$pack/commit"
   du -sh "$pack"
@@ -86,7 +87,7 @@ if [ -x "$pack/bin/herd_comm_nccl_tests" ]; then
 fi
 
 log "bf16 training step of the 1B model (bench/gpu)"
-timeout 240 "$pack/bin/herd_bench_gpu" --model bench/gpu/llama3-1b.json --json "$out/gpu_bench.json" 2>&1 | tail -20
+timeout 300 "$pack/bin/herd_bench_gpu" --model bench/gpu/llama3-1b.json --tokens-per-step 16384 --json "$out/gpu_bench.json" 2>&1 | tail -20
 bench_rc=${PIPESTATUS[0]}
 
 log "summary"

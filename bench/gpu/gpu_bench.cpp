@@ -1,9 +1,12 @@
 // One bf16 training step of a Llama-3-architecture model on one GPU, run as the sequence of kernels/cuda
 // calls that herd's bf16 step makes (nn/block.cpp in bf16 mode: bf16 weight copies and matmul inputs, fp32
 // master weights, norms, RoPE, softmax statistics, loss, gradients and AdamW), on device buffers:
-// embedding, L blocks forward (saving their activations), the vocabulary-tiled cross-entropy head and
-// its backward, L blocks backward, the embedding gradient, AdamW over every tensor in one multi-tensor
-// launch and the bf16 re-copy of the weights. Timed with CUDA events over steps after warm-up.
+// per micro-batch (one sequence), embedding, L blocks forward (saving their activations), the
+// vocabulary-tiled cross-entropy head and its backward, L blocks backward and the embedding gradient,
+// the gradients accumulating in fp32 over the micro-batches; then AdamW over every tensor in one
+// multi-tensor launch and the bf16 re-copy of the weights. --tokens-per-step sets the micro-batches
+// (16,384 tokens by default: 8 x 2,048 or 2 x 8,192), so the optimizer's pass over 1.5 B parameters
+// weighs in a step as it does in training. Timed with CUDA events over steps after warm-up.
 //
 // It measures what the kernels reach on the hardware (tokens/s, achieved TFLOP/s and MFU against the
 // GPU's bf16 dense peak, peak device memory) and prints the loss of the same batch each step, which
@@ -109,8 +112,10 @@ class Phases {
 
 class Step {
  public:
-  Step(const model::LlamaConfig& cfg, std::int64_t tokens)
+  // `micro` micro-batches of one sequence of `tokens` tokens each per optimizer step.
+  Step(const model::LlamaConfig& cfg, std::int64_t tokens, std::int64_t micro)
       : cfg_(cfg),
+        micro_(micro),
         dm_{tokens,    cfg.hidden,  cfg.q_dim(),    cfg.kv_dim(), cfg.ffn_hidden,
             cfg.vocab, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim},
         rope_host_(make_rope(cfg), tokens),
@@ -160,47 +165,44 @@ class Step {
     tlogit_ = Buf<float>(m.n);
     ce_lse_ = Buf<float>(m.n);
     ce_ws_ = Buf<float>(kernels::cross_entropy_workspace(tiles_));
-    // One fixed batch: random tokens, next-token targets, positions 0..n-1 (one causal sequence).
+    // One fixed batch: per micro-batch random tokens, next-token targets, positions 0..n-1 (one causal
+    // sequence).
     std::mt19937 rng(7);
     std::uniform_int_distribution<std::int32_t> tok(0, static_cast<std::int32_t>(m.vocab - 1));
-    std::vector<std::int32_t> ids(static_cast<std::size_t>(m.n + 1)), pos(static_cast<std::size_t>(m.n));
-    for (auto& t : ids) t = tok(rng);
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(micro_ * m.n)), targets(ids.size());
+    std::vector<std::int32_t> pos(static_cast<std::size_t>(m.n));
+    for (std::int64_t u = 0; u < micro_; ++u) {
+      std::int32_t next = tok(rng);
+      for (std::int64_t i = 0; i < m.n; ++i) {
+        const auto at = static_cast<std::size_t>(u * m.n + i);
+        ids[at] = next;
+        next = tok(rng);
+        targets[at] = next;
+      }
+    }
     for (std::int64_t i = 0; i < m.n; ++i) pos[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
-    ids_ = Buf<std::int32_t>(m.n);
-    targets_ = Buf<std::int32_t>(m.n);
+    ids_ = Buf<std::int32_t>(micro_ * m.n);
+    targets_ = Buf<std::int32_t>(micro_ * m.n);
     pos_ = Buf<std::int32_t>(m.n);
     kc::copy_to_device(ids_.data(), ids.data(), ids_.bytes());
-    kc::copy_to_device(targets_.data(), ids.data() + 1, targets_.bytes());
+    kc::copy_to_device(targets_.data(), targets.data(), targets_.bytes());
     kc::copy_to_device(pos_.data(), pos.data(), pos_.bytes());
     for (Param* p : params()) adam_.push_back({p->p.data(), p->g.data(), p->m.data(), p->v.data(), p->n});
   }
 
-  // One optimizer step; returns the mean loss of the batch before the update.
-  // With `phases`, marks the boundaries between kinds of kernel on it (Phases::finish reads them).
+  // One optimizer step over the micro-batches (gradients accumulate in fp32); returns the mean loss of
+  // the batch before the update. With `phases`, marks the boundaries between kinds of kernel on it
+  // (Phases::finish reads them).
   double run(std::int64_t step, Phases* phases = nullptr) {
-    const Dims& m = dm_;
     phases_ = phases;
     mark(Kind::kElementwise);
     for (Param* p : params()) kc::fill_zero(p->g.data(), p->g.bytes());
-    kc::embedding_forward(ids_.data(), m.n, emb_.w16.data(), 0, m.vocab, m.d, x_.data());
-    for (Layer& y : layers_) forward(y);
-    mark(Kind::kLossHead);
-    // Head: final norm, tiled cross-entropy with its backward (dh, dW_out accumulate).
-    kc::rmsnorm_forward(x_.data(), m.d, final_norm_.p.data(), m.n, m.d, cfg_.norm_eps, final_x_.data(), m.d,
-                        final_rstd_.data());
-    kc::to_bf16(final_x_.data(), m.n * m.d, final16_.data());
-    kc::ce_shard_stats(final16_.data(), m.n, m.d, out_.w16.data(), 0, m.vocab, targets_.data(), row_max_.data(),
-                       row_sum_.data(), tlogit_.data(), tiles_, ce_ws_.data());
-    const kernels::CrossEntropyLoss loss =
-        kc::ce_combine_stats(m.n, 1, row_max_.data(), row_sum_.data(), tlogit_.data(), targets_.data(), ce_lse_.data());
-    kc::fill_zero(f32_nd_.data(), f32_nd_.bytes());
-    kc::ce_shard_backward(final16_.data(), m.n, m.d, out_.w16.data(), 0, m.vocab, targets_.data(), ce_lse_.data(),
-                          1.0f / static_cast<float>(loss.count), f32_nd_.data(), out_.g.data(), tiles_, ce_ws_.data());
-    kc::rmsnorm_backward(f32_nd_.data(), m.d, x_.data(), m.d, final_norm_.p.data(), final_rstd_.data(), m.n, m.d,
-                         dx_.data(), m.d, Accumulate::kOverwrite, final_norm_.g.data());
-    for (std::size_t l = layers_.size(); l-- > 0;) backward(layers_[l]);
-    mark(Kind::kElementwise);
-    kc::embedding_backward(ids_.data(), m.n, dx_.data(), 0, m.vocab, m.d, emb_.g.data());
+    double loss_sum = 0, count = 0;
+    for (std::int64_t u = 0; u < micro_; ++u) {
+      const kernels::CrossEntropyLoss loss = micro_batch(ids_.data() + u * dm_.n, targets_.data() + u * dm_.n);
+      loss_sum += loss.loss_sum;
+      count += static_cast<double>(loss.count);
+    }
     kernels::AdamWConfig opt;
     opt.lr = 1e-4;
     mark(Kind::kOptimizer);
@@ -210,7 +212,7 @@ class Step {
     }
     mark(Kind::kOptimizer);  // the closing mark
     phases_ = nullptr;
-    return loss.count ? loss.loss_sum / static_cast<double>(loss.count) : 0.0;
+    return count > 0 ? loss_sum / count : 0.0;
   }
 
   std::int64_t param_count() {
@@ -220,6 +222,34 @@ class Step {
   }
 
  private:
+  // Forward and backward of one sequence; the gradients of the mean over the step's tokens accumulate.
+  kernels::CrossEntropyLoss micro_batch(const std::int32_t* ids, const std::int32_t* targets) {
+    const Dims& m = dm_;
+    mark(Kind::kElementwise);
+    kc::embedding_forward(ids, m.n, emb_.w16.data(), 0, m.vocab, m.d, x_.data());
+    for (Layer& y : layers_) forward(y);
+    mark(Kind::kLossHead);
+    // Head: final norm, tiled cross-entropy with its backward (dh, dW_out accumulate).
+    kc::rmsnorm_forward(x_.data(), m.d, final_norm_.p.data(), m.n, m.d, cfg_.norm_eps, final_x_.data(), m.d,
+                        final_rstd_.data());
+    kc::to_bf16(final_x_.data(), m.n * m.d, final16_.data());
+    kc::ce_shard_stats(final16_.data(), m.n, m.d, out_.w16.data(), 0, m.vocab, targets, row_max_.data(),
+                       row_sum_.data(), tlogit_.data(), tiles_, ce_ws_.data());
+    const kernels::CrossEntropyLoss loss =
+        kc::ce_combine_stats(m.n, 1, row_max_.data(), row_sum_.data(), tlogit_.data(), targets, ce_lse_.data());
+    kc::fill_zero(f32_nd_.data(), f32_nd_.bytes());
+    // Every micro-batch holds n targets (no ignored ones), so the step's mean is over micro x n tokens.
+    kc::ce_shard_backward(final16_.data(), m.n, m.d, out_.w16.data(), 0, m.vocab, targets, ce_lse_.data(),
+                          1.0f / static_cast<float>(micro_ * m.n), f32_nd_.data(), out_.g.data(), tiles_,
+                          ce_ws_.data());
+    kc::rmsnorm_backward(f32_nd_.data(), m.d, x_.data(), m.d, final_norm_.p.data(), final_rstd_.data(), m.n, m.d,
+                         dx_.data(), m.d, Accumulate::kOverwrite, final_norm_.g.data());
+    for (std::size_t l = layers_.size(); l-- > 0;) backward(layers_[l]);
+    mark(Kind::kElementwise);
+    kc::embedding_backward(ids, m.n, dx_.data(), 0, m.vocab, m.d, emb_.g.data());
+    return loss;
+  }
+
   static kernels::RopeConfig make_rope(const model::LlamaConfig& cfg) {
     kernels::RopeConfig r;
     r.head_dim = cfg.head_dim;
@@ -345,6 +375,7 @@ class Step {
   }
 
   model::LlamaConfig cfg_;
+  std::int64_t micro_ = 1;
   Dims dm_;
   Phases* phases_ = nullptr;
   kernels::RopeTable<float> rope_host_;
@@ -363,11 +394,13 @@ int run(int argc, char** argv) {
   CLI::App app{"herd GPU training-step benchmark (bench/gpu/README.md)"};
   std::string model_path = std::string(HERD_SOURCE_DIR) + "/bench/gpu/llama3-1b.json";
   std::vector<std::int64_t> seqs = {2048, 8192};
-  std::int64_t warmup = 2, steps = 5;
+  std::int64_t warmup = 2, steps = 5, tokens_per_step = 16384;
   double peak_tflops = 989.0;  // H100/H200 SXM bf16 dense tensor-core peak (NVIDIA's data sheet)
   std::string out;
   app.add_option("--model", model_path, "Hugging Face config.json of the model");
   app.add_option("--seq", seqs, "Sequence lengths (one sequence per step)");
+  app.add_option("--tokens-per-step", tokens_per_step,
+                 "Tokens per optimizer step: max(1, this / seq) micro-batches of one sequence, gradients accumulated");
   app.add_option("--warmup", warmup, "Untimed steps first");
   app.add_option("--steps", steps, "Timed steps");
   app.add_option("--peak-tflops", peak_tflops, "bf16 dense peak of the GPU for MFU");
@@ -391,7 +424,8 @@ int run(int argc, char** argv) {
   for (const std::int64_t seq : seqs) {
     kc::release_cached();
     kc::reset_peak_stats();
-    Step step(*cfg, seq);
+    const std::int64_t micro = std::max<std::int64_t>(1, tokens_per_step / seq), tokens = micro * seq;
+    Step step(*cfg, seq, micro);
     std::vector<double> losses;
     for (std::int64_t s = 1; s <= warmup; ++s) losses.push_back(step.run(s));
     kc::synchronize();
@@ -404,7 +438,7 @@ int run(int argc, char** argv) {
     const double flops_per_token =
         model::train_model_flops_per_token(*cfg, seq, model::AttentionMask::causal(), model::FlopConvention::kExact)
             .value();
-    const double tflops = flops_per_token * static_cast<double>(seq) / step_s / 1e12;
+    const double tflops = flops_per_token * static_cast<double>(tokens) / step_s / 1e12;
     const kc::AllocatorStats mem = kc::allocator_stats();
     // One more step, with its kernels' time split by kind (the events would perturb the timed ones).
     Phases phases;
@@ -422,9 +456,10 @@ int run(int argc, char** argv) {
     r["model"] = cfg->name;
     r["params"] = step.param_count();
     r["seq_len"] = seq;
-    r["tokens_per_step"] = seq;
+    r["micro_batches"] = micro;
+    r["tokens_per_step"] = tokens;
     r["step_s"] = step_s;
-    r["tokens_per_s"] = static_cast<double>(seq) / step_s;
+    r["tokens_per_s"] = static_cast<double>(tokens) / step_s;
     r["model_tflops_per_token"] = flops_per_token / 1e12;
     r["achieved_tflops"] = tflops;
     r["mfu"] = tflops / peak_tflops;
@@ -434,10 +469,11 @@ int run(int argc, char** argv) {
     r["losses"] = losses;
     r["loss_fell"] = losses.size() > 1 && losses.back() < losses.front();
     std::fprintf(stderr,
-                 "seq %lld: %.1f ms/step, %.0f tokens/s, %.0f TFLOP/s, MFU %.1f%%, peak %.1f GiB, loss %.4f -> %.4f\n",
-                 static_cast<long long>(seq), step_s * 1e3, static_cast<double>(seq) / step_s, tflops,
-                 100 * tflops / peak_tflops, static_cast<double>(mem.peak_allocated) / (1u << 30), losses.front(),
-                 losses.back());
+                 "seq %lld x %lld micro-batches: %.1f ms/step, %.0f tokens/s, %.0f TFLOP/s, MFU %.1f%%, peak %.1f GiB, "
+                 "loss %.4f -> %.4f\n",
+                 static_cast<long long>(seq), static_cast<long long>(micro), step_s * 1e3,
+                 static_cast<double>(tokens) / step_s, tflops, 100 * tflops / peak_tflops,
+                 static_cast<double>(mem.peak_allocated) / (1u << 30), losses.front(), losses.back());
     std::fprintf(stderr, "  one step by kind of kernel: %s\n", split_line.c_str());
     doc["results"].push_back(r);
   }
