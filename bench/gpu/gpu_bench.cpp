@@ -303,6 +303,10 @@ int run(int argc, char** argv) {
   app.add_option("--steps", steps, "Timed steps");
   app.add_option("--peak-tflops", peak_tflops, "bf16 dense peak of the GPU for MFU");
   app.add_option("--json", out, "Write the JSON here (default: stdout)");
+  bool attention_tc = true;
+  app.add_option("--attention-tensor-cores", attention_tc,
+                 "bf16 attention on the tensor-core kernels (attention_tc.cu; head_dim a multiple of 16) or, "
+                 "false, the CUDA-core ones (attention.cu)");
   CLI11_PARSE(app, argc, argv);
 
   std::string why;
@@ -319,6 +323,9 @@ int run(int argc, char** argv) {
   Json doc = envelope("gpu_train_step");
   doc["gpu"] = kc::describe_device(0);
   doc["peak_bf16_tflops"] = peak_tflops;
+  kc::set_attention_tensor_cores(attention_tc);
+  doc["attention_kernels"] =
+      kc::attention_tensor_cores() ? "tensor cores (bf16 wmma) where head_dim % 16 == 0" : "CUDA cores (fp32)";
   for (const std::int64_t seq : seqs) {
     kc::release_cached();
     kc::reset_peak_stats();
@@ -352,10 +359,11 @@ int run(int argc, char** argv) {
     r["losses"] = losses;
     r["loss_fell"] = losses.size() > 1 && losses.back() < losses.front();
     std::fprintf(stderr,
-                 "seq %lld: %.1f ms/step, %.0f tokens/s, %.0f TFLOP/s, MFU %.1f%%, peak %.1f GiB, loss %.4f -> %.4f\n",
-                 static_cast<long long>(seq), step_s * 1e3, static_cast<double>(seq) / step_s, tflops,
-                 100 * tflops / peak_tflops, static_cast<double>(mem.peak_allocated) / (1u << 30), losses.front(),
-                 losses.back());
+                 "seq %lld (attention on %s): %.1f ms/step, %.0f tokens/s, %.0f TFLOP/s, MFU %.1f%%, peak %.1f GiB, "
+                 "loss %.4f -> %.4f\n",
+                 static_cast<long long>(seq), kc::attention_tensor_cores() ? "tensor cores" : "CUDA cores",
+                 step_s * 1e3, static_cast<double>(seq) / step_s, tflops, 100 * tflops / peak_tflops,
+                 static_cast<double>(mem.peak_allocated) / (1u << 30), losses.front(), losses.back());
     doc["results"].push_back(r);
   }
   write_result(doc, out);
