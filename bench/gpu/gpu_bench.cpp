@@ -398,13 +398,17 @@ int run(int argc, char** argv) {
   double peak_tflops = 989.0;  // H100/H200 SXM bf16 dense tensor-core peak (NVIDIA's data sheet)
   std::string out;
   app.add_option("--model", model_path, "Hugging Face config.json of the model");
-  app.add_option("--seq", seqs, "Sequence lengths (one sequence per step)");
+  app.add_option("--seq", seqs, "Sequence lengths (one sequence per micro-batch)");
   app.add_option("--tokens-per-step", tokens_per_step,
                  "Tokens per optimizer step: max(1, this / seq) micro-batches of one sequence, gradients accumulated");
   app.add_option("--warmup", warmup, "Untimed steps first");
   app.add_option("--steps", steps, "Timed steps");
   app.add_option("--peak-tflops", peak_tflops, "bf16 dense peak of the GPU for MFU");
   app.add_option("--json", out, "Write the JSON here (default: stdout)");
+  bool attention_tc = true;
+  app.add_option("--attention-tensor-cores", attention_tc,
+                 "bf16 attention on the tensor-core kernels (attention_tc.cu; head_dim a multiple of 16) or, "
+                 "false, the CUDA-core ones (attention.cu)");
   CLI11_PARSE(app, argc, argv);
 
   std::string why;
@@ -421,6 +425,9 @@ int run(int argc, char** argv) {
   Json doc = envelope("gpu_train_step");
   doc["gpu"] = kc::describe_device(0);
   doc["peak_bf16_tflops"] = peak_tflops;
+  kc::set_attention_tensor_cores(attention_tc);
+  doc["attention_kernels"] =
+      kc::attention_tensor_cores() ? "tensor cores (bf16 wmma) where head_dim % 16 == 0" : "CUDA cores (fp32)";
   for (const std::int64_t seq : seqs) {
     kc::release_cached();
     kc::reset_peak_stats();
@@ -469,9 +476,10 @@ int run(int argc, char** argv) {
     r["losses"] = losses;
     r["loss_fell"] = losses.size() > 1 && losses.back() < losses.front();
     std::fprintf(stderr,
-                 "seq %lld x %lld micro-batches: %.1f ms/step, %.0f tokens/s, %.0f TFLOP/s, MFU %.1f%%, peak %.1f GiB, "
-                 "loss %.4f -> %.4f\n",
-                 static_cast<long long>(seq), static_cast<long long>(micro), step_s * 1e3,
+                 "seq %lld x %lld micro-batches (attention on %s): %.1f ms/step, %.0f tokens/s, %.0f TFLOP/s, "
+                 "MFU %.1f%%, peak %.1f GiB, loss %.4f -> %.4f\n",
+                 static_cast<long long>(seq), static_cast<long long>(micro),
+                 kc::attention_tensor_cores() ? "tensor cores" : "CUDA cores", step_s * 1e3,
                  static_cast<double>(tokens) / step_s, tflops, 100 * tflops / peak_tflops,
                  static_cast<double>(mem.peak_allocated) / (1u << 30), losses.front(), losses.back());
     std::fprintf(stderr, "  one step by kind of kernel: %s\n", split_line.c_str());

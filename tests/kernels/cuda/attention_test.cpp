@@ -1,7 +1,8 @@
 // The CUDA attention (kernels/cuda/attention.cu) against the CPU kernel (kernels/cpu/attention.cpp) on
 // random inputs, forward and backward: GQA and plain multi-head, packed documents, a context-parallel
 // query subset (Tq != Tk, global positions), q/k/v as column blocks of one fused QKV buffer, queries
-// that see no key, head dims 16 to 128, in fp32 and in bf16.
+// that see no key, head dims 16 to 128, in fp32 and in bf16; every bf16 case on both the CUDA-core and
+// the tensor-core kernels (set_attention_tensor_cores), plus the tensor-core path's tile edges.
 #include "herd/kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "herd/kernels/cuda/kernels.h"
 #include "kernels/cuda/cuda_test_util.h"
@@ -91,9 +93,10 @@ struct DeviceMask {
 
 // Equal infinities (lse = -inf for a query that sees no key) count as equal; everything else as
 // all_close with atol = rel * max|want| (the differences are summation order and exp rounding, which
-// scale with the magnitudes summed, not with each small cancelling result) and rtol = rel.
-::testing::AssertionResult close(std::vector<float> got, std::vector<float> want, double rel) {
-  double scale = 0;
+// scale with the magnitudes summed, not with each small cancelling result) and rtol = rel; `floor`
+// bounds that scale from below (a tensor whose exact value is 0, as dq and dk of one-token sequences).
+::testing::AssertionResult close(std::vector<float> got, std::vector<float> want, double rel, double floor = 0) {
+  double scale = floor;
   for (std::size_t i = 0; i < want.size() && i < got.size(); ++i) {
     if (std::isinf(want[i]) && got[i] == want[i]) want[i] = got[i] = 0;
     if (std::isfinite(want[i])) scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
@@ -194,8 +197,91 @@ void check_fp32(Problem p, std::uint32_t seed) {
   }
 }
 
-// bf16: q, k, v rounded to bf16 first, so the CPU fp32 kernel and the GPU bf16 kernel see the same
-// values; the GPU rounds out to bf16, the backward on both sides gets that rounded out.
+// Sets the tensor-core switch (kernels.h) for one scope and restores the previous setting.
+class TensorCoreSwitch {
+ public:
+  explicit TensorCoreSwitch(bool on) : saved_(attention_tensor_cores()) { set_attention_tensor_cores(on); }
+  ~TensorCoreSwitch() { set_attention_tensor_cores(saved_); }
+  TensorCoreSwitch(const TensorCoreSwitch&) = delete;
+  TensorCoreSwitch& operator=(const TensorCoreSwitch&) = delete;
+
+ private:
+  bool saved_;
+};
+
+// The bf16 kernels' recipe on the CPU (kernels/cpu/attention_bf16.cpp: P, dO and dS rounded to bf16
+// where they enter a product, fp32 sums), what the tensor-core path computes in another summation
+// order. out in fp32 (unrounded), out16 its bf16 rounding, which both backwards are fed.
+struct RecipeResult {
+  CpuResult r;
+  std::vector<bf16> out16;
+};
+RecipeResult cpu_recipe(const Problem& p, const Layout& l, const Inputs& in) {
+  RecipeResult rr;
+  CpuResult& r = rr.r;
+  r.out.assign(static_cast<std::size_t>(l.o_size), kNaN);
+  r.lse.assign(static_cast<std::size_t>(p.d.batch * p.d.q_heads * p.d.tq), kNaN);
+  r.dq.assign(static_cast<std::size_t>(l.q_size), kNaN);
+  r.dk.assign(static_cast<std::size_t>(l.kv_size), kNaN);
+  r.dv.assign(static_cast<std::size_t>(l.kv_size), kNaN);
+  const std::vector<bf16> q16 = to_bf16_host(in.q), k16 = to_bf16_host(in.k), v16 = to_bf16_host(in.v);
+  const Qkv<const bf16> x = split<const bf16>(p, l, q16.data(), k16.data(), v16.data());
+  const AttentionMask m = host_mask(p);
+  kernels::attention_forward(p.d, m, x.q, x.k, x.v, r.out.data(), r.lse.data());
+  rr.out16 = to_bf16_host(r.out);
+  const Qkv<float> g = split<float>(p, l, r.dq.data(), r.dk.data(), r.dv.data());
+  kernels::attention_backward(p.d, m, x.q, x.k, x.v, rr.out16.data(), r.lse.data(), in.dout.data(), g.q, g.k, g.v);
+  return rr;
+}
+
+// The GPU's bf16 forward (out widened from the kernel's bf16) and its backward fed the given bf16 out
+// and lse, so that it differentiates the same forward as the reference it is compared with.
+CpuResult gpu_bf16(const Problem& p, const Layout& l, const Inputs& in, const std::vector<bf16>& out16,
+                   const std::vector<float>& lse_in) {
+  const DeviceMask dm(p);
+  auto q = upload(to_bf16_host(in.q)), k = upload(to_bf16_host(in.k)), v = upload(to_bf16_host(in.v));
+  auto dout = upload(in.dout);
+  // Outputs start as NaN: every element the kernels own must be overwritten, every gap left alone.
+  auto out = upload(to_bf16_host(std::vector<float>(static_cast<std::size_t>(l.o_size), kNaN)));
+  auto lse = upload(std::vector<float>(lse_in.size(), kNaN));
+  auto dq = upload(std::vector<float>(static_cast<std::size_t>(l.q_size), kNaN));
+  auto dk = upload(std::vector<float>(static_cast<std::size_t>(l.kv_size), kNaN));
+  auto dv = upload(std::vector<float>(static_cast<std::size_t>(l.kv_size), kNaN));
+  const Qkv<const bf16> x = split<const bf16>(p, l, q.data(), k.data(), v.data());
+  cuda::attention_forward(p.d, dm.mask(), x.q, x.k, x.v, out.data(), lse.data());
+  auto out_in = upload(out16);
+  auto lse_up = upload(lse_in);
+  const Qkv<float> g = split<float>(p, l, dq.data(), dk.data(), dv.data());
+  cuda::attention_backward(p.d, dm.mask(), x.q, x.k, x.v, out_in.data(), lse_up.data(), dout.data(), g.q, g.k, g.v);
+  CpuResult r;
+  for (const bf16 o : download(out)) r.out.push_back(bf16_to_float(o.bits));
+  r.lse = download(lse);
+  r.dq = download(dq);
+  r.dk = download(dk);
+  r.dv = download(dv);
+  return r;
+}
+
+constexpr double kU = 0x1p-8;  // bf16's unit roundoff
+// The floor of the gradients' scale in the bf16 checks (close's `floor`): with one key per query
+// (T = 1) P = 1 and dS = P (dP - delta) is 0 up to rounding, so dq and dk are pure noise (~1e-7 here,
+// the inputs being O(1)) and nothing to scale a tolerance by. The largest dq / dk / dv entry of every
+// other problem here is above 0.4 (measured on the CPU references), so the floor binds only there.
+constexpr double kGradFloor = 1e-2;
+
+// bf16 on both GPU paths (the switch off, then on; restored afterwards). q, k, v are rounded to bf16
+// first, so the CPU references and the GPU kernels see the same values.
+//   CUDA-core path (switch off, or a head dim the tensor cores do not take): fp32 products of the
+//   widened inputs, so it matches the CPU fp32 kernel to fp32 accuracy; the GPU rounds out to bf16, the
+//   backward on both sides gets the CPU's rounded out.
+//   Tensor-core path (switch on, D a multiple of 16 up to 128): P, dO and dS are rounded to bf16 where
+//   they enter a product (u = 2^-8 each). Against the CPU bf16 recipe (same roundings, other summation
+//   order) it agrees within one u of each tensor's largest entry (what tests/kernels/attention_bf16_test
+//   holds the CPU's two bf16 paths to: only rare rounding-boundary flips of single P / dS / dO values
+//   differ), out within one u (its own bf16 rounding is half a u), lse to fp32 accuracy (no rounding
+//   enters it). Against the fp32 kernel, the recipe's error bound (kernels/cpu/attention_bf16.cpp): out
+//   2u (P), dv 3u (P and dO), dq and dk 4u (dO through dP and delta, then dS), so a kernel that does
+//   not round where the recipe does, or rounds more (bf16 sums), shows against one of the two.
 void check_bf16(Problem p, std::uint32_t seed) {
   const Layout l = layout_of(p);
   Inputs in = make_inputs(p, l, seed);
@@ -203,35 +289,42 @@ void check_bf16(Problem p, std::uint32_t seed) {
     for (float& x : *buf)
       if (!std::isnan(x)) x = bf16_to_float(float_to_bf16(x));
   const CpuResult want = cpu_run(p, l, in, true);
+  const bool tc_shape = p.d.head_dim % 16 == 0 && p.d.head_dim <= 128;
 
-  const DeviceMask dm(p);
-  auto q = upload(to_bf16_host(in.q)), k = upload(to_bf16_host(in.k)), v = upload(to_bf16_host(in.v));
-  auto dout = upload(in.dout);
-  auto out = upload(to_bf16_host(std::vector<float>(static_cast<std::size_t>(l.o_size), kNaN)));
-  auto lse = upload(std::vector<float>(want.lse.size(), kNaN));
-  auto dq = upload(std::vector<float>(static_cast<std::size_t>(l.q_size), kNaN));
-  auto dk = upload(std::vector<float>(static_cast<std::size_t>(l.kv_size), kNaN));
-  auto dv = upload(std::vector<float>(static_cast<std::size_t>(l.kv_size), kNaN));
-  const Qkv<const bf16> x = split<const bf16>(p, l, q.data(), k.data(), v.data());
-  cuda::attention_forward(p.d, dm.mask(), x.q, x.k, x.v, out.data(), lse.data());
-  auto out_cpu = upload(to_bf16_host(want.out));
-  auto lse_cpu = upload(want.lse);
-  const Qkv<float> g = split<float>(p, l, dq.data(), dk.data(), dv.data());
-  cuda::attention_backward(p.d, dm.mask(), x.q, x.k, x.v, out_cpu.data(), lse_cpu.data(), dout.data(), g.q, g.k, g.v);
-
-  std::vector<float> got_out;
-  for (const bf16 o : download(out)) got_out.push_back(bf16_to_float(o.bits));
-  // out: both sides round an fp32 value to bf16; the fp32 values differ by ~1e-6 relative, which can
-  // move a rounding by one bf16 ulp (2^-8 relative): rtol 2^-7 leaves a factor of two.
-  EXPECT_TRUE(all_close(got_out, want.out, 1e-6, 1.0 / 128)) << "out";
-  // lse and the gradients are fp32 computed from identical (bf16-valued) inputs: as tight as fp32,
-  // with a factor of two for the widened-input rounding of the scale product q * scale.
-  constexpr double kRel = 2e-4;
-  EXPECT_TRUE(close(download(lse), want.lse, kRel)) << "lse";
-  EXPECT_TRUE(close(download(dq), want.dq, kRel)) << "dq";
-  if (!p.fused) {
-    EXPECT_TRUE(close(download(dk), want.dk, kRel)) << "dk";
-    EXPECT_TRUE(close(download(dv), want.dv, kRel)) << "dv";
+  for (const bool tc : {false, true}) {
+    SCOPED_TRACE(tc ? "tensor cores on" : "tensor cores off");
+    const TensorCoreSwitch sw(tc);
+    if (!(tc && tc_shape)) {
+      const CpuResult got = gpu_bf16(p, l, in, to_bf16_host(want.out), want.lse);
+      // out: both sides round an fp32 value to bf16; the fp32 values differ by ~1e-6 relative, which can
+      // move a rounding by one bf16 ulp (2^-8 relative): rtol 2^-7 leaves a factor of two.
+      EXPECT_TRUE(all_close(got.out, want.out, 1e-6, 1.0 / 128)) << "out";
+      // lse and the gradients are fp32 computed from identical (bf16-valued) inputs: as tight as fp32,
+      // with a factor of two for the widened-input rounding of the scale product q * scale.
+      constexpr double kRel = 2e-4;
+      EXPECT_TRUE(close(got.lse, want.lse, kRel)) << "lse";
+      EXPECT_TRUE(close(got.dq, want.dq, kRel, kGradFloor)) << "dq";
+      if (!p.fused) {
+        EXPECT_TRUE(close(got.dk, want.dk, kRel, kGradFloor)) << "dk";
+        EXPECT_TRUE(close(got.dv, want.dv, kRel, kGradFloor)) << "dv";
+      }
+      continue;
+    }
+    const RecipeResult recipe = cpu_recipe(p, l, in);
+    const CpuResult got = gpu_bf16(p, l, in, recipe.out16, recipe.r.lse);
+    const CpuResult& r = recipe.r;
+    EXPECT_TRUE(close(got.out, r.out, kU)) << "out vs the bf16 recipe";
+    EXPECT_TRUE(close(got.lse, r.lse, 1e-5)) << "lse vs the bf16 recipe";
+    EXPECT_TRUE(close(got.dq, r.dq, kU, kGradFloor)) << "dq vs the bf16 recipe";
+    EXPECT_TRUE(close(got.out, want.out, 2 * kU)) << "out vs fp32";
+    EXPECT_TRUE(close(got.lse, want.lse, 1e-5)) << "lse vs fp32";
+    EXPECT_TRUE(close(got.dq, want.dq, 4 * kU, kGradFloor)) << "dq vs fp32";
+    if (!p.fused) {
+      EXPECT_TRUE(close(got.dk, r.dk, kU, kGradFloor)) << "dk vs the bf16 recipe";
+      EXPECT_TRUE(close(got.dv, r.dv, kU, kGradFloor)) << "dv vs the bf16 recipe";
+      EXPECT_TRUE(close(got.dk, want.dk, 4 * kU, kGradFloor)) << "dk vs fp32";
+      EXPECT_TRUE(close(got.dv, want.dv, 3 * kU, kGradFloor)) << "dv vs fp32";
+    }
   }
 }
 
@@ -248,9 +341,9 @@ Problem cp_problem(std::int64_t tk, std::int64_t chunk, std::int64_t hq, std::in
 
 // Queries that see no key: keys start at position 5 (a query at 0..4 is earlier than every key), and
 // some queries carry a document id no key has.
-Problem blind_problem() {
+Problem blind_problem(std::int64_t dim = 32) {
   Problem p;
-  p.d = {2, 70, 90, 4, 2, 32};
+  p.d = {2, 70, 90, 4, 2, dim};
   for (std::int64_t s = 0; s < 2; ++s) {
     for (std::int64_t i = 0; i < 70; ++i) {
       p.pos_q.push_back(static_cast<std::int32_t>(i));
@@ -340,6 +433,109 @@ TEST(CudaAttention, FusedQkvStridesBf16) {
 TEST(CudaAttention, QueriesThatSeeNoKeyBf16) {
   HERD_REQUIRE_GPU();
   check_bf16(blind_problem(), 24);
+}
+
+// The tensor-core path's edges (check_bf16 runs both paths; the comments there give the tolerances).
+// Sequence lengths around the 64-row tile: a single token, one short of a tile, one past, several
+// tiles with a ragged end; head dims 64 and 128 (the models'), and 16 / 48 (an odd number of 16-column
+// fragments: the two warp halves of the backward split D unevenly).
+TEST(CudaAttention, TensorCoreTileEdgesBf16) {
+  HERD_REQUIRE_GPU();
+  std::uint32_t seed = 40;
+  for (const std::int64_t dim : {64, 128})
+    for (const std::int64_t t : {1, 63, 65, 200}) {
+      SCOPED_TRACE("D " + std::to_string(dim) + " T " + std::to_string(t));
+      check_bf16(self_problem(2, t, 4, 2, dim), seed++);
+    }
+}
+
+TEST(CudaAttention, TensorCoreOddFragmentCountsBf16) {
+  HERD_REQUIRE_GPU();
+  check_bf16(self_problem(1, 130, 2, 1, 48, 40), 50);
+  check_bf16(self_problem(2, 70, 2, 2, 16), 51);
+  check_bf16(self_problem(1, 90, 3, 3, 80, 33), 52);
+}
+
+// GQA group 4 (8 query heads on 2 KV heads): dK / dV sum four heads' query tiles.
+TEST(CudaAttention, TensorCoreGqaGroupFourBf16) {
+  HERD_REQUIRE_GPU();
+  check_bf16(self_problem(2, 150, 8, 2, 64), 53);
+  check_bf16(self_problem(1, 129, 8, 2, 128, 61), 54);
+}
+
+// Packed documents shorter than, equal to and longer than a tile, so whole tiles are skipped and
+// others masked element-wise.
+TEST(CudaAttention, TensorCorePackedDocumentsBf16) {
+  HERD_REQUIRE_GPU();
+  check_bf16(self_problem(2, 260, 4, 2, 64, 20), 55);
+  check_bf16(self_problem(2, 260, 2, 1, 128, 64), 56);
+  check_bf16(self_problem(1, 300, 4, 4, 64, 100), 57);
+}
+
+TEST(CudaAttention, TensorCoreContextParallelBf16) {
+  HERD_REQUIRE_GPU();
+  check_bf16(cp_problem(256, 40, 4, 1, 64), 58);
+  check_bf16(cp_problem(300, 64, 8, 2, 128), 59);
+}
+
+TEST(CudaAttention, TensorCoreFusedQkvStridesBf16) {
+  HERD_REQUIRE_GPU();
+  Problem p = self_problem(2, 130, 8, 2, 64, 50);
+  p.fused = true;
+  check_bf16(p, 60);
+  Problem p2 = self_problem(1, 65, 4, 4, 128);
+  p2.fused = true;
+  check_bf16(p2, 61);
+}
+
+// Blind queries (lse = -inf, out = 0, zero gradients) on the tensor-core path, with the exact values
+// checked on the GPU's own forward as well.
+TEST(CudaAttention, TensorCoreQueriesThatSeeNoKeyBf16) {
+  HERD_REQUIRE_GPU();
+  for (const std::int64_t dim : {64, 128}) {
+    SCOPED_TRACE("D " + std::to_string(dim));
+    Problem p = blind_problem(dim);
+    check_bf16(p, 62);
+    const TensorCoreSwitch sw(true);
+    const Layout l = layout_of(p);
+    const Inputs in = make_inputs(p, l, 62);
+    const DeviceMask dm(p);
+    auto q = upload(to_bf16_host(in.q)), k = upload(to_bf16_host(in.k)), v = upload(to_bf16_host(in.v));
+    DeviceBuffer<bf16> out(l.o_size);
+    DeviceBuffer<float> lse(p.d.batch * p.d.q_heads * p.d.tq);
+    cuda::attention_forward(p.d, dm.mask(), q.data(), k.data(), v.data(), out.data(), lse.data());
+    const std::vector<bf16> o = download(out);
+    const std::vector<float> ls = download(lse);
+    for (std::int64_t s = 0; s < 2; ++s)
+      for (std::int64_t h = 0; h < 4; ++h)
+        for (std::int64_t i = 0; i < 70; ++i) {
+          const bool blind = i < 5 || i >= 60;
+          const float li = ls[static_cast<std::size_t>((s * 4 + h) * 70 + i)];
+          if (blind) {
+            EXPECT_EQ(li, kNegInf) << s << " " << h << " " << i;
+            for (std::int64_t c = 0; c < dim; ++c)
+              EXPECT_EQ(bf16_to_float(o[static_cast<std::size_t>(((s * 70 + i) * 4 + h) * dim + c)].bits), 0.0f);
+          } else {
+            EXPECT_TRUE(std::isfinite(li)) << s << " " << h << " " << i;
+          }
+        }
+  }
+}
+
+// A head dim the tensor cores do not take (24) with the switch on runs the CUDA-core kernels.
+TEST(CudaAttention, NonMultipleOf16HeadDimBf16) {
+  HERD_REQUIRE_GPU();
+  check_bf16(self_problem(2, 70, 4, 2, 24, 30), 63);
+}
+
+// The switch: on by default, and it reads back what was set.
+TEST(CudaAttention, TensorCoreSwitch) {
+  EXPECT_TRUE(attention_tensor_cores());
+  {
+    const TensorCoreSwitch sw(false);
+    EXPECT_FALSE(attention_tensor_cores());
+  }
+  EXPECT_TRUE(attention_tensor_cores());
 }
 
 }  // namespace

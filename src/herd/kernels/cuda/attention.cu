@@ -3,6 +3,8 @@
 // doc_k[j] == doc_q[i] and pos_k[j] <= pos_q[i] (null doc arrays: one document); a query that sees no
 // key gets out = 0 and lse = -inf. Scores use scale = 1/sqrt(D); softmax, statistics and every sum are
 // fp32 (bf16 inputs are widened when staged into shared memory, bf16 outputs rounded to nearest even).
+// bf16 calls with head_dim a multiple of 16 go to the tensor-core kernels of attention_tc.cu instead
+// while set_attention_tensor_cores is on (kernels.h); Params and the mask helpers: attention_common.cuh.
 //
 // Kernels (256 threads = a 16 x 16 grid (ty, tx) per block; kTileQ = kTileK = 64):
 //   forward      grid (ceil(Tq/64), Hq, B): one block per (batch, query head, query tile). Streams the
@@ -33,11 +35,20 @@
 #include <cstdint>
 
 #include "herd/core/check.h"
+#include "herd/kernels/cuda/attention_common.cuh"
 #include "herd/kernels/cuda/common.cuh"
 #include "herd/kernels/cuda/kernels.h"
 
 namespace herd::kernels::cuda {
 namespace {
+
+using attn::allow_smem;
+using attn::Params;
+using attn::params_of;
+using attn::stage_mask;
+using attn::tile_span;
+using attn::tiles_of;
+using attn::visible;
 
 constexpr int kThreads = 256;
 constexpr int kBQ = 64;  // query rows per tile
@@ -45,48 +56,7 @@ constexpr int kBK = 64;  // keys per tile
 constexpr int kRI = kBQ / 16;
 constexpr int kCJ = kBK / 16;
 constexpr int kLdP = kBK + 1;  // row stride of the P / dS tiles in shared memory
-constexpr int kMaxHeadDim = 128;
 constexpr unsigned kFull = 0xffffffffu;
-
-struct Params {
-  std::int64_t tq, tk;
-  int q_heads, kv_heads, group, d;
-  std::int64_t ld_q, ld_k, ld_v, ld_o;  // resolved token strides (never 0)
-  const std::int32_t* pos_q;
-  const std::int32_t* doc_q;
-  const std::int32_t* pos_k;
-  const std::int32_t* doc_k;
-  float scale;
-};
-
-Params params_of(const AttentionDims& d, const AttentionMask& m) {
-  HERD_CHECK(d.batch >= 1 && d.tq >= 0 && d.tk >= 0 && d.head_dim >= 1, "attention dims");
-  HERD_CHECK(d.kv_heads >= 1 && d.q_heads % d.kv_heads == 0, "q_heads (", d.q_heads,
-             ") must be a multiple of kv_heads (", d.kv_heads, ")");
-  HERD_CHECK(d.head_dim <= kMaxHeadDim, "cuda attention supports head_dim up to ", kMaxHeadDim, ", not ", d.head_dim);
-  HERD_CHECK(d.batch <= 65535 && d.q_heads <= 65535, "cuda attention grid: batch and heads at most 65535");
-  HERD_CHECK(m.pos_q && m.pos_k, "attention needs query and key positions");
-  const std::int64_t qd = d.q_heads * d.head_dim, kd = d.kv_heads * d.head_dim;
-  Params p{};
-  p.tq = d.tq;
-  p.tk = d.tk;
-  p.q_heads = static_cast<int>(d.q_heads);
-  p.kv_heads = static_cast<int>(d.kv_heads);
-  p.group = static_cast<int>(d.q_heads / d.kv_heads);
-  p.d = static_cast<int>(d.head_dim);
-  p.ld_q = d.ld_q ? d.ld_q : qd;
-  p.ld_k = d.ld_k ? d.ld_k : kd;
-  p.ld_v = d.ld_v ? d.ld_v : kd;
-  p.ld_o = d.ld_o ? d.ld_o : qd;
-  HERD_CHECK(p.ld_q >= qd && p.ld_o >= qd && p.ld_k >= kd && p.ld_v >= kd,
-             "attention token strides smaller than a token");
-  p.pos_q = m.pos_q;
-  p.doc_q = m.doc_q;
-  p.pos_k = m.pos_k;
-  p.doc_k = m.doc_k;
-  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
-  return p;
-}
 
 // rows x D values from global rows (token stride ld) into shared rows of stride D + 1, times `mul`;
 // rows at or past `valid` are zero (never read from global memory).
@@ -98,36 +68,6 @@ __device__ __forceinline__ void stage_rows(float* dst, const T* src, std::int64_
     const int r = idx / d, c = idx - r * d;
     dst[r * ls + c] = r < valid ? widen(src[r * ld + c]) * mul : 0.0f;
   }
-}
-
-// Positions and document ids of `n` valid tokens of a tile (the rest left as they are: masked by count).
-__device__ __forceinline__ void stage_mask(int* pos_s, int* doc_s, const std::int32_t* pos, const std::int32_t* doc,
-                                           int n, int tile) {
-  const int t = threadIdx.x;
-  if (t < tile) {
-    pos_s[t] = t < n ? pos[t] : 0;
-    doc_s[t] = t < n && doc ? doc[t] : 0;
-  }
-}
-
-// The min/max position and document id of the first n tokens staged by stage_mask (after a barrier),
-// into span[0..3] = {pos_min, pos_max, doc_min, doc_max}. Ends with a barrier.
-__device__ __forceinline__ void tile_span(const int* pos_s, const int* doc_s, int n, int* span) {
-  if (threadIdx.x == 0) {
-    span[0] = 0x7fffffff;
-    span[1] = -0x7fffffff - 1;
-    span[2] = 0x7fffffff;
-    span[3] = -0x7fffffff - 1;
-  }
-  __syncthreads();
-  const int t = threadIdx.x;
-  if (t < n) {
-    atomicMin(&span[0], pos_s[t]);
-    atomicMax(&span[1], pos_s[t]);
-    atomicMin(&span[2], doc_s[t]);
-    atomicMax(&span[3], doc_s[t]);
-  }
-  __syncthreads();
 }
 
 __device__ __forceinline__ float half_warp_max(float v) {
@@ -201,11 +141,6 @@ __device__ __forceinline__ void accumulate_ptm(const float* p, const float* m, i
 #pragma unroll
       for (int jj = 0; jj < NJ; ++jj) acc[i][jj] = fmaf(pv[i], mv[jj], acc[i][jj]);
   }
-}
-
-__device__ __forceinline__ bool visible(int r, int kc, int qn, int kn, const int* pq, const int* dq, const int* pk,
-                                        const int* dk) {
-  return r < qn && kc < kn && pk[kc] <= pq[r] && dk[kc] == dq[r];
 }
 
 __device__ __forceinline__ void store_out(float* p, float v) { *p = v; }
@@ -348,16 +283,6 @@ __device__ __forceinline__ void p_and_ds(const float* qs, const float* ks, const
   }
 }
 
-// Stages lse and delta of `n` valid query rows of head h (the rest 0 and -inf: masked anyway).
-__device__ __forceinline__ void stage_row_stats(float* lse_s, float* delta_s, const float* lse, const float* delta,
-                                                int n) {
-  const int t = threadIdx.x;
-  if (t < kBQ) {
-    lse_s[t] = t < n ? lse[t] : -INFINITY;
-    delta_s[t] = t < n ? delta[t] : 0.0f;
-  }
-}
-
 template <typename T, int NJ>
 __global__ void __launch_bounds__(kThreads)
     dkdv_kernel(Params p, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
@@ -407,7 +332,7 @@ __global__ void __launch_bounds__(kThreads)
       if (!__syncthreads_or(maybe)) continue;
       stage_rows(qs, q + (b * p.tq + q0) * p.ld_q + q_off, p.ld_q, qn, kBQ, d, 1.0f);
       stage_rows(dos, dout + (b * p.tq + q0) * p.ld_o + q_off, p.ld_o, qn, kBQ, d, 1.0f);
-      stage_row_stats(lse_s, delta_s, lse + stat_row + q0, delta + stat_row + q0, qn);
+      attn::stage_row_stats(lse_s, delta_s, lse + stat_row + q0, delta + stat_row + q0, qn, kBQ);
       __syncthreads();
       p_and_ds(qs, ks, dos, vs, lse_s, delta_s, d, p.scale, qn, kn, pq_s, dq_s, pk_s, dk_s, ty, tx, ps, dss);
       __syncthreads();
@@ -457,7 +382,7 @@ __global__ void __launch_bounds__(kThreads)
   stage_mask(pq_s, dq_s, p.pos_q + b * p.tq + q0, p.doc_q ? p.doc_q + b * p.tq + q0 : nullptr, qn, kBQ);
   stage_rows(qs, q + (b * p.tq + q0) * p.ld_q + q_off, p.ld_q, qn, kBQ, d, 1.0f);
   stage_rows(dos, dout + (b * p.tq + q0) * p.ld_o + q_off, p.ld_o, qn, kBQ, d, 1.0f);
-  stage_row_stats(lse_s, delta_s, lse + stat_row + q0, delta + stat_row + q0, qn);
+  attn::stage_row_stats(lse_s, delta_s, lse + stat_row + q0, delta + stat_row + q0, qn, kBQ);
   __syncthreads();
   tile_span(pq_s, dq_s, qn, span);
   const int q_pos_max = span[1], q_doc_min = span[2], q_doc_max = span[3];
@@ -506,14 +431,6 @@ std::size_t dkdv_smem(int d) {
 std::size_t dq_smem(int d) {
   return sizeof(float) * (static_cast<std::size_t>(2 * kBQ + 2 * kBK) * (d + 1) + kBQ * kLdP);
 }
-
-// Dynamic shared memory above 48 KiB needs the per-kernel opt-in.
-template <typename Kernel>
-void allow_smem(Kernel kernel, std::size_t bytes) {
-  HERD_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-}
-
-unsigned tiles_of(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
 template <typename T, int NJ>
 void forward_launch(const Params& p, std::int64_t batch, const T* q, const T* k, const T* v, T* out, float* lse) {
@@ -601,11 +518,17 @@ void attention_backward(const AttentionDims& d, const AttentionMask& m, const fl
 
 void attention_forward(const AttentionDims& d, const AttentionMask& m, const bf16* q, const bf16* k, const bf16* v,
                        bf16* out, float* lse) {
+  const Params p = params_of(d, m);
+  if (attn::tensor_cores_apply(p)) return attn::forward_tc(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse);
   forward<__nv_bfloat16>(d, m, dev(q), dev(k), dev(v), dev(out), lse);
 }
 
 void attention_backward(const AttentionDims& d, const AttentionMask& m, const bf16* q, const bf16* k, const bf16* v,
                         const bf16* out, const float* lse, const float* dout, float* dq, float* dk, float* dv) {
+  const Params p = params_of(d, m);
+  if (attn::tensor_cores_apply(p)) {
+    return attn::backward_tc(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse, dout, dq, dk, dv);
+  }
   backward<__nv_bfloat16>(d, m, dev(q), dev(k), dev(v), dev(out), lse, dout, dq, dk, dv);
 }
 

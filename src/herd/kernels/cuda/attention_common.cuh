@@ -1,0 +1,122 @@
+// What the CUDA-core attention kernels (attention.cu) and the tensor-core ones (attention_tc.cu) share:
+// the resolved call parameters, the staging of a tile's positions / document ids / row statistics, the
+// per-tile visibility span used to skip tiles no pair can see, and the element-wise mask. Internal to
+// kernels/cuda/ (device code); the contracts are kernels/attention.h's.
+#pragma once
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+
+#include "herd/core/check.h"
+#include "herd/kernels/cuda/common.cuh"
+#include "herd/kernels/cuda/kernels.h"
+
+namespace herd::kernels::cuda::attn {
+
+constexpr int kMaxHeadDim = 128;
+
+struct Params {
+  std::int64_t tq, tk;
+  int q_heads, kv_heads, group, d;
+  std::int64_t ld_q, ld_k, ld_v, ld_o;  // resolved token strides (never 0)
+  const std::int32_t* pos_q;
+  const std::int32_t* doc_q;
+  const std::int32_t* pos_k;
+  const std::int32_t* doc_k;
+  float scale;
+};
+
+inline Params params_of(const AttentionDims& d, const AttentionMask& m) {
+  HERD_CHECK(d.batch >= 1 && d.tq >= 0 && d.tk >= 0 && d.head_dim >= 1, "attention dims");
+  HERD_CHECK(d.kv_heads >= 1 && d.q_heads % d.kv_heads == 0, "q_heads (", d.q_heads,
+             ") must be a multiple of kv_heads (", d.kv_heads, ")");
+  HERD_CHECK(d.head_dim <= kMaxHeadDim, "cuda attention supports head_dim up to ", kMaxHeadDim, ", not ", d.head_dim);
+  HERD_CHECK(d.batch <= 65535 && d.q_heads <= 65535, "cuda attention grid: batch and heads at most 65535");
+  HERD_CHECK(m.pos_q && m.pos_k, "attention needs query and key positions");
+  const std::int64_t qd = d.q_heads * d.head_dim, kd = d.kv_heads * d.head_dim;
+  Params p{};
+  p.tq = d.tq;
+  p.tk = d.tk;
+  p.q_heads = static_cast<int>(d.q_heads);
+  p.kv_heads = static_cast<int>(d.kv_heads);
+  p.group = static_cast<int>(d.q_heads / d.kv_heads);
+  p.d = static_cast<int>(d.head_dim);
+  p.ld_q = d.ld_q ? d.ld_q : qd;
+  p.ld_k = d.ld_k ? d.ld_k : kd;
+  p.ld_v = d.ld_v ? d.ld_v : kd;
+  p.ld_o = d.ld_o ? d.ld_o : qd;
+  HERD_CHECK(p.ld_q >= qd && p.ld_o >= qd && p.ld_k >= kd && p.ld_v >= kd,
+             "attention token strides smaller than a token");
+  p.pos_q = m.pos_q;
+  p.doc_q = m.doc_q;
+  p.pos_k = m.pos_k;
+  p.doc_k = m.doc_k;
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
+  return p;
+}
+
+// Positions and document ids of `n` valid tokens of a tile (the rest left as they are: masked by count).
+__device__ __forceinline__ void stage_mask(int* pos_s, int* doc_s, const std::int32_t* pos, const std::int32_t* doc,
+                                           int n, int tile) {
+  const int t = threadIdx.x;
+  if (t < tile) {
+    pos_s[t] = t < n ? pos[t] : 0;
+    doc_s[t] = t < n && doc ? doc[t] : 0;
+  }
+}
+
+// The min/max position and document id of the first n tokens staged by stage_mask (after a barrier),
+// into span[0..3] = {pos_min, pos_max, doc_min, doc_max}. Ends with a barrier.
+__device__ __forceinline__ void tile_span(const int* pos_s, const int* doc_s, int n, int* span) {
+  if (threadIdx.x == 0) {
+    span[0] = 0x7fffffff;
+    span[1] = -0x7fffffff - 1;
+    span[2] = 0x7fffffff;
+    span[3] = -0x7fffffff - 1;
+  }
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t < n) {
+    atomicMin(&span[0], pos_s[t]);
+    atomicMax(&span[1], pos_s[t]);
+    atomicMin(&span[2], doc_s[t]);
+    atomicMax(&span[3], doc_s[t]);
+  }
+  __syncthreads();
+}
+
+// Stages lse and delta of `n` valid query rows of one head (the rest -inf and 0: masked anyway).
+__device__ __forceinline__ void stage_row_stats(float* lse_s, float* delta_s, const float* lse, const float* delta,
+                                                int n, int tile) {
+  const int t = threadIdx.x;
+  if (t < tile) {
+    lse_s[t] = t < n ? lse[t] : -INFINITY;
+    delta_s[t] = t < n ? delta[t] : 0.0f;
+  }
+}
+
+// Query row r of the tile sees key column kc (both tiles staged by stage_mask).
+__device__ __forceinline__ bool visible(int r, int kc, int qn, int kn, const int* pq, const int* dq, const int* pk,
+                                        const int* dk) {
+  return r < qn && kc < kn && pk[kc] <= pq[r] && dk[kc] == dq[r];
+}
+
+// Dynamic shared memory above 48 KiB needs the per-kernel opt-in.
+template <typename Kernel>
+void allow_smem(Kernel kernel, std::size_t bytes) {
+  HERD_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+inline unsigned tiles_of(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
+
+// The tensor-core kernels (attention_tc.cu) take a bf16 call when the switch is on and the head
+// dimension is a multiple of 16 up to 128; every other call runs attention.cu's kernels.
+inline bool tensor_cores_apply(const Params& p) { return attention_tensor_cores() && p.d % 16 == 0 && p.d <= 128; }
+void forward_tc(const Params& p, std::int64_t batch, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                const __nv_bfloat16* v, __nv_bfloat16* out, float* lse);
+void backward_tc(const Params& p, std::int64_t batch, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                 const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const float* dout, float* dq,
+                 float* dk, float* dv);
+
+}  // namespace herd::kernels::cuda::attn
