@@ -151,7 +151,6 @@ class Step {
     dx_ = Buf<float>(m.n * m.d);
     f32_nd_ = Buf<float>(m.n * m.d);
     qkv_ = Buf<float>(m.n * m.qkv());
-    gu_ = Buf<float>(m.n * 2 * m.f);
     dact_ = Buf<float>(m.n * m.f);
     dao_ = Buf<float>(m.n * m.q);
     bf_nd_ = Buf<bf16>(m.n * m.d);
@@ -307,10 +306,11 @@ class Step {
                         y.rstd2.data());
     kc::to_bf16(f32_nd_.data(), m.n * m.d, y.n2.data());
     mark(Kind::kGemm);
-    kc::gemm_bf16(Trans::kNo, Trans::kYes, m.n, 2 * m.f, m.d, 1.0f, y.n2.data(), m.d, y.wgu.w16.data(), m.d, 0.0f,
-                  gu_.data(), 2 * m.f);
+    // gate | up saved in bf16 straight from the GEMM (fp32 sums rounded as they are written), as the
+    // CPU trainer's bf16 mode saves them (kernels::gemm_bf16_rounded).
+    kc::gemm_bf16_out(Trans::kNo, Trans::kYes, m.n, 2 * m.f, m.d, 1.0f, y.n2.data(), m.d, y.wgu.w16.data(), m.d,
+                      y.gu16.data(), 2 * m.f);
     mark(Kind::kElementwise);
-    kc::to_bf16(gu_.data(), m.n * 2 * m.f, y.gu16.data());
     kc::swiglu_forward(y.gu16.data(), 2 * m.f, y.gu16.data() + m.f, 2 * m.f, m.n, m.f, y.act.data(), m.f);
     mark(Kind::kGemm);
     kc::gemm_bf16(Trans::kNo, Trans::kYes, m.n, m.d, m.f, 1.0f, y.act.data(), m.f, y.wdown.w16.data(), m.f, 1.0f,
@@ -384,8 +384,7 @@ class Step {
   Param emb_, final_norm_, out_;
   std::vector<Layer> layers_;
   std::vector<kc::AdamWTensor> adam_;
-  Buf<float> x_, dx_, f32_nd_, qkv_, gu_, dact_, dao_, final_x_, final_rstd_, row_max_, row_sum_, tlogit_, ce_lse_,
-      ce_ws_;
+  Buf<float> x_, dx_, f32_nd_, qkv_, dact_, dao_, final_x_, final_rstd_, row_max_, row_sum_, tlogit_, ce_lse_, ce_ws_;
   Buf<bf16> bf_nd_, dgu16_, dqkv16_, final16_;
   Buf<std::int32_t> ids_, targets_, pos_;
 };
