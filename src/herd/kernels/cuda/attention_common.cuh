@@ -138,10 +138,23 @@ __device__ __forceinline__ void stage_bf16(__nv_bfloat16* dst, int ldd, const __
 }
 
 // `rows` rows of D fp32 dO values rounded to bf16 (round to nearest even) into shared rows of stride
-// ldd; rows at or past `valid` are zero.
+// ldd; rows at or past `valid` are zero. D is a multiple of 16 and ldd even (the tensor-core kernels'
+// tiles): 16-byte loads when the source allows them, each four values stored as two bf16 pairs.
 template <int kThreads, int kRows>
 __device__ __forceinline__ void stage_dout(__nv_bfloat16* dst, int ldd, const float* src, std::int64_t ld, int valid,
                                            int d) {
+  const bool vec = ((reinterpret_cast<std::uintptr_t>(src) | static_cast<std::uintptr_t>(ld * 4)) & 15) == 0;
+  if (vec) {
+    const int chunks = d / 4;
+    for (int idx = threadIdx.x; idx < kRows * chunks; idx += kThreads) {
+      const int r = idx / chunks, c = (idx - r * chunks) * 4;
+      const float4 x = r < valid ? *reinterpret_cast<const float4*>(src + r * ld + c) : make_float4(0, 0, 0, 0);
+      __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(dst + r * ldd + c);  // 4-byte aligned: c, ldd even
+      out[0] = __floats2bfloat162_rn(x.x, x.y);                                    // .x (the lower address) = x.x
+      out[1] = __floats2bfloat162_rn(x.z, x.w);
+    }
+    return;
+  }
   for (int idx = threadIdx.x; idx < kRows * d; idx += kThreads) {
     const int r = idx / d, c = idx - r * d;
     dst[r * ldd + c] = narrow_bf16(r < valid ? src[r * ld + c] : 0.0f);
