@@ -38,15 +38,24 @@
 // apart, m = D / 16, so the 8 rows x 16 bytes cover all 32 banks once: no bank conflicts).
 //
 // Kernels (64 x 64 tiles, 128 threads = 4 warps; warp w owns rows 16w..16w+15 of the block's tile):
-//   forward   grid (ceil(Tq/64), Hq, B). The warp's Q A-fragments stay in registers; per key tile S
-//             (16 x 64: 8 C fragments), the online softmax on the C layout (a lane holds rows g and
+//   forward   grid (Hq, ceil(Tq/64), B), query tile ceil(Tq/64) - 1 - blockIdx.y: heads vary fastest and
+//             the last query tiles (the most keys to see under the causal mask) are dispatched first,
+//             so the long blocks do not trail. The warp's Q A-fragments stay in registers; per key tile
+//             S (16 x 64: 8 C fragments), the online softmax on the C layout (a lane holds rows g and
 //             g + 8; the row max and sum reduce over the quad with shuffles xor 1 and 2), P packed into
 //             A fragments, O (16 x D: D / 8 C fragments) += P V. out = O / l, lse = m + log l.
-//   dq        grid (ceil(Tq/64), Hq, B); per key tile S = Q K^T and dP = dO V^T (8 C fragments each),
-//             dS in registers, dQ (16 x D) += dS K. Written once at the end (fp32 overwrite).
-//   dkdv      grid (ceil(Tk/64), Hkv, B); warp w owns keys 16w..16w+15, over the group's query heads
-//             and their query tiles: S^T = K Q^T and dP^T = V dO^T (16 keys x 64 queries), P^T and dS^T
-//             in registers (lse and delta indexed by column), dV += P^T dO and dK += dS^T Q.
+//   dq        grid as the forward; per key tile S = Q K^T and dP = dO V^T (8 C fragments each), dS in
+//             registers, dQ (16 x D) += dS K. Written once at the end (fp32 overwrite).
+//   dkdv      grid (Hkv, ceil(Tk/64), B) (the first key tiles, which see the most queries, first); warp
+//             w owns keys 16w..16w+15, over the group's query heads and their query tiles: S^T = K Q^T
+//             and dP^T = V dO^T (16 keys x 64 queries), P^T and dS^T in registers (lse and delta
+//             indexed by column), dV += P^T dO and dK += dS^T Q. When that grid is small (under four
+//             blocks per SM) and the group larger than 1, one block per query head instead (grid (Hq,
+//             ...)), each head's share into fp32 partials that a second kernel sums over the group in
+//             head order (deterministic; 2 B Tk Hq D floats of scratch from the caching allocator).
+// Shared memory (dynamic, bf16 tiles of 64 rows x (D + 8)): forward Q, K, V 27 KiB at D = 64 / 51 KiB
+// at D = 128; dq Q, dO, K, V and dkdv K, V, Q, dO 36 / 68 KiB. Registers (ptxas, sm_90, D = 64 / 128):
+// forward 157 / 178, dq 158 / 170, dkdv 218 / 255 (a few bytes spilled at D >= 112).
 // Masking and skipping: a tile no pair can see is skipped by the whole block (as attention_tc.cu); in
 // addition a warp skips a tile none of its rows' pairs can see, and skips the element-wise mask when
 // every pair of its 16 rows x the tile is visible (all valid, one document, all key positions at or
@@ -187,8 +196,8 @@ __global__ void __launch_bounds__(kThreads)
   bf* qs = reinterpret_cast<bf*>(smem_raw);
   bf* ks = qs + kTile * kLdX;
   bf* vs = ks + kTile * kLdX;
-  const int b = blockIdx.z, h = blockIdx.y, hk = h / p.group;
-  const std::int64_t q0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
+  const int b = blockIdx.z, h = blockIdx.x, hk = h / p.group;
+  const std::int64_t q0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kTile;
   const int qn = static_cast<int>(p.tq - q0 < kTile ? p.tq - q0 : kTile);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int r0 = 16 * warp;            // the warp's first query row
@@ -354,8 +363,8 @@ __global__ void __launch_bounds__(kThreads)
   bf* dos = qs + kTile * kLdX;
   bf* ks = dos + kTile * kLdX;
   bf* vs = ks + kTile * kLdX;
-  const int b = blockIdx.z, h = blockIdx.y, hk = h / p.group;
-  const std::int64_t q0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
+  const int b = blockIdx.z, h = blockIdx.x, hk = h / p.group;
+  const std::int64_t q0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kTile;
   const int qn = static_cast<int>(p.tq - q0 < kTile ? p.tq - q0 : kTile);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int r0 = 16 * warp, ra = r0 + g, rb = ra + 8, wn = min(16, qn - r0);
@@ -421,7 +430,7 @@ template <int NF>
 __global__ void __launch_bounds__(kThreads)
     mma_dkdv_kernel(Params p, const bf* __restrict__ q, const bf* __restrict__ k, const bf* __restrict__ v,
                     const float* __restrict__ lse, const float* __restrict__ delta, const float* __restrict__ dout,
-                    float* __restrict__ dk, float* __restrict__ dv) {
+                    float* __restrict__ dk, float* __restrict__ dv, std::int64_t ld_out, bool per_head) {
   constexpr int D = NF * 16, kLdX = D + 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ int pq_s[kTile], dq_s[kTile], pk_s[kTile], dk_s[kTile], span[4];
@@ -430,8 +439,12 @@ __global__ void __launch_bounds__(kThreads)
   bf* vs = ks + kTile * kLdX;
   bf* qs = vs + kTile * kLdX;
   bf* dos = qs + kTile * kLdX;
-  const int b = blockIdx.z, hk = blockIdx.y;
-  const std::int64_t k0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
+  // per_head: block y is query head h (of KV head h / group), whose share of dK / dV goes to the
+  // partial buffers dk, dv (rows of stride ld_out, head h at column h D). Otherwise block y is the KV
+  // head, summing its whole group into dk, dv (the caller's, token strides ld_k, ld_v).
+  const int b = blockIdx.z, hk = per_head ? blockIdx.x / p.group : blockIdx.x;
+  const int g_first = per_head ? blockIdx.x - hk * p.group : 0, g_end = per_head ? g_first + 1 : p.group;
+  const std::int64_t k0 = static_cast<std::int64_t>(blockIdx.y) * kTile;
   const int kn = static_cast<int>(p.tk - k0 < kTile ? p.tk - k0 : kTile);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int r0 = 16 * warp, ka = r0 + g, kb = ka + 8, wn = min(16, kn - r0);  // the warp's keys
@@ -451,7 +464,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dka[n][e] = dva[n][e] = 0.0f;
 
-  for (int gi = 0; gi < p.group; ++gi) {
+  for (int gi = g_first; gi < g_end; ++gi) {
     const int h = hk * p.group + gi;
     const std::int64_t q_off = static_cast<std::int64_t>(h) * D;
     const std::int64_t stat_row = (static_cast<std::int64_t>(b) * p.q_heads + h) * p.tq;
@@ -504,8 +517,44 @@ __global__ void __launch_bounds__(kThreads)
       frags_times_tile<NF>(dka, dp, qs, kLdX);  // dK += bf16(scale dS^T) Q
     }
   }
-  write_acc<NF>(dk + (b * p.tk + k0) * p.ld_k + kv_off, p.ld_k, dka, r0, kn);
-  write_acc<NF>(dv + (b * p.tk + k0) * p.ld_v + kv_off, p.ld_v, dva, r0, kn);
+  if (per_head) {
+    const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * D;
+    write_acc<NF>(dk + (b * p.tk + k0) * ld_out + col, ld_out, dka, r0, kn);
+    write_acc<NF>(dv + (b * p.tk + k0) * ld_out + col, ld_out, dva, r0, kn);
+  } else {
+    write_acc<NF>(dk + (b * p.tk + k0) * p.ld_k + kv_off, p.ld_k, dka, r0, kn);
+    write_acc<NF>(dv + (b * p.tk + k0) * p.ld_v + kv_off, p.ld_v, dva, r0, kn);
+  }
+}
+
+// dk and dv of every key from the per-query-head partials (rows of q_heads * D floats): the sum over the
+// group's heads in head order (deterministic), written with the caller's strides (overwrite).
+__global__ void __launch_bounds__(256)
+    mma_group_sum_kernel(Params p, std::int64_t rows, const float* __restrict__ part_k,
+                         const float* __restrict__ part_v, float* __restrict__ dk, float* __restrict__ dv) {
+  const std::int64_t kd = static_cast<std::int64_t>(p.kv_heads) * p.d, qd = static_cast<std::int64_t>(p.q_heads) * p.d;
+  const std::int64_t n = rows * kd, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    const std::int64_t row = i / kd, j = i - row * kd;  // j = hk D + c
+    const std::int64_t hk = j / p.d, c = j - hk * p.d;
+    const float* pk = part_k + row * qd + hk * p.group * p.d + c;
+    const float* pv = part_v + row * qd + hk * p.group * p.d + c;
+    float sk = 0.0f, sv = 0.0f;
+    for (int gi = 0; gi < p.group; ++gi) {
+      sk += pk[gi * p.d];
+      sv += pv[gi * p.d];
+    }
+    dk[row * p.ld_k + j] = sk;
+    dv[row * p.ld_v + j] = sv;
+  }
+}
+
+// The device's multiprocessor count (the current device; a cheap attribute query).
+int sm_count() {
+  int dev = 0, n = 0;
+  HERD_CUDA(cudaGetDevice(&dev));
+  HERD_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  return n;
 }
 
 constexpr std::size_t tiles_smem(int tiles, int d) {
@@ -517,32 +566,53 @@ template <int NF>
 void forward_launch(const Params& p, std::int64_t batch, const bf* q, const bf* k, const bf* v, bf* out, float* lse) {
   const std::size_t smem = tiles_smem(3, NF * 16);
   allow_smem(mma_forward_kernel<NF>, smem);
-  const dim3 grid(tiles_of(p.tq, kTile), static_cast<unsigned>(p.q_heads), static_cast<unsigned>(batch));
+  const dim3 grid(static_cast<unsigned>(p.q_heads), tiles_of(p.tq, kTile), static_cast<unsigned>(batch));
   mma_forward_kernel<NF><<<grid, kThreads, smem, stream()>>>(p, q, k, v, out, lse);
   HERD_CUDA_LAUNCHED("attention_forward (mma)");
+}
+
+// The dK / dV pass: one block per (key tile, KV head) summing the group's query heads when the group
+// is 1 or that grid alone fills the GPU; otherwise one block per (key tile, query head), so that the
+// causal imbalance (the first key tile sees every query tile, the last one) is spread over group times
+// as many blocks, each head's share into fp32 partials (2 B Tk Hq D floats) summed in head order after.
+template <int NF>
+void dkdv_launch(const Params& p, std::int64_t batch, const bf* q, const bf* k, const bf* v, const float* lse,
+                 const float* delta, const float* dout, float* dk, float* dv) {
+  const std::size_t smem = tiles_smem(4, NF * 16);
+  allow_smem(mma_dkdv_kernel<NF>, smem);
+  const unsigned tiles = tiles_of(p.tk, kTile);
+  const std::int64_t kv_blocks = static_cast<std::int64_t>(tiles) * p.kv_heads * batch;
+  if (p.group == 1 || p.tq == 0 || kv_blocks >= 4 * static_cast<std::int64_t>(sm_count())) {
+    const dim3 grid(static_cast<unsigned>(p.kv_heads), tiles, static_cast<unsigned>(batch));
+    mma_dkdv_kernel<NF><<<grid, kThreads, smem, stream()>>>(p, q, k, v, lse, delta, dout, dk, dv, 0, false);
+    HERD_CUDA_LAUNCHED("attention_backward dk dv (mma)");
+    return;
+  }
+  const std::int64_t rows = batch * p.tk, ld_part = static_cast<std::int64_t>(p.q_heads) * p.d;
+  DeviceBuffer<float> part_k(rows * ld_part), part_v(rows * ld_part);
+  const dim3 grid(static_cast<unsigned>(p.q_heads), tiles, static_cast<unsigned>(batch));
+  mma_dkdv_kernel<NF>
+      <<<grid, kThreads, smem, stream()>>>(p, q, k, v, lse, delta, dout, part_k.data(), part_v.data(), ld_part, true);
+  HERD_CUDA_LAUNCHED("attention_backward dk dv per query head (mma)");
+  mma_group_sum_kernel<<<grid_for(rows * p.kv_heads * p.d, 256), 256, 0, stream()>>>(p, rows, part_k.data(),
+                                                                                     part_v.data(), dk, dv);
+  HERD_CUDA_LAUNCHED("attention_backward dk dv group sum (mma)");
+  // The partials return to the caching allocator, reused on this stream only after the kernels above.
 }
 
 template <int NF>
 void backward_launch(const Params& p, std::int64_t batch, const bf* q, const bf* k, const bf* v, const bf* out,
                      const float* lse, const float* dout, float* dq, float* dk, float* dv) {
-  const std::size_t smem = tiles_smem(4, NF * 16);
-  const dim3 kv_grid(tiles_of(p.tk, kTile), static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(batch));
-  allow_smem(mma_dkdv_kernel<NF>, smem);
   if (p.tq == 0) {  // no query: dk and dv are zero (the kernel finds no query tile)
-    if (p.tk > 0) {
-      mma_dkdv_kernel<NF><<<kv_grid, kThreads, smem, stream()>>>(p, q, k, v, lse, nullptr, dout, dk, dv);
-      HERD_CUDA_LAUNCHED("attention_backward dk dv (mma)");
-    }
+    if (p.tk > 0) dkdv_launch<NF>(p, batch, q, k, v, lse, nullptr, dout, dk, dv);
     return;
   }
   DeviceBuffer<float> delta(batch * p.tq * p.q_heads);
   delta_tc(p, batch, out, dout, delta.data());
-  if (p.tk > 0) {
-    mma_dkdv_kernel<NF><<<kv_grid, kThreads, smem, stream()>>>(p, q, k, v, lse, delta.data(), dout, dk, dv);
-    HERD_CUDA_LAUNCHED("attention_backward dk dv (mma)");
-  }
+  if (p.tk > 0) dkdv_launch<NF>(p, batch, q, k, v, lse, delta.data(), dout, dk, dv);
+  const std::size_t smem = tiles_smem(4, NF * 16);
   allow_smem(mma_dq_kernel<NF>, smem);
-  const dim3 q_grid(tiles_of(p.tq, kTile), static_cast<unsigned>(p.q_heads), static_cast<unsigned>(batch));
+  const dim3 q_grid(static_cast<unsigned>(p.q_heads), tiles_of(p.tq, kTile), static_cast<unsigned>(batch));
   mma_dq_kernel<NF><<<q_grid, kThreads, smem, stream()>>>(p, q, k, v, lse, delta.data(), dout, dq);
   HERD_CUDA_LAUNCHED("attention_backward dq (mma)");
   // `delta` returns to the caching allocator, reused on this stream only after the kernels above.
@@ -567,6 +637,7 @@ void with_nf(int d, Fn&& fn) {
 
 void forward_mma(const Params& p, std::int64_t batch, const bf* q, const bf* k, const bf* v, bf* out, float* lse) {
   HERD_CHECK(p.d % 16 == 0 && p.d >= 16 && p.d <= kMaxHeadDim, "mma attention: head_dim ", p.d);
+  HERD_CHECK(tiles_of(p.tq, kTile) <= 65535, "mma attention grid: at most 65535 query tiles");
   if (p.tq == 0) return;
   with_nf(p.d, [&]<int NF>() { forward_launch<NF>(p, batch, q, k, v, out, lse); });
 }
@@ -574,6 +645,8 @@ void forward_mma(const Params& p, std::int64_t batch, const bf* q, const bf* k, 
 void backward_mma(const Params& p, std::int64_t batch, const bf* q, const bf* k, const bf* v, const bf* out,
                   const float* lse, const float* dout, float* dq, float* dk, float* dv) {
   HERD_CHECK(p.d % 16 == 0 && p.d >= 16 && p.d <= kMaxHeadDim, "mma attention: head_dim ", p.d);
+  HERD_CHECK(tiles_of(p.tq, kTile) <= 65535 && tiles_of(p.tk, kTile) <= 65535,
+             "mma attention grid: at most 65535 tiles");
   with_nf(p.d, [&]<int NF>() { backward_launch<NF>(p, batch, q, k, v, out, lse, dout, dq, dk, dv); });
 }
 
