@@ -5,7 +5,8 @@
 // attention_common.cuh): S = Q K^T in fp32 times scale in fp32; softmax statistics in fp32 (l sums the
 // unrounded P); P rounded to bf16 only for P V; backward with dO rounded to bf16 when staged, delta =
 // rowsum(bf16(dO) out) (attention_tc.cu's delta kernel), dS = P (dP - delta) in fp32, bf16(P) for dV
-// and bf16(scale dS) for dK and dQ. Only the summation order differs from attention_tc.cu.
+// and bf16(scale dS) for dK and dQ. Only the summation order and the exponential (exp_e below: exp2f
+// instead of expf) differ from attention_tc.cu.
 //
 // Products: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (D = A B + C, A 16 x 16 row-major, B
 // 16 x 8 "col" = given by columns, fp32 C / D). Fragment layouts (PTX ISA, "Matrix Fragments for
@@ -55,7 +56,8 @@
 //             head order (deterministic; 2 B Tk Hq D floats of scratch from the caching allocator).
 // Shared memory (dynamic, bf16 tiles of 64 rows x (D + 8)): forward Q, K, V 27 KiB at D = 64 / 51 KiB
 // at D = 128; dq Q, dO, K, V and dkdv K, V, Q, dO 36 / 68 KiB. Registers (ptxas, sm_90, D = 64 / 128):
-// forward 157 / 178, dq 158 / 170, dkdv 218 / 255 (a few bytes spilled at D >= 112).
+// forward 128 / 206 (at D <= 64 held to 128 by __launch_bounds__ for 4 blocks per SM, no spills), dq
+// 158 / 170, dkdv 218 / 255 (4 bytes spilled at D = 128, 20 at D = 112, none below).
 // Masking and skipping: a tile no pair can see is skipped by the whole block (as attention_tc.cu); in
 // addition a warp skips a tile none of its rows' pairs can see, and skips the element-wise mask when
 // every pair of its 16 rows x the tile is visible (all valid, one document, all key positions at or
@@ -160,6 +162,12 @@ __device__ __forceinline__ void frags_times_tile(float (&out)[2 * NF][4], const 
   }
 }
 
+// e^x as 2^(x log2 e): exp2f is the hardware ex2 (with its subnormal handling), a few instructions
+// fewer than expf's range reduction. The rounding of x log2 e costs ~(1 + |x|) 1e-7 relative, and the
+// arguments here are x <= 0 (up to rounding) where e^x matters only for |x| of a few tens: far inside
+// the bf16 roundings that follow (2^-8).
+__device__ __forceinline__ float exp_e(float x) { return exp2f(x * 1.4426950408889634f); }
+
 // The position / document span of rows first..first+n-1 of a staged mask (n <= 64; n <= 0: the empty
 // span, min INT_MAX and max INT_MIN), the same in every lane of the warp.
 struct Span {
@@ -187,7 +195,7 @@ __device__ __forceinline__ bool all_visible(const Span& qs, const Span& ks) {
 }
 
 template <int NF>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, NF <= 4 ? 4 : 1)  // D <= 64: 4 blocks of 128 registers per SM
     mma_forward_kernel(Params p, const bf* __restrict__ q, const bf* __restrict__ k, const bf* __restrict__ v,
                        bf* __restrict__ out, float* __restrict__ lse) {
   constexpr int D = NF * 16, kLdX = D + 8;
@@ -272,15 +280,15 @@ __global__ void __launch_bounds__(kThreads)
     mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
     mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
     const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-    const float alpha_a = m_a == -INFINITY ? 0.0f : expf(m_a - mn_a);
-    const float alpha_b = m_b == -INFINITY ? 0.0f : expf(m_b - mn_b);
+    const float alpha_a = m_a == -INFINITY ? 0.0f : exp_e(m_a - mn_a);
+    const float alpha_b = m_b == -INFINITY ? 0.0f : exp_e(m_b - mn_b);
     float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float x = s[j][e];
-        const float pij = x == -INFINITY ? 0.0f : expf(x - (e < 2 ? mn_a : mn_b));
+        const float pij = x == -INFINITY ? 0.0f : exp_e(x - (e < 2 ? mn_a : mn_b));
         s[j][e] = pij;  // unrounded: l sums it; rounded to bf16 when packed for P V
         if (e < 2) {
           sum_a += pij;
@@ -418,7 +426,7 @@ __global__ void __launch_bounds__(kThreads)
         const float li = e < 2 ? lse_a : lse_b, di = e < 2 ? delta_a : delta_b;
         const bool vis = li != -INFINITY &&
                          (full || visible(e < 2 ? ra : rb, 8 * j + 2 * t + (e & 1), qn, kn, pq_s, dq_s, pk_s, dk_s));
-        const float pij = vis ? expf(s[j][e] * p.scale - li) : 0.0f;
+        const float pij = vis ? exp_e(s[j][e] * p.scale - li) : 0.0f;
         dp[j][e] = pij * (dp[j][e] - di) * p.scale;
       }
     frags_times_tile<NF>(acc, dp, ks, kLdX);  // dQ += bf16(scale dS) K
@@ -439,8 +447,8 @@ __global__ void __launch_bounds__(kThreads)
   bf* vs = ks + kTile * kLdX;
   bf* qs = vs + kTile * kLdX;
   bf* dos = qs + kTile * kLdX;
-  // per_head: block y is query head h (of KV head h / group), whose share of dK / dV goes to the
-  // partial buffers dk, dv (rows of stride ld_out, head h at column h D). Otherwise block y is the KV
+  // per_head: block x is query head h (of KV head h / group), whose share of dK / dV goes to the
+  // partial buffers dk, dv (rows of stride ld_out, head h at column h D). Otherwise block x is the KV
   // head, summing its whole group into dk, dv (the caller's, token strides ld_k, ld_v).
   const int b = blockIdx.z, hk = per_head ? blockIdx.x / p.group : blockIdx.x;
   const int g_first = per_head ? blockIdx.x - hk * p.group : 0, g_end = per_head ? g_first + 1 : p.group;
@@ -499,7 +507,7 @@ __global__ void __launch_bounds__(kThreads)
           const int qc = 8 * j + 2 * t + (e & 1);
           const float li = lse_s[qc];
           const bool vis = li != -INFINITY && (full || visible(qc, e < 2 ? ka : kb, qn, kn, pq_s, dq_s, pk_s, dk_s));
-          s[j][e] = vis ? expf(s[j][e] * p.scale - li) : 0.0f;
+          s[j][e] = vis ? exp_e(s[j][e] * p.scale - li) : 0.0f;
         }
       frags_times_tile<NF>(dva, s, dos, kLdX);  // dV += bf16(P^T) dO
 
