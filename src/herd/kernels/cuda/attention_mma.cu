@@ -56,8 +56,8 @@
 //             head order (deterministic; 2 B Tk Hq D floats of scratch from the caching allocator).
 // Shared memory (dynamic, bf16 tiles of 64 rows x (D + 8)): forward Q, K, V 27 KiB at D = 64 / 51 KiB
 // at D = 128; dq Q, dO, K, V and dkdv K, V, Q, dO 36 / 68 KiB. Registers (ptxas, sm_90, D = 64 / 128):
-// forward 128 / 206 (at D <= 64 held to 128 by __launch_bounds__ for 4 blocks per SM, no spills), dq
-// 158 / 170, dkdv 218 / 255 (4 bytes spilled at D = 128, 20 at D = 112, none below).
+// forward 128 / 212 (at D <= 64 held to 128 by __launch_bounds__ for 4 blocks per SM; 8 bytes spilled),
+// dq 162 / 202, dkdv 224 / 255 (no spills at D = 64 or 128; a few dozen bytes at D = 112).
 // Masking and skipping: a tile no pair can see is skipped by the whole block (as attention_tc.cu); in
 // addition a warp skips a tile none of its rows' pairs can see, and skips the element-wise mask when
 // every pair of its 16 rows x the tile is visible (all valid, one document, all key positions at or
@@ -185,6 +185,31 @@ __device__ __forceinline__ Span warp_span(const int* pos_s, const int* doc_s, in
   return {__reduce_min_sync(kFull, pmin), __reduce_max_sync(kFull, pmax), __reduce_min_sync(kFull, dmin),
           __reduce_max_sync(kFull, dmax)};
 }
+// The positions and document ids of one tile, read into registers a tile ahead (threads < 64, one
+// token each; 0 past the end, as stage_mask leaves them) and staged into shared memory when the tile
+// comes up, so the global load's latency hides behind the previous tile's work.
+struct MaskAhead {
+  int pos = 0, doc = 0;
+  // Tokens first..first+63 of the sequence (pos_g, doc_g: its first token; doc_g null: one document).
+  __device__ __forceinline__ void load(const std::int32_t* pos_g, const std::int32_t* doc_g, std::int64_t first,
+                                       std::int64_t total) {
+    const int t = threadIdx.x;
+    pos = 0;
+    doc = 0;
+    if (t < kTile && first + t < total) {
+      pos = pos_g[first + t];
+      doc = doc_g ? doc_g[first + t] : 0;
+    }
+  }
+  __device__ __forceinline__ void store(int* pos_s, int* doc_s) const {
+    const int t = threadIdx.x;
+    if (t < kTile) {
+      pos_s[t] = pos;
+      doc_s[t] = doc;
+    }
+  }
+};
+
 // No query of qs sees a key of ks.
 __device__ __forceinline__ bool none_visible(const Span& qs, const Span& ks) {
   return ks.pos_min > qs.pos_max || ks.doc_max < qs.doc_min || ks.doc_min > qs.doc_max;
@@ -230,10 +255,15 @@ __global__ void __launch_bounds__(kThreads, NF <= 4 ? 4 : 1)  // D <= 64: 4 bloc
     for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;  // rows ra, rb (the quad holds them alike)
 
+  const std::int32_t* pos_k = p.pos_k + b * p.tk;
+  const std::int32_t* doc_k = p.doc_k ? p.doc_k + b * p.tk : nullptr;
+  MaskAhead ahead;
+  ahead.load(pos_k, doc_k, 0, p.tk);
   for (std::int64_t k0 = 0; k0 < p.tk; k0 += kTile) {
     const int kn = static_cast<int>(p.tk - k0 < kTile ? p.tk - k0 : kTile);
     __syncthreads();  // the previous tile's K, V and mask are no longer read
-    stage_mask(pk_s, dk_s, p.pos_k + b * p.tk + k0, p.doc_k ? p.doc_k + b * p.tk + k0 : nullptr, kn, kTile);
+    ahead.store(pk_s, dk_s);
+    ahead.load(pos_k, doc_k, k0 + kTile, p.tk);
     __syncthreads();
     const int tid = threadIdx.x;
     const bool maybe = tid < kn && pk_s[tid] <= q_pos_max && dk_s[tid] >= q_doc_min && dk_s[tid] <= q_doc_max;
@@ -395,10 +425,15 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
 
+  const std::int32_t* pos_k = p.pos_k + b * p.tk;
+  const std::int32_t* doc_k = p.doc_k ? p.doc_k + b * p.tk : nullptr;
+  MaskAhead ahead;
+  ahead.load(pos_k, doc_k, 0, p.tk);
   for (std::int64_t k0 = 0; k0 < p.tk; k0 += kTile) {
     const int kn = static_cast<int>(p.tk - k0 < kTile ? p.tk - k0 : kTile);
     __syncthreads();  // the previous key tile's K, V and mask are no longer read
-    stage_mask(pk_s, dk_s, p.pos_k + b * p.tk + k0, p.doc_k ? p.doc_k + b * p.tk + k0 : nullptr, kn, kTile);
+    ahead.store(pk_s, dk_s);
+    ahead.load(pos_k, doc_k, k0 + kTile, p.tk);
     __syncthreads();
     const int tid = threadIdx.x;
     const bool maybe = tid < kn && pk_s[tid] <= q_pos_max && dk_s[tid] >= q_doc_min && dk_s[tid] <= q_doc_max;
@@ -472,6 +507,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dka[n][e] = dva[n][e] = 0.0f;
 
+  // Query tiles come in the order (head, tile); a tile's mask does not depend on the head, so the one
+  // after the last tile of a head is tile 0 again.
+  const std::int32_t* pos_q = p.pos_q + b * p.tq;
+  const std::int32_t* doc_q = p.doc_q ? p.doc_q + b * p.tq : nullptr;
+  MaskAhead ahead;
+  ahead.load(pos_q, doc_q, 0, p.tq);
   for (int gi = g_first; gi < g_end; ++gi) {
     const int h = hk * p.group + gi;
     const std::int64_t q_off = static_cast<std::int64_t>(h) * D;
@@ -479,7 +520,8 @@ __global__ void __launch_bounds__(kThreads)
     for (std::int64_t q0 = 0; q0 < p.tq; q0 += kTile) {
       const int qn = static_cast<int>(p.tq - q0 < kTile ? p.tq - q0 : kTile);
       __syncthreads();  // the previous query tile's Q, dO, statistics and mask are no longer read
-      stage_mask(pq_s, dq_s, p.pos_q + b * p.tq + q0, p.doc_q ? p.doc_q + b * p.tq + q0 : nullptr, qn, kTile);
+      ahead.store(pq_s, dq_s);
+      ahead.load(pos_q, doc_q, q0 + kTile < p.tq ? q0 + kTile : 0, p.tq);
       __syncthreads();
       const int tid = threadIdx.x;
       const bool maybe = tid < qn && pq_s[tid] >= k_pos_min && dq_s[tid] >= k_doc_min && dq_s[tid] <= k_doc_max;
