@@ -623,7 +623,7 @@ void forward_launch(const Params& p, std::int64_t batch, const bf* q, const bf* 
 
 // The dK / dV pass: one block per (key tile, KV head) summing the group's query heads when the group
 // is 1 or that grid alone fills the GPU; otherwise one block per (key tile, query head), so that the
-// causal imbalance (the first key tile sees every query tile, the last one) is spread over group times
+// causal imbalance (the first key tile sees every query tile, the last one only its own) is spread over group times
 // as many blocks, each head's share into fp32 partials (2 B Tk Hq D floats) summed in head order after.
 template <int NF>
 void dkdv_launch(const Params& p, std::int64_t batch, const bf* q, const bf* k, const bf* v, const float* lse,
