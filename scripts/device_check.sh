@@ -87,8 +87,14 @@ if [ -x "$pack/bin/herd_comm_nccl_tests" ]; then
 fi
 
 log "bf16 training step of the 1B model (bench/gpu)"
-timeout 300 "$pack/bin/herd_bench_gpu" --model bench/gpu/llama3-1b.json --tokens-per-step 16384 --json "$out/gpu_bench.json" 2>&1 | tail -20
+timeout 300 "$pack/bin/herd_bench_gpu" --model bench/gpu/llama3-1b.json --tokens-per-step 16384 --attention-kernels mma \
+  --json "$out/gpu_bench.json" 2>&1 | tail -20
 bench_rc=${PIPESTATUS[0]}
+
+# The same step with the WMMA attention kernels, for comparison (sequence 2048 only, fewer steps).
+log "the same step with --attention-kernels wmma (comparison)"
+timeout 120 "$pack/bin/herd_bench_gpu" --model bench/gpu/llama3-1b.json --tokens-per-step 16384 --attention-kernels wmma \
+  --seq 2048 --warmup 1 --steps 3 --json "$out/gpu_bench_wmma.json" 2>&1 | tail -4
 
 log "summary"
 python3 - "$out" "$pack" "$kernels_rc" "$nccl_rc" "$bench_rc" <<'PY'
@@ -111,6 +117,7 @@ summary = {
     "nccl_test_exit": nccl_rc,
     "bench": load(os.path.join(out, "gpu_bench.json")),
     "bench_exit": int(bench_rc),
+    "bench_wmma": load(os.path.join(out, "gpu_bench_wmma.json")),
     "planned": {seq: load(os.path.join(pack, f"plan_{seq}.json")) for seq in ("2048", "8192")},
 }
 with open(os.path.join(out, "device_check.json"), "w") as f:
@@ -122,5 +129,7 @@ for r in summary["bench"].get("results", []):  # measured against the planner's 
         print(f"seq {r['seq_len']}: step {r['step_s']:.4f} s measured, {plan['step_time_s']:.4f} s planned "
               f"({100 * (plan['step_time_s'] / r['step_s'] - 1):+.1f}%); memory {r['peak_allocated_gib']:.1f} GiB measured, "
               f"{plan['memory']['total_bytes'] / 2**30:.1f} GiB planned; split {r.get('step_split_s')}")
+for r in summary["bench_wmma"].get("results", []):  # the comparison run (attention on the WMMA kernels)
+    print(f"seq {r['seq_len']} with --attention-kernels wmma: step {r['step_s']:.4f} s; split {r.get('step_split_s')}")
 PY
 [ "$kernels_rc" = 0 ] && [ "$bench_rc" = 0 ] && { [ "$nccl_rc" = 0 ] || [ "$nccl_rc" = skipped ]; }

@@ -404,10 +404,11 @@ int run(int argc, char** argv) {
   app.add_option("--steps", steps, "Timed steps");
   app.add_option("--peak-tflops", peak_tflops, "bf16 dense peak of the GPU for MFU");
   app.add_option("--json", out, "Write the JSON here (default: stdout)");
-  bool attention_tc = true;
-  app.add_option("--attention-tensor-cores", attention_tc,
-                 "bf16 attention on the tensor-core kernels (attention_tc.cu; head_dim a multiple of 16) or, "
-                 "false, the CUDA-core ones (attention.cu)");
+  std::string attention_kernels = "wmma";
+  app.add_option("--attention-kernels", attention_kernels,
+                 "bf16 attention kernels where head_dim is a multiple of 16 up to 128: cuda-cores (attention.cu, "
+                 "fp32 products), wmma (attention_tc.cu) or mma (attention_mma.cu, mma.sync)")
+      ->check(CLI::IsMember({"cuda-cores", "wmma", "mma"}));
   CLI11_PARSE(app, argc, argv);
 
   std::string why;
@@ -424,9 +425,10 @@ int run(int argc, char** argv) {
   Json doc = envelope("gpu_train_step");
   doc["gpu"] = kc::describe_device(0);
   doc["peak_bf16_tflops"] = peak_tflops;
-  kc::set_attention_tensor_cores(attention_tc);
-  doc["attention_kernels"] =
-      kc::attention_tensor_cores() ? "tensor cores (bf16 wmma) where head_dim % 16 == 0" : "CUDA cores (fp32)";
+  kc::set_attention_kernels(attention_kernels == "mma"    ? kc::AttentionKernels::kMma
+                            : attention_kernels == "wmma" ? kc::AttentionKernels::kWmma
+                                                          : kc::AttentionKernels::kCudaCores);
+  doc["attention_kernels"] = attention_kernels;  // cuda-cores | wmma | mma (the tensor-core ones: head_dim % 16 == 0)
   for (const std::int64_t seq : seqs) {
     kc::release_cached();
     kc::reset_peak_stats();
@@ -477,8 +479,7 @@ int run(int argc, char** argv) {
     std::fprintf(stderr,
                  "seq %lld x %lld micro-batches (attention on %s): %.1f ms/step, %.0f tokens/s, %.0f TFLOP/s, "
                  "MFU %.1f%%, peak %.1f GiB, loss %.4f -> %.4f\n",
-                 static_cast<long long>(seq), static_cast<long long>(micro),
-                 kc::attention_tensor_cores() ? "tensor cores" : "CUDA cores", step_s * 1e3,
+                 static_cast<long long>(seq), static_cast<long long>(micro), attention_kernels.c_str(), step_s * 1e3,
                  static_cast<double>(tokens) / step_s, tflops, 100 * tflops / peak_tflops,
                  static_cast<double>(mem.peak_allocated) / (1u << 30), losses.front(), losses.back());
     std::fprintf(stderr, "  one step by kind of kernel: %s\n", split_line.c_str());

@@ -1,8 +1,9 @@
 // The CUDA attention (kernels/cuda/attention.cu) against the CPU kernel (kernels/cpu/attention.cpp) on
 // random inputs, forward and backward: GQA and plain multi-head, packed documents, a context-parallel
 // query subset (Tq != Tk, global positions), q/k/v as column blocks of one fused QKV buffer, queries
-// that see no key, head dims 16 to 128, in fp32 and in bf16; every bf16 case on both the CUDA-core and
-// the tensor-core kernels (set_attention_tensor_cores), plus the tensor-core path's tile edges.
+// that see no key, head dims 16 to 128, in fp32 and in bf16; every bf16 case on the CUDA-core kernels
+// and on both tensor-core paths (WMMA and mma.sync; set_attention_kernels), plus the tensor-core
+// paths' tile edges.
 #include "herd/kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -197,17 +198,26 @@ void check_fp32(Problem p, std::uint32_t seed) {
   }
 }
 
-// Sets the tensor-core switch (kernels.h) for one scope and restores the previous setting.
-class TensorCoreSwitch {
+// Sets the attention kernel selection (kernels.h) for one scope and restores the previous one.
+class KernelsSwitch {
  public:
-  explicit TensorCoreSwitch(bool on) : saved_(attention_tensor_cores()) { set_attention_tensor_cores(on); }
-  ~TensorCoreSwitch() { set_attention_tensor_cores(saved_); }
-  TensorCoreSwitch(const TensorCoreSwitch&) = delete;
-  TensorCoreSwitch& operator=(const TensorCoreSwitch&) = delete;
+  explicit KernelsSwitch(AttentionKernels kernels) : saved_(attention_kernels()) { set_attention_kernels(kernels); }
+  ~KernelsSwitch() { set_attention_kernels(saved_); }
+  KernelsSwitch(const KernelsSwitch&) = delete;
+  KernelsSwitch& operator=(const KernelsSwitch&) = delete;
 
  private:
-  bool saved_;
+  AttentionKernels saved_;
 };
+
+const char* kernels_name(AttentionKernels kernels) {
+  switch (kernels) {
+    case AttentionKernels::kCudaCores: return "CUDA cores";
+    case AttentionKernels::kWmma: return "tensor cores (wmma)";
+    case AttentionKernels::kMma: return "tensor cores (mma)";
+  }
+  return "?";
+}
 
 // The bf16 kernels' recipe on the CPU (kernels/cpu/attention_bf16.cpp: P, dO and dS rounded to bf16
 // where they enter a product, fp32 sums), what the tensor-core path computes in another summation
@@ -269,12 +279,12 @@ constexpr double kU = 0x1p-8;  // bf16's unit roundoff
 // other problem here is above 0.4 (measured on the CPU references), so the floor binds only there.
 constexpr double kGradFloor = 1e-2;
 
-// bf16 on both GPU paths (the switch off, then on; restored afterwards). q, k, v are rounded to bf16
+// bf16 on the three GPU paths (CUDA cores, WMMA, mma; the selection restored afterwards). q, k, v are rounded to bf16
 // first, so the CPU references and the GPU kernels see the same values.
-//   CUDA-core path (switch off, or a head dim the tensor cores do not take): fp32 products of the
+//   CUDA-core path (kCudaCores, or a head dim the tensor cores do not take): fp32 products of the
 //   widened inputs, so it matches the CPU fp32 kernel to fp32 accuracy; the GPU rounds out to bf16, the
 //   backward on both sides gets the CPU's rounded out.
-//   Tensor-core path (switch on, D a multiple of 16 up to 128): P, dO and dS are rounded to bf16 where
+//   Tensor-core paths (kWmma or kMma, D a multiple of 16 up to 128): P, dO and dS are rounded to bf16 where
 //   they enter a product (u = 2^-8 each). Against the CPU bf16 recipe (same roundings, other summation
 //   order) it agrees within one u of each tensor's largest entry (what tests/kernels/attention_bf16_test
 //   holds the CPU's two bf16 paths to: only rare rounding-boundary flips of single P / dS / dO values
@@ -291,10 +301,11 @@ void check_bf16(Problem p, std::uint32_t seed) {
   const CpuResult want = cpu_run(p, l, in, true);
   const bool tc_shape = p.d.head_dim % 16 == 0 && p.d.head_dim <= 128;
 
-  for (const bool tc : {false, true}) {
-    SCOPED_TRACE(tc ? "tensor cores on" : "tensor cores off");
-    const TensorCoreSwitch sw(tc);
-    if (!(tc && tc_shape)) {
+  for (const AttentionKernels kernels :
+       {AttentionKernels::kCudaCores, AttentionKernels::kWmma, AttentionKernels::kMma}) {
+    SCOPED_TRACE(kernels_name(kernels));
+    const KernelsSwitch sw(kernels);
+    if (!(kernels != AttentionKernels::kCudaCores && tc_shape)) {
       const CpuResult got = gpu_bf16(p, l, in, to_bf16_host(want.out), want.lse);
       // out: both sides round an fp32 value to bf16; the fp32 values differ by ~1e-6 relative, which can
       // move a rounding by one bf16 ulp (2^-8 relative): rtol 2^-7 leaves a factor of two.
@@ -435,7 +446,8 @@ TEST(CudaAttention, QueriesThatSeeNoKeyBf16) {
   check_bf16(blind_problem(), 24);
 }
 
-// The tensor-core path's edges (check_bf16 runs both paths; the comments there give the tolerances).
+// The tensor-core paths' edges (check_bf16 runs all three paths; the comments there give the
+// tolerances).
 // Sequence lengths around the 64-row tile: a single token, one short of a tile, one past, several
 // tiles with a ragged end; head dims 64 and 128 (the models'), and 16 / 48 (an odd number of 16-column
 // fragments: the two warp halves of the backward split D unevenly).
@@ -496,46 +508,49 @@ TEST(CudaAttention, TensorCoreQueriesThatSeeNoKeyBf16) {
     SCOPED_TRACE("D " + std::to_string(dim));
     Problem p = blind_problem(dim);
     check_bf16(p, 62);
-    const TensorCoreSwitch sw(true);
-    const Layout l = layout_of(p);
-    const Inputs in = make_inputs(p, l, 62);
-    const DeviceMask dm(p);
-    auto q = upload(to_bf16_host(in.q)), k = upload(to_bf16_host(in.k)), v = upload(to_bf16_host(in.v));
-    DeviceBuffer<bf16> out(l.o_size);
-    DeviceBuffer<float> lse(p.d.batch * p.d.q_heads * p.d.tq);
-    cuda::attention_forward(p.d, dm.mask(), q.data(), k.data(), v.data(), out.data(), lse.data());
-    const std::vector<bf16> o = download(out);
-    const std::vector<float> ls = download(lse);
-    for (std::int64_t s = 0; s < 2; ++s)
-      for (std::int64_t h = 0; h < 4; ++h)
-        for (std::int64_t i = 0; i < 70; ++i) {
-          const bool blind = i < 5 || i >= 60;
-          const float li = ls[static_cast<std::size_t>((s * 4 + h) * 70 + i)];
-          if (blind) {
-            EXPECT_EQ(li, kNegInf) << s << " " << h << " " << i;
-            for (std::int64_t c = 0; c < dim; ++c)
-              EXPECT_EQ(bf16_to_float(o[static_cast<std::size_t>(((s * 70 + i) * 4 + h) * dim + c)].bits), 0.0f);
-          } else {
-            EXPECT_TRUE(std::isfinite(li)) << s << " " << h << " " << i;
+    for (const AttentionKernels kernels : {AttentionKernels::kWmma, AttentionKernels::kMma}) {
+      SCOPED_TRACE(kernels_name(kernels));
+      const KernelsSwitch sw(kernels);
+      const Layout l = layout_of(p);
+      const Inputs in = make_inputs(p, l, 62);
+      const DeviceMask dm(p);
+      auto q = upload(to_bf16_host(in.q)), k = upload(to_bf16_host(in.k)), v = upload(to_bf16_host(in.v));
+      DeviceBuffer<bf16> out(l.o_size);
+      DeviceBuffer<float> lse(p.d.batch * p.d.q_heads * p.d.tq);
+      cuda::attention_forward(p.d, dm.mask(), q.data(), k.data(), v.data(), out.data(), lse.data());
+      const std::vector<bf16> o = download(out);
+      const std::vector<float> ls = download(lse);
+      for (std::int64_t s = 0; s < 2; ++s)
+        for (std::int64_t h = 0; h < 4; ++h)
+          for (std::int64_t i = 0; i < 70; ++i) {
+            const bool blind = i < 5 || i >= 60;
+            const float li = ls[static_cast<std::size_t>((s * 4 + h) * 70 + i)];
+            if (blind) {
+              EXPECT_EQ(li, kNegInf) << s << " " << h << " " << i;
+              for (std::int64_t c = 0; c < dim; ++c)
+                EXPECT_EQ(bf16_to_float(o[static_cast<std::size_t>(((s * 70 + i) * 4 + h) * dim + c)].bits), 0.0f);
+            } else {
+              EXPECT_TRUE(std::isfinite(li)) << s << " " << h << " " << i;
+            }
           }
-        }
+    }
   }
 }
 
-// A head dim the tensor cores do not take (24) with the switch on runs the CUDA-core kernels.
+// A head dim the tensor cores do not take (24) runs the CUDA-core kernels whatever the selection.
 TEST(CudaAttention, NonMultipleOf16HeadDimBf16) {
   HERD_REQUIRE_GPU();
   check_bf16(self_problem(2, 70, 4, 2, 24, 30), 63);
 }
 
-// The switch: on by default, and it reads back what was set.
-TEST(CudaAttention, TensorCoreSwitch) {
-  EXPECT_TRUE(attention_tensor_cores());
-  {
-    const TensorCoreSwitch sw(false);
-    EXPECT_FALSE(attention_tensor_cores());
+// The selection: WMMA by default, and it reads back what was set.
+TEST(CudaAttention, KernelsSwitch) {
+  EXPECT_EQ(attention_kernels(), AttentionKernels::kWmma);
+  for (const AttentionKernels kernels : {AttentionKernels::kCudaCores, AttentionKernels::kMma}) {
+    const KernelsSwitch sw(kernels);
+    EXPECT_EQ(attention_kernels(), kernels);
   }
-  EXPECT_TRUE(attention_tensor_cores());
+  EXPECT_EQ(attention_kernels(), AttentionKernels::kWmma);
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 // doc_k[j] == doc_q[i] and pos_k[j] <= pos_q[i] (null doc arrays: one document); a query that sees no
 // key gets out = 0 and lse = -inf. Scores use scale = 1/sqrt(D); softmax, statistics and every sum are
 // fp32 (bf16 inputs are widened when staged into shared memory, bf16 outputs rounded to nearest even).
-// bf16 calls with head_dim a multiple of 16 go to the tensor-core kernels of attention_tc.cu instead
-// while set_attention_tensor_cores is on (kernels.h); Params and the mask helpers: attention_common.cuh.
+// bf16 calls with head_dim a multiple of 16 go to the tensor-core kernels of attention_tc.cu (WMMA) or
+// attention_mma.cu (mma.sync) instead while set_attention_kernels names one (kernels.h); Params and the
+// mask helpers: attention_common.cuh.
 //
 // Kernels (256 threads = a 16 x 16 grid (ty, tx) per block; kTileQ = kTileK = 64):
 //   forward      grid (ceil(Tq/64), Hq, B): one block per (batch, query head, query tile). Streams the
@@ -519,7 +520,12 @@ void attention_backward(const AttentionDims& d, const AttentionMask& m, const fl
 void attention_forward(const AttentionDims& d, const AttentionMask& m, const bf16* q, const bf16* k, const bf16* v,
                        bf16* out, float* lse) {
   const Params p = params_of(d, m);
-  if (attn::tensor_cores_apply(p)) return attn::forward_tc(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse);
+  if (attn::tensor_cores_apply(p)) {
+    if (attention_kernels() == AttentionKernels::kMma) {
+      return attn::forward_mma(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse);
+    }
+    return attn::forward_tc(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse);
+  }
   forward<__nv_bfloat16>(d, m, dev(q), dev(k), dev(v), dev(out), lse);
 }
 
@@ -527,6 +533,9 @@ void attention_backward(const AttentionDims& d, const AttentionMask& m, const bf
                         const bf16* out, const float* lse, const float* dout, float* dq, float* dk, float* dv) {
   const Params p = params_of(d, m);
   if (attn::tensor_cores_apply(p)) {
+    if (attention_kernels() == AttentionKernels::kMma) {
+      return attn::backward_mma(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse, dout, dq, dk, dv);
+    }
     return attn::backward_tc(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse, dout, dq, dk, dv);
   }
   backward<__nv_bfloat16>(d, m, dev(q), dev(k), dev(v), dev(out), lse, dout, dq, dk, dv);

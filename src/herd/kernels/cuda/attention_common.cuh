@@ -1,4 +1,5 @@
-// What the CUDA-core attention kernels (attention.cu) and the tensor-core ones (attention_tc.cu) share:
+// What the CUDA-core attention kernels (attention.cu) and the tensor-core ones (attention_tc.cu,
+// attention_mma.cu) share:
 // the resolved call parameters, the staging of a tile's positions / document ids / row statistics, the
 // per-tile visibility span used to skip tiles no pair can see, and the element-wise mask. Internal to
 // kernels/cuda/ (device code); the contracts are kernels/attention.h's.
@@ -110,13 +111,75 @@ void allow_smem(Kernel kernel, std::size_t bytes) {
 
 inline unsigned tiles_of(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
-// The tensor-core kernels (attention_tc.cu) take a bf16 call when the switch is on and the head
+// `rows` rows of D bf16 values (global token stride ld) into shared rows of stride ldd; rows at or past
+// `valid` are zero. 16-byte copies when the source allows them (D is a multiple of 16, so a row is
+// whole 16-byte chunks). Used by the tensor-core kernels (attention_tc.cu, attention_mma.cu).
+template <int kThreads, int kRows>
+__device__ __forceinline__ void stage_bf16(__nv_bfloat16* dst, int ldd, const __nv_bfloat16* src, std::int64_t ld,
+                                           int valid, int d) {
+  const int chunks = d / 8;
+  const bool vec = ((reinterpret_cast<std::uintptr_t>(src) | static_cast<std::uintptr_t>(ld * 2)) & 15) == 0;
+  for (int idx = threadIdx.x; idx < kRows * chunks; idx += kThreads) {
+    const int r = idx / chunks, c = (idx - r * chunks) * 8;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (r < valid) {
+      const __nv_bfloat16* s = src + r * ld + c;
+      if (vec) {
+        val = *reinterpret_cast<const uint4*>(s);
+      } else {
+        alignas(16) __nv_bfloat16 tmp[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) tmp[e] = s[e];
+        val = *reinterpret_cast<const uint4*>(tmp);
+      }
+    }
+    *reinterpret_cast<uint4*>(dst + r * ldd + c) = val;
+  }
+}
+
+// `rows` rows of D fp32 dO values rounded to bf16 (round to nearest even) into shared rows of stride
+// ldd; rows at or past `valid` are zero. D is a multiple of 16 and ldd even (the tensor-core kernels'
+// tiles): 16-byte loads when the source allows them, each four values stored as two bf16 pairs.
+template <int kThreads, int kRows>
+__device__ __forceinline__ void stage_dout(__nv_bfloat16* dst, int ldd, const float* src, std::int64_t ld, int valid,
+                                           int d) {
+  const bool vec = ((reinterpret_cast<std::uintptr_t>(src) | static_cast<std::uintptr_t>(ld * 4)) & 15) == 0;
+  if (vec) {
+    const int chunks = d / 4;
+    for (int idx = threadIdx.x; idx < kRows * chunks; idx += kThreads) {
+      const int r = idx / chunks, c = (idx - r * chunks) * 4;
+      const float4 x = r < valid ? *reinterpret_cast<const float4*>(src + r * ld + c) : make_float4(0, 0, 0, 0);
+      __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(dst + r * ldd + c);  // 4-byte aligned: c, ldd even
+      out[0] = __floats2bfloat162_rn(x.x, x.y);                                    // .x (the lower address) = x.x
+      out[1] = __floats2bfloat162_rn(x.z, x.w);
+    }
+    return;
+  }
+  for (int idx = threadIdx.x; idx < kRows * d; idx += kThreads) {
+    const int r = idx / d, c = idx - r * d;
+    dst[r * ldd + c] = narrow_bf16(r < valid ? src[r * ld + c] : 0.0f);
+  }
+}
+
+// The tensor-core kernels take a bf16 call when the selection (kernels.h) names them and the head
 // dimension is a multiple of 16 up to 128; every other call runs attention.cu's kernels.
-inline bool tensor_cores_apply(const Params& p) { return attention_tensor_cores() && p.d % 16 == 0 && p.d <= 128; }
+inline bool tensor_cores_apply(const Params& p) {
+  return attention_kernels() != AttentionKernels::kCudaCores && p.d % 16 == 0 && p.d <= 128;
+}
+// attention_tc.cu (nvcuda::wmma).
 void forward_tc(const Params& p, std::int64_t batch, const __nv_bfloat16* q, const __nv_bfloat16* k,
                 const __nv_bfloat16* v, __nv_bfloat16* out, float* lse);
 void backward_tc(const Params& p, std::int64_t batch, const __nv_bfloat16* q, const __nv_bfloat16* k,
                  const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const float* dout, float* dq,
                  float* dk, float* dv);
+// delta[(b, h, i)] = sum_c out[b, i, h, c] * bf16(dout[b, i, h, c]) for all batch * tq * q_heads rows
+// (attention_tc.cu; both tensor-core backwards use it). Needs tq > 0.
+void delta_tc(const Params& p, std::int64_t batch, const __nv_bfloat16* out, const float* dout, float* delta);
+// attention_mma.cu (inline-PTX mma.sync, register-resident accumulators).
+void forward_mma(const Params& p, std::int64_t batch, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                 const __nv_bfloat16* v, __nv_bfloat16* out, float* lse);
+void backward_mma(const Params& p, std::int64_t batch, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                  const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const float* dout, float* dq,
+                  float* dk, float* dv);
 
 }  // namespace herd::kernels::cuda::attn

@@ -1,6 +1,7 @@
 // Tensor-core flash attention for bf16 q, k, v (kernels/attention.h; the CUDA-core kernels and the
 // masking / skipping rules it shares: attention.cu, attention_common.cuh). Taken by the bf16 calls with
-// head_dim D a multiple of 16 up to 128 while set_attention_tensor_cores is on (kernels.h).
+// head_dim D a multiple of 16 up to 128 while set_attention_kernels names kWmma (kernels.h); the delta
+// kernel serves attention_mma.cu's backward as well.
 //
 // Products: nvcuda::wmma 16 x 16 x 16 fragments, bf16 operands and fp32 accumulators. Fragment layouts
 // stay opaque: every fragment goes through shared memory (load_matrix_sync / store_matrix_sync), and
@@ -56,11 +57,11 @@
 namespace herd::kernels::cuda {
 
 namespace {
-std::atomic<bool> g_tensor_cores{true};
+std::atomic<AttentionKernels> g_attention_kernels{AttentionKernels::kWmma};
 }  // namespace
 
-void set_attention_tensor_cores(bool on) { g_tensor_cores.store(on, std::memory_order_relaxed); }
-bool attention_tensor_cores() { return g_tensor_cores.load(std::memory_order_relaxed); }
+void set_attention_kernels(AttentionKernels kernels) { g_attention_kernels.store(kernels, std::memory_order_relaxed); }
+AttentionKernels attention_kernels() { return g_attention_kernels.load(std::memory_order_relaxed); }
 
 namespace attn {
 namespace {
@@ -81,40 +82,6 @@ using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf, wmma::col_major>; 
 using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf, wmma::row_major>;
 using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf, wmma::col_major>;  // B^T of a row-major tile
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-
-// 64 rows of D bf16 values (global token stride ld) into shared rows of stride ldd; rows at or past
-// `valid` are zero. 16-byte copies when the source allows them (D is a multiple of 16, so a row is
-// whole 16-byte chunks).
-template <int kThreads>
-__device__ __forceinline__ void stage_bf16(bf* dst, int ldd, const bf* src, std::int64_t ld, int valid, int d) {
-  const int chunks = d / 8;
-  const bool vec = ((reinterpret_cast<std::uintptr_t>(src) | static_cast<std::uintptr_t>(ld * 2)) & 15) == 0;
-  for (int idx = threadIdx.x; idx < kBQ * chunks; idx += kThreads) {
-    const int r = idx / chunks, c = (idx - r * chunks) * 8;
-    uint4 val = make_uint4(0, 0, 0, 0);
-    if (r < valid) {
-      const bf* s = src + r * ld + c;
-      if (vec) {
-        val = *reinterpret_cast<const uint4*>(s);
-      } else {
-        alignas(16) bf tmp[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) tmp[e] = s[e];
-        val = *reinterpret_cast<const uint4*>(tmp);
-      }
-    }
-    *reinterpret_cast<uint4*>(dst + r * ldd + c) = val;
-  }
-}
-
-// 64 rows of D fp32 dO values rounded to bf16 (round to nearest even) into shared rows of stride ldd.
-template <int kThreads>
-__device__ __forceinline__ void stage_dout(bf* dst, int ldd, const float* src, std::int64_t ld, int valid, int d) {
-  for (int idx = threadIdx.x; idx < kBQ * d; idx += kThreads) {
-    const int r = idx / d, c = idx - r * d;
-    dst[r * ldd + c] = narrow_bf16(r < valid ? src[r * ld + c] : 0.0f);
-  }
-}
 
 template <int NF>
 __global__ void __launch_bounds__(kFwdThreads)
@@ -139,7 +106,8 @@ __global__ void __launch_bounds__(kFwdThreads)
   const std::int64_t kv_off = static_cast<std::int64_t>(hk) * D;
 
   stage_mask(pq_s, dq_s, p.pos_q + b * p.tq + q0, p.doc_q ? p.doc_q + b * p.tq + q0 : nullptr, qn, kBQ);
-  stage_bf16<kFwdThreads>(qs, kLdX, q + (b * p.tq + q0) * p.ld_q + static_cast<std::int64_t>(h) * D, p.ld_q, qn, D);
+  stage_bf16<kFwdThreads, kBQ>(qs, kLdX, q + (b * p.tq + q0) * p.ld_q + static_cast<std::int64_t>(h) * D, p.ld_q, qn,
+                               D);
   for (int c = lane; c < 16 * kLdO; c += 32) os[r0 * kLdO + c] = 0.0f;  // the warp's output rows
   __syncthreads();
   tile_span(pq_s, dq_s, qn, span);
@@ -154,8 +122,8 @@ __global__ void __launch_bounds__(kFwdThreads)
     const int t = threadIdx.x;
     const bool maybe = t < kn && pk_s[t] <= q_pos_max && dk_s[t] >= q_doc_min && dk_s[t] <= q_doc_max;
     if (!__syncthreads_or(maybe)) continue;  // no pair of this tile is visible (uniform across the block)
-    stage_bf16<kFwdThreads>(ks, kLdX, k + (b * p.tk + k0) * p.ld_k + kv_off, p.ld_k, kn, D);
-    stage_bf16<kFwdThreads>(vs, kLdX, v + (b * p.tk + k0) * p.ld_v + kv_off, p.ld_v, kn, D);
+    stage_bf16<kFwdThreads, kBQ>(ks, kLdX, k + (b * p.tk + k0) * p.ld_k + kv_off, p.ld_k, kn, D);
+    stage_bf16<kFwdThreads, kBQ>(vs, kLdX, v + (b * p.tk + k0) * p.ld_v + kv_off, p.ld_v, kn, D);
     __syncthreads();
 
     // S (16 x 64) = Q_w K^T: K^T's 16 x 16 blocks are col_major matrix_b views of K's rows.
@@ -359,8 +327,8 @@ __global__ void __launch_bounds__(kBwdThreads)
   const std::int64_t kv_off = static_cast<std::int64_t>(hk) * D;
 
   stage_mask(pk_s, dk_s, p.pos_k + b * p.tk + k0, p.doc_k ? p.doc_k + b * p.tk + k0 : nullptr, kn, kBK);
-  stage_bf16<kBwdThreads>(ks, kLdX, k + (b * p.tk + k0) * p.ld_k + kv_off, p.ld_k, kn, D);
-  stage_bf16<kBwdThreads>(vs, kLdX, v + (b * p.tk + k0) * p.ld_v + kv_off, p.ld_v, kn, D);
+  stage_bf16<kBwdThreads, kBQ>(ks, kLdX, k + (b * p.tk + k0) * p.ld_k + kv_off, p.ld_k, kn, D);
+  stage_bf16<kBwdThreads, kBQ>(vs, kLdX, v + (b * p.tk + k0) * p.ld_v + kv_off, p.ld_v, kn, D);
   __syncthreads();
   tile_span(pk_s, dk_s, kn, span);
   const int k_pos_min = span[0], k_doc_min = span[2], k_doc_max = span[3];
@@ -385,8 +353,8 @@ __global__ void __launch_bounds__(kBwdThreads)
       const int t = threadIdx.x;
       const bool maybe = t < qn && pq_s[t] >= k_pos_min && dq_s[t] >= k_doc_min && dq_s[t] <= k_doc_max;
       if (!__syncthreads_or(maybe)) continue;
-      stage_bf16<kBwdThreads>(qs, kLdX, q + (b * p.tq + q0) * p.ld_q + q_off, p.ld_q, qn, D);
-      stage_dout<kBwdThreads>(dos, kLdX, dout + (b * p.tq + q0) * p.ld_o + q_off, p.ld_o, qn, D);
+      stage_bf16<kBwdThreads, kBQ>(qs, kLdX, q + (b * p.tq + q0) * p.ld_q + q_off, p.ld_q, qn, D);
+      stage_dout<kBwdThreads, kBQ>(dos, kLdX, dout + (b * p.tq + q0) * p.ld_o + q_off, p.ld_o, qn, D);
       stage_row_stats(lse_s, delta_s, lse + stat_row + q0, delta + stat_row + q0, qn, kBQ);
       __syncthreads();
       scores_and_dp<NF>(qs, dos, ks, vs, ss, dps);
@@ -461,8 +429,8 @@ __global__ void __launch_bounds__(kBwdThreads)
   const std::int64_t stat_row = (static_cast<std::int64_t>(b) * p.q_heads + h) * p.tq;
 
   stage_mask(pq_s, dq_s, p.pos_q + b * p.tq + q0, p.doc_q ? p.doc_q + b * p.tq + q0 : nullptr, qn, kBQ);
-  stage_bf16<kBwdThreads>(qs, kLdX, q + (b * p.tq + q0) * p.ld_q + q_off, p.ld_q, qn, D);
-  stage_dout<kBwdThreads>(dos, kLdX, dout + (b * p.tq + q0) * p.ld_o + q_off, p.ld_o, qn, D);
+  stage_bf16<kBwdThreads, kBQ>(qs, kLdX, q + (b * p.tq + q0) * p.ld_q + q_off, p.ld_q, qn, D);
+  stage_dout<kBwdThreads, kBQ>(dos, kLdX, dout + (b * p.tq + q0) * p.ld_o + q_off, p.ld_o, qn, D);
   stage_row_stats(lse_s, delta_s, lse + stat_row + q0, delta + stat_row + q0, qn, kBQ);
   __syncthreads();
   tile_span(pq_s, dq_s, qn, span);
@@ -481,8 +449,8 @@ __global__ void __launch_bounds__(kBwdThreads)
     const int t = threadIdx.x;
     const bool maybe = t < kn && pk_s[t] <= q_pos_max && dk_s[t] >= q_doc_min && dk_s[t] <= q_doc_max;
     if (!__syncthreads_or(maybe)) continue;
-    stage_bf16<kBwdThreads>(ks, kLdX, k + (b * p.tk + k0) * p.ld_k + kv_off, p.ld_k, kn, D);
-    stage_bf16<kBwdThreads>(vs, kLdX, v + (b * p.tk + k0) * p.ld_v + kv_off, p.ld_v, kn, D);
+    stage_bf16<kBwdThreads, kBQ>(ks, kLdX, k + (b * p.tk + k0) * p.ld_k + kv_off, p.ld_k, kn, D);
+    stage_bf16<kBwdThreads, kBQ>(vs, kLdX, v + (b * p.tk + k0) * p.ld_v + kv_off, p.ld_v, kn, D);
     __syncthreads();
     scores_and_dp<NF>(qs, dos, ks, vs, ss, dps);
     __syncthreads();
@@ -553,11 +521,8 @@ void backward_launch(const Params& p, std::int64_t batch, const bf* q, const bf*
     }
     return;
   }
-  const std::int64_t rows = batch * p.tq * p.q_heads;
-  DeviceBuffer<float> delta(rows);
-  tc_delta_kernel<<<grid_for(rows, kBwdThreads / 32, 65535), kBwdThreads, 0, stream()>>>(p, rows, out, dout,
-                                                                                         delta.data());
-  HERD_CUDA_LAUNCHED("attention_backward delta (tensor cores)");
+  DeviceBuffer<float> delta(batch * p.tq * p.q_heads);
+  delta_tc(p, batch, out, dout, delta.data());
   if (p.tk > 0) {
     allow_smem(tc_dkdv_kernel<NF>, dkdv_smem(NF * 16));
     tc_dkdv_kernel<NF>
@@ -592,6 +557,12 @@ void forward_tc(const Params& p, std::int64_t batch, const bf* q, const bf* k, c
   HERD_CHECK(p.d % 16 == 0 && p.d >= 16 && p.d <= kMaxHeadDim, "tensor-core attention: head_dim ", p.d);
   if (p.tq == 0) return;
   with_nf(p.d, [&]<int NF>() { forward_launch<NF>(p, batch, q, k, v, out, lse); });
+}
+
+void delta_tc(const Params& p, std::int64_t batch, const bf* out, const float* dout, float* delta) {
+  const std::int64_t rows = batch * p.tq * p.q_heads;
+  tc_delta_kernel<<<grid_for(rows, kBwdThreads / 32, 65535), kBwdThreads, 0, stream()>>>(p, rows, out, dout, delta);
+  HERD_CUDA_LAUNCHED("attention_backward delta (tensor cores)");
 }
 
 void backward_tc(const Params& p, std::int64_t batch, const bf* q, const bf* k, const bf* v, const bf* out,

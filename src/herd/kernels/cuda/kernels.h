@@ -48,14 +48,17 @@ void attention_forward(const AttentionDims& d, const AttentionMask& m, const bf1
 // dq, dk, dv in fp32 (they feed fp32 weight-gradient GEMMs after conversion, as on the CPU).
 void attention_backward(const AttentionDims& d, const AttentionMask& m, const bf16* q, const bf16* k, const bf16* v,
                         const bf16* out, const float* lse, const float* dout, float* dq, float* dk, float* dv);
-// The bf16 calls with head_dim a multiple of 16 (up to 128) run tensor-core kernels (attention_tc.cu:
-// bf16 WMMA products with fp32 accumulators, FlashAttention-2's numerics as kernels/attention.h's bf16
-// paragraph states: P, dO and dS rounded to bf16 where they enter a product) while this switch is on
-// (the default); off, or for other head dims and every fp32 call, the CUDA-core kernels of attention.cu
-// (fp32 products of the widened inputs). For tests and benchmarks: set it between calls, not while
-// kernels are being enqueued from other threads.
-void set_attention_tensor_cores(bool on);
-bool attention_tensor_cores();
+// The bf16 calls with head_dim a multiple of 16 (up to 128) run tensor-core kernels while the
+// selection below names one: kWmma (attention_tc.cu, the default: bf16 nvcuda::wmma products with fp32
+// accumulators, fragments through shared memory) or kMma (attention_mma.cu: inline-PTX mma.sync with
+// register-resident accumulators), both with FlashAttention-2's numerics as kernels/attention.h's bf16
+// paragraph states (P, dO and dS rounded to bf16 where they enter a product). kCudaCores, other head
+// dims and every fp32 call run the CUDA-core kernels of attention.cu (fp32 products of the widened
+// inputs). For tests and benchmarks: set it between calls, not while kernels are being enqueued from
+// other threads.
+enum class AttentionKernels { kCudaCores, kWmma, kMma };
+void set_attention_kernels(AttentionKernels kernels);
+AttentionKernels attention_kernels();
 
 // --- RMSNorm (rmsnorm.cu): one block per row, fp32 statistics. dw accumulates (+=) over rows.
 void rmsnorm_forward(const float* x, std::int64_t ldx, const float* w, std::int64_t n, std::int64_t dim, double eps,
