@@ -404,7 +404,7 @@ int run(int argc, char** argv) {
   app.add_option("--steps", steps, "Timed steps");
   app.add_option("--peak-tflops", peak_tflops, "bf16 dense peak of the GPU for MFU");
   app.add_option("--json", out, "Write the JSON here (default: stdout)");
-  std::string attention_kernels = "wmma";
+  std::string attention_kernels = "mma";
   app.add_option("--attention-kernels", attention_kernels,
                  "bf16 attention kernels where head_dim is a multiple of 16 up to 128: cuda-cores (attention.cu, "
                  "fp32 products), wmma (attention_tc.cu) or mma (attention_mma.cu, mma.sync)")

@@ -3,8 +3,8 @@
 // the non-GEMM kernels (attention forward/backward, cross-entropy, RMSNorm, SwiGLU, RoPE, AdamW) in
 // GFLOP/s or GB/s, with their time per training step. Median of --reps runs. Writes JSON. Attention
 // runs in fp32 and with bf16 inputs, at the small and the tiny preset's heads. --only SECTION runs
-// the square GEMM (the peak every row is a fraction of) and that section alone: gemm, attention,
-// cross_entropy or memory.
+// the square GEMM (the peak every row is a fraction of) and that section alone: gemm, gemm_bf16 (the
+// same shapes through gemm_bf16, where the CPU has bf16 instructions), attention, cross_entropy or memory.
 //
 //   herd_bench_kernels [--out file.json] [--threads N] [--reps N] [--seq 512] [--batch 8] [--clock wall|cpu]
 //                      [--only SECTION]
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/bench_json.h"
+#include "herd/core/aligned.h"
 #include "herd/kernels/attention.h"
 #include "herd/kernels/convert.h"
 #include "herd/kernels/cpu/tile_gemm.h"
@@ -62,8 +63,11 @@ double median_seconds(int reps, const std::function<void()>& f) {
   return g_cpu_clock ? t[t.size() / 2] : w[w.size() / 2];
 }
 
-std::vector<float> filled(std::size_t n, float scale = 0.02f) {
-  std::vector<float> v(n);
+// Operands start on a cache line, as the trainer's tensors do (core/aligned.h says why it matters).
+using Buf = herd::AlignedVector<float>;
+
+Buf filled(std::size_t n, float scale = 0.02f) {
+  Buf v(n);
   for (std::size_t i = 0; i < n; ++i)
     v[i] = scale * static_cast<float>(static_cast<int>((i * 2654435761u) % 2001) - 1000) / 1000.0f;
   return v;
@@ -136,7 +140,7 @@ int main(int argc, char** argv) {
     const std::int64_t a_rows = g.ta == Trans::kNo ? g.m : g.k, a_cols = g.ta == Trans::kNo ? g.k : g.m;
     const std::int64_t b_rows = g.tb == Trans::kNo ? g.k : g.n, b_cols = g.tb == Trans::kNo ? g.n : g.k;
     auto a = filled(a_rows * a_cols), b = filled(b_rows * b_cols);
-    std::vector<float> c(g.m * g.n);
+    Buf c(g.m * g.n);
     const double sec = median_seconds(reps, [&] {
       gemm<float>(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data(), a_cols, b.data(), b_cols, 0.0f, c.data(), g.n);
     });
@@ -147,20 +151,44 @@ int main(int argc, char** argv) {
   }
   doc["gemm_peak_gflops"] = peak;
 
+  // The same shapes with bf16 inputs (gemm_bf16: bf16 products, fp32 sums and output) where the CPU has
+  // bf16 instructions: the bf16 library's rate at the training step's shapes, to set beside PyTorch's
+  // (bench/train/torch_peer.py --matmul-shapes) on the same core.
+  if (wanted("gemm_bf16") && cpu_has_bf16() && bf16_gemm_path() != Bf16GemmPath::kConverted) {
+    doc["bf16_gemm"] = bf16_gemm_description();
+    double peak16 = 0;
+    for (const Gemm& g : gemms) {
+      const std::int64_t a_rows = g.ta == Trans::kNo ? g.m : g.k, a_cols = g.ta == Trans::kNo ? g.k : g.m;
+      const std::int64_t b_rows = g.tb == Trans::kNo ? g.k : g.n, b_cols = g.tb == Trans::kNo ? g.n : g.k;
+      const auto af = filled(a_rows * a_cols), bf = filled(b_rows * b_cols);
+      herd::AlignedVector<herd::bf16> a(af.size()), b(bf.size());
+      to_bf16(af.data(), static_cast<std::int64_t>(af.size()), a.data());
+      to_bf16(bf.data(), static_cast<std::int64_t>(bf.size()), b.data());
+      Buf c(g.m * g.n);
+      const double sec = median_seconds(reps, [&] {
+        gemm_bf16(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data(), a_cols, b.data(), b_cols, 0.0f, c.data(), g.n);
+      });
+      herd::Json r = report(std::string("bf16 ") + g.name, sec, 2.0 * g.m * g.n * g.k, 0, 0);
+      if (peak16 == 0) peak16 = r["gflops"].get<double>();
+      doc["results"].back()["fraction_of_square_peak"] = r["gflops"].get<double>() / peak16;
+    }
+    doc["gemm_bf16_peak_gflops"] = peak16;
+  }
+
   // The twelve GEMMs of one transformer layer's forward and backward (fused QKV, output projection,
   // fused gate/up, down; each as Y = X W^T, dX = dY W, dW += dY^T X), run back to back: the figure the
   // training step's GEMM time follows.
   if (wanted("gemm")) {
     const std::int64_t outs[4] = {dim + 2 * hkv * hd, dim, 2 * ffn, dim};
     const std::int64_t ins[4] = {dim, dim, dim, ffn};
-    std::vector<std::vector<float>> x, w, y, dw;
+    std::vector<Buf> x, w, y, dw;
     for (int l = 0; l < 4; ++l) {
       x.push_back(filled(n * ins[l], 1.0f));
       w.push_back(filled(outs[l] * ins[l]));
       y.push_back(filled(n * outs[l], 1.0f));
-      dw.push_back(std::vector<float>(outs[l] * ins[l]));
+      dw.push_back(Buf(outs[l] * ins[l]));
     }
-    std::vector<float> dx(n * ffn);
+    Buf dx(n * ffn);
     double flop = 0;
     for (int l = 0; l < 4; ++l) flop += 6.0 * n * outs[l] * ins[l];
     const double sec = median_seconds(reps, [&] {
@@ -182,7 +210,7 @@ int main(int argc, char** argv) {
   // packed as the bf16 kernel packs them.
   if (wanted("attention")) {
     auto a = filled(64 * 64, 1.0f), b = filled(64 * 64, 1.0f);
-    std::vector<float> c(64 * 64);
+    Buf c(64 * 64);
     const int inner = 2000;
     const double sec = median_seconds(reps, [&] {
       for (int r = 0; r < inner; ++r)
@@ -228,7 +256,7 @@ int main(int argc, char** argv) {
     const AttentionMask m{pos.data(), nullptr, pos.data(), nullptr};
     auto q = filled(n * a.hq * a.hd, 1.0f), k = filled(n * a.hkv * a.hd, 1.0f), v = filled(n * a.hkv * a.hd, 1.0f);
     auto dout = filled(n * a.hq * a.hd, 1.0f);
-    std::vector<float> out(q.size()), lse(batch * a.hq * seq), dq(q.size()), dk(k.size()), dv(v.size());
+    Buf out(q.size()), lse(batch * a.hq * seq), dq(q.size()), dk(k.size()), dv(v.size());
     const double pairs = static_cast<double>(batch) * a.hq * seq * (seq + 1) / 2.0;
     const double fwd_flop = 4.0 * a.hd * pairs, bwd_flop = 8.0 * a.hd * pairs;
     auto attention_row = [&](const std::string& what, double sec, double flop, double fp32_sec) {
@@ -247,7 +275,7 @@ int main(int argc, char** argv) {
     });
     attention_row("bwd fp32", bwd, bwd_flop, 0);
 
-    std::vector<herd::bf16> q16(q.size()), k16(k.size()), v16(v.size()), out16(out.size());
+    herd::AlignedVector<herd::bf16> q16(q.size()), k16(k.size()), v16(v.size()), out16(out.size());
     to_bf16(q.data(), static_cast<std::int64_t>(q.size()), q16.data());
     to_bf16(k.data(), static_cast<std::int64_t>(k.size()), k16.data());
     to_bf16(v.data(), static_cast<std::int64_t>(v.size()), v16.data());
@@ -286,7 +314,7 @@ int main(int argc, char** argv) {
   // Cross-entropy fused with the output projection, forward + backward (3 GEMMs of n x vocab x dim).
   if (wanted("cross_entropy")) {
     auto h = filled(n * dim, 1.0f), w = filled(vocab * dim);
-    std::vector<float> lse(n), dh(n * dim), dw(vocab * dim);
+    Buf lse(n), dh(n * dim), dw(vocab * dim);
     std::vector<std::int32_t> tgt(n);
     for (std::int64_t i = 0; i < n; ++i) tgt[i] = static_cast<std::int32_t>((i * 7919) % vocab);
     const double sec = median_seconds(reps, [&] {
@@ -297,7 +325,7 @@ int main(int argc, char** argv) {
     doc["results"].back()["fraction_of_square_peak"] = 6.0 * n * vocab * dim / sec * 1e-9 / peak;
     // The two sweeps a vocab-parallel rank runs (statistics, combine, gradients with the logits
     // recomputed: 4 GEMMs), against which the one sweep above saves a logits GEMM; and both in bf16.
-    std::vector<float> stats(3 * n);
+    Buf stats(3 * n);
     auto two_sweeps = [&](const auto* hh, const auto* ww) {
       ce_shard_stats(hh, n, dim, ww, 0, vocab, tgt.data(), stats.data(), stats.data() + n, stats.data() + 2 * n);
       ce_combine_stats<float>(n, 1, stats.data(), stats.data() + n, stats.data() + 2 * n, tgt.data(), lse.data());
@@ -306,7 +334,7 @@ int main(int argc, char** argv) {
     const double two = median_seconds(reps, [&] { two_sweeps(h.data(), w.data()); });
     report("cross_entropy fwd+bwd two sweeps", two, 6.0 * n * vocab * dim, 0, 1);
     doc["results"].back()["one_sweep_speedup"] = two / sec;
-    std::vector<herd::bf16> h16(h.size()), w16(w.size());
+    herd::AlignedVector<herd::bf16> h16(h.size()), w16(w.size());
     to_bf16(h.data(), static_cast<std::int64_t>(h.size()), h16.data());
     to_bf16(w.data(), static_cast<std::int64_t>(w.size()), w16.data());
     const double sec16 = median_seconds(reps, [&] {
@@ -323,7 +351,7 @@ int main(int argc, char** argv) {
   // Memory-bound kernels: bytes moved per call.
   if (wanted("memory")) {
     auto x = filled(n * dim, 1.0f), w = filled(dim, 1.0f), dy = filled(n * dim, 1.0f);
-    std::vector<float> y(n * dim), r(n), dx(n * dim), dw(dim);
+    Buf y(n * dim), r(n), dx(n * dim), dw(dim);
     report("rmsnorm fwd",
            median_seconds(
                reps, [&] { rmsnorm_forward<float>(x.data(), dim, w.data(), n, dim, 1e-5, y.data(), dim, r.data()); }),
@@ -338,7 +366,7 @@ int main(int argc, char** argv) {
   }
   if (wanted("memory")) {
     auto gu = filled(n * 2 * ffn, 1.0f), d = filled(n * ffn, 1.0f);
-    std::vector<float> o(n * ffn), dgu(n * 2 * ffn);
+    Buf o(n * ffn), dgu(n * 2 * ffn);
     report(
         "swiglu fwd",
         median_seconds(
@@ -364,7 +392,7 @@ int main(int argc, char** argv) {
   if (wanted("memory")) {
     const std::int64_t params = 32'500'000;
     auto p = filled(params), g = filled(params);
-    std::vector<float> m1(params), v1(params);
+    Buf m1(params), v1(params);
     std::int64_t step = 0;
     report(
         "adamw 32.5M params",

@@ -137,6 +137,34 @@ def matmul_peak(dtype, n=2048, reps=3):
     return best
 
 
+def matmul_shapes(tokens, reps=5):
+    """This torch's matmul rate (GFLOP/s, median of `reps` after one warm-up, by process CPU time) at the
+    small preset's GEMM shapes, as herd_bench_kernels names them (`tokens` rows: batch x sequence), in
+    fp32 and bf16: what PyTorch's bundled BLAS and oneDNN reach where herd's libraries run."""
+    dim, ffn, qkv = 512, 1536, 512 + 2 * 2 * 64
+    shapes = [("gemm square 2048", "NN", 2048, 2048, 2048), ("gemm qkv fwd (NT)", "NT", tokens, qkv, dim),
+              ("gemm wo fwd (NT)", "NT", tokens, dim, dim), ("gemm gate_up fwd (NT)", "NT", tokens, 2 * ffn, dim),
+              ("gemm down fwd (NT)", "NT", tokens, dim, ffn), ("gemm gate_up dx (NN)", "NN", tokens, dim, 2 * ffn),
+              ("gemm gate_up dw (TN)", "TN", 2 * ffn, dim, tokens)]
+    out = []
+    gen = torch.Generator().manual_seed(0)
+    for dtype, label in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
+        for name, trans, m, n, k in shapes:
+            a = torch.randn(k, m, generator=gen).to(dtype).t() if trans[0] == "T" else torch.randn(m, k, generator=gen).to(dtype)
+            b = torch.randn(n, k, generator=gen).to(dtype).t() if trans[1] == "T" else torch.randn(k, n, generator=gen).to(dtype)
+            times = []
+            for r in range(reps + 1):
+                t0 = time.process_time()
+                torch.mm(a, b)
+                if r:
+                    times.append(time.process_time() - t0)
+            sec = sorted(times)[len(times) // 2]
+            out.append({"kernel": f"{label} {name}", "dtype": label, "m": m, "n": n, "k": k, "seconds": sec,
+                        "gflops": 2.0 * m * n * k / sec / 1e9})
+            print(f"torch {label} {name:28s} {sec * 1e3:9.3f} ms {out[-1]['gflops']:8.1f} GFLOP/s", file=sys.stderr)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="small", choices=PRESETS)
@@ -150,6 +178,9 @@ def main():
     ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
                     help="fp32, or bf16 autocast around forward and loss (fp32 master weights and AdamW)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed steps first (default: 1 eager, 2 compile)")
+    ap.add_argument("--matmul-shapes", action="store_true",
+                    help="time torch.mm at the small preset's GEMM shapes in fp32 and bf16 (herd_bench_kernels' "
+                         "gemm and gemm_bf16 rows) and print that JSON instead of training")
     args = ap.parse_args()
     warmup = args.warmup if args.warmup is not None else (2 if args.mode == "compile" else 1)
     B, T = args.micro_batch, args.seq_len
@@ -177,6 +208,10 @@ def main():
         print("warning: set OPENBLAS_NUM_THREADS to --threads (Debian's torch ignores set_num_threads for BLAS)",
               file=sys.stderr)
     torch.set_num_threads(args.threads)
+    if args.matmul_shapes:
+        print(json.dumps({"impl": "pytorch", "torch_version": torch.__version__, "threads": args.threads,
+                          "clock": "process cpu time", "tokens": B * T, "results": matmul_shapes(B * T)}))
+        return
     torch.manual_seed(0)
     p = PRESETS[args.model]
     m = Llama(p)

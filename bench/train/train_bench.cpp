@@ -35,6 +35,7 @@
 
 #include "common/bench_json.h"
 #include "herd/comm/local/local_world.h"
+#include "herd/core/aligned.h"
 #include "herd/core/check.h"
 #include "herd/core/timer.h"
 #include "herd/kernels/attention.h"
@@ -64,7 +65,8 @@ struct GemmPeak {
 // Best of 5 square (n, n, n) SGEMMs of `run`.
 template <typename F>
 GemmPeak best_of(const std::string& name, std::int64_t n, F run) {
-  std::vector<float> a(static_cast<std::size_t>(n * n), 0.5f), b(a), c(a);
+  // Cache-line-aligned, as the trainer's tensors are (core/aligned.h).
+  herd::AlignedVector<float> a(static_cast<std::size_t>(n * n), 0.5f), b(a), c(a);
   GemmPeak p;
   p.library = name;
   const double flops = 2.0 * static_cast<double>(n) * n * n;
@@ -104,7 +106,7 @@ std::vector<GemmPeak> sgemm_peaks(int threads, std::int64_t n) {
 // The bf16 GEMM peak the same way: oneDNN's bf16 matmul (bf16 in, fp32 out) with its own OpenMP
 // threading, called directly, and herd's gemm_bf16 (split across herd's threads) on the same square.
 std::vector<GemmPeak> bf16_peaks(std::int64_t n) {
-  std::vector<herd::bf16> a16(static_cast<std::size_t>(n * n)), b16(a16.size());
+  herd::AlignedVector<herd::bf16> a16(static_cast<std::size_t>(n * n)), b16(a16.size());
   {
     const std::vector<float> f(a16.size(), 0.5f);
     herd::kernels::to_bf16(f.data(), n * n, a16.data());

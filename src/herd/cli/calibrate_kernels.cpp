@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "herd/core/aligned.h"
 #include "herd/core/format.h"
 #include "herd/kernels/attention.h"
 #include "herd/kernels/convert.h"
@@ -23,7 +24,8 @@ double time_median(int repeats, F&& f) {
   return measure::time_median(repeats, clock, std::forward<F>(f));
 }
 
-std::vector<float> filled(std::int64_t n, float x) { return std::vector<float>(static_cast<std::size_t>(n), x); }
+// Kernel operands start on a cache line, as the arena's tensors do (core/aligned.h says why it matters).
+AlignedVector<float> filled(std::int64_t n, float x) { return AlignedVector<float>(static_cast<std::size_t>(n), x); }
 
 // Total FLOPs over total time of the layer's and head's GEMMs, three transposes each; `rows` gets one
 // table row per shape.
@@ -39,9 +41,9 @@ GemmTake gemm_take(const model::LlamaConfig& m, std::int64_t rows, int repeats, 
   GemmTake out;
   for (const auto& s : shapes) {
     const std::int64_t n = s[0], k = s[1];
-    std::vector<float> a = filled(rows * std::max(n, k), 0.01f), b = filled(n * k, 0.02f);
-    std::vector<float> c = filled(std::max(rows * n, rows * k), 0.0f), w = filled(n * k, 0.0f);
-    std::vector<bf16> a16(use_bf16 ? a.size() : 0), b16(use_bf16 ? b.size() : 0), c16(use_bf16 ? c.size() : 0);
+    AlignedVector<float> a = filled(rows * std::max(n, k), 0.01f), b = filled(n * k, 0.02f);
+    AlignedVector<float> c = filled(std::max(rows * n, rows * k), 0.0f), w = filled(n * k, 0.0f);
+    AlignedVector<bf16> a16(use_bf16 ? a.size() : 0), b16(use_bf16 ? b.size() : 0), c16(use_bf16 ? c.size() : 0);
     if (use_bf16) {
       kernels::to_bf16(a.data(), static_cast<std::int64_t>(a.size()), a16.data());
       kernels::to_bf16(b.data(), static_cast<std::int64_t>(b.size()), b16.data());
@@ -138,9 +140,9 @@ AttentionRates measure_attention(Session& s, const GemmRates& g) {
   kernels::AttentionMask mask;
   mask.pos_q = mask.pos_k = pos.data();
   const std::int64_t qn = rows * m.n_heads * m.head_dim, kn = rows * m.n_kv_heads * m.head_dim;
-  std::vector<float> q = filled(qn, 0.1f), k = filled(kn, 0.05f), v = filled(kn, 0.2f), out_a = filled(qn, 0);
-  std::vector<float> lse = filled(o.micro_batch * m.n_heads * o.seq_len, 0), dq = filled(qn, 0), dk = filled(kn, 0);
-  std::vector<float> dv = filled(kn, 0);
+  AlignedVector<float> q = filled(qn, 0.1f), k = filled(kn, 0.05f), v = filled(kn, 0.2f), out_a = filled(qn, 0);
+  AlignedVector<float> lse = filled(o.micro_batch * m.n_heads * o.seq_len, 0), dq = filled(qn, 0), dk = filled(kn, 0);
+  AlignedVector<float> dv = filled(kn, 0);
   const double af =
       s.measure("attention fwd", false, [&] {
          return time_median(o.repeats, [&] {
@@ -153,7 +155,7 @@ AttentionRates measure_attention(Session& s, const GemmRates& g) {
                                                             lse.data(), q.data(), dq.data(), dk.data(), dv.data());
                        });
                      }).seconds;
-  std::vector<bf16> q16(static_cast<std::size_t>(qn)), k16(static_cast<std::size_t>(kn)),
+  AlignedVector<bf16> q16(static_cast<std::size_t>(qn)), k16(static_cast<std::size_t>(kn)),
       v16(static_cast<std::size_t>(kn)), o16(static_cast<std::size_t>(qn)), dq16(q16.size()), dk16(k16.size()),
       dv16(v16.size());
   kernels::to_bf16(q.data(), qn, q16.data());
@@ -197,8 +199,8 @@ AttentionRates measure_attention(Session& s, const GemmRates& g) {
 
 double measure_stream(Session& s) {
   const std::int64_t rows = s.rows, h = s.m.hidden;
-  std::vector<float> x = filled(rows * h, 0.3f), y = filled(rows * h, 0), w = filled(h, 1.0f), rstd = filled(rows, 0);
-  std::vector<float> dx = filled(rows * h, 0), dw = filled(h, 0);
+  AlignedVector<float> x = filled(rows * h, 0.3f), y = filled(rows * h, 0), w = filled(h, 1.0f), rstd = filled(rows, 0);
+  AlignedVector<float> dx = filled(rows * h, 0), dw = filled(h, 0);
   const double norm =
       s.measure("rmsnorm fwd+bwd", false, [&] {
          const double nf = time_median(s.o.repeats, [&] {
@@ -218,7 +220,7 @@ double measure_stream(Session& s) {
 
 // Per-op overhead in microseconds: a 16^3 GEMM is all call and threading cost.
 double measure_op_overhead(Session& s, double gemm_one_thread) {
-  std::vector<float> sa = filled(256, 1.f), sb = filled(256, 1.f), sc = filled(256, 0.f);
+  AlignedVector<float> sa = filled(256, 1.f), sb = filled(256, 1.f), sc = filled(256, 0.f);
   const double tiny = s.measure("op overhead", false, [&] {
                          return time_median(s.o.repeats, [&] {
                            for (int i = 0; i < 1000; ++i) {

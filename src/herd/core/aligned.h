@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <vector>
 
 namespace herd {
 
@@ -45,5 +46,27 @@ AlignedPtr<T> aligned_array(std::size_t count) {
   }
   return AlignedPtr<T>(static_cast<T*>(aligned_bytes(count * sizeof(T))));
 }
+
+// std::allocator with kAlignment: a std::vector whose data starts on a cache line, as the arena's tensors
+// do. What measures kernels (herd calibrate, bench/) holds its operands in one: AMX tile loads of rows
+// that straddle two cache lines run oneDNN's bf16 matmul 12-25% slower (a 16-byte offset, which large
+// std::vector buffers get from glibc, measured on a Sapphire Rapids core: docs/precision.md), so a
+// rate taken on a plain std::vector understates what the training step's GEMMs reach.
+template <typename T>
+struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() = default;
+  template <typename U>
+  AlignedAllocator(const AlignedAllocator<U>&) noexcept {}
+  T* allocate(std::size_t count) { return static_cast<T*>(aligned_bytes(count * sizeof(T))); }
+  void deallocate(T* p, std::size_t) noexcept { std::free(p); }
+  template <typename U>
+  bool operator==(const AlignedAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+template <typename T>
+using AlignedVector = std::vector<T, AlignedAllocator<T>>;
 
 }  // namespace herd

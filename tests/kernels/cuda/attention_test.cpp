@@ -543,14 +543,14 @@ TEST(CudaAttention, NonMultipleOf16HeadDimBf16) {
   check_bf16(self_problem(2, 70, 4, 2, 24, 30), 63);
 }
 
-// The selection: WMMA by default, and it reads back what was set.
+// The selection: mma.sync by default, and it reads back what was set.
 TEST(CudaAttention, KernelsSwitch) {
-  EXPECT_EQ(attention_kernels(), AttentionKernels::kWmma);
-  for (const AttentionKernels kernels : {AttentionKernels::kCudaCores, AttentionKernels::kMma}) {
+  EXPECT_EQ(attention_kernels(), AttentionKernels::kMma);
+  for (const AttentionKernels kernels : {AttentionKernels::kCudaCores, AttentionKernels::kWmma}) {
     const KernelsSwitch sw(kernels);
     EXPECT_EQ(attention_kernels(), kernels);
   }
-  EXPECT_EQ(attention_kernels(), AttentionKernels::kWmma);
+  EXPECT_EQ(attention_kernels(), AttentionKernels::kMma);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 // Linux grants a process the 8 KiB tile register state only on request (arch_prctl
 // ARCH_REQ_XCOMP_PERM): the first call asks, and a refusal (an old kernel, a hypervisor that hides it)
 // leaves the vdpbf16ps path. The tile configuration (8 tiles of 16 x 64 bytes) is loaded at every call,
-// because oneDNN's AMX GEMMs on the same thread load their own.
+// because oneDNN's AMX GEMMs on the same thread load their own, and released at its end.
 //
 // Numerics: as vdpbf16ps (tile_gemm_bf16.h), each product of two bf16 values is exact and the sums are
 // fp32 with round-to-nearest-even, subnormals flushed; the pairs are summed in k order within and
@@ -172,6 +172,9 @@ HERD_AMX_TARGET void gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, c
       }
     }
   }
+  // Back to the init state: a core with live tile data cannot enter its deep idle states (Intel's AMX
+  // guidance), and the next call loads its configuration anyway.
+  _tile_release();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Tensor-core flash attention for bf16 q, k, v (kernels/attention.h; the CUDA-core kernels and the
 // masking / skipping rules it shares: attention.cu, attention_common.cuh). Taken by the bf16 calls with
-// head_dim D a multiple of 16 up to 128 while set_attention_kernels names kWmma (kernels.h); the delta
+// head_dim D a multiple of 16 up to 128 while set_attention_kernels names kWmma (kernels.h; the default
+// is attention_mma.cu's kMma, this file's kernels stay as its cross-check); the delta
 // kernel serves attention_mma.cu's backward as well.
 //
 // Products: nvcuda::wmma 16 x 16 x 16 fragments, bf16 operands and fp32 accumulators. Fragment layouts
@@ -57,7 +58,7 @@
 namespace herd::kernels::cuda {
 
 namespace {
-std::atomic<AttentionKernels> g_attention_kernels{AttentionKernels::kWmma};
+std::atomic<AttentionKernels> g_attention_kernels{AttentionKernels::kMma};
 }  // namespace
 
 void set_attention_kernels(AttentionKernels kernels) { g_attention_kernels.store(kernels, std::memory_order_relaxed); }

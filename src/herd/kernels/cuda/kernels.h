@@ -49,13 +49,13 @@ void attention_forward(const AttentionDims& d, const AttentionMask& m, const bf1
 void attention_backward(const AttentionDims& d, const AttentionMask& m, const bf16* q, const bf16* k, const bf16* v,
                         const bf16* out, const float* lse, const float* dout, float* dq, float* dk, float* dv);
 // The bf16 calls with head_dim a multiple of 16 (up to 128) run tensor-core kernels while the
-// selection below names one: kWmma (attention_tc.cu, the default: bf16 nvcuda::wmma products with fp32
-// accumulators, fragments through shared memory) or kMma (attention_mma.cu: inline-PTX mma.sync with
-// register-resident accumulators), both with FlashAttention-2's numerics as kernels/attention.h's bf16
-// paragraph states (P, dO and dS rounded to bf16 where they enter a product). kCudaCores, other head
-// dims and every fp32 call run the CUDA-core kernels of attention.cu (fp32 products of the widened
-// inputs). For tests and benchmarks: set it between calls, not while kernels are being enqueued from
-// other threads.
+// selection below names one: kMma (attention_mma.cu, the default: inline-PTX mma.sync with
+// register-resident accumulators; 2.8x kWmma's speed on an H200, docs/gpu.md) or kWmma (attention_tc.cu:
+// bf16 nvcuda::wmma products with fp32 accumulators, fragments through shared memory), both with FlashAttention-2's
+// numerics as kernels/attention.h's bf16 paragraph states (P, dO and dS rounded to bf16 where they enter a product).
+// kCudaCores, other head dims and every fp32 call run the CUDA-core kernels of attention.cu (fp32 products of the
+// widened inputs). For tests and benchmarks: set it between calls, not while kernels are being enqueued from other
+// threads.
 enum class AttentionKernels { kCudaCores, kWmma, kMma };
 void set_attention_kernels(AttentionKernels kernels);
 AttentionKernels attention_kernels();
