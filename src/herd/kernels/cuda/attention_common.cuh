@@ -111,6 +111,22 @@ void allow_smem(Kernel kernel, std::size_t bytes) {
 
 inline unsigned tiles_of(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
+// The tensor-core kernels' dispatch on the head dim: calls fn.template operator()<NF>() with NF = D / 16
+// (D a multiple of 16 in [16, 128]; NF 16-wide fragments span a head).
+template <typename Fn>
+void with_nf(int d, Fn&& fn) {
+  switch (d / 16) {
+    case 1: fn.template operator()<1>(); break;
+    case 2: fn.template operator()<2>(); break;
+    case 3: fn.template operator()<3>(); break;
+    case 4: fn.template operator()<4>(); break;
+    case 5: fn.template operator()<5>(); break;
+    case 6: fn.template operator()<6>(); break;
+    case 7: fn.template operator()<7>(); break;
+    default: fn.template operator()<8>(); break;
+  }
+}
+
 // `rows` rows of D bf16 values (global token stride ld) into shared rows of stride ldd; rows at or past
 // `valid` are zero. 16-byte copies when the source allows them (D is a multiple of 16, so a row is
 // whole 16-byte chunks). Used by the tensor-core kernels (attention_tc.cu, attention_mma.cu).

@@ -537,21 +537,6 @@ void backward_launch(const Params& p, std::int64_t batch, const bf* q, const bf*
   // `delta` returns to the caching allocator, reused on this stream only after the kernels above.
 }
 
-// Calls fn.template operator()<NF>() with NF = D / 16 (D a multiple of 16 in [16, 128]).
-template <typename Fn>
-void with_nf(int d, Fn&& fn) {
-  switch (d / 16) {
-    case 1: fn.template operator()<1>(); break;
-    case 2: fn.template operator()<2>(); break;
-    case 3: fn.template operator()<3>(); break;
-    case 4: fn.template operator()<4>(); break;
-    case 5: fn.template operator()<5>(); break;
-    case 6: fn.template operator()<6>(); break;
-    case 7: fn.template operator()<7>(); break;
-    default: fn.template operator()<8>(); break;
-  }
-}
-
 }  // namespace
 
 void forward_tc(const Params& p, std::int64_t batch, const bf* q, const bf* k, const bf* v, bf* out, float* lse) {
