@@ -7,7 +7,7 @@
 // same shapes through gemm_bf16, where the CPU has bf16 instructions), attention, cross_entropy or memory.
 //
 //   herd_bench_kernels [--out file.json] [--threads N] [--reps N] [--seq 512] [--batch 8] [--clock wall|cpu]
-//                      [--only SECTION]
+//                      [--only SECTION] [--operand-offset BYTES (gemm_bf16's operands, default 0)]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -77,6 +77,11 @@ struct Gemm {
   const char* name;
   Trans ta, tb;
   std::int64_t m, n, k;
+  // Stored A and B: elements, and row strides (a transposed operand is stored the other way round).
+  std::int64_t lda() const { return ta == Trans::kNo ? k : m; }
+  std::int64_t ldb() const { return tb == Trans::kNo ? n : k; }
+  std::int64_t a_size() const { return m * k; }
+  std::int64_t b_size() const { return k * n; }
 };
 
 }  // namespace
@@ -84,6 +89,7 @@ struct Gemm {
 int main(int argc, char** argv) {
   herd::kernels::settle_library_env(argv);  // the OpenMP wait and OpenBLAS kernels herd itself runs with
   std::string out_path, only;
+  std::size_t operand_offset = 0;  // bytes past the cache line of the gemm_bf16 operands
   int threads = 1, reps = 5;
   std::int64_t seq = 512, batch = 8;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -95,6 +101,7 @@ int main(int argc, char** argv) {
     if (a == "--batch") batch = std::atoll(argv[i + 1]);
     if (a == "--clock") g_cpu_clock = std::string(argv[i + 1]) == "cpu";
     if (a == "--only") only = argv[i + 1];
+    if (a == "--operand-offset") operand_offset = static_cast<std::size_t>(std::atoll(argv[i + 1]));
     if (a == "--gemm") {
       const std::string g = argv[i + 1];
       set_gemm_policy(g == "openblas" ? GemmPolicy::kOpenBLAS
@@ -137,12 +144,10 @@ int main(int argc, char** argv) {
   };
   double peak = 0;
   for (const Gemm& g : gemms) {
-    const std::int64_t a_rows = g.ta == Trans::kNo ? g.m : g.k, a_cols = g.ta == Trans::kNo ? g.k : g.m;
-    const std::int64_t b_rows = g.tb == Trans::kNo ? g.k : g.n, b_cols = g.tb == Trans::kNo ? g.n : g.k;
-    auto a = filled(a_rows * a_cols), b = filled(b_rows * b_cols);
+    auto a = filled(static_cast<std::size_t>(g.a_size())), b = filled(static_cast<std::size_t>(g.b_size()));
     Buf c(g.m * g.n);
     const double sec = median_seconds(reps, [&] {
-      gemm<float>(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data(), a_cols, b.data(), b_cols, 0.0f, c.data(), g.n);
+      gemm<float>(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data(), g.lda(), b.data(), g.ldb(), 0.0f, c.data(), g.n);
     });
     herd::Json r = report(g.name, sec, 2.0 * g.m * g.n * g.k, 0, 0);
     if (peak == 0) peak = r["gflops"].get<double>();
@@ -156,17 +161,20 @@ int main(int argc, char** argv) {
   // (bench/train/torch_peer.py --matmul-shapes) on the same core.
   if (wanted("gemm_bf16") && cpu_has_bf16() && bf16_gemm_path() != Bf16GemmPath::kConverted) {
     doc["bf16_gemm"] = bf16_gemm_description();
+    doc["operand_offset_bytes"] = operand_offset;
     double peak16 = 0;
     for (const Gemm& g : gemms) {
-      const std::int64_t a_rows = g.ta == Trans::kNo ? g.m : g.k, a_cols = g.ta == Trans::kNo ? g.k : g.m;
-      const std::int64_t b_rows = g.tb == Trans::kNo ? g.k : g.n, b_cols = g.tb == Trans::kNo ? g.n : g.k;
-      const auto af = filled(a_rows * a_cols), bf = filled(b_rows * b_cols);
-      herd::AlignedVector<herd::bf16> a(af.size()), b(bf.size());
-      to_bf16(af.data(), static_cast<std::int64_t>(af.size()), a.data());
-      to_bf16(bf.data(), static_cast<std::int64_t>(bf.size()), b.data());
-      Buf c(g.m * g.n);
+      // --operand-offset shifts every operand that many bytes past the cache line (0: aligned, as the
+      // trainer's tensors; 16: where glibc puts a large std::vector), to show what alignment is worth.
+      const std::size_t shift16 = operand_offset / sizeof(herd::bf16), shift32 = operand_offset / sizeof(float);
+      const auto af = filled(static_cast<std::size_t>(g.a_size())), bf = filled(static_cast<std::size_t>(g.b_size()));
+      herd::AlignedVector<herd::bf16> a(af.size() + shift16), b(bf.size() + shift16);
+      to_bf16(af.data(), static_cast<std::int64_t>(af.size()), a.data() + shift16);
+      to_bf16(bf.data(), static_cast<std::int64_t>(bf.size()), b.data() + shift16);
+      Buf c(static_cast<std::size_t>(g.m * g.n) + shift32);
       const double sec = median_seconds(reps, [&] {
-        gemm_bf16(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data(), a_cols, b.data(), b_cols, 0.0f, c.data(), g.n);
+        gemm_bf16(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data() + shift16, g.lda(), b.data() + shift16, g.ldb(), 0.0f,
+                  c.data() + shift32, g.n);
       });
       herd::Json r = report(std::string("bf16 ") + g.name, sec, 2.0 * g.m * g.n * g.k, 0, 0);
       if (peak16 == 0) peak16 = r["gflops"].get<double>();
