@@ -49,7 +49,7 @@ AlignedPtr<T> aligned_array(std::size_t count) {
 
 // std::allocator with kAlignment: a std::vector whose data starts on a cache line, as the arena's tensors
 // do. What measures kernels (herd calibrate, bench/) holds its operands in one: AMX tile loads of rows
-// that straddle two cache lines run oneDNN's bf16 matmul 12-25% slower (a 16-byte offset, which large
+// that straddle two cache lines run oneDNN's bf16 matmul 8-25% slower (a 16-byte offset, which large
 // std::vector buffers get from glibc, measured on a Sapphire Rapids core: docs/precision.md), so a
 // rate taken on a plain std::vector understates what the training step's GEMMs reach.
 template <typename T>
