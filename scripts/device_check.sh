@@ -24,11 +24,11 @@ if [ "${1:-}" = "--prepare" ]; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHERD_WERROR=ON >/dev/null
   cmake --build build -j "$(nproc)" --target herd herd_kernels_cuda_tests herd_bench_gpu
-  targets=(build/tests/kernels/cuda/herd_kernels_cuda_tests build/bench/gpu/herd_bench_gpu)
+  targets=(build/tests/kernels/cuda/herd_kernels_cuda_tests build/bench/gpu/herd_bench_gpu build/herd)
   [ -x build/tests/comm/nccl/herd_comm_nccl_tests ] || cmake --build build --target herd_comm_nccl_tests || true
   [ -x build/tests/comm/nccl/herd_comm_nccl_tests ] && targets+=(build/tests/comm/nccl/herd_comm_nccl_tests)
   rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/fallback"
-  cp "${targets[@]}" "$pack/bin/"
+  cp "${targets[@]}" "$pack/bin/" && strip "$pack"/bin/*
   # Every shared library the binaries load, except glibc's and CUDA's (the device has its own driver,
   # runtime, cuBLASLt and NCCL, which must match it); the C++ runtime goes to fallback/, used only when
   # the device lacks one.
@@ -39,7 +39,8 @@ if [ "${1:-}" = "--prepare" ]; then
       *) cp -L "$lib" "$pack/lib/" ;;
     esac
   done
-  tar -C "$pack" -cJf "$pack/lib.tar.xz" lib fallback && rm -rf "$pack/lib" "$pack/fallback"
+  # Binaries and libraries in one archive: the carried folder must stay under 64 MiB.
+  tar -C "$pack" -cJf "$pack/lib.tar.xz" bin lib fallback && rm -rf "$pack/bin" "$pack/lib" "$pack/fallback"
   # The planner's prediction for the benchmark's runs on the h200 preset (one GPU, no parallelism).
   # The benchmark's steps hold 16,384 tokens: 16384 / seq micro-batches of one sequence.
   for seq in 2048 8192; do
@@ -54,7 +55,7 @@ fi
 
 out="${OUT:-$pack/out}"
 mkdir -p "$out"
-[ -d "$pack/bin" ] || { echo "device_check: $pack/ is missing: run scripts/device_check.sh --prepare here first and carry it" >&2; exit 2; }
+[ -f "$pack/lib.tar.xz" ] || { echo "device_check: $pack/ is missing: run scripts/device_check.sh --prepare here first and carry it" >&2; exit 2; }
 log() { echo "== device_check: $* (${SECONDS}s) =="; }
 
 log "machine"
@@ -65,6 +66,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 log "libraries"
 work=$(mktemp -d)
 tar -C "$work" -xJf "$pack/lib.tar.xz"
+bin="$work/bin"
 libpath="$work/lib"  # mktemp gives an absolute path
 # CUDA's own libraries on the device: the toolkit's, else the ones Python's CUDA wheels carry.
 for name in libcudart.so.13 libcublasLt.so.13 libnccl.so.2; do
@@ -76,25 +78,37 @@ ldconfig -p 2>/dev/null | grep -q 'libstdc++.so.6 ' || libpath="$libpath:$work/f
 export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 log "CUDA kernels against the CPU reference"
-timeout 240 "$pack/bin/herd_kernels_cuda_tests" --gtest_output="json:$out/cuda_tests.json" 2>&1 | tail -60
+timeout 240 "$bin/herd_kernels_cuda_tests" --gtest_output="json:$out/cuda_tests.json" 2>&1 | tail -60
 kernels_rc=${PIPESTATUS[0]}
 
 nccl_rc=skipped
-if [ -x "$pack/bin/herd_comm_nccl_tests" ]; then
+if [ -x "$bin/herd_comm_nccl_tests" ]; then
   log "NCCL at world size one"
-  timeout 60 "$pack/bin/herd_comm_nccl_tests" 2>&1 | tail -20
+  timeout 60 "$bin/herd_comm_nccl_tests" 2>&1 | tail -20
   nccl_rc=${PIPESTATUS[0]}
 fi
 
 log "bf16 training step of the 1B model (bench/gpu)"
-timeout 300 "$pack/bin/herd_bench_gpu" --model bench/gpu/llama3-1b.json --tokens-per-step 16384 --attention-kernels mma \
+timeout 300 "$bin/herd_bench_gpu" --model bench/gpu/llama3-1b.json --tokens-per-step 16384 --attention-kernels mma \
   --json "$out/gpu_bench.json" 2>&1 | tail -20
 bench_rc=${PIPESTATUS[0]}
 
 # The same step with the WMMA attention kernels, for comparison (sequence 2048 only, fewer steps).
 log "the same step with --attention-kernels wmma (comparison)"
-timeout 120 "$pack/bin/herd_bench_gpu" --model bench/gpu/llama3-1b.json --tokens-per-step 16384 --attention-kernels wmma \
+timeout 120 "$bin/herd_bench_gpu" --model bench/gpu/llama3-1b.json --tokens-per-step 16384 --attention-kernels wmma \
   --seq 2048 --warmup 1 --steps 3 --json "$out/gpu_bench_wmma.json" 2>&1 | tail -4
+
+# herd's kernels calibrated on this GPU (herd calibrate --device cuda: the h200 preset with the
+# efficiencies they reach at each sequence length), and the planner's prediction of the same steps on
+# that calibration: the GPU counterpart of herd train's calibrated "planned vs measured".
+for seq in 2048 8192; do
+  log "herd calibrate --device cuda at sequence $seq"
+  timeout 120 "$bin/herd" calibrate --device cuda --model bench/gpu/llama3-1b.json --micro-batch 1 --seq-len "$seq" \
+    --out "$out/h200_calibrated_$seq.json" 2>&1 | tail -14
+  timeout 60 "$bin/herd" estimate --model bench/gpu/llama3-1b.json --cluster "$out/h200_calibrated_$seq.json" --gpus 1 \
+    --tp 1 --cp 1 --pp 1 --dp 1 --seq-len "$seq" --global-batch $((16384 / seq)) --microbatch-size 1 --precision bf16 \
+    --software herd --json >"$out/plan_calibrated_$seq.json" 2>"$out/plan_calibrated_$seq.err" || cat "$out/plan_calibrated_$seq.err"
+done
 
 log "summary"
 python3 - "$out" "$pack" "$kernels_rc" "$nccl_rc" "$bench_rc" <<'PY'
@@ -119,6 +133,8 @@ summary = {
     "bench_exit": int(bench_rc),
     "bench_wmma": load(os.path.join(out, "gpu_bench_wmma.json")),
     "planned": {seq: load(os.path.join(pack, f"plan_{seq}.json")) for seq in ("2048", "8192")},
+    "calibration": {seq: load(os.path.join(out, f"h200_calibrated_{seq}.json")) for seq in ("2048", "8192")},
+    "planned_calibrated": {seq: load(os.path.join(out, f"plan_calibrated_{seq}.json")) for seq in ("2048", "8192")},
 }
 with open(os.path.join(out, "device_check.json"), "w") as f:
     json.dump(summary, f, indent=2)
@@ -129,6 +145,11 @@ for r in summary["bench"].get("results", []):  # measured against the planner's 
         print(f"seq {r['seq_len']}: step {r['step_s']:.4f} s measured, {plan['step_time_s']:.4f} s planned "
               f"({100 * (plan['step_time_s'] / r['step_s'] - 1):+.1f}%); memory {r['peak_allocated_gib']:.1f} GiB measured, "
               f"{plan['memory']['total_bytes'] / 2**30:.1f} GiB planned; split {r.get('step_split_s')}")
+    cal = summary["planned_calibrated"].get(str(r["seq_len"]), {})
+    if "step_time_s" in cal:
+        print(f"seq {r['seq_len']}: {cal['step_time_s']:.4f} s planned on this GPU's calibration "
+              f"({100 * (cal['step_time_s'] / r['step_s'] - 1):+.1f}% against the measured step); "
+              f"breakdown {cal.get('breakdown')}")
 for r in summary["bench_wmma"].get("results", []):  # the comparison run (attention on the WMMA kernels)
     print(f"seq {r['seq_len']} with --attention-kernels wmma: step {r['step_s']:.4f} s; split {r.get('step_split_s')}")
 PY

@@ -34,6 +34,7 @@ class FakeBackend final : public DeviceBackend {
     return n_;
   }
   std::string describe(int) const override { return "Fake GPU"; }
+  DeviceRates measure_rates(const DeviceRateShapes&) const override { return {}; }
 
  private:
   int n_;

@@ -39,6 +39,7 @@
 #include <thread>
 
 #include "herd/cli/app.h"
+#include "herd/cli/calibrate_device.h"
 #include "herd/cli/calibrate_kernels.h"
 #include "herd/cli/table.h"
 #include "herd/core/format.h"
@@ -551,6 +552,8 @@ int run_calibrate(const CalibrateOptions& o) {
 
 Subcommand add_calibrate_command(CLI::App& root) {
   auto o = std::make_shared<CalibrateOptions>();
+  auto device = std::make_shared<std::string>("cpu");
+  auto gpu_cluster = std::make_shared<std::string>("h200");
   CLI::App* app = root.add_subcommand(
       "calibrate", "Measure this machine's herd kernels and local communicator; write the local-cpu cluster JSON");
   app->add_option("--model", o->model, "Model whose layer shapes are timed (a preset or config.json)")
@@ -585,7 +588,32 @@ Subcommand add_calibrate_command(CLI::App& root) {
                   "all-core GEMM rate then sets thread_scaling)")
       ->check(number_in(-1.0, 1e6))
       ->capture_default_str();
-  return {app, [o] { return run_calibrate(*o); }};
+  app->add_option("--device", *device,
+                  "cpu: this host (the local-cpu cluster); cuda: herd's GPU kernels on GPU 0, written as --cluster's "
+                  "preset with the efficiencies they reached (needs --out; docs/gpu.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  CLI::Option* cluster_opt =
+      app->add_option("--cluster", *gpu_cluster,
+                      "With --device cuda: the GPU preset (or cluster file) whose peaks and network are kept")
+          ->capture_default_str();
+  return {app, [o, device, gpu_cluster, cluster_opt] {
+            if (*device == "cpu") {
+              if (cluster_opt->count() > 0) {
+                return report_error("calibrate", Error("--cluster: only with --device cuda (a CPU calibration "
+                                                       "writes the local-cpu cluster of this host)"));
+              }
+              return run_calibrate(*o);
+            }
+            calibration::DeviceCalibrateOptions d;
+            d.model = o->model;
+            d.micro_batch = o->micro_batch;
+            d.seq_len = o->seq_len;
+            d.cluster = *gpu_cluster;
+            d.out = o->out;
+            d.repeats = o->repeats;
+            return calibration::run_calibrate_device(d);
+          }};
 }
 
 }  // namespace herd::cli

@@ -16,6 +16,7 @@
 #include "herd/core/bf16.h"
 #include "herd/kernels/attention.h"
 #include "herd/kernels/cross_entropy.h"
+#include "herd/kernels/device.h"
 #include "herd/kernels/gemm.h"
 #include "herd/kernels/optim.h"
 #include "herd/kernels/rmsnorm.h"
@@ -152,5 +153,8 @@ void scale_buffer(float* x, std::int64_t n, float s);
 void to_bf16(const float* x, std::int64_t n, bf16* out);
 void to_float(const bf16* x, std::int64_t n, float* out);
 void round_to_bf16(float* x, std::int64_t n, bf16* out);
+
+// --- calibration (rates.cpp): DeviceBackend::measure_rates of kernels/device.h, on device 0.
+DeviceRates measure_device_rates(const DeviceRateShapes& shapes);
 
 }  // namespace herd::kernels::cuda
