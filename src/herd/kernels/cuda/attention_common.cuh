@@ -182,6 +182,8 @@ __device__ __forceinline__ void stage_dout(__nv_bfloat16* dst, int ldd, const fl
 inline bool tensor_cores_apply(const Params& p) {
   return attention_kernels() != AttentionKernels::kCudaCores && p.d % 16 == 0 && p.d <= 128;
 }
+// Calls the hook set by set_attention_part_hook (kernels.h), if any (attention_tc.cu).
+void mark_part(AttentionPart part);
 // attention_tc.cu (nvcuda::wmma).
 void forward_tc(const Params& p, std::int64_t batch, const __nv_bfloat16* q, const __nv_bfloat16* k,
                 const __nv_bfloat16* v, __nv_bfloat16* out, float* lse);

@@ -617,6 +617,7 @@ void forward_launch(const Params& p, std::int64_t batch, const bf* q, const bf* 
   const std::size_t smem = tiles_smem(3, NF * 16);
   allow_smem(mma_forward_kernel<NF>, smem);
   const dim3 grid(static_cast<unsigned>(p.q_heads), tiles_of(p.tq, kTile), static_cast<unsigned>(batch));
+  mark_part(AttentionPart::kForward);
   mma_forward_kernel<NF><<<grid, kThreads, smem, stream()>>>(p, q, k, v, out, lse);
   HERD_CUDA_LAUNCHED("attention_forward (mma)");
 }
@@ -634,6 +635,7 @@ void dkdv_launch(const Params& p, std::int64_t batch, const bf* q, const bf* k, 
   const std::int64_t kv_blocks = static_cast<std::int64_t>(tiles) * p.kv_heads * batch;
   if (p.group == 1 || p.tq == 0 || kv_blocks >= 4 * static_cast<std::int64_t>(sm_count())) {
     const dim3 grid(static_cast<unsigned>(p.kv_heads), tiles, static_cast<unsigned>(batch));
+    mark_part(AttentionPart::kDkdv);
     mma_dkdv_kernel<NF><<<grid, kThreads, smem, stream()>>>(p, q, k, v, lse, delta, dout, dk, dv, 0, false);
     HERD_CUDA_LAUNCHED("attention_backward dk dv (mma)");
     return;
@@ -641,9 +643,11 @@ void dkdv_launch(const Params& p, std::int64_t batch, const bf* q, const bf* k, 
   const std::int64_t rows = batch * p.tk, ld_part = static_cast<std::int64_t>(p.q_heads) * p.d;
   DeviceBuffer<float> part_k(rows * ld_part), part_v(rows * ld_part);
   const dim3 grid(static_cast<unsigned>(p.q_heads), tiles, static_cast<unsigned>(batch));
+  mark_part(AttentionPart::kDkdv);
   mma_dkdv_kernel<NF>
       <<<grid, kThreads, smem, stream()>>>(p, q, k, v, lse, delta, dout, part_k.data(), part_v.data(), ld_part, true);
   HERD_CUDA_LAUNCHED("attention_backward dk dv per query head (mma)");
+  mark_part(AttentionPart::kGroupSum);
   mma_group_sum_kernel<<<grid_for(rows * p.kv_heads * p.d, 256), 256, 0, stream()>>>(p, rows, part_k.data(),
                                                                                      part_v.data(), dk, dv);
   HERD_CUDA_LAUNCHED("attention_backward dk dv group sum (mma)");
@@ -663,6 +667,7 @@ void backward_launch(const Params& p, std::int64_t batch, const bf* q, const bf*
   const std::size_t smem = tiles_smem(4, NF * 16);
   allow_smem(mma_dq_kernel<NF>, smem);
   const dim3 q_grid(static_cast<unsigned>(p.q_heads), tiles_of(p.tq, kTile), static_cast<unsigned>(batch));
+  mark_part(AttentionPart::kDq);
   mma_dq_kernel<NF><<<q_grid, kThreads, smem, stream()>>>(p, q, k, v, lse, delta.data(), dout, dq);
   HERD_CUDA_LAUNCHED("attention_backward dq (mma)");
   // `delta` returns to the caching allocator, reused on this stream only after the kernels above.
