@@ -1,8 +1,8 @@
 // Tensor-core flash attention for bf16 q, k, v (kernels/attention.h; the CUDA-core kernels and the
 // masking / skipping rules it shares: attention.cu, attention_common.cuh). Taken by the bf16 calls with
 // head_dim D a multiple of 16 up to 128 while set_attention_kernels names kWmma (kernels.h; the default
-// is attention_mma.cu's kMma, this file's kernels stay as its cross-check); the delta
-// kernel serves attention_mma.cu's backward as well.
+// is attention_mma.cu's kMma, this file's kernels stay as its cross-check); the delta kernel of
+// attention_mma_backward.cu repeats this file's products in the same order (and keeps bf16(dO)).
 //
 // Products: nvcuda::wmma 16 x 16 x 16 fragments, bf16 operands and fp32 accumulators. Fragment layouts
 // stay opaque: every fragment goes through shared memory (load_matrix_sync / store_matrix_sync), and
