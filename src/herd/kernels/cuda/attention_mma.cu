@@ -70,9 +70,10 @@
 // plainly before the loop.
 // Shared memory (dynamic, bf16 tiles of 64 rows x (D + 8)): forward Q + 2 x (K, V) 45 KiB at D = 64 /
 // 85 KiB at D = 128; dq Q, dO + 2 x (K, V) and dkdv K, V + 2 x (Q, dO) 54 / 102 KiB. Registers (ptxas,
-// sm_90, D = 64 / 128): forward 128 / 228 (at D <= 64 held to 128 by __launch_bounds__ for 4 blocks per
-// SM; 56 bytes spilled at D = 64), dq 166 / 224, dkdv 168 / 255 (no spills in dq, dkdv): 4 / 2 forward,
-// 3 / 2 dq and 3 / 2 dkdv blocks per SM.
+// sm_90, D = 64 / 128): forward 128 / 224 (at D <= 64 held to 128 by __launch_bounds__ for 4 blocks per
+// SM; 8 bytes spilled at D = 64), dq 166 / 220, dkdv 168 / 255 (no spills in dq, dkdv): 4 / 2 forward,
+// 3 / 2 dq and 3 / 2 dkdv blocks per SM. The tile copies address K and V from the kernel parameters
+// (no per-block base pointers held in registers: 56 bytes of spill at D = 64 otherwise).
 // Masking and skipping: a tile no pair can see is skipped by the whole block (as attention_tc.cu); in
 // addition a warp skips a tile none of its rows' pairs can see, and skips the element-wise mask when
 // every pair of its 16 rows x the tile is visible (all valid, one document, all key positions at or
@@ -128,13 +129,11 @@ __global__ void __launch_bounds__(kThreads, NF <= 4 ? 4 : 1)  // D <= 64: 4 bloc
   // while this iteration computes. One commit group per iteration (empty when nothing was copied).
   const std::int32_t* pos_k = p.pos_k + b * p.tk;
   const std::int32_t* doc_k = p.doc_k ? p.doc_k + b * p.tk : nullptr;
-  const bf* k_g = k + b * p.tk * p.ld_k + kv_off;
-  const bf* v_g = v + b * p.tk * p.ld_v + kv_off;
   const auto stage_kv = [&](int buf, std::int64_t first) {
     const int n = static_cast<int>(p.tk - first < kTile ? p.tk - first : kTile);
     bf* dst = kv_s + 2 * buf * kTile * kLdX;
-    stage_bf16_async<D>(dst, kLdX, k_g + first * p.ld_k, p.ld_k, n);
-    stage_bf16_async<D>(dst + kTile * kLdX, kLdX, v_g + first * p.ld_v, p.ld_v, n);
+    stage_bf16_async<D>(dst, kLdX, k + (b * p.tk + first) * p.ld_k + kv_off, p.ld_k, n);
+    stage_bf16_async<D>(dst + kTile * kLdX, kLdX, v + (b * p.tk + first) * p.ld_v + kv_off, p.ld_v, n);
   };
   // Some pair of the tile whose mask `ahead` holds may be visible (block-wide vote; a barrier).
   const auto vote = [&](const MaskAhead& a) {

@@ -77,13 +77,11 @@ __global__ void __launch_bounds__(kThreads)
   // The key tiles, double-buffered as in the forward (mma_forward_kernel, file comment).
   const std::int32_t* pos_k = p.pos_k + b * p.tk;
   const std::int32_t* doc_k = p.doc_k ? p.doc_k + b * p.tk : nullptr;
-  const bf* k_g = k + b * p.tk * p.ld_k + kv_off;
-  const bf* v_g = v + b * p.tk * p.ld_v + kv_off;
   const auto stage_kv = [&](int buf, std::int64_t first) {
     const int n = static_cast<int>(p.tk - first < kTile ? p.tk - first : kTile);
     bf* dst = kv_s + 2 * buf * kTile * kLdX;
-    stage_bf16_async<D>(dst, kLdX, k_g + first * p.ld_k, p.ld_k, n);
-    stage_bf16_async<D>(dst + kTile * kLdX, kLdX, v_g + first * p.ld_v, p.ld_v, n);
+    stage_bf16_async<D>(dst, kLdX, k + (b * p.tk + first) * p.ld_k + kv_off, p.ld_k, n);
+    stage_bf16_async<D>(dst + kTile * kLdX, kLdX, v + (b * p.tk + first) * p.ld_v + kv_off, p.ld_v, n);
   };
   const auto vote = [&](const MaskAhead& a) {
     return __syncthreads_or(a.valid && a.pos <= q_pos_max && a.doc >= q_doc_min && a.doc <= q_doc_max) != 0;
