@@ -40,16 +40,19 @@
 // aligned as ldmatrix needs; D / 2 + 4 words per row puts the 8 rows of a matrix 4 (2m + 1) words
 // apart, m = D / 16, so the 8 rows x 16 bytes cover all 32 banks once: no bank conflicts).
 //
-// Kernels (64 x 64 tiles, 128 threads = 4 warps; warp w owns rows 16w..16w+15 of the block's tile):
-//   forward   grid (Hq, ceil(Tq/64), B), query tile ceil(Tq/64) - 1 - blockIdx.y: heads vary fastest and
-//             the last query tiles (the most keys to see under the causal mask) are dispatched first,
-//             so the long blocks do not trail. The warp's Q A-fragments stay in registers; per key tile
-//             S (16 x 64: 8 C fragments), the online softmax on the C layout (a lane holds rows g and
-//             g + 8; the row max and sum reduce over the quad with shuffles xor 1 and 2), P packed into
-//             A fragments, O (16 x D: D / 8 C fragments) += P V. out = O / l, lse = m + log l.
+// Kernels (64 x 64 tiles, 128 threads = 4 warps; warp w owns rows 16w..16w+15 of the block's tile;
+// the forward at D <= 64: 128 query rows x 64 keys, 256 threads = 8 warps, kFwdRows below):
+//   forward   grid (Hq, ceil(Tq/R), B) (R = 128 at D <= 64, else 64 query rows per block), query tile
+//             ceil(Tq/R) - 1 - blockIdx.y: heads vary fastest and the last query tiles (the most keys to
+//             see under the causal mask) are dispatched first, so the long blocks do not trail. The
+//             warp's Q A-fragments stay in registers; per key tile S (16 x 64: 8 C fragments), the
+//             online softmax on the C layout (a lane holds rows g and g + 8; the row max and sum reduce
+//             over the quad with shuffles xor 1 and 2), P packed into A fragments, O (16 x D: D / 8 C
+//             fragments) += P V. out = O / l, lse = m + log l.
 //   delta     one warp per (token, query head): delta, and bf16(dO) into a dense bf16 copy (B Tq Hq D
 //             bf16 of scratch from the caching allocator, rows 16-byte aligned for cp.async).
-//   dq        grid as the forward; per key tile S = Q K^T and dP = dO V^T (8 C fragments each), dS in
+//   dq        grid (Hq, ceil(Tq/64), B), the last query tiles first; per key tile S = Q K^T and dP = dO V^T (8 C
+//   fragments each), dS in
 //             registers, dQ (16 x D) += dS K. Written once at the end (fp32 overwrite).
 //   dkdv      grid (Hkv, ceil(Tk/64), B) (the first key tiles, which see the most queries, first); warp
 //             w owns keys 16w..16w+15, over the group's query heads and their query tiles: S^T = K Q^T
@@ -68,12 +71,13 @@
 // tile i is visible, wait_group 1 (tile i's group done) and a barrier before computing on buffer i % 2.
 // dq's Q and dO go by cp.async in the first group (with tile 0); forward Q and dkdv K, V are staged
 // plainly before the loop.
-// Shared memory (dynamic, bf16 tiles of 64 rows x (D + 8)): forward Q + 2 x (K, V) 45 KiB at D = 64 /
-// 85 KiB at D = 128; dq Q, dO + 2 x (K, V) and dkdv K, V + 2 x (Q, dO) 54 / 102 KiB. Registers (ptxas,
-// sm_90, D = 64 / 128): forward 128 / 224 (at D <= 64 held to 128 by __launch_bounds__ for 4 blocks per
-// SM; 8 bytes spilled at D = 64), dq 166 / 220, dkdv 168 / 255 (no spills in dq, dkdv): 4 / 2 forward,
-// 3 / 2 dq and 3 / 2 dkdv blocks per SM. The tile copies address K and V from the kernel parameters
-// (no per-block base pointers held in registers: 56 bytes of spill at D = 64 otherwise).
+// Shared memory (dynamic, bf16 tiles of 64 rows x (D + 8)): forward Q (128 rows at D = 64) + 2 x (K,
+// V) 54 KiB at D = 64 / 85 KiB at D = 128; dq Q, dO + 2 x (K, V) and dkdv K, V + 2 x (Q, dO) 54 / 102
+// KiB. Registers (ptxas, sm_90, D = 64 / 128): forward 128 / 224 (at D <= 64 held to 128 by
+// __launch_bounds__ for 2 blocks of 8 warps per SM; 8 bytes spilled at D = 64), dq 166 / 220, dkdv
+// 168 / 255 (no spills in dq, dkdv): warps per SM 16 / 8 forward, 12 / 8 dq, 12 / 8 dkdv. The tile
+// copies address K and V from the kernel parameters (no per-block base pointers held in registers: 56
+// bytes of spill at D = 64 otherwise).
 // Masking and skipping: a tile no pair can see is skipped by the whole block (as attention_tc.cu); in
 // addition a warp skips a tile none of its rows' pairs can see, and skips the element-wise mask when
 // every pair of its 16 rows x the tile is visible (all valid, one document, all key positions at or
@@ -88,26 +92,34 @@ namespace {
 
 using namespace mma;  // NOLINT(google-build-using-namespace): this file's kernel is built from them
 
+// The forward's query rows per block, 16 per warp: 128 (8 warps) at D <= 64, two blocks of 128 registers
+// a thread per SM, each K / V tile copied once for 128 queries; 64 (4 warps) above, where a thread needs
+// ~224 registers (one block of 8 warps per SM would leave no second block to run while one waits).
 template <int NF>
-__global__ void __launch_bounds__(kThreads, NF <= 4 ? 4 : 1)  // D <= 64: 4 blocks of 128 registers per SM
+constexpr int kFwdRows = NF <= 4 ? 128 : 64;
+template <int NF>
+constexpr int kFwdThreads = 2 * kFwdRows<NF>;
+
+template <int NF>
+__global__ void __launch_bounds__(kFwdThreads<NF>, NF <= 4 ? 2 : 1)  // D <= 64: 2 blocks of 128 registers per SM
     mma_forward_kernel(Params p, const bf* __restrict__ q, const bf* __restrict__ k, const bf* __restrict__ v,
                        bf* __restrict__ out, float* __restrict__ lse) {
-  constexpr int D = NF * 16, kLdX = D + 8;
+  constexpr int D = NF * 16, kLdX = D + 8, kRows = kFwdRows<NF>, kThr = kFwdThreads<NF>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  __shared__ int pq_s[kTile], dq_s[kTile], pk_s[2][kTile], dk_s[2][kTile], span[4];
+  __shared__ int pq_s[kRows], dq_s[kRows], pk_s[2][kTile], dk_s[2][kTile], span[4];
   bf* qs = reinterpret_cast<bf*>(smem_raw);
-  bf* kv_s = qs + kTile * kLdX;  // buffer i: K at kv_s + 2 i kTile kLdX, V the next kTile rows
+  bf* kv_s = qs + kRows * kLdX;  // buffer i: K at kv_s + 2 i kTile kLdX, V the next kTile rows
   const int b = blockIdx.z, h = blockIdx.x, hk = h / p.group;
-  const std::int64_t q0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kTile;
-  const int qn = static_cast<int>(p.tq - q0 < kTile ? p.tq - q0 : kTile);
+  const std::int64_t q0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * kRows;
+  const int qn = static_cast<int>(p.tq - q0 < kRows ? p.tq - q0 : kRows);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int r0 = 16 * warp;            // the warp's first query row
   const int ra = r0 + g, rb = ra + 8;  // this lane's two rows (C fragment elements 0,1 and 2,3)
   const int wn = min(16, qn - r0);     // the warp's valid rows (<= 0: none)
   const std::int64_t kv_off = static_cast<std::int64_t>(hk) * D;
 
-  stage_mask(pq_s, dq_s, p.pos_q + b * p.tq + q0, p.doc_q ? p.doc_q + b * p.tq + q0 : nullptr, qn, kTile);
-  stage_bf16<kThreads, kTile>(qs, kLdX, q + (b * p.tq + q0) * p.ld_q + static_cast<std::int64_t>(h) * D, p.ld_q, qn, D);
+  stage_mask(pq_s, dq_s, p.pos_q + b * p.tq + q0, p.doc_q ? p.doc_q + b * p.tq + q0 : nullptr, qn, kRows);
+  stage_bf16<kThr, kRows>(qs, kLdX, q + (b * p.tq + q0) * p.ld_q + static_cast<std::int64_t>(h) * D, p.ld_q, qn, D);
   __syncthreads();
   tile_span(pq_s, dq_s, qn, span);
   const int q_pos_max = span[1], q_doc_min = span[2], q_doc_max = span[3];
@@ -132,8 +144,8 @@ __global__ void __launch_bounds__(kThreads, NF <= 4 ? 4 : 1)  // D <= 64: 4 bloc
   const auto stage_kv = [&](int buf, std::int64_t first) {
     const int n = static_cast<int>(p.tk - first < kTile ? p.tk - first : kTile);
     bf* dst = kv_s + 2 * buf * kTile * kLdX;
-    stage_bf16_async<D>(dst, kLdX, k + (b * p.tk + first) * p.ld_k + kv_off, p.ld_k, n);
-    stage_bf16_async<D>(dst + kTile * kLdX, kLdX, v + (b * p.tk + first) * p.ld_v + kv_off, p.ld_v, n);
+    stage_bf16_async<D, kThr>(dst, kLdX, k + (b * p.tk + first) * p.ld_k + kv_off, p.ld_k, n);
+    stage_bf16_async<D, kThr>(dst + kTile * kLdX, kLdX, v + (b * p.tk + first) * p.ld_v + kv_off, p.ld_v, n);
   };
   // Some pair of the tile whose mask `ahead` holds may be visible (block-wide vote; a barrier).
   const auto vote = [&](const MaskAhead& a) {
@@ -262,11 +274,11 @@ __global__ void __launch_bounds__(kThreads, NF <= 4 ? 4 : 1)  // D <= 64: 4 bloc
 
 template <int NF>
 void forward_launch(const Params& p, std::int64_t batch, const bf* q, const bf* k, const bf* v, bf* out, float* lse) {
-  const std::size_t smem = tiles_smem(5, NF * 16);
+  const std::size_t smem = tiles_smem(kFwdRows<NF> / kTile + 4, NF * 16);  // Q, then K, V twice
   allow_smem(mma_forward_kernel<NF>, smem);
-  const dim3 grid(static_cast<unsigned>(p.q_heads), tiles_of(p.tq, kTile), static_cast<unsigned>(batch));
+  const dim3 grid(static_cast<unsigned>(p.q_heads), tiles_of(p.tq, kFwdRows<NF>), static_cast<unsigned>(batch));
   mark_part(AttentionPart::kForward);
-  mma_forward_kernel<NF><<<grid, kThreads, smem, stream()>>>(p, q, k, v, out, lse);
+  mma_forward_kernel<NF><<<grid, kFwdThreads<NF>, smem, stream()>>>(p, q, k, v, out, lse);
   HERD_CUDA_LAUNCHED("attention_forward (mma)");
 }
 

@@ -178,23 +178,25 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // A 64-row tile of D bf16 values (global rows from src, token stride ld; rows at or past `valid`
-// zero-filled, as stage_bf16) into shared rows of stride ldd, by cp.async when every source row is
-// 16-byte aligned (visible after cp_async_wait and a barrier), else by stage_bf16's plain loads and
-// stores (visible after the barrier). valid >= 1: src is then a readable address for the zero-fills.
-template <int D>
+// zero-filled, as stage_bf16) into shared rows of stride ldd by a block of kThr threads, by cp.async
+// when every source row is 16-byte aligned (visible after cp_async_wait and a barrier), else by
+// stage_bf16's plain loads and stores (visible after the barrier). valid >= 1: src is then a readable
+// address for the zero-fills.
+template <int D, int kThr = kThreads>
 __device__ __forceinline__ void stage_bf16_async(bf* dst, int ldd, const bf* src, std::int64_t ld, int valid) {
   const bool vec = ((reinterpret_cast<std::uintptr_t>(src) | static_cast<std::uintptr_t>(ld * 2)) & 15) == 0;
   if (!vec) {
-    stage_bf16<kThreads, kTile>(dst, ldd, src, ld, valid, D);
+    stage_bf16<kThr, kTile>(dst, ldd, src, ld, valid, D);
     return;
   }
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row; kTile kChunks = 8 D, a multiple of kThreads
-  static_assert(kTile * kChunks % kThreads == 0);
+  constexpr int kChunks = D / 8, kAll = kTile * kChunks;  // 16-byte chunks: per row, per tile (8 D)
 #pragma unroll
-  for (int i = 0; i < kTile * kChunks / kThreads; ++i) {
-    const int idx = threadIdx.x + i * kThreads, r = idx / kChunks, c = (idx - r * kChunks) * 8;
-    const bool copy = r < valid;
-    cp_async16(dst + r * ldd + c, copy ? src + r * ld + c : src, copy);
+  for (int i = 0; i < (kAll + kThr - 1) / kThr; ++i) {
+    const int idx = threadIdx.x + i * kThr, r = idx / kChunks, c = (idx - r * kChunks) * 8;
+    if (kAll % kThr == 0 || idx < kAll) {
+      const bool copy = r < valid;
+      cp_async16(dst + r * ldd + c, copy ? src + r * ld + c : src, copy);
+    }
   }
 }
 
