@@ -144,13 +144,14 @@ for r in summary["bench"].get("results", []):  # measured against the planner's 
     if "step_time_s" in plan:
         print(f"seq {r['seq_len']}: step {r['step_s']:.4f} s measured, {plan['step_time_s']:.4f} s planned "
               f"({100 * (plan['step_time_s'] / r['step_s'] - 1):+.1f}%); memory {r['peak_allocated_gib']:.1f} GiB measured, "
-              f"{plan['memory']['total_bytes'] / 2**30:.1f} GiB planned; split {r.get('step_split_s')}")
+              f"{plan['memory']['total_bytes'] / 2**30:.1f} GiB planned; split {r.get('step_split_s')}; "
+              f"attention ms {r.get('attention_split_ms')}")
     cal = summary["planned_calibrated"].get(str(r["seq_len"]), {})
     if "step_time_s" in cal:
         print(f"seq {r['seq_len']}: {cal['step_time_s']:.4f} s planned on this GPU's calibration "
-              f"({100 * (cal['step_time_s'] / r['step_s'] - 1):+.1f}% against the measured step); "
-              f"breakdown {cal.get('breakdown')}")
+              f"({100 * (cal['step_time_s'] / r['step_s'] - 1):+.1f}% against the measured step)")
 for r in summary["bench_wmma"].get("results", []):  # the comparison run (attention on the WMMA kernels)
-    print(f"seq {r['seq_len']} with --attention-kernels wmma: step {r['step_s']:.4f} s; split {r.get('step_split_s')}")
+    print(f"seq {r['seq_len']} with --attention-kernels wmma: step {r['step_s']:.4f} s; split {r.get('step_split_s')}; "
+          f"attention ms {r.get('attention_split_ms')}")
 PY
 [ "$kernels_rc" = 0 ] && [ "$bench_rc" = 0 ] && { [ "$nccl_rc" = 0 ] || [ "$nccl_rc" = skipped ]; }

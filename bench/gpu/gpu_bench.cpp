@@ -80,34 +80,53 @@ struct Dims {
 
 // Where one step's time goes: an event is recorded on the compute stream at each boundary between
 // kinds of kernel, and the time between two marks is charged to the kind the first one opened. Used on
-// one extra step after the timed ones, so the events cost the timed steps nothing.
+// one extra step after the timed ones, so the events cost the timed steps nothing. Inside attention the
+// kernels' own hook (kc::set_attention_part_hook) adds marks before each of its kernels, so attention's
+// time splits further by part (what falls before a call's first part, none in practice: "other").
 enum class Kind { kGemm, kAttention, kLossHead, kElementwise, kOptimizer, kCount };
 constexpr const char* kKindNames[] = {"gemm", "attention", "loss_head", "elementwise", "optimizer"};
+constexpr std::size_t kParts = static_cast<std::size_t>(kc::AttentionPart::kCount);
+constexpr const char* kPartNames[] = {"forward", "delta", "dq", "dkdv", "group_sum", "other"};
 
 class Phases {
  public:
-  void mark(Kind k) {
-    if (used_ == events_.size()) events_.push_back(std::make_unique<kc::Event>());
-    events_[used_]->record(kc::compute_stream());
-    kinds_.resize(used_ + 1);
-    kinds_[used_++] = k;
-  }
-  // Call after the last mark; returns milliseconds per kind.
+  void mark(Kind k) { record(k, kParts); }
+  // A mark inside attention: the kernels of `part` follow.
+  void mark_part(kc::AttentionPart part) { record(Kind::kAttention, static_cast<std::size_t>(part)); }
+  // Call after the last mark; returns milliseconds per kind (part_ms() then holds attention's split).
   std::array<double, static_cast<std::size_t>(Kind::kCount)> finish() {
     std::array<double, static_cast<std::size_t>(Kind::kCount)> ms{};
+    part_ms_ = {};
     if (used_ == 0) return ms;
     events_[used_ - 1]->synchronize();
     for (std::size_t i = 0; i + 1 < used_; ++i) {
-      ms[static_cast<std::size_t>(kinds_[i])] += kc::Event::elapsed_ms(*events_[i], *events_[i + 1]);
+      const double t = kc::Event::elapsed_ms(*events_[i], *events_[i + 1]);
+      ms[static_cast<std::size_t>(kinds_[i])] += t;
+      if (kinds_[i] == Kind::kAttention) part_ms_[parts_[i]] += t;
     }
     used_ = 0;
     return ms;
   }
+  // Milliseconds of attention per kPartNames entry (the last: before a call's first part).
+  const std::array<double, kParts + 1>& part_ms() const { return part_ms_; }
+  // For kc::set_attention_part_hook, arg = the Phases.
+  static void hook(kc::AttentionPart part, void* arg) { static_cast<Phases*>(arg)->mark_part(part); }
 
  private:
+  void record(Kind k, std::size_t part) {
+    if (used_ == events_.size()) events_.push_back(std::make_unique<kc::Event>());
+    events_[used_]->record(kc::compute_stream());
+    kinds_.resize(used_ + 1);
+    parts_.resize(used_ + 1);
+    kinds_[used_] = k;
+    parts_[used_++] = part;
+  }
+
   std::vector<std::unique_ptr<kc::Event>> events_;
   std::vector<Kind> kinds_;
+  std::vector<std::size_t> parts_;  // for kAttention marks: the part (kParts: none yet)
   std::size_t used_ = 0;
+  std::array<double, kParts + 1> part_ms_{};
 };
 
 class Step {
@@ -451,7 +470,9 @@ int run(int argc, char** argv) {
     // One more step, with its kernels' time split by kind (the events would perturb the timed ones).
     Phases phases;
     kc::synchronize();
+    kc::set_attention_part_hook(&Phases::hook, &phases);
     step.run(warmup + steps + 1, &phases);
+    kc::set_attention_part_hook(nullptr, nullptr);
     const auto phase_ms = phases.finish();
     Json split;
     std::string split_line;
@@ -459,6 +480,13 @@ int run(int argc, char** argv) {
       split[kKindNames[k]] = phase_ms[k] / 1e3;
       split_line += std::string(k ? ", " : "") + kKindNames[k] + " " +
                     std::to_string(static_cast<int>(phase_ms[k] + 0.5)) + " ms";
+    }
+    Json attn_split;
+    std::string attn_line;
+    for (std::size_t k = 0; k <= kParts; ++k) {
+      attn_split[kPartNames[k]] = phases.part_ms()[k];
+      attn_line += std::string(k ? ", " : "") + kPartNames[k] + " " +
+                   std::to_string(static_cast<int>(phases.part_ms()[k] + 0.5)) + " ms";
     }
     Json r;
     r["model"] = cfg->name;
@@ -473,7 +501,8 @@ int run(int argc, char** argv) {
     r["mfu"] = tflops / peak_tflops;
     r["peak_allocated_gib"] = static_cast<double>(mem.peak_allocated) / (1u << 30);
     r["peak_reserved_gib"] = static_cast<double>(mem.peak_reserved) / (1u << 30);
-    r["step_split_s"] = split;  // seconds per kind of kernel in one step (events between kinds)
+    r["step_split_s"] = split;             // seconds per kind of kernel in one step (events between kinds)
+    r["attention_split_ms"] = attn_split;  // that step's attention time (milliseconds) by kernel
     r["losses"] = losses;
     r["loss_fell"] = losses.size() > 1 && losses.back() < losses.front();
     std::fprintf(stderr,
@@ -483,6 +512,7 @@ int run(int argc, char** argv) {
                  static_cast<double>(tokens) / step_s, tflops, 100 * tflops / peak_tflops,
                  static_cast<double>(mem.peak_allocated) / (1u << 30), losses.front(), losses.back());
     std::fprintf(stderr, "  one step by kind of kernel: %s\n", split_line.c_str());
+    std::fprintf(stderr, "  its attention by kernel: %s\n", attn_line.c_str());
     doc["results"].push_back(r);
   }
   write_result(doc, out);

@@ -182,6 +182,8 @@ __device__ __forceinline__ void stage_dout(__nv_bfloat16* dst, int ldd, const fl
 inline bool tensor_cores_apply(const Params& p) {
   return attention_kernels() != AttentionKernels::kCudaCores && p.d % 16 == 0 && p.d <= 128;
 }
+// Calls the hook set by set_attention_part_hook (kernels.h), if any (attention_tc.cu).
+void mark_part(AttentionPart part);
 // attention_tc.cu (nvcuda::wmma).
 void forward_tc(const Params& p, std::int64_t batch, const __nv_bfloat16* q, const __nv_bfloat16* k,
                 const __nv_bfloat16* v, __nv_bfloat16* out, float* lse);
@@ -189,7 +191,8 @@ void backward_tc(const Params& p, std::int64_t batch, const __nv_bfloat16* q, co
                  const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const float* dout, float* dq,
                  float* dk, float* dv);
 // delta[(b, h, i)] = sum_c out[b, i, h, c] * bf16(dout[b, i, h, c]) for all batch * tq * q_heads rows
-// (attention_tc.cu; both tensor-core backwards use it). Needs tq > 0.
+// (attention_tc.cu; attention_mma_backward.cu has its own with the same products and order, which also
+// keeps bf16(dout)). Needs tq > 0.
 void delta_tc(const Params& p, std::int64_t batch, const __nv_bfloat16* out, const float* dout, float* delta);
 // attention_mma.cu (inline-PTX mma.sync, register-resident accumulators).
 void forward_mma(const Params& p, std::int64_t batch, const __nv_bfloat16* q, const __nv_bfloat16* k,

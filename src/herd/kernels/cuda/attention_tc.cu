@@ -1,8 +1,8 @@
 // Tensor-core flash attention for bf16 q, k, v (kernels/attention.h; the CUDA-core kernels and the
 // masking / skipping rules it shares: attention.cu, attention_common.cuh). Taken by the bf16 calls with
 // head_dim D a multiple of 16 up to 128 while set_attention_kernels names kWmma (kernels.h; the default
-// is attention_mma.cu's kMma, this file's kernels stay as its cross-check); the delta
-// kernel serves attention_mma.cu's backward as well.
+// is attention_mma.cu's kMma, this file's kernels stay as its cross-check); the delta kernel of
+// attention_mma_backward.cu repeats this file's products in the same order (and keeps bf16(dO)).
 //
 // Products: nvcuda::wmma 16 x 16 x 16 fragments, bf16 operands and fp32 accumulators. Fragment layouts
 // stay opaque: every fragment goes through shared memory (load_matrix_sync / store_matrix_sync), and
@@ -59,10 +59,22 @@ namespace herd::kernels::cuda {
 
 namespace {
 std::atomic<AttentionKernels> g_attention_kernels{AttentionKernels::kMma};
+AttentionPartHook g_part_hook = nullptr;
+void* g_part_arg = nullptr;
 }  // namespace
 
 void set_attention_kernels(AttentionKernels kernels) { g_attention_kernels.store(kernels, std::memory_order_relaxed); }
 AttentionKernels attention_kernels() { return g_attention_kernels.load(std::memory_order_relaxed); }
+void set_attention_part_hook(AttentionPartHook hook, void* arg) {
+  g_part_hook = hook;
+  g_part_arg = arg;
+}
+
+namespace attn {
+void mark_part(AttentionPart part) {
+  if (g_part_hook) g_part_hook(part, g_part_arg);
+}
+}  // namespace attn
 
 namespace attn {
 namespace {
@@ -505,6 +517,7 @@ void forward_launch(const Params& p, std::int64_t batch, const bf* q, const bf* 
   const std::size_t smem = forward_smem(NF * 16);
   allow_smem(tc_forward_kernel<NF>, smem);
   const dim3 grid(tiles_of(p.tq, kBQ), static_cast<unsigned>(p.q_heads), static_cast<unsigned>(batch));
+  mark_part(AttentionPart::kForward);
   tc_forward_kernel<NF><<<grid, kFwdThreads, smem, stream()>>>(p, q, k, v, out, lse);
   HERD_CUDA_LAUNCHED("attention_forward (tensor cores)");
 }
@@ -516,6 +529,7 @@ void backward_launch(const Params& p, std::int64_t batch, const bf* q, const bf*
   if (p.tq == 0) {  // no query: dk and dv are zero (the kernel finds no query tile)
     if (p.tk > 0) {
       allow_smem(tc_dkdv_kernel<NF>, dkdv_smem(NF * 16));
+      mark_part(AttentionPart::kDkdv);
       tc_dkdv_kernel<NF>
           <<<kv_grid, kBwdThreads, dkdv_smem(NF * 16), stream()>>>(p, q, k, v, lse, nullptr, dout, dk, dv);
       HERD_CUDA_LAUNCHED("attention_backward dk dv (tensor cores)");
@@ -526,12 +540,14 @@ void backward_launch(const Params& p, std::int64_t batch, const bf* q, const bf*
   delta_tc(p, batch, out, dout, delta.data());
   if (p.tk > 0) {
     allow_smem(tc_dkdv_kernel<NF>, dkdv_smem(NF * 16));
+    mark_part(AttentionPart::kDkdv);
     tc_dkdv_kernel<NF>
         <<<kv_grid, kBwdThreads, dkdv_smem(NF * 16), stream()>>>(p, q, k, v, lse, delta.data(), dout, dk, dv);
     HERD_CUDA_LAUNCHED("attention_backward dk dv (tensor cores)");
   }
   allow_smem(tc_dq_kernel<NF>, dq_smem(NF * 16));
   const dim3 q_grid(tiles_of(p.tq, kBQ), static_cast<unsigned>(p.q_heads), static_cast<unsigned>(batch));
+  mark_part(AttentionPart::kDq);
   tc_dq_kernel<NF><<<q_grid, kBwdThreads, dq_smem(NF * 16), stream()>>>(p, q, k, v, lse, delta.data(), dout, dq);
   HERD_CUDA_LAUNCHED("attention_backward dq (tensor cores)");
   // `delta` returns to the caching allocator, reused on this stream only after the kernels above.
@@ -547,6 +563,7 @@ void forward_tc(const Params& p, std::int64_t batch, const bf* q, const bf* k, c
 
 void delta_tc(const Params& p, std::int64_t batch, const bf* out, const float* dout, float* delta) {
   const std::int64_t rows = batch * p.tq * p.q_heads;
+  mark_part(AttentionPart::kDelta);
   tc_delta_kernel<<<grid_for(rows, kBwdThreads / 32, 65535), kBwdThreads, 0, stream()>>>(p, rows, out, dout, delta);
   HERD_CUDA_LAUNCHED("attention_backward delta (tensor cores)");
 }

@@ -60,6 +60,14 @@ void attention_backward(const AttentionDims& d, const AttentionMask& m, const bf
 enum class AttentionKernels { kCudaCores, kWmma, kMma };
 void set_attention_kernels(AttentionKernels kernels);
 AttentionKernels attention_kernels();
+// Where a tensor-core attention call's time goes (benchmarks: herd_bench_gpu's attention split). While a hook is set,
+// the kMma and kWmma paths call hook(part, arg) on the calling thread just before they enqueue each of their kernels
+// on the compute stream (kGroupSum: kMma's sum of per-query-head dK / dV partials), so the hook can record an event
+// there; the time up to the caller's next event is the part's. nullptr (the default) turns it off. Set it between
+// calls, as the selection above.
+enum class AttentionPart { kForward, kDelta, kDq, kDkdv, kGroupSum, kCount };
+using AttentionPartHook = void (*)(AttentionPart part, void* arg);
+void set_attention_part_hook(AttentionPartHook hook, void* arg);
 
 // --- RMSNorm (rmsnorm.cu): one block per row, fp32 statistics. dw accumulates (+=) over rows.
 void rmsnorm_forward(const float* x, std::int64_t ldx, const float* w, std::int64_t n, std::int64_t dim, double eps,
