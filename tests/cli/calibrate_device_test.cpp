@@ -33,6 +33,8 @@ TEST(CalibrateDevice, EfficienciesFromHandComputedRates) {
   r.stream_bytes = 5e8;
   r.stream_s = 1e-3;  // 5e11 B/s: half the HBM
   r.launch_s = 3e-6;
+  r.optimizer_bytes = 3e9;
+  r.optimizer_s = 4e-3;  // 7.5e11 B/s
   const topology::Cluster c = device_cluster(preset, m, sh, r);
   const topology::Accelerator& a = c.accelerator;
   EXPECT_NEAR(a.bf16_matmul_efficiency, 2.4e9 / 5e-3 / 1e12, 1e-12);  // (2 x 1e9 + 4e8) / (2 x 2 + 1) ms
@@ -40,6 +42,7 @@ TEST(CalibrateDevice, EfficienciesFromHandComputedRates) {
   EXPECT_NEAR(a.bf16_attention_bwd_efficiency, 0.10, 1e-12);
   EXPECT_NEAR(a.bf16_memory_bw_efficiency, 0.5, 1e-12);
   EXPECT_NEAR(a.kernel_overhead_us, 3.0, 1e-9);
+  EXPECT_NEAR(a.optimizer_bw_efficiency, 0.75, 1e-12);
   // What was not measured stays the preset's; a bf16 plan sees the calibrated values.
   EXPECT_EQ(a.matmul_efficiency, preset.accelerator.matmul_efficiency);
   EXPECT_EQ(a.memory_gib, preset.accelerator.memory_gib);

@@ -216,5 +216,37 @@ TEST(Estimate, ImpossibleLayoutsNameTheConstraint) {
   }
 }
 
+// The optimizer's pass: 28 bytes per parameter in fp32, 34 with bf16 weights (the bf16 copy written and
+// a bf16 gradient read), 30 under herd's runtime (fp32 gradients written in place by the GEMMs); at the
+// accelerator's optimizer_bw_efficiency where it has one (a GPU calibration), else memory_bw_efficiency.
+TEST(Estimate, OptimizerPassStreamsItsStateAtItsOwnRate) {
+  const model::LlamaConfig m = *model::preset("llama3-8b");
+  topology::Cluster c = *topology::cluster_preset("h200");
+  c.accelerator.memory_bw_gb_per_s = 1000;  // 1e12 B/s
+  c.accelerator.memory_bw_efficiency = 0.25;
+  const double params = static_cast<double>(model::model_params(m).total());  // one GPU holds them all
+  auto optimizer_s = [&](const topology::Cluster& cl, Precision p, Software sw) {
+    TrainingSpec t{4096, 1, p};
+    t.system.software = sw;
+    Result<Estimate> e = estimate(m, cl, t, layout(1, 1, 1, 1), 1);
+    EXPECT_TRUE(e.ok()) << e.error().message();
+    return e.ok() ? e->time.optimizer_s : 0.0;
+  };
+  EXPECT_NEAR(optimizer_s(c, Precision::kFP32, Software::kFused), 28 * params / 0.25e12, 1e-6 * 28 * params / 0.25e12);
+  EXPECT_NEAR(optimizer_s(c, Precision::kBF16, Software::kFused), 34 * params / 0.25e12, 1e-6 * 34 * params / 0.25e12);
+  EXPECT_NEAR(optimizer_s(c, Precision::kBF16, Software::kHerd), 30 * params / 0.25e12, 1e-6 * 30 * params / 0.25e12);
+  c.accelerator.optimizer_bw_efficiency = 0.75;  // three times the per-layer kernels' rate
+  EXPECT_NEAR(optimizer_s(c, Precision::kBF16, Software::kHerd), 30 * params / 0.75e12, 1e-6 * 30 * params / 0.75e12);
+  // The field survives a cluster file; outside [0, 1] it is refused by name.
+  Result<topology::Cluster> back = topology::cluster_from_json(topology::cluster_to_json(c));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->accelerator.optimizer_bw_efficiency, 0.75);
+  Json j = topology::cluster_to_json(c);
+  j["accelerator"]["optimizer_bw_efficiency"] = 1.5;
+  Result<topology::Cluster> bad = topology::cluster_from_json(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("accelerator.optimizer_bw_efficiency"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace herd::planner

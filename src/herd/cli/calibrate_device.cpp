@@ -30,6 +30,7 @@ topology::Cluster device_cluster(const topology::Cluster& preset, const model::L
   a.bf16_attention_fwd_efficiency = std::clamp(attn_flops / (r.attention_fwd_s * peak), 0.001, 1.0);
   a.bf16_attention_bwd_efficiency = std::clamp(2.5 * attn_flops / (r.attention_bwd_s * peak), 0.001, 1.0);
   a.bf16_memory_bw_efficiency = std::clamp(r.stream_bytes / r.stream_s / (a.memory_bw_gb_per_s * 1e9), 0.01, 1.0);
+  a.optimizer_bw_efficiency = std::clamp(r.optimizer_bytes / r.optimizer_s / (a.memory_bw_gb_per_s * 1e9), 0.01, 1.0);
   a.kernel_overhead_us = r.launch_s * 1e6;
   c.name = preset.name + " (calibrated: herd's CUDA kernels)";
   return c;
@@ -81,6 +82,8 @@ int run_calibrate_device(const DeviceCalibrateOptions& o) {
   t.add({"attention bwd", shape, ms(r.attention_bwd_s), pct(a.bf16_attention_bwd_efficiency, "peak")});
   t.add({"rmsnorm fwd+bwd (fp32)", std::to_string(sh.rows) + "x" + std::to_string(m.hidden), ms(r.stream_s),
          format_fixed(r.stream_bytes / r.stream_s / 1e9, 0) + " GB/s, " + pct(a.bf16_memory_bw_efficiency, "HBM")});
+  t.add({"AdamW + bf16 re-copy (multi-tensor)", "64 Mi parameters", ms(r.optimizer_s),
+         format_fixed(r.optimizer_bytes / r.optimizer_s / 1e9, 0) + " GB/s, " + pct(a.optimizer_bw_efficiency, "HBM")});
   t.add({"kernel launch gap", "1000 tiny kernels", format_fixed(r.launch_s * 1e6, 2) + " us", ""});
   std::cout << "herd calibrate --device cuda: " << r.device << "\n";
   t.print(std::cout);
@@ -101,7 +104,9 @@ int run_calibrate_device(const DeviceCalibrateOptions& o) {
                       {"attention_bwd_s", r.attention_bwd_s},
                       {"stream_s", r.stream_s},
                       {"stream_bytes", r.stream_bytes},
-                      {"launch_s", r.launch_s}};
+                      {"launch_s", r.launch_s},
+                      {"optimizer_s", r.optimizer_s},
+                      {"optimizer_bytes", r.optimizer_bytes}};
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(o.out).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);

@@ -20,6 +20,8 @@ namespace herd::cli::calibration {
 //   bf16_attention_fwd/bwd   the planner's causal attention FLOPs (4 B Hq D pairs; backward 2.5x) over
 //                            the kernel's time, over the bf16 peak;
 //   bf16_memory_bw           RMSNorm's bytes over its time, over the nominal HBM bandwidth;
+//   optimizer_bw_efficiency  the multi-tensor AdamW pass and bf16 re-copy the same way (30 bytes a
+//                            parameter): one long stream, about 3x the per-layer norms' rate on an H200;
 //   kernel_overhead_us       one tiny launch in a stream of them.
 // The peaks, memory, network and fp32 efficiencies stay the preset's; `name` says what was calibrated.
 topology::Cluster device_cluster(const topology::Cluster& preset, const model::LlamaConfig& m,

@@ -84,6 +84,11 @@ double memory_bound_s(double bytes, const topology::Accelerator& acc) {
   return bytes / (acc.memory_bw_gb_per_s * 1e9 * acc.memory_bw_efficiency);
 }
 
+double optimizer_bound_s(double bytes, const topology::Accelerator& acc) {
+  const double e = acc.optimizer_bw_efficiency > 0 ? acc.optimizer_bw_efficiency : acc.memory_bw_efficiency;
+  return bytes / (acc.memory_bw_gb_per_s * 1e9 * e);
+}
+
 double model_flops_per_token(const model::LlamaConfig& cfg, std::int64_t seq_len) {
   return *model::train_model_flops_per_token(cfg, seq_len, model::AttentionMask::causal(),
                                              model::FlopConvention::kSixN);

@@ -326,8 +326,13 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
   const double p_opt = p_max / (l.zero >= 1 ? static_cast<double>(n_dp) : 1.0);
   T.optimizer_s =
       // AdamW traffic per parameter: fp32 reads p, g, m, v and writes p, m, v (28 bytes); with bf16
-      // weights also the bf16 gradient read and the bf16 copy written (34).
-      memory_bound_s((e == 4.0 ? 28.0 : 34.0) * p_opt, cluster.accelerator) +
+      // weights also the bf16 copy written and, where gradients arrive in bf16, read (34; herd's
+      // weight-gradient GEMMs write the fp32 gradient in place: 30).
+      optimizer_bound_s((e == 4.0                   ? 28.0
+                         : sw.weight_grads_in_place ? 30.0
+                                                    : 34.0) *
+                            p_opt,
+                        cluster.accelerator) +
       (gpus > 1 ? 2.0 * std::ceil(std::log2(static_cast<double>(gpus))) * std::max(link.latency_s, c.tp_link.latency_s)
                 : 0.0);
   // Synchronous steps run at the pace of the slowest accelerator: with speeds spread by sigma, the
@@ -405,7 +410,10 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
           " with wave quantization; flash attention " +
           format_fixed(100 * cluster.accelerator.attention_fwd_efficiency, 0) + "% fwd / " +
           format_fixed(100 * cluster.accelerator.attention_bwd_efficiency, 0) + "% bwd; elementwise at " +
-          format_fixed(100 * cluster.accelerator.memory_bw_efficiency, 0) + "% of HBM bandwidth",
+          format_fixed(100 * cluster.accelerator.memory_bw_efficiency, 0) + "% of HBM bandwidth" +
+          (cluster.accelerator.optimizer_bw_efficiency > 0
+               ? ", the optimizer's pass at " + format_fixed(100 * cluster.accelerator.optimizer_bw_efficiency, 0) + "%"
+               : ""),
       "memory: fragmentation allowance " + format_fixed(100 * kFragmentationFraction, 0) +
           "% of dynamic allocations; capacity " + format_fixed(cluster.accelerator.memory_gib, 1) + " GiB"};
   if (options.keep_timeline) {

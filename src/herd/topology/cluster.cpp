@@ -27,6 +27,10 @@ Status validate(const Cluster& c) {
         {"eager_attention_bwd_efficiency", a.eager_attention_bwd_efficiency}}) {
     if (!(f >= 0 && f <= 1)) return make_error("accelerator.", name, ": must be in [0, 1] (0 = as fused), got ", f);
   }
+  if (!(a.optimizer_bw_efficiency >= 0 && a.optimizer_bw_efficiency <= 1)) {
+    return make_error("accelerator.optimizer_bw_efficiency: must be in [0, 1] (0 = as memory_bw_efficiency), got ",
+                      a.optimizer_bw_efficiency);
+  }
   if (!(a.matmul_efficiency_fp8 >= 0 && a.matmul_efficiency_fp8 <= 1)) {
     return make_error("accelerator.matmul_efficiency_fp8: must be in [0, 1] (0 = as matmul_efficiency), got ",
                       a.matmul_efficiency_fp8);
@@ -167,6 +171,7 @@ Result<Cluster> cluster_from_json(const Json& j) {
                         json_number_or(a, "accelerator", "attention_bwd_efficiency", acc.attention_bwd_efficiency));
   HERD_ASSIGN_OR_RETURN(acc.memory_bw_efficiency,
                         json_number_or(a, "accelerator", "memory_bw_efficiency", acc.memory_bw_efficiency));
+  HERD_ASSIGN_OR_RETURN(acc.optimizer_bw_efficiency, json_number_or(a, "accelerator", "optimizer_bw_efficiency", 0.0));
   HERD_ASSIGN_OR_RETURN(acc.eager_attention_fwd_efficiency,
                         json_number_or(a, "accelerator", "eager_attention_fwd_efficiency", 0.0));
   HERD_ASSIGN_OR_RETURN(acc.eager_attention_bwd_efficiency,
@@ -230,6 +235,7 @@ Json cluster_to_json(const Cluster& c) {
       {"kernel_overhead_us", a.kernel_overhead_us},
       {"speed_variation", a.speed_variation}};
   if (a.matmul_efficiency_fp8 > 0) j["accelerator"]["matmul_efficiency_fp8"] = a.matmul_efficiency_fp8;
+  if (a.optimizer_bw_efficiency > 0) j["accelerator"]["optimizer_bw_efficiency"] = a.optimizer_bw_efficiency;
   if (a.eager_attention_fwd_efficiency > 0 || a.eager_attention_bwd_efficiency > 0) {
     j["accelerator"]["eager_attention_fwd_efficiency"] = a.eager_attention_fwd_efficiency;
     j["accelerator"]["eager_attention_bwd_efficiency"] = a.eager_attention_bwd_efficiency;

@@ -36,6 +36,10 @@ struct Accelerator {
   double attention_fwd_efficiency = 0.6;   // flash-attention forward / peak
   double attention_bwd_efficiency = 0.45;  // flash-attention backward / peak
   double memory_bw_efficiency = 0.8;       // streaming kernels / nominal HBM bandwidth
+  // The optimizer's pass over every parameter (one multi-tensor AdamW launch over GB of state) / nominal
+  // HBM bandwidth, where it differs from the layers' elementwise kernels above (a GPU calibration
+  // measures both: herd's AdamW streams at about 3x the rate of its per-layer norms); 0 = the same.
+  double optimizer_bw_efficiency = 0;
   // Attention under the eager software profile (PyTorch's FlashAttention-2 kernels) / peak, where it
   // differs from the fused stack's kernels above (Hopper: FlashAttention-3 class); 0 = the same.
   double eager_attention_fwd_efficiency = 0;
