@@ -4,8 +4,10 @@
 # default (GOMP_SPINCOUNT=300000, "before") and with herd's own choice ("after"). One line per run:
 # load, layout, policy, median step (s), background jobs the run measured. docs/projection.md has a run.
 #   bench/projection/spin_budget.sh [REPETITIONS]
-# With --quiet-ab N it measures only the quiet host's cost of the budget, the issue's 3%: N interleaved
-# pairs of the single rank (libgomp's default, then herd's budget), one line each, and the medians.
+# With --quiet-ab N [WORKLOAD] it measures only the quiet host's cost of the budget, the issue's 3%: N
+# interleaved pairs of the single rank (libgomp's default, then herd's budget), one line each, and the
+# medians. WORKLOAD: tiny (herd train, the tiny model, the default) or small-bf16 (herd_bench_train: the
+# small model's bf16 step on 2 threads, whose regions are many and short: where the budget costs most).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 data=runs/projection-data
@@ -13,13 +15,23 @@ data=runs/projection-data
 if [ "${1:-}" = "--quiet-ab" ]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
+  workload=${3:-tiny}
   for _ in $(seq "${2:-10}"); do
-    for spin in 300000 1000; do
+    for spin in 300000 herd; do
+      # herd's budget: no GOMP_SPINCOUNT, so herd chooses and re-executes itself with it.
+      e=(env -u HERD_OPENMP_WAIT -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY)
+      [ $spin = herd ] || e+=(GOMP_SPINCOUNT=$spin)
+      if [ "$workload" = small-bf16 ]; then
+        "${e[@]}" build/bench/train/herd_bench_train --model small --precision bf16 --threads 2 --steps 5 \
+          --out "$tmp/b.json" >/dev/null 2>&1
+        python3 -c "import json; print('$spin', round(json.load(open('$tmp/b.json'))['results'][0]['step_s_median'], 4))"
+        continue
+      fi
       rm -rf "$tmp/ck"
-      GOMP_SPINCOUNT=$spin build/herd train --data.dir=$data --model.name=tiny --train.steps=8 --eval.every=0 \
+      "${e[@]}" build/herd train --data.dir=$data --model.name=tiny --train.steps=8 --eval.every=0 \
         --eval.batches=1 --schedule.warmup_steps=1 --generate.samples=0 --train.log_every=1000 --global-batch 8 \
         --microbatch-size 8 --checkpoint.dir="$tmp/ck" --train.projection_file="$tmp/p.json" >/dev/null 2>&1
-      python3 -c "import json; print($spin, round(json.load(open('$tmp/p.json'))['measured']['step_s'], 4))"
+      python3 -c "import json; print('$spin', round(json.load(open('$tmp/p.json'))['measured']['step_s'], 4))"
     done
   done | tee "$tmp/ab"
   python3 - "$tmp/ab" <<'PY'
@@ -28,7 +40,7 @@ d = {}
 for line in open(sys.argv[1]):
     k, v = line.split()
     d.setdefault(k, []).append(float(v))
-a, b = d["300000"], d["1000"]
+a, b = d["300000"], d["herd"]
 print("median step: libgomp default %.4f s, herd's budget %.4f s (%.3fx); median of the paired ratios %.3fx" %
       (statistics.median(a), statistics.median(b), statistics.median(b) / statistics.median(a),
        statistics.median(y / x for x, y in zip(a, b))))

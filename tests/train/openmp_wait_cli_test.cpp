@@ -26,9 +26,10 @@ class OpenMpWaitCli : public herd::testing::ParityRunDir {
 TEST_F(OpenMpWaitCli, HerdSetsItsBudgetAndSaysSo) {
   const auto r = train("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u HERD_OPENMP_WAIT OMP_NUM_THREADS=1");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("OpenMP wait: spin budget " + std::to_string(choose_spin(1, 1, 1).spin_count) + " ("),
-            std::string::npos)
-      << r.out;
+  // The quiet host's budget, or the short one when other tests kept the cores busy at the start.
+  const std::string quiet = "OpenMP wait: spin budget " + std::to_string(choose_spin(2, 1, 1, 0).spin_count) + " (";
+  const std::string busy = "OpenMP wait: spin budget " + std::to_string(choose_spin(2, 1, 1, 2).spin_count) + " (";
+  EXPECT_TRUE(r.out.find(quiet) != std::string::npos || r.out.find(busy) != std::string::npos) << r.out;
 }
 
 TEST_F(OpenMpWaitCli, AUsersOwnPolicyIsKept) {

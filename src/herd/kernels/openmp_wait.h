@@ -19,9 +19,17 @@ struct SpinChoice {
 };
 
 // The budget for `processes` herd processes of `threads` OpenMP threads each on a host of `cores`
-// cores: no spinning when the threads outnumber the cores (a spinning thread holds a core its partner
-// needs), else a short spin that covers a balanced barrier on an idle core.
-SpinChoice choose_spin(int cores, int processes, int threads);
+// cores, `busy_cores` of which other jobs were using just before the start: no spinning when the
+// threads outnumber the cores (a spinning thread holds a core its partner needs); a short spin (about
+// 13 us) when another job holds a core the threads need; else about 0.4 ms, which covers most of
+// herd's barriers on idle cores (a thread that sleeps costs its region a wake-up). A job that arrives
+// after the start meets the quiet budget: 1.17x the lost core's share on the tiny model, where
+// libgomp's own 3 ms default costs 2.05x (docs/projection.md).
+SpinChoice choose_spin(int cores, int processes, int threads, double busy_cores = 0);
+
+// Cores' worth of CPU other processes spent over a 50 ms sample of /proc/stat (steal included; this
+// process's own threads taken out); 0 where unreadable.
+double busy_cores_now();
 
 // When this process has not settled it yet and neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set:
 // sets GOMP_SPINCOUNT to choose_spin's budget for this host (the processes from mpirun's

@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "herd/kernels/attention.h"
+#include "herd/kernels/copy.h"
 #include "herd/kernels/rmsnorm.h"
 #include "herd/kernels/swiglu.h"
 #include "herd/nn/block_precision.h"
@@ -121,7 +122,7 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
   // out (n_loc, d) = res + (a W^T) summed over TP ranks (row-parallel linear of width `in`).
   auto row_parallel = [&](const S* a, std::int64_t in, const S* w, const T* res, T* out) {
     if (!tp_) {
-      std::memcpy(out, res, sizeof(T) * static_cast<std::size_t>(n * d));
+      kernels::copy_buffer(res, out, sizeof(T) * static_cast<std::size_t>(n * d));
       linear<T, S>(a, n, in, w, d, T(1), out);
       return;
     }

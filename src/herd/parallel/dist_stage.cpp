@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "herd/kernels/convert.h"
+#include "herd/kernels/copy.h"
 #include "herd/kernels/gemm.h"
 #include "herd/kernels/rmsnorm.h"
 #include "herd/nn/init.h"
@@ -112,8 +113,8 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
   for (auto& u : units_) {
     m_.push_back(aligned_array<T>(static_cast<std::size_t>(u->shard_size())));
     v_.push_back(aligned_array<T>(static_cast<std::size_t>(u->shard_size())));
-    std::memset(m_.back().get(), 0, bytes_of(u->shard_size(), sizeof(T)));
-    std::memset(v_.back().get(), 0, bytes_of(u->shard_size(), sizeof(T)));
+    kernels::zero_buffer(m_.back().get(), bytes_of(u->shard_size(), sizeof(T)));
+    kernels::zero_buffer(v_.back().get(), bytes_of(u->shard_size(), sizeof(T)));
   }
 }
 
@@ -302,7 +303,7 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
   st.fin_out = a.allocate_array<T>(nl * d, "final_norm.output");
   st.lse = a.allocate_array<T>(n, "loss.lse");
   st.targets = a.allocate_array<std::int32_t>(n, "loss.targets");
-  std::memcpy(st.fin_in, x, bytes_of(nl * d, sizeof(T)));
+  kernels::copy_buffer(x, st.fin_in, bytes_of(nl * d, sizeof(T)));
   std::memcpy(st.targets, mb.targets, bytes_of(n, sizeof(std::int32_t)));
   kernels::rmsnorm_forward<T>(st.fin_in, d, hu.full_params(), nl, d, cfg_.norm_eps, st.fin_out, d, st.fin_rstd);
   if (fuse_head) {
@@ -328,7 +329,7 @@ Status DistributedStage<T>::head_backward(tensor::Arena& a, std::int64_t n, Stat
   T* dh = nullptr;  // (N, d) partial over TP
   if (dx) {
     dh = a.allocate_array<T>(n * d, "scratch");
-    std::memset(dh, 0, bytes_of(n * d, sizeof(T)));
+    kernels::zero_buffer(dh, bytes_of(n * d, sizeof(T)));
   }
   T* stats = a.allocate_array<T>(3 * n * (2 * tpc_->size() + 1), "scratch");
   st.loss = tp::vocab_cross_entropy<T>(*tpc_, h, n, d, w_fn + d, vocab_, st.targets, loss_scale, st.lse, dh,
@@ -385,7 +386,7 @@ Status DistributedStage<T>::head_backward_bf16(tensor::Arena& a, std::int64_t n,
     float* dh = nullptr;  // (N, d) partial over TP; none for the loss only
     if (dx) {
       dh = a.allocate_array<float>(n * d, "scratch");
-      std::memset(dh, 0, bytes_of(n * d, sizeof(float)));
+      kernels::zero_buffer(dh, bytes_of(n * d, sizeof(float)));
     }
     float* stats = a.allocate_array<float>(3 * n * (2 * tpc_->size() + 1), "scratch");
     st.loss = tp::vocab_cross_entropy(*tpc_, h, n, d, w16 + d, vocab_, st.targets, loss_scale, st.lse, dh,

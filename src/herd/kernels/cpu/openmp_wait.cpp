@@ -2,21 +2,36 @@
 #include "herd/kernels/openmp_wait.h"
 
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 
 namespace herd::kernels {
 namespace {
 
-// Busy-wait iterations of a balanced barrier's budget. libgomp counts about 100,000 iterations per
-// millisecond, so this is about 10 microseconds: as long as the threads of a balanced parallel region
-// take to meet on idle cores, short against a time slice. Measured on the tiny model, 1 rank x 2
-// threads, 2 cores (docs/projection.md): beside a busy loop 1.10 s per step (libgomp's default: 8.43 s,
-// passive 1.06 s), on a quiet host within 1-4% of the default (passive: 4-14% slower).
-constexpr long long kSpinBudget = 1000;
+// Busy-wait iterations before a waiting thread sleeps. One iteration of libgomp's wait loop takes
+// about 13 ns on the Intel guest (a test program whose worker waits 1 ms at every barrier burns 35 us of
+// CPU per region at 3,000, 139 us at 10,000, 389 us at 30,000). Measured on that guest with
+// herd_bench_train (docs/projection.md, "The spin budget, quiet and beside a job"):
+//
+// On a quiet host: about 0.4 ms. A thread that sleeps costs its region a wake-up, and herd's regions
+// (oneDNN's GEMMs and its own kernels, about 440 a second on the small model, most near 1 ms) leave one
+// thread waiting for the other at most barriers. Against libgomp's 3 ms default the small model's bf16
+// step on 1 rank x 2 threads ran 1.8-2.2% slower at 30,000, 4.7-6.2% at 1,000 and 3,000.
+constexpr long long kQuietSpin = 30000;
+// Beside another job that holds a core the team needs (seen at start): about 13 us. The team then
+// time-shares one core, and every iteration spun while the partner waits for that core is lost: the
+// tiny model's 2-thread step beside a busy loop ran 1.035x its quiet one-thread step at 1,000, 1.17x at
+// 30,000 and 2.05x at libgomp's default.
+constexpr long long kBusySpin = 1000;
 // Set on the re-executed process, so that it does not re-execute again, and read for the log line.
 constexpr const char* kMarker = "HERD_OPENMP_WAIT";
 
@@ -45,7 +60,46 @@ int local_processes() {
 
 }  // namespace
 
-SpinChoice choose_spin(int cores, int processes, int threads) {
+double busy_cores_now() {
+  // The "cpu" line of /proc/stat: user nice system idle iowait irq softirq steal (in ticks).
+  auto read = [](double* busy, double* total, int* cpus) {
+    std::ifstream f("/proc/stat");
+    std::string line;
+    *cpus = 0;
+    bool have = false;
+    while (std::getline(f, line)) {
+      if (line.rfind("cpu ", 0) == 0) {
+        std::istringstream in(line.substr(4));
+        double v[8] = {};
+        for (double& x : v) in >> x;
+        *busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+        *total = *busy + v[3] + v[4];
+        have = true;
+      } else if (line.rfind("cpu", 0) == 0) {
+        ++*cpus;
+      }
+    }
+    return have && *cpus > 0;
+  };
+  // This process's own threads (OpenBLAS's pool spins for a while after it starts) are not another job.
+  auto own_cpu_s = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  double b0 = 0, t0 = 0, b1 = 0, t1 = 0;
+  int cpus = 0;
+  const auto w0 = std::chrono::steady_clock::now();
+  const double own0 = own_cpu_s();
+  if (!read(&b0, &t0, &cpus)) return 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (!read(&b1, &t1, &cpus) || t1 <= t0) return 0;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  const double own_cores = wall > 0 ? (own_cpu_s() - own0) / wall : 0.0;
+  return std::max(0.0, (b1 - b0) / (t1 - t0) * cpus - own_cores);
+}
+
+SpinChoice choose_spin(int cores, int processes, int threads, double busy_cores) {
   cores = std::max(1, cores);
   processes = std::max(1, processes);
   threads = std::max(1, threads);
@@ -54,7 +108,13 @@ SpinChoice choose_spin(int cores, int processes, int threads) {
                             std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " on " +
                             std::to_string(cores) + (cores == 1 ? " core" : " cores");
   if (used > cores) return {0, shape + ": more threads than cores, so a waiting thread sleeps at once"};
-  return {kSpinBudget, shape + ": about 10 us of spinning, then sleep"};
+  // Another job's share of the cores, rounded to the cores it holds (a stray tick is not a job).
+  const long long held = std::llround(std::max(0.0, busy_cores));
+  if (held > 0 && used + held > cores) {
+    return {kBusySpin, shape + ", " + std::to_string(held) + (held == 1 ? " core" : " cores") +
+                           " busy with another job: about 13 us of spinning, then sleep"};
+  }
+  return {kQuietSpin, shape + ": about 0.4 ms of spinning, then sleep"};
 }
 
 bool set_openmp_wait_env() {
@@ -67,7 +127,9 @@ bool set_openmp_wait_env() {
   const int processes = local_processes();
   // herd's default kernel threads per process: the cores shared among the host's processes.
   const int threads = env_int("OMP_NUM_THREADS", std::max(1, cores / processes));
-  const SpinChoice c = choose_spin(cores, processes, threads);
+  // Other jobs' load now (a 50 ms sample of /proc/stat), only where it can change the choice.
+  const double busy = static_cast<long long>(processes) * threads <= cores ? busy_cores_now() : 0.0;
+  const SpinChoice c = choose_spin(cores, processes, threads, busy);
   setenv("GOMP_SPINCOUNT", std::to_string(c.spin_count).c_str(), 1);
   setenv(kMarker, c.reason.c_str(), 1);
   return true;

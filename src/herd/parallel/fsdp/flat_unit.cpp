@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "herd/kernels/convert.h"
+#include "herd/kernels/copy.h"
 
 namespace herd::parallel::fsdp {
 
@@ -12,7 +13,7 @@ namespace {
 template <typename T>
 AlignedPtr<T> zeros(std::int64_t n) {
   AlignedPtr<T> p = aligned_array<T>(static_cast<std::size_t>(n));
-  std::memset(p.get(), 0, sizeof(T) * static_cast<std::size_t>(n));
+  kernels::zero_buffer(p.get(), sizeof(T) * static_cast<std::size_t>(n));
   return p;
 }
 }  // namespace
@@ -95,7 +96,7 @@ template <typename T>
 T* FlatUnit<T>::full_grads() {
   if (in_place_) return grads_.get();  // accumulates into the shard; zero_grads() zeroes it
   if (!full_grads_) full_grads_ = aligned_array<T>(static_cast<std::size_t>(padded()));
-  if (!grads_valid_) std::memset(full_grads_.get(), 0, sizeof(T) * static_cast<std::size_t>(padded()));
+  if (!grads_valid_) kernels::zero_buffer(full_grads_.get(), sizeof(T) * static_cast<std::size_t>(padded()));
   grads_valid_ = true;
   return full_grads_.get();
 }
@@ -122,7 +123,7 @@ Status FlatUnit<T>::wait_grads() {
 template <typename T>
 void FlatUnit<T>::zero_grads() {
   HERD_CHECK(!grads_in_flight_, "FSDP unit ", name_, ": zero_grads with a reduce-scatter in flight");
-  std::memset(grads_.get(), 0, sizeof(T) * static_cast<std::size_t>(shard_));
+  kernels::zero_buffer(grads_.get(), sizeof(T) * static_cast<std::size_t>(shard_));
   grads_valid_ = false;
 }
 
