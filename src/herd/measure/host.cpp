@@ -13,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include "herd/core/proc_stat.h"
+
 namespace herd::measure {
 
 namespace fs = std::filesystem;
@@ -102,16 +104,10 @@ double sample_background_jobs(int samples) {
 HostCpuTimes host_cpu_times() {
   HostCpuTimes t;
   const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  std::ifstream f("/proc/stat");
-  std::string cpu;
-  // cpu  user nice system idle iowait irq softirq steal guest guest_nice (guest is inside user)
-  double v[8] = {};
-  if (!(f >> cpu) || cpu != "cpu" || hz <= 0) return t;
-  for (double& x : v) {
-    if (!(f >> x)) return t;
-  }
+  const std::optional<HostTicks> ticks = read_host_ticks();
+  if (!ticks || hz <= 0) return t;
   t.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  t.busy_s = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz;
+  t.busy_s = ticks->busy / hz;
   const fs::path self = fs::path("/proc") / std::to_string(::getpid());
   const std::vector<std::string> own = stat_fields(self / "stat");
   if (own.size() < 13) return t;

@@ -9,18 +9,20 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <thread>
+
+#include "herd/core/proc_stat.h"
 
 namespace herd::kernels {
 namespace {
 
 // Busy-wait iterations before a waiting thread sleeps. One iteration of libgomp's wait loop takes
-// about 13 ns on the Intel guest (a test program whose worker waits 1 ms at every barrier burns 35 us of
-// CPU per region at 3,000, 139 us at 10,000, 389 us at 30,000). Measured on that guest with
-// herd_bench_train (docs/projection.md, "The spin budget, quiet and beside a job"):
+// about 13 ns on the Intel guest (`GOMP_SPINCOUNT=N herd_bench_forkjoin --one-worker`: a thread that
+// waits 1 ms at every barrier burns 38 us of CPU per region at 3,000, 130 us at 10,000, 377 us at
+// 30,000). Measured on that guest with `bench/projection/spin_budget.sh --budgets N "B..." [busy]`
+// (docs/projection.md, "The spin budget, quiet and beside a job"):
 //
 // On a quiet host: about 0.4 ms. A thread that sleeps costs its region a wake-up, and herd's regions
 // (oneDNN's GEMMs and its own kernels, about 440 a second on the small model, most near 1 ms) leave one
@@ -61,42 +63,22 @@ int local_processes() {
 }  // namespace
 
 double busy_cores_now() {
-  // The "cpu" line of /proc/stat: user nice system idle iowait irq softirq steal (in ticks).
-  auto read = [](double* busy, double* total, int* cpus) {
-    std::ifstream f("/proc/stat");
-    std::string line;
-    *cpus = 0;
-    bool have = false;
-    while (std::getline(f, line)) {
-      if (line.rfind("cpu ", 0) == 0) {
-        std::istringstream in(line.substr(4));
-        double v[8] = {};
-        for (double& x : v) in >> x;
-        *busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-        *total = *busy + v[3] + v[4];
-        have = true;
-      } else if (line.rfind("cpu", 0) == 0) {
-        ++*cpus;
-      }
-    }
-    return have && *cpus > 0;
-  };
   // This process's own threads (OpenBLAS's pool spins for a while after it starts) are not another job.
   auto own_cpu_s = [] {
     timespec t{};
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
   };
-  double b0 = 0, t0 = 0, b1 = 0, t1 = 0;
-  int cpus = 0;
   const auto w0 = std::chrono::steady_clock::now();
   const double own0 = own_cpu_s();
-  if (!read(&b0, &t0, &cpus)) return 0;
+  const std::optional<HostTicks> a = read_host_ticks();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  if (!read(&b1, &t1, &cpus) || t1 <= t0) return 0;
+  const std::optional<HostTicks> b = read_host_ticks();
+  if (!a || !b || b->busy + b->idle <= a->busy + a->idle || b->cpus <= 0) return 0;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
   const double own_cores = wall > 0 ? (own_cpu_s() - own0) / wall : 0.0;
-  return std::max(0.0, (b1 - b0) / (t1 - t0) * cpus - own_cores);
+  const double host_cores = (b->busy - a->busy) / (b->busy + b->idle - a->busy - a->idle) * b->cpus;
+  return std::max(0.0, host_cores - own_cores);
 }
 
 SpinChoice choose_spin(int cores, int processes, int threads, double busy_cores) {
