@@ -42,7 +42,7 @@ struct DeviceRates {
   double stream_s = 0;         // RMSNorm forward + backward, fp32: the elementwise kernels' streaming rate
   double stream_bytes = 0;     // what that moved (read + written)
   double launch_s = 0;         // one launch of a tiny kernel in a stream of them: the per-kernel gap
-  double optimizer_s = 0;      // AdamW over `optimizer_params` fp32 parameters and their bf16 re-copy
+  double optimizer_s = 0;      // one multi-tensor AdamW step over 64 Mi fp32 parameters and their bf16 re-copy
   double optimizer_bytes = 0;  // what that moved: 30 bytes a parameter (p, g, m, v read; p, m, v, bf16 p written)
 };
 

@@ -80,13 +80,8 @@ double batched_gemm_s(double batch, double m, double n, double k, double peak_fl
   return std::max(compute, memory) + acc.kernel_overhead_us * 1e-6;
 }
 
-double memory_bound_s(double bytes, const topology::Accelerator& acc) {
-  return bytes / (acc.memory_bw_gb_per_s * 1e9 * acc.memory_bw_efficiency);
-}
-
-double optimizer_bound_s(double bytes, const topology::Accelerator& acc) {
-  const double e = acc.optimizer_bw_efficiency > 0 ? acc.optimizer_bw_efficiency : acc.memory_bw_efficiency;
-  return bytes / (acc.memory_bw_gb_per_s * 1e9 * e);
+double memory_bound_s(double bytes, const topology::Accelerator& acc, double efficiency) {
+  return bytes / (acc.memory_bw_gb_per_s * 1e9 * (efficiency > 0 ? efficiency : acc.memory_bw_efficiency));
 }
 
 double model_flops_per_token(const model::LlamaConfig& cfg, std::int64_t seq_len) {

@@ -37,10 +37,9 @@ double tp_overlapped_exposed_s(double comm_s, double gemm_s, double tp);
 // Forward + dgrad + wgrad of one linear applied to m tokens: y(m x n) = x(m x k) W(k x n).
 double linear_train_s(double m, double n, double k, double peak_flops, double bytes_per_element,
                       const topology::Accelerator& acc, double* fwd_s);
-double memory_bound_s(double bytes, const topology::Accelerator& acc);
-// The optimizer's pass over `bytes` of parameter state: at optimizer_bw_efficiency where the accelerator
-// gives one, else as memory_bound_s.
-double optimizer_bound_s(double bytes, const topology::Accelerator& acc);
+// `bytes` over HBM at `efficiency` of its bandwidth; 0: the elementwise kernels' memory_bw_efficiency
+// (the optimizer's pass passes optimizer_bw_efficiency, 0 where the accelerator gives none).
+double memory_bound_s(double bytes, const topology::Accelerator& acc, double efficiency = 0);
 // `batch` independent GEMMs (m x k) @ (k x n) in one launch (materialized attention's QK^T and PV):
 // max(FLOPs at matmul_efficiency of peak, bytes over HBM); the batch fills the SMs (no wave loss).
 double batched_gemm_s(double batch, double m, double n, double k, double peak_flops, double bytes_per_element,

@@ -328,11 +328,11 @@ Result<Estimate> estimate_from_costs(const model::LlamaConfig& cfg, const topolo
       // AdamW traffic per parameter: fp32 reads p, g, m, v and writes p, m, v (28 bytes); with bf16
       // weights also the bf16 copy written and, where gradients arrive in bf16, read (34; herd's
       // weight-gradient GEMMs write the fp32 gradient in place: 30).
-      optimizer_bound_s((e == 4.0                   ? 28.0
-                         : sw.weight_grads_in_place ? 30.0
-                                                    : 34.0) *
-                            p_opt,
-                        cluster.accelerator) +
+      memory_bound_s((e == 4.0                   ? 28.0
+                      : sw.weight_grads_in_place ? 30.0
+                                                 : 34.0) *
+                         p_opt,
+                     cluster.accelerator, cluster.accelerator.optimizer_bw_efficiency) +
       (gpus > 1 ? 2.0 * std::ceil(std::log2(static_cast<double>(gpus))) * std::max(link.latency_s, c.tp_link.latency_s)
                 : 0.0);
   // Synchronous steps run at the pace of the slowest accelerator: with speeds spread by sigma, the
