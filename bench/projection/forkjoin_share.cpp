@@ -8,11 +8,16 @@
 // (GOMP_SPINCOUNT, OMP_WAIT_POLICY; libgomp reads them at load), and --bind pins thread i to core i.
 // bench/projection/loaded_host.sh runs it beside a busy loop under each policy; docs/projection.md.
 //   herd_bench_forkjoin --threads 2 --regions 4000 --region-us 500 --chunks 16 [--bind] [--out r.json]
+// With --one-worker thread 0 does all of each region's work and the others wait at its barrier: their
+// CPU time per region is what they spin before they sleep, so GOMP_SPINCOUNT=N gives the time of one
+// libgomp wait iteration (`ns_per_spin_iteration`, when the spin ends before the region does):
+//   GOMP_SPINCOUNT=10000 herd_bench_forkjoin --threads 2 --regions 2000 --region-us 1000 --one-worker
 #include <omp.h>
 #include <sched.h>
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -48,13 +53,14 @@ int main(int argc, char** argv) {
   CLI::App app("fork-join team's share of the cores beside other jobs");
   int threads = 2, regions = 4000, chunks = 16;
   double region_us = 500;
-  bool bind = false;
+  bool bind = false, one_worker = false;
   std::string out, label;
   app.add_option("--threads", threads)->capture_default_str();
   app.add_option("--regions", regions)->capture_default_str();
   app.add_option("--region-us", region_us, "one core's work per region, microseconds")->capture_default_str();
   app.add_option("--chunks", chunks)->capture_default_str();
   app.add_flag("--bind", bind, "pin thread i to core i (sched_setaffinity)");
+  app.add_flag("--one-worker", one_worker, "thread 0 does each region's work; the others only wait");
   app.add_option("--label", label, "a name for this run in the JSON (the load beside it, say)");
   app.add_option("--out", out);
   CLI11_PARSE(app, argc, argv);
@@ -78,6 +84,11 @@ int main(int argc, char** argv) {
   }
   const double cpu0 = process_cpu_s(), w0 = now_s();
   for (int r = 0; r < regions; ++r) {
+    if (one_worker) {
+#pragma omp parallel
+      if (omp_get_thread_num() == 0) g_sink.store(spin_work(chunk_iters * chunks, 1.0f), std::memory_order_relaxed);
+      continue;
+    }
 #pragma omp parallel for schedule(dynamic, 1)
     for (int c = 0; c < chunks; ++c)
       g_sink.store(spin_work(chunk_iters, static_cast<float>(c)), std::memory_order_relaxed);
@@ -102,6 +113,14 @@ int main(int argc, char** argv) {
   r["slowdown_vs_one_core"] = 1e6 * wall / regions / region_us;
   r["team_cores"] = cpu / wall;
   r["cpu_s_per_region_us"] = 1e6 * cpu / regions;
+  r["one_worker"] = one_worker;
+  if (one_worker) {
+    // The waiting threads' CPU per region: the team's CPU beyond the worker's (the wall time).
+    const double waiting_us = 1e6 * (cpu - wall) / regions / std::max(1, threads - 1);
+    r["waiting_cpu_us_per_region"] = waiting_us;
+    const long long n = spin ? std::atoll(spin) : 0;
+    if (n > 0 && waiting_us < 0.8 * region_us) r["ns_per_spin_iteration"] = 1e3 * waiting_us / static_cast<double>(n);
+  }
   doc["results"].push_back(r);
   herd::bench::write_result(doc, out);
   return 0;

@@ -8,8 +8,41 @@
 # interleaved pairs of the single rank (libgomp's default, then herd's budget), one line each, and the
 # medians. WORKLOAD: tiny (herd train, the tiny model, the default) or small-bf16 (herd_bench_train: the
 # small model's bf16 step on 2 threads, whose regions are many and short: where the budget costs most).
+# With --budgets N "B1 B2 ..." [busy] it times herd_bench_train at explicit GOMP_SPINCOUNT values, N
+# interleaved sets each led by libgomp's default (300000): the small model's bf16 step on 2 threads on a
+# quiet host, or with `busy` the tiny model's fp32 step on 2 threads beside a busy loop, against its
+# quiet one-thread step (what losing one core of two leaves). The figures of kernels/cpu/openmp_wait.cpp.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+if [ "${1:-}" = "--budgets" ]; then
+  bench=build/bench/train/herd_bench_train
+  args=(--model small --precision bf16 --threads 2 --steps 5)
+  step() { python3 -c "import json, sys; print(round(json.load(sys.stdin)['results'][0]['step_s_median'], 4))"; }
+  busy=""
+  trap '[ -n "$busy" ] && kill -9 -"$busy" 2>/dev/null; true' EXIT
+  if [ "${4:-}" = busy ]; then
+    args=(--model tiny --threads 2 --steps 6)
+    echo "quiet one-thread $(env -u HERD_OPENMP_WAIT $bench --model tiny --threads 1 --steps 6 | step)"
+    setsid sh -c 'while :; do :; done' &
+    busy=$!
+    sleep 1
+  fi
+  for _ in $(seq "${2:-4}"); do
+    for spin in 300000 $3; do
+      echo "$spin $(env -u HERD_OPENMP_WAIT GOMP_SPINCOUNT=$spin $bench "${args[@]}" | step)"
+    done
+  done | tee /dev/stderr | python3 -c "
+import statistics, sys
+d = {}
+for line in sys.stdin:
+    k, v = line.split()
+    d.setdefault(k, []).append(float(v))
+base = d['300000']
+for k, v in d.items():
+    print('GOMP_SPINCOUNT=%s median %.4f s, %.3fx libgomp default, paired %.3fx' % (k, statistics.median(v),
+          statistics.median(v) / statistics.median(base), statistics.median(y / x for x, y in zip(base, v))))"
+  exit 0
+fi
 data=runs/projection-data
 [ -f $data/meta.json ] || python3 -c "import sys; sys.path.insert(0, 'bench/common'); from benchlib import make_data; make_data('build/herd', '$data')"
 if [ "${1:-}" = "--quiet-ab" ]; then

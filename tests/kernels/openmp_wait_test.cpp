@@ -3,6 +3,13 @@
 #include "herd/kernels/openmp_wait.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 namespace herd::kernels {
 namespace {
@@ -32,10 +39,34 @@ TEST(OpenMpWait, SpinsLessBesideAJobThatHoldsACoreTheTeamNeeds) {
   EXPECT_EQ(choose_spin(2, 2, 2, 1.0).spin_count, 0);
 }
 
-TEST(OpenMpWait, BusyCoresAreSampledFromProc) {
-  const double b = busy_cores_now();
-  EXPECT_GE(b, 0.0);
-  EXPECT_LE(b, 1024.0);
+// Another process that spins counts as about one core; this process's own spinning thread does not.
+// (Other tests may load the host too, so only the lower bound with a busy neighbour is asserted.)
+TEST(OpenMpWait, BusyCoresCountOtherProcessesNotThisOne) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::atomic<unsigned long> spins{0};
+    for (;;) spins.fetch_add(1, std::memory_order_relaxed);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double with_neighbour = busy_cores_now();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_GE(with_neighbour, 0.6);
+
+  std::atomic<bool> stop{false};
+  std::thread own([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  const double own_only = busy_cores_now();
+  stop = true;
+  own.join();
+  // At most what the other tests of a parallel run add; never this thread's core on an idle host.
+  EXPECT_GE(own_only, 0.0);
+  if (with_neighbour < 1.4) {
+    EXPECT_LT(own_only, 0.6) << "this process's own thread was counted";
+  }
 }
 
 TEST(OpenMpWait, SleepsAtOnceWhenThreadsOutnumberCores) {
