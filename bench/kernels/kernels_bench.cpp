@@ -141,6 +141,9 @@ int main(int argc, char** argv) {
       {"gemm down fwd (NT)", Trans::kNo, Trans::kYes, n, dim, ffn},
       {"gemm gate_up dx (NN)", Trans::kNo, Trans::kNo, n, dim, 2 * ffn},
       {"gemm gate_up dw (TN)", Trans::kYes, Trans::kNo, 2 * ffn, dim, n},
+      {"gemm qkv dw (TN)", Trans::kYes, Trans::kNo, dim + 2 * hkv * hd, dim, n},
+      {"gemm wo dw (TN)", Trans::kYes, Trans::kNo, dim, dim, n},
+      {"gemm down dw (TN)", Trans::kYes, Trans::kNo, dim, ffn, n},
   };
   double peak = 0;
   for (const Gemm& g : gemms) {

@@ -138,6 +138,39 @@ TEST(Bf16Gemm, SplitAcrossThreadsMatchesTheReference) {
   set_num_threads(threads);
 }
 
+// A weight gradient (A transposed, k the tokens) past 512 k runs as chunks of 512 added into C
+// on oneDNN's path (kernels/cpu/gemm.cpp, kKChunk): it matches the reference on every path at one and
+// two threads, split along rows and, with few rows, along columns; and on oneDNN's path at one thread
+// it is, bit for bit, the chunks called one by one (the caller's beta on the first, 1 after), so a wrong
+// offset, beta or ragged last chunk shows. (The converted path widens the whole of A and B: no chunks.)
+TEST(Bf16Gemm, WeightGradientInKChunksMatchesTheReferenceAndTheChunksCalledInTurn) {
+  const int threads = num_threads();
+  for (Bf16GemmPath path : bf16_paths()) {
+    set_bf16_gemm_path(path);
+    SCOPED_TRACE(bf16_gemm_description());
+    for (int t : {1, 2}) {
+      set_num_threads(t);
+      EXPECT_LT(bf16_gemm_error(Trans::kYes, Trans::kNo, 200, 70, 1300, 0.5f, 1.0f, 3), 1e-5) << t;  // rows split
+      EXPECT_LT(bf16_gemm_error(Trans::kYes, Trans::kNo, 40, 333, 1100, 1.0f, 0.0f, 0), 1e-5) << t;  // columns
+      EXPECT_LT(bf16_gemm_error(Trans::kYes, Trans::kYes, 150, 64, 1030, 1.0f, 0.25f, 2), 1e-5) << t;
+    }
+    if (path != Bf16GemmPath::kOneDNN) continue;
+    set_num_threads(1);
+    const std::int64_t m = 96, n = 48, k = 1300, chunk = 512;
+    const std::vector<bf16> a = random_bf16(k * m, 4), b = random_bf16(k * n, 5);
+    const std::vector<float> c0 = testing::random_vec<float>(m * n, 6);
+    std::vector<float> whole = c0, parts = c0;
+    gemm_bf16(Trans::kYes, Trans::kNo, m, n, k, 1.0f, a.data(), m, b.data(), n, 0.75f, whole.data(), n);
+    for (std::int64_t k0 = 0; k0 < k; k0 += chunk) {
+      gemm_bf16(Trans::kYes, Trans::kNo, m, n, std::min(chunk, k - k0), 1.0f, a.data() + k0 * m, m, b.data() + k0 * n,
+                n, k0 == 0 ? 0.75f : 1.0f, parts.data(), n);
+    }
+    for (std::size_t i = 0; i < whole.size(); ++i) ASSERT_EQ(whole[i], parts[i]) << i;
+  }
+  set_bf16_gemm_path(Bf16GemmPath::kAuto);
+  set_num_threads(threads);
+}
+
 // gemm_bf16_rounded is gemm_bf16 into fp32 followed by to_bf16, bit for bit (its contract: the saved
 // v, gate and up projections of bf16 mode are what staging them at fp32 and rounding gave), on every
 // path, transpose pair and padded stride, unsplit and split across threads, at tiny's shapes too

@@ -8,7 +8,8 @@
 // threads that start next: on 2 cores, 19% of the step's CPU time went to that spinning (perf, tiny
 // preset). One pool removes it, and lets each block use the faster single-threaded library
 // (oneDNN for non-transposed A, docs/blas.md). Splitting along m or n leaves every element's
-// k-summation to one call, as in an unsplit call.
+// k-summation to one call, as in an unsplit call; a bf16 weight gradient sums its k in chunks of 512
+// (kKChunk), chunk after chunk in k order at every thread count.
 #include "herd/kernels/gemm.h"
 
 #include <cblas.h>
@@ -117,13 +118,47 @@ constexpr double kSplitMinMacs = 2.0e6;
 // Block edges are multiples of this, so every block but the last is whole vectors and cache lines.
 constexpr std::int64_t kSplitAlign = 64;
 
+// On oneDNN's path a bf16 weight gradient (C = A^T B into fp32, k the tokens) runs as calls of at most
+// this many k, each added into C. oneDNN 2.6 copies the transposed A and re-lays B into AMX pairs inside
+// every call; at k = 4,096 its weight gradients of `small` ran at 444-594 GFLOP/s on one thread against
+// 682-897 forward, and in chunks of 512 at 586-734. At two threads each thread takes its own rows of C
+// (it copies only its own columns of A^T): the qkv, wo and down gradients 1,050-1,287 -> 1,351-1,673,
+// gate_up 1,450-1,520 either way (`herd_bench_kernels --threads T --reps 5 --only gemm_bf16`; the
+// step's other shapes unchanged; docs/precision.md, "Weight gradients in k chunks").
+constexpr std::int64_t kKChunk = 512;
+
+// Whether op(A) op(B) runs in k chunks: bf16 inputs, an fp32 C (a bf16 C is rounded once, so it cannot
+// be accumulated in parts), A transposed (the weight gradient's layout), and k beyond one chunk.
+template <typename In, typename Out>
+bool in_k_chunks(Trans ta, std::int64_t k) {
+  return std::is_same_v<In, bf16> && std::is_same_v<Out, float> && ta == Trans::kYes && k > kKChunk;
+}
+
+// One block of C: the library call, or, in_k_chunks, the k chunks in order, the first with the caller's
+// beta and the rest adding (beta 1): every element of C sums its chunks in the same order whatever the
+// thread count or block.
+template <typename In, typename T, typename Out>
+void block_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const In* a,
+                std::int64_t lda, const In* b, std::int64_t ldb, T beta, Out* c, std::int64_t ldc, bool single) {
+  if (!in_k_chunks<In, Out>(ta, k)) {
+    library_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, single);
+    return;
+  }
+  for (std::int64_t k0 = 0; k0 < k; k0 += kKChunk) {
+    const std::int64_t kn = std::min(kKChunk, k - k0);
+    const In* bk = tb == Trans::kNo ? b + k0 * ldb : b + k0;
+    library_gemm(ta, tb, m, n, kn, alpha, a + k0 * lda, lda, bk, ldb, k0 == 0 ? beta : T(1), c, ldc, single);
+  }
+}
+
 // C (m, n) in `parts` blocks along n when n is the larger side (row-major C: column blocks), else
-// along m; each block is an ordinary GEMM on offset pointers.
+// along m; each block is an ordinary GEMM on offset pointers. A GEMM in k chunks splits along m where
+// it can: each thread then copies only its own part of the transposed A.
 // In: the input element type (T, or bf16 with T = float); Out: C's (T, or bf16 with bf16 inputs).
 template <typename In, typename T, typename Out = T>
 void split_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const In* a,
                 std::int64_t lda, const In* b, std::int64_t ldb, T beta, Out* c, std::int64_t ldc, int parts) {
-  const bool along_n = n >= m;
+  const bool along_n = in_k_chunks<In, Out>(ta, k) ? m < 2 * kSplitAlign : n >= m;
   const std::int64_t len = along_n ? n : m;
   const std::int64_t block = (len + parts - 1) / parts;
   const std::int64_t step = std::max(kSplitAlign, (block + kSplitAlign - 1) / kSplitAlign * kSplitAlign);
@@ -133,10 +168,10 @@ void split_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t
     const std::int64_t b0 = i * step, bn = std::min(step, len - b0);
     if (along_n) {
       const In* bb = tb == Trans::kNo ? b + b0 : b + b0 * ldb;
-      library_gemm(ta, tb, m, bn, k, alpha, a, lda, bb, ldb, beta, c + b0, ldc, true);
+      block_gemm(ta, tb, m, bn, k, alpha, a, lda, bb, ldb, beta, c + b0, ldc, true);
     } else {
       const In* ab = ta == Trans::kNo ? a + b0 * lda : a + b0;
-      library_gemm(ta, tb, bn, n, k, alpha, ab, lda, b, ldb, beta, c + b0 * ldc, ldc, true);
+      block_gemm(ta, tb, bn, n, k, alpha, ab, lda, b, ldb, beta, c + b0 * ldc, ldc, true);
     }
   }
 }
@@ -154,7 +189,7 @@ void gemm_impl(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t 
     split_gemm<In, T, Out>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads);
     return;
   }
-  library_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, inside);
+  block_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, inside);
 }
 
 // --- bf16 inputs, fp32 accumulation and output ---------------------------------------------------
