@@ -7,6 +7,7 @@
 
 #include <numbers>
 
+#include "herd/kernels/convert.h"
 #include "herd/kernels/reference.h"
 #include "kernels/test_util.h"
 
@@ -101,6 +102,36 @@ TEST(Rope, BackwardMatchesFiniteDifferences) {
     return testing::dot(y, g);
   };
   EXPECT_LT(testing::fd_check(x, dx, loss, 48), 1e-7);
+}
+
+// bf16 mode's fused pass (rotate an fp32 x and round into the saved bf16 tensor) is, bit for bit, the
+// rotation in place followed by to_bf16, forward and backward, in both layouts, over enough tokens to
+// take the parallel branch; the fp32 input is left as it was.
+TEST(Rope, RoundedIntoBf16IsTheRotationThenToBf16BitForBit) {
+  for (RopeLayout layout : {RopeLayout::kHalf, RopeLayout::kInterleaved}) {
+    const RopeConfig cfg = llama31(64, layout);
+    RopeTable<float> table(cfg, 512);
+    const std::int64_t n = 600, heads = 4, ld = heads * 64;
+    std::vector<std::int32_t> pos(n);
+    for (std::int64_t t = 0; t < n; ++t) pos[t] = static_cast<std::int32_t>((t * 37) % 512);
+    const std::vector<float> x = random_vec<float>(n * ld, 7);
+    for (bool backward : {false, true}) {
+      std::vector<float> in_place = x, untouched = x;
+      std::vector<bf16> want(x.size()), got(x.size());
+      if (backward) {
+        rope_backward<float>(table, pos.data(), n, heads, in_place.data(), ld);
+        rope_backward(table, pos.data(), n, heads, untouched.data(), ld, got.data());
+      } else {
+        rope_forward<float>(table, pos.data(), n, heads, in_place.data(), ld);
+        rope_forward(table, pos.data(), n, heads, untouched.data(), ld, got.data());
+      }
+      to_bf16(in_place.data(), n * ld, want.data());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        ASSERT_EQ(got[i].bits, want[i].bits) << "backward " << backward << " element " << i;
+        ASSERT_EQ(untouched[i], x[i]) << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "herd/core/bf16.h"
+
 namespace herd::kernels {
 
 enum class RopeLayout { kHalf, kInterleaved };
@@ -57,5 +59,13 @@ void rope_forward(const RopeTable<T>& table, const std::int32_t* pos, std::int64
 template <typename T>
 void rope_backward(const RopeTable<T>& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads, T* dx,
                    std::int64_t ld);
+
+// The same rotations of an fp32 x (or dx) written to `out` (same token stride ld) rounded to bf16 as
+// to_bf16 rounds: in one pass, bit for bit the rotation in place followed by to_bf16 (bf16 mode's saved
+// q and k, and the dq and dk its weight-gradient GEMMs read). x is left as it was.
+void rope_forward(const RopeTable<float>& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads,
+                  const float* x, std::int64_t ld, bf16* out);
+void rope_backward(const RopeTable<float>& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads,
+                   const float* dx, std::int64_t ld, bf16* out);
 
 }  // namespace herd::kernels

@@ -32,6 +32,7 @@ using block_precision::attention_dims;
 using block_precision::attention_mask;
 using block_precision::linear;
 using block_precision::linear_saved;
+using block_precision::rope_store;
 using block_precision::Scratch;
 using block_precision::staged;
 using block_precision::store;
@@ -158,10 +159,8 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
   linear<T, S>(attn_in, n, d, w + L.wq, qd, T(0), q);
   linear<T, S>(attn_in, n, d, w + L.wk, kvd, T(0), k);
   linear_saved<T, S>(attn_in, n, d, w + L.wv, kvd, st.v);  // v has no RoPE: saved as the GEMM writes it
-  kernels::rope_forward<T>(rope, mb.positions, n, sizes_.heads, q, qd);
-  kernels::rope_forward<T>(rope, mb.positions, n, sizes_.kv_heads, k, kvd);
-  store(q, n * qd, st.q);
-  store(k, n * kvd, st.k);
+  rope_store(rope, mb.positions, n, sizes_.heads, q, qd, st.q);
+  rope_store(rope, mb.positions, n, sizes_.kv_heads, k, kvd, st.k);
   // Attention reads q, k, v as saved: in bf16 mode the bf16 kernel (fp32 sums and statistics, P rounded
   // before P V), locally or under CP.
   T* attn_out = staged(st.attn_out, scratch.t_copy(n * qd));

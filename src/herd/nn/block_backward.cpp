@@ -27,6 +27,7 @@ using block_precision::attention_dims;
 using block_precision::attention_mask;
 using block_precision::linear_input_grad;
 using block_precision::linear_weight_grad;
+using block_precision::rope_backward_rounded;
 using block_precision::rounded;
 using block_precision::Scratch;
 using block_precision::widened;
@@ -122,10 +123,8 @@ void TransformerBlock<T>::backward_as(tensor::Arena& arena, const MicroBatch& mb
     kernels::attention_backward(attention_dims(mb, sizes_), attention_mask(mb), st.q, st.k, st.v, st.attn_out, st.lse,
                                 d_ao, dq, dk, dv);
   }
-  kernels::rope_backward<T>(rope, mb.positions, n, sizes_.heads, dq, qd);
-  kernels::rope_backward<T>(rope, mb.positions, n, sizes_.kv_heads, dk, kvd);
-  const S* dq_s = rounded(dq, n * qd, scratch.s_copy(n * qd));
-  const S* dk_s = rounded(dk, n * kvd, scratch.s_copy(n * kvd));
+  const S* dq_s = rope_backward_rounded(rope, mb.positions, n, sizes_.heads, dq, qd, scratch.s_copy(n * qd));
+  const S* dk_s = rope_backward_rounded(rope, mb.positions, n, sizes_.kv_heads, dk, kvd, scratch.s_copy(n * kvd));
   const S* dv_s = rounded(dv, n * kvd, scratch.s_copy(n * kvd));
   const S* attn_in = gathered(st.attn_norm_out);
   linear_weight_grad<T, S>(dq_s, n, qd, attn_in, d, g_ + L.wq);

@@ -20,6 +20,7 @@
 #include "herd/kernels/attention.h"
 #include "herd/kernels/convert.h"
 #include "herd/kernels/gemm.h"
+#include "herd/kernels/rope.h"
 #include "herd/nn/batch.h"
 #include "herd/nn/layer_sizes.h"
 #include "herd/tensor/arena.h"
@@ -111,6 +112,34 @@ const S* rounded(const T* x, std::int64_t n, S* buf) {
     return buf;
   } else {
     return x;
+  }
+}
+
+// RoPE on x (n, heads * D at token stride ld) and its saved copy: rotated in place and stored (S = T: a
+// no-op when x is the saved tensor), or rotated and rounded into the bf16 saved tensor in one pass (the
+// same bits as rotating in place and then store()).
+template <typename T, typename S>
+void rope_store(const kernels::RopeTable<T>& rope, const std::int32_t* pos, std::int64_t n, std::int64_t heads, T* x,
+                std::int64_t ld, S* saved) {
+  if constexpr (kRounds<T, S>) {
+    kernels::rope_forward(rope, pos, n, heads, x, ld, saved);
+  } else {
+    kernels::rope_forward<T>(rope, pos, n, heads, x, ld);
+    store(x, n * ld, saved);
+  }
+}
+
+// RoPE's inverse rotation of dx at S for the GEMMs: dx itself, rotated in place, or (bf16 mode) rotated
+// and rounded into buf in one pass (rounded() after the rotation, bit for bit).
+template <typename T, typename S>
+const S* rope_backward_rounded(const kernels::RopeTable<T>& rope, const std::int32_t* pos, std::int64_t n,
+                               std::int64_t heads, T* dx, std::int64_t ld, S* buf) {
+  if constexpr (kRounds<T, S>) {
+    kernels::rope_backward(rope, pos, n, heads, dx, ld, buf);
+    return buf;
+  } else {
+    kernels::rope_backward<T>(rope, pos, n, heads, dx, ld);
+    return dx;
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "herd/core/check.h"
 #include "herd/core/cpu_isa.h"
+#include "herd/kernels/cpu/common.h"
 
 namespace herd::kernels {
 
@@ -52,10 +53,11 @@ RopeTable<T>::RopeTable(const RopeConfig& cfg, std::int64_t max_pos) : cfg_(cfg)
 
 namespace {
 
-// sign = +1 rotates by +angle (forward), -1 by -angle (backward: the transpose).
-template <typename T>
+// sign = +1 rotates by +angle (forward), -1 by -angle (backward: the transpose). x and out may be the
+// same buffer (in place); O = bf16 rounds each rotated value as it is stored (cpu::put).
+template <typename T, typename O>
 HERD_CPU_CLONES void rotate(const RopeTable<T>& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads,
-                            T* x, std::int64_t ld, T sign) {
+                            const T* x, std::int64_t ld, O* out, T sign) {
   const std::int64_t d = table.config().head_dim;
   const std::int64_t half = d / 2;
   const bool interleaved = table.config().layout == RopeLayout::kInterleaved;
@@ -66,20 +68,21 @@ HERD_CPU_CLONES void rotate(const RopeTable<T>& table, const std::int32_t* pos, 
     const T* c = table.cos_row(pos[t]);
     const T* s = table.sin_row(pos[t]);
     for (std::int64_t h = 0; h < heads; ++h) {
-      T* xh = x + t * ld + h * d;
+      const T* xh = x + t * ld + h * d;
+      O* oh = out + t * ld + h * d;
       if (interleaved) {
 #pragma omp simd
         for (std::int64_t i = 0; i < half; ++i) {
           const T a = xh[2 * i], b = xh[2 * i + 1];
-          xh[2 * i] = a * c[i] - sign * b * s[i];
-          xh[2 * i + 1] = sign * a * s[i] + b * c[i];
+          cpu::put(a * c[i] - sign * b * s[i], oh[2 * i]);
+          cpu::put(sign * a * s[i] + b * c[i], oh[2 * i + 1]);
         }
       } else {
 #pragma omp simd
         for (std::int64_t i = 0; i < half; ++i) {
           const T a = xh[i], b = xh[i + half];
-          xh[i] = a * c[i] - sign * b * s[i];
-          xh[i + half] = sign * a * s[i] + b * c[i];
+          cpu::put(a * c[i] - sign * b * s[i], oh[i]);
+          cpu::put(sign * a * s[i] + b * c[i], oh[i + half]);
         }
       }
     }
@@ -91,13 +94,23 @@ HERD_CPU_CLONES void rotate(const RopeTable<T>& table, const std::int32_t* pos, 
 template <typename T>
 void rope_forward(const RopeTable<T>& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads, T* x,
                   std::int64_t ld) {
-  rotate(table, pos, n, heads, x, ld, T(1));
+  rotate<T, T>(table, pos, n, heads, x, ld, x, T(1));
 }
 
 template <typename T>
 void rope_backward(const RopeTable<T>& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads, T* dx,
                    std::int64_t ld) {
-  rotate(table, pos, n, heads, dx, ld, T(-1));
+  rotate<T, T>(table, pos, n, heads, dx, ld, dx, T(-1));
+}
+
+void rope_forward(const RopeTable<float>& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads,
+                  const float* x, std::int64_t ld, bf16* out) {
+  rotate<float, bf16>(table, pos, n, heads, x, ld, out, 1.0f);
+}
+
+void rope_backward(const RopeTable<float>& table, const std::int32_t* pos, std::int64_t n, std::int64_t heads,
+                   const float* dx, std::int64_t ld, bf16* out) {
+  rotate<float, bf16>(table, pos, n, heads, dx, ld, out, -1.0f);
 }
 
 template class RopeTable<float>;
