@@ -8,6 +8,7 @@
 //
 //   herd_bench_kernels [--out file.json] [--threads N] [--reps N] [--seq 512] [--batch 8] [--clock wall|cpu]
 //                      [--only SECTION] [--operand-offset BYTES (gemm_bf16's operands, default 0)]
+//                      [--flush-mb MB (before each timed run, write a buffer that size: cold operands)]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -47,10 +48,21 @@ double process_cpu_seconds() {
 bool g_cpu_clock = false;
 std::vector<double> g_wall;  // wall-clock median of the last measurement
 
+// --flush-mb: written (one byte per cache line) before each timed run and outside its time, so that
+// the operands come from memory as in a training step, where a layer's other tensors pass through
+// the caches between two uses of one (docs/precision.md: the step's GEMMs run between the hot and
+// the flushed rates). Empty: operands stay hot from the run before.
+std::vector<unsigned char> g_flush;
+
+void flush_caches() {
+  for (std::size_t i = 0; i < g_flush.size(); i += 64) ++g_flush[i];
+}
+
 double median_seconds(int reps, const std::function<void()>& f) {
   f();  // warm-up: thread pools, scratch buffers, page faults
   std::vector<double> t, w;
   for (int r = 0; r < reps; ++r) {
+    flush_caches();
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = process_cpu_seconds();
     f();
@@ -102,6 +114,7 @@ int main(int argc, char** argv) {
     if (a == "--clock") g_cpu_clock = std::string(argv[i + 1]) == "cpu";
     if (a == "--only") only = argv[i + 1];
     if (a == "--operand-offset") operand_offset = static_cast<std::size_t>(std::atoll(argv[i + 1]));
+    if (a == "--flush-mb") g_flush.assign(static_cast<std::size_t>(std::atoll(argv[i + 1])) << 20, 0);
     if (a == "--gemm") {
       const std::string g = argv[i + 1];
       set_gemm_policy(g == "openblas" ? GemmPolicy::kOpenBLAS
@@ -115,6 +128,7 @@ int main(int argc, char** argv) {
   herd::Json doc = herd::bench::envelope("kernels");
   doc["threads"] = threads;
   if (!only.empty()) doc["only"] = only;
+  doc["flush_mb"] = g_flush.size() >> 20;
   doc["clock"] = g_cpu_clock ? "process cpu time" : "wall";
   doc["blas"] = blas_name();
   const GemmPolicy policy = gemm_policy();
