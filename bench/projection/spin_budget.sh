@@ -14,105 +14,108 @@
 # quiet one-thread step (what losing one core of two leaves). The figures of kernels/cpu/openmp_wait.cpp.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-if [ "${1:-}" = "--budgets" ]; then
-  bench=build/bench/train/herd_bench_train
-  args=(--model small --precision bf16 --threads 2 --steps 5)
-  step() { python3 -c "import json, sys; print(round(json.load(sys.stdin)['results'][0]['step_s_median'], 4))"; }
+data=runs/projection-data
+bench=build/bench/train/herd_bench_train
+tmp=$(mktemp -d)
+busy=""
+trap 'rm -rf "$tmp"; [ -n "$busy" ] && kill -9 -"$busy" 2>/dev/null; true' EXIT
+
+start_busy() {  # one busy loop in its own process group, settled for a second
+  setsid sh -c 'while :; do :; done' &
+  busy=$!
+  disown "$busy"
+  sleep 1
+}
+stop_busy() {
+  [ -n "$busy" ] && kill -9 -"$busy" 2>/dev/null || true
   busy=""
-  trap '[ -n "$busy" ] && kill -9 -"$busy" 2>/dev/null; true' EXIT
-  if [ "${4:-}" = busy ]; then
-    args=(--model tiny --threads 2 --steps 6)
-    echo "quiet one-thread $(env -u HERD_OPENMP_WAIT $bench --model tiny --threads 1 --steps 6 | step)"
-    setsid sh -c 'while :; do :; done' &
-    busy=$!
-    sleep 1
-  fi
-  for _ in $(seq "${2:-4}"); do
-    for spin in 300000 $3; do
-      echo "$spin $(env -u HERD_OPENMP_WAIT GOMP_SPINCOUNT=$spin $bench "${args[@]}" | step)"
-    done
-  done | tee /dev/stderr | python3 -c "
+}
+json() {  # FILE EXPR: a value of the JSON file, rounded
+  python3 -c "import json; d = json.load(open('$1')); print(round($2, 4))"
+}
+# COMMAND...: the tiny model, 8 steps of the projection data, under COMMAND (herd train, or mpirun ...
+# herd train); its projection report in $tmp/p.json. Extra flags of herd train go at the end of COMMAND.
+tiny_train() {
+  [ -f $data/meta.json ] || python3 -c "import sys; sys.path.insert(0, 'bench/common'); \
+from benchlib import make_data; make_data('build/herd', '$data')"
+  rm -rf "$tmp/p.json" "$tmp/ck"
+  "$@" --data.dir=$data --model.name=tiny --train.steps=8 --eval.every=0 --eval.batches=1 --schedule.warmup_steps=1 \
+    --generate.samples=0 --train.log_every=1000 --global-batch 8 --checkpoint.dir="$tmp/ck" \
+    --train.projection_file="$tmp/p.json" >"$tmp/log" 2>&1 || { tail -3 "$tmp/log" >&2; return 1; }
+}
+# SPIN WORKLOAD: one line "SPIN median-step-seconds". SPIN: a GOMP_SPINCOUNT, or `herd` (neither it nor
+# OMP_WAIT_POLICY set: herd chooses its budget and re-executes itself with it).
+timed() {
+  local spin=$1 workload=$2
+  local e=(env -u HERD_OPENMP_WAIT -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY)
+  [ "$spin" = herd ] || e+=(GOMP_SPINCOUNT="$spin")
+  local args
+  case $workload in
+    tiny)
+      tiny_train "${e[@]}" build/herd train --microbatch-size 8
+      echo "$spin $(json "$tmp/p.json" "d['measured']['step_s']")"
+      return
+      ;;
+    small-bf16) args=(--model small --precision bf16 --threads 2 --steps 5) ;;
+    tiny-2-threads) args=(--model tiny --threads 2 --steps 6) ;;
+    tiny-1-thread) args=(--model tiny --threads 1 --steps 6) ;;
+    *) echo "spin_budget.sh: unknown workload '$workload' (tiny, small-bf16)" >&2 && exit 2 ;;
+  esac
+  "${e[@]}" $bench "${args[@]}" --out "$tmp/b.json" >/dev/null 2>&1
+  echo "$spin $(json "$tmp/b.json" "d['results'][0]['step_s_median']")"
+}
+# Lines "KEY seconds" on stdin, interleaved sets led by the key that comes first: each key's median,
+# its ratio to the first key's, and the median of the ratios paired by set.
+summarize() {
+  python3 -c "
 import statistics, sys
 d = {}
 for line in sys.stdin:
     k, v = line.split()
     d.setdefault(k, []).append(float(v))
-base = d['300000']
+base = next(iter(d.values()))
 for k, v in d.items():
-    print('GOMP_SPINCOUNT=%s median %.4f s, %.3fx libgomp default, paired %.3fx' % (k, statistics.median(v),
+    print('%s: median %.4f s, %.3fx the first, paired %.3fx' % (k, statistics.median(v),
           statistics.median(v) / statistics.median(base), statistics.median(y / x for x, y in zip(base, v))))"
+}
+
+if [ "${1:-}" = "--budgets" ]; then
+  workload=small-bf16
+  if [ "${4:-}" = busy ]; then
+    workload=tiny-2-threads
+    echo "quiet one-thread step: $(timed herd tiny-1-thread | cut -d' ' -f2) s"
+    start_busy
+  fi
+  for _ in $(seq "${2:-4}"); do
+    for spin in 300000 $3; do timed "$spin" $workload; done
+  done | tee /dev/stderr | summarize
   exit 0
 fi
-data=runs/projection-data
-[ -f $data/meta.json ] || python3 -c "import sys; sys.path.insert(0, 'bench/common'); from benchlib import make_data; make_data('build/herd', '$data')"
 if [ "${1:-}" = "--quiet-ab" ]; then
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
-  workload=${3:-tiny}
   for _ in $(seq "${2:-10}"); do
-    for spin in 300000 herd; do
-      # herd's budget: no GOMP_SPINCOUNT, so herd chooses and re-executes itself with it.
-      e=(env -u HERD_OPENMP_WAIT -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY)
-      [ $spin = herd ] || e+=(GOMP_SPINCOUNT=$spin)
-      if [ "$workload" = small-bf16 ]; then
-        "${e[@]}" build/bench/train/herd_bench_train --model small --precision bf16 --threads 2 --steps 5 \
-          --out "$tmp/b.json" >/dev/null 2>&1
-        python3 -c "import json; print('$spin', round(json.load(open('$tmp/b.json'))['results'][0]['step_s_median'], 4))"
-        continue
-      fi
-      rm -rf "$tmp/ck"
-      "${e[@]}" build/herd train --data.dir=$data --model.name=tiny --train.steps=8 --eval.every=0 \
-        --eval.batches=1 --schedule.warmup_steps=1 --generate.samples=0 --train.log_every=1000 --global-batch 8 \
-        --microbatch-size 8 --checkpoint.dir="$tmp/ck" --train.projection_file="$tmp/p.json" >/dev/null 2>&1
-      python3 -c "import json; print('$spin', round(json.load(open('$tmp/p.json'))['measured']['step_s'], 4))"
-    done
-  done | tee "$tmp/ab"
-  python3 - "$tmp/ab" <<'PY'
-import statistics, sys
-d = {}
-for line in open(sys.argv[1]):
-    k, v = line.split()
-    d.setdefault(k, []).append(float(v))
-a, b = d["300000"], d["herd"]
-print("median step: libgomp default %.4f s, herd's budget %.4f s (%.3fx); median of the paired ratios %.3fx" %
-      (statistics.median(a), statistics.median(b), statistics.median(b) / statistics.median(a),
-       statistics.median(y / x for x, y in zip(a, b))))
-PY
+    for spin in 300000 herd; do timed $spin "${3:-tiny}"; done
+  done | tee /dev/stderr | summarize
   exit 0
 fi
-reps=${1:-2}
-tmp=$(mktemp -d)
-busy=""
-trap 'rm -rf "$tmp"; [ -n "$busy" ] && kill -9 -"$busy" 2>/dev/null; true' EXIT
+
 run() {  # load layout policy command...
   local load=$1 layout=$2 policy=$3
   shift 3
-  rm -f "$tmp/p.json"
-  env -u HERD_OPENMP_WAIT "$@" --data.dir=$data --model.name=tiny --train.steps=8 --eval.every=0 --eval.batches=1 \
-    --schedule.warmup_steps=1 --generate.samples=0 --train.log_every=1000 --train.projection_file="$tmp/p.json" \
-    --global-batch 8 >"$tmp/log" 2>&1 || { tail -3 "$tmp/log"; return; }
-  python3 -c "import json; d = json.load(open('$tmp/p.json')); print('$load', '$layout', '$policy', \
-round(d['measured']['step_s'], 3), round(d['background_jobs'], 2))"
+  tiny_train "$@" || return 0
+  echo "$load $layout $policy $(json "$tmp/p.json" "d['measured']['step_s']") $(json "$tmp/p.json" "d['background_jobs']")"
 }
 mpi=(mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2)
-for _ in $(seq "$reps"); do
+for _ in $(seq "${1:-2}"); do
   for load in quiet busy; do
-    if [ $load = busy ]; then
-      setsid sh -c 'while :; do :; done' &
-      busy=$!
-      sleep 1
-    fi
+    [ $load = busy ] && start_busy
     for policy in before after; do
-      e=() x=()
-      [ $policy = before ] && e=(GOMP_SPINCOUNT=300000) x=(-x GOMP_SPINCOUNT=300000)
+      e=(env -u HERD_OPENMP_WAIT -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY) x=()
+      [ $policy = before ] && e+=(GOMP_SPINCOUNT=300000) x=(-x GOMP_SPINCOUNT=300000)
       run $load "1rank-2threads-mb8" $policy "${e[@]}" build/herd train --microbatch-size 8
-      run $load "mpi-dp2-2threads" $policy "${mpi[@]}" "${x[@]}" build/herd train --dp 2 --microbatch-size 4 \
-        --train.threads=2
-      run $load "mpi-dp2-1thread" $policy "${mpi[@]}" "${x[@]}" build/herd train --dp 2 --microbatch-size 4
+      run $load "mpi-dp2-2threads" $policy "${e[@]}" "${mpi[@]}" "${x[@]}" build/herd train --dp 2 \
+        --microbatch-size 4 --train.threads=2
+      run $load "mpi-dp2-1thread" $policy "${e[@]}" "${mpi[@]}" "${x[@]}" build/herd train --dp 2 --microbatch-size 4
     done
-    if [ -n "$busy" ]; then
-      kill -9 -"$busy" 2>/dev/null || true
-      busy=""
-    fi
+    stop_busy
   done
 done
