@@ -3,6 +3,8 @@
 // settings kept as given.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "cli/cli_runner.h"
 #include "herd/kernels/cpu/cpu_features.h"
 #include "herd/kernels/library_env.h"
@@ -40,6 +42,27 @@ TEST_F(OpenMpWaitCli, AUsersOwnPolicyIsKept) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("OpenMP wait: as set, GOMP_SPINCOUNT=77\n"), std::string::npos) << r.out;
 }
+
+#if HERD_HAVE_MPI
+// Under `herd launch` each rank chooses its own budget from mpirun's environment: the launcher does not
+// settle the libraries (cli::runs_kernels), so its one-process choice is not inherited. (It was: two
+// ranks of two threads each read "1 process x 2 threads" and spun on two cores.)
+TEST_F(OpenMpWaitCli, RanksUnderHerdLaunchChooseTheirOwnBudget) {
+  const std::string log = (dir_ / "launch_wait.log").string();
+  const std::string cmd =
+      "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u HERD_OPENMP_WAIT OMP_NUM_THREADS=2 "
+      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 " +
+      std::string(HERD_BINARY) + " launch -np 2 --bind-to none -- herd train " + data_and_model() +
+      " --data.seq_len=16 --train.global_batch=4 --parallel.microbatch_size=2 --train.steps=1"
+      " --eval.every=0 --eval.batches=1 --generate.samples=0 --dp 2 --checkpoint.dir=" +
+      (dir_ / "launch_wait").string() + " > " + log + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << herd::testing::slurp(log);
+  const std::string out = herd::testing::slurp(log);
+  EXPECT_NE(out.find("OpenMP wait: spin budget "), std::string::npos) << out;
+  EXPECT_NE(out.find("(2 processes x 2 threads on "), std::string::npos) << out;
+  EXPECT_EQ(out.find("1 process x"), std::string::npos) << out;
+}
+#endif
 
 // The header's BLAS line ("BLAS OpenBLAS 0.3.21 ... <core> MAX_THREADS=64") names the kernel set in use.
 std::string blas_core_in_header(const std::string& out) {

@@ -131,6 +131,12 @@ int report_parse_error(const CLI::App& root, const CLI::ParseError& e) {
 
 }  // namespace
 
+bool runs_kernels(int argc, const char* const* argv) {
+  if (argc < 2) return false;
+  const std::string command = argv[1];
+  return command == "train" || command == "generate" || command == "calibrate";
+}
+
 int run_cli(int argc, const char* const* argv) {
   CLI::App root{
       "herd: train Llama 3 models with 4D parallelism (TP, CP, PP, FSDP) and plan such runs.\n"

@@ -55,6 +55,13 @@ CLI::Validator finite_number();
 // Parses argv and runs the chosen subcommand; returns the process exit status.
 int run_cli(int argc, const char* const* argv);
 
+// Whether the command in argv runs herd's kernels in this process (train, generate, calibrate), and so
+// should settle the libraries' load-time settings first (kernels/library_env.h). The planner's commands
+// need neither the 50 ms load sample nor the re-execution; and `herd launch` must not settle: its ranks
+// inherit its environment, and a spin budget chosen for the one launcher process would become theirs
+// ("1 process x 2 threads" for two ranks of two threads on two cores, which must not spin).
+bool runs_kernels(int argc, const char* const* argv);
+
 // Prints "herd <command>: error: <message>" on stderr and returns exit status 1.
 int report_error(const std::string& command, const Error& error);
 

@@ -6,8 +6,9 @@
 #include "herd/kernels/library_env.h"
 
 int main(int argc, char** argv) {
-  // First: libgomp and OpenBLAS read their settings only when they load, so herd may re-execute itself here.
-  herd::kernels::settle_library_env(argv);
+  // First: libgomp and OpenBLAS read their settings only when they load, so herd may re-execute itself
+  // here; only for a command that runs the kernels in this process (cli::runs_kernels says why).
+  if (herd::cli::runs_kernels(argc, argv)) herd::kernels::settle_library_env(argv);
 #ifdef __GLIBC__
   // Training frees and reallocates the same large buffers every micro-batch (FSDP's gathered units
   // and gradient buffers, pipeline and CP scratch). With glibc's defaults a rank thread's arena gives
