@@ -91,11 +91,17 @@ const TileConfig& full_tiles() {
   return cfg;
 }
 
-// The 16 x 16 word tile at rows r0.., columns c0.. of a (rows, cols) word matrix with row stride ld
-// (element (r, c) at x[r * rs + c * cs]), zero past its edges, into dst (16 x 16, row stride 16).
+// The 16 x 16 word tile at rows r0.., columns c0.. of a (rows, cols) word matrix (element (r, c) at
+// x[r * rs + c * cs]), zero past its edges, into dst (16 x 16, row stride 16). A whole tile stored by
+// columns (rs = 1: an A given by pairs of rows) is transposed in registers instead of copied word by
+// word with a stride.
 void copy_tile(const std::uint32_t* x, std::int64_t rs, std::int64_t cs, std::int64_t rows, std::int64_t cols,
                std::int64_t r0, std::int64_t c0, std::uint32_t* dst) {
   const std::int64_t nr = std::min(kT, rows - r0), nc = std::min(kT, cols - c0);
+  if (rs == 1 && cs != 1 && nr == kT && nc == kT) {
+    transpose_words16(x + r0 + c0 * cs, cs, dst);  // x's columns c0.. are the tile's rows
+    return;
+  }
   for (std::int64_t r = 0; r < kT; ++r) {
     std::uint32_t* d = dst + r * kT;
     if (r >= nr) {
@@ -112,6 +118,62 @@ void copy_tile(const std::uint32_t* x, std::int64_t rs, std::int64_t cs, std::in
   }
 }
 
+// Where C's tile (i, j) is read and written: in place when whole, else through a 16 x 16 buffer.
+struct CTile {
+  float* at;
+  std::int64_t rows, cols;
+  bool whole() const { return rows == kT && cols == kT; }
+};
+
+// Where tile register k starts (accumulate): C's tile in place, or an edge tile read into `edge`
+// (zero past its valid part). Returns the address; *stride is the row stride in bytes.
+const float* c_source(const CTile& t, std::int64_t ldc, float* edge, std::int64_t* stride) {
+  if (t.whole()) {
+    *stride = ldc * 4;
+    return t.at;
+  }
+  for (std::int64_t r = 0; r < kT; ++r)
+    for (std::int64_t s = 0; s < kT; ++s) edge[r * kT + s] = r < t.rows && s < t.cols ? t.at[r * ldc + s] : 0.0f;
+  *stride = kT * 4;
+  return edge;
+}
+
+// After tile register k is stored at c_target(): an edge tile's valid part copied from `edge` into C,
+// so C's padding is never touched.
+float* c_target(const CTile& t, std::int64_t ldc, float* edge, std::int64_t* stride) {
+  *stride = t.whole() ? ldc * 4 : kT * 4;
+  return t.whole() ? t.at : edge;
+}
+void c_finish(const CTile& t, std::int64_t ldc, const float* edge) {
+  if (t.whole()) return;
+  for (std::int64_t r = 0; r < t.rows; ++r)
+    std::memcpy(t.at + r * ldc, edge + r * kT, static_cast<std::size_t>(t.cols) * 4);
+}
+
+// The tile intrinsics take their register as a literal (GCC spells it into the instruction), hence
+// macros rather than a function templated on the register.
+#define HERD_C_BEGIN(k, t, edge)                            \
+  do {                                                      \
+    if (!accumulate) {                                      \
+      _tile_zero(k);                                        \
+    } else {                                                \
+      std::int64_t stride_;                                 \
+      const float* src_ = c_source(t, ldc, edge, &stride_); \
+      _tile_loadd(k, src_, stride_);                        \
+    }                                                       \
+  } while (0)
+#define HERD_C_END(k, t, edge)                                  \
+  do {                                                          \
+    std::int64_t stride_;                                       \
+    _tile_stored(k, c_target(t, ldc, edge, &stride_), stride_); \
+    c_finish(t, ldc, edge);                                     \
+  } while (0)
+
+// Register blocking: C's tiles two by two (tile registers 0-3), with two A tiles (4, 5) and two B
+// tiles (6, 7) per step along k: four independent TDPBF16PS chains for four tile loads, where one C
+// tile at a time waits out each instruction's latency and loads two tiles per product. A last odd row
+// or column of tiles runs one C tile at a time. Each C tile still sums its k tiles in order, so the
+// results are those of the one-tile loop bit for bit.
 HERD_AMX_TARGET void gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, const std::uint32_t* a,
                               std::int64_t a_is, std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb, float* c,
                               std::int64_t ldc, bool accumulate) {
@@ -133,49 +195,64 @@ HERD_AMX_TARGET void gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, c
     for (std::int64_t q = 0; q < kt; ++q)
       for (std::int64_t j = 0; j < nt; ++j) copy_tile(b, ldb, 1, kp, n, q * kT, j * kT, bp + (q * nt + j) * kT * kT);
   }
-  alignas(64) float edge[kT * kT];
+  // Tile (i, q) of A and (q, j) of B: address and row stride in bytes.
+  const std::uint32_t* a_tile0 = a_direct ? a : ap;
+  const std::int64_t a_step_i = a_direct ? kT * a_is : kt * kT * kT, a_step_q = a_direct ? kT : kT * kT;
+  const std::int64_t a_stride = a_direct ? a_is * 4 : kT * 4;
+  const std::uint32_t* b_tile0 = b_direct ? b : bp;
+  const std::int64_t b_step_q = b_direct ? kT * ldb : nt * kT * kT, b_step_j = b_direct ? kT : kT * kT;
+  const std::int64_t b_stride = b_direct ? ldb * 4 : kT * 4;
+  auto c_tile = [&](std::int64_t i, std::int64_t j) {
+    return CTile{c + i * kT * ldc + j * kT, std::min(kT, m - i * kT), std::min(kT, n - j * kT)};
+  };
+  alignas(64) float edge[4][kT * kT];
   _tile_loadconfig(&full_tiles());
-  for (std::int64_t i = 0; i < mt; ++i) {
-    const std::int64_t rows = std::min(kT, m - i * kT);
-    for (std::int64_t j = 0; j < nt; ++j) {
-      const std::int64_t cols = std::min(kT, n - j * kT);
-      float* cij = c + i * kT * ldc + j * kT;
-      const bool whole = rows == kT && cols == kT;
-      if (!accumulate) {
-        _tile_zero(0);
-      } else if (whole) {
-        _tile_loadd(0, cij, ldc * 4);
-      } else {
-        for (std::int64_t r = 0; r < kT; ++r)
-          for (std::int64_t s = 0; s < kT; ++s) edge[r * kT + s] = r < rows && s < cols ? cij[r * ldc + s] : 0.0f;
-        _tile_loadd(0, edge, kT * 4);
-      }
+  const std::int64_t mt2 = mt - mt % 2, nt2 = nt - nt % 2;
+  for (std::int64_t i = 0; i < mt2; i += 2) {
+    for (std::int64_t j = 0; j < nt2; j += 2) {
+      const CTile t0 = c_tile(i, j), t1 = c_tile(i, j + 1), t2 = c_tile(i + 1, j), t3 = c_tile(i + 1, j + 1);
+      HERD_C_BEGIN(0, t0, edge[0]);
+      HERD_C_BEGIN(1, t1, edge[1]);
+      HERD_C_BEGIN(2, t2, edge[2]);
+      HERD_C_BEGIN(3, t3, edge[3]);
       for (std::int64_t q = 0; q < kt; ++q) {
-        if (a_direct) {
-          _tile_loadd(4, a + i * kT * a_is + q * kT, a_is * 4);
-        } else {
-          _tile_loadd(4, ap + (i * kt + q) * kT * kT, kT * 4);
-        }
-        if (b_direct) {
-          _tile_loadd(6, b + q * kT * ldb + j * kT, ldb * 4);
-        } else {
-          _tile_loadd(6, bp + (q * nt + j) * kT * kT, kT * 4);
-        }
+        const std::uint32_t* at = a_tile0 + i * a_step_i + q * a_step_q;
+        const std::uint32_t* bt = b_tile0 + q * b_step_q + j * b_step_j;
+        _tile_loadd(4, at, a_stride);
+        _tile_loadd(6, bt, b_stride);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(7, bt + b_step_j, b_stride);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, at + a_step_i, a_stride);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+      HERD_C_END(0, t0, edge[0]);
+      HERD_C_END(1, t1, edge[1]);
+      HERD_C_END(2, t2, edge[2]);
+      HERD_C_END(3, t3, edge[3]);
+    }
+  }
+  // The last odd row and column of tiles, one C tile at a time.
+  for (std::int64_t i = 0; i < mt; ++i) {
+    for (std::int64_t j = i < mt2 ? nt2 : 0; j < nt; ++j) {
+      const CTile t = c_tile(i, j);
+      HERD_C_BEGIN(0, t, edge[0]);
+      for (std::int64_t q = 0; q < kt; ++q) {
+        _tile_loadd(4, a_tile0 + i * a_step_i + q * a_step_q, a_stride);
+        _tile_loadd(6, b_tile0 + q * b_step_q + j * b_step_j, b_stride);
         _tile_dpbf16ps(0, 4, 6);
       }
-      if (whole) {
-        _tile_stored(0, cij, ldc * 4);
-      } else {
-        _tile_stored(0, edge, kT * 4);
-        for (std::int64_t r = 0; r < rows; ++r)
-          std::memcpy(cij + r * ldc, edge + r * kT, static_cast<std::size_t>(cols) * 4);
-      }
+      HERD_C_END(0, t, edge[0]);
     }
   }
   // Back to the init state: a core with live tile data cannot enter its deep idle states (Intel's AMX
   // guidance), and the next call loads its configuration anyway.
   _tile_release();
 }
+
+#undef HERD_C_BEGIN
+#undef HERD_C_END
 
 }  // namespace
 #endif

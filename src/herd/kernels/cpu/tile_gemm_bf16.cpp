@@ -200,6 +200,13 @@ HERD_BF16_TARGET void transposed_bf16(const bf16* x, std::int64_t ld, std::int64
   }
 }
 
+HERD_BF16_TARGET void transpose_words(const std::uint32_t* x, std::int64_t ld, std::uint32_t* dst) {
+  __m512i r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(x + i * ld);
+  transpose16(r);
+  for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + i * 16, r[i]);
+}
+
 // 16 lanes (m of them loaded) of (p (dp - d)) scale: the formula of scaled_ds in attention_impl.h, in
 // the same order.
 HERD_BF16_TARGET inline __attribute__((always_inline)) __m512 ds(const float* p, const float* dp, __m512 d, __m512 s,
@@ -374,6 +381,10 @@ void online_softmax_pairs(const float* s, std::int64_t kn, std::int64_t qn, floa
 void recomputed_probabilities_pairs(float* p, std::int64_t qn, std::int64_t kn, float scale, const float* lse,
                                     std::uint32_t* pairs) {
   HERD_ON_X86(recomputed_pairs(p, qn, kn, scale, lse, pairs));
+}
+
+void transpose_words16(const std::uint32_t* x, std::int64_t ld, std::uint32_t* dst) {
+  HERD_ON_X86(transpose_words(x, ld, dst));
 }
 
 void pack_pairs_transposed(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst) {

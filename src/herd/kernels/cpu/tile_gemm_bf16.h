@@ -65,6 +65,10 @@ void pack_pairs_across(const bf16* x, std::int64_t ld, std::int64_t rows, std::i
                        std::int64_t ld_dst);
 void pack_pairs_transposed(const bf16* x, std::int64_t ld, std::int64_t rows, std::int64_t cols, std::uint32_t* dst);
 
+// dst (16 x 16 words, row stride 16) := the transpose of x's 16 x 16 words (row stride ld), in registers.
+// Needs have_dpbf16(); the AMX micro-GEMM's packer for an A given by pairs of rows (tile_gemm_amx.cpp).
+void transpose_words16(const std::uint32_t* x, std::int64_t ld, std::uint32_t* dst);
+
 // Attention's dS, computed and packed in one pass: ds[i][j] = p[i][j] (dp[i][j] - delta[i]) scale in
 // fp32 (p, dp (rows, cols) with row stride ld), rounded to bf16 and packed both down (dst_down) and
 // across (dst_across, row stride ld_across), as the two packers above would.
