@@ -51,10 +51,11 @@ struct Dpbf16Tiles {
 
   struct Forward {
     std::int64_t D, D2;
-    std::uint32_t* qv;  // (group, D2, qn): Q^T by pairs of q's columns, the B of s^T = K Q^T
-    std::uint32_t* kr;  // (kn, D2): K row-major, the A of s^T
-    std::uint32_t* vv;  // (kn2, D): V by pairs of rows, the B of P V
-    std::uint32_t* pp;  // (kn2, qn): P^T's rows (s^T) by pairs, P as an A with a_is = 1, a_ps = qn
+    std::uint32_t* qv;        // (group, D2, qn): Q^T by pairs of q's columns, the B of s^T = K Q^T
+    std::uint32_t* kr;        // (kn, D2): K row-major, the A of s^T
+    std::uint32_t* vv;        // (kn2, D): V by pairs of rows, the B of P V
+    std::uint32_t* pp;        // (kn2, qn): P^T's rows (s^T) by pairs, P as an A with a_is = 1, a_ps = qn
+    cpu::AmxTileScope tiles;  // the task's micro-GEMMs share one tile configuration
     Forward(std::int64_t group, std::int64_t dim)
         : D(dim),
           D2(pairs(dim)),
@@ -93,6 +94,7 @@ struct Dpbf16Tiles {
     std::uint32_t* p_t;        // (qn2, kn): P by pairs of rows, P^T as an A (a_is = 1, a_ps = kn)
     std::uint32_t* ds_t;       // (qn2, kn): dS the same way, for dS^T Q
     std::uint32_t* ds_r;       // (qn, kn2): dS row-major, for dS K
+    cpu::AmxTileScope tiles;   // the task's micro-GEMMs share one tile configuration
     Backward(std::int64_t group, std::int64_t dim, std::int64_t t) : D(dim), D2(pairs(dim)), tq(t), tq2(pairs(t)) {
       const std::int64_t q_words = group * (tq * D2 + tq2 * D);
       q_r = cpu::thread_scratch<std::uint32_t, 3>(static_cast<std::size_t>(2 * q_words));

@@ -39,6 +39,7 @@ namespace herd::kernels::cpu {
 
 namespace {
 std::atomic<TileGemmIsa> g_isa{TileGemmIsa::kAuto};
+thread_local bool t_scoped = false;  // an AmxTileScope holds this thread's tile configuration
 }  // namespace
 
 bool have_amx_tiles() {
@@ -206,7 +207,8 @@ HERD_AMX_TARGET void gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, c
     return CTile{c + i * kT * ldc + j * kT, std::min(kT, m - i * kT), std::min(kT, n - j * kT)};
   };
   alignas(64) float edge[4][kT * kT];
-  _tile_loadconfig(&full_tiles());
+  const bool own_config = !t_scoped;
+  if (own_config) _tile_loadconfig(&full_tiles());
   const std::int64_t mt2 = mt - mt % 2, nt2 = nt - nt % 2;
   for (std::int64_t i = 0; i < mt2; i += 2) {
     for (std::int64_t j = 0; j < nt2; j += 2) {
@@ -246,16 +248,35 @@ HERD_AMX_TARGET void gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, c
       HERD_C_END(0, t, edge[0]);
     }
   }
-  // Back to the init state: a core with live tile data cannot enter its deep idle states (Intel's AMX
-  // guidance), and the next call loads its configuration anyway.
-  _tile_release();
+  // Back to the init state (here, or where the scope ends): a core with live tile data cannot enter its
+  // deep idle states (Intel's AMX guidance), and the next call loads its configuration anyway.
+  if (own_config) _tile_release();
 }
+
+HERD_AMX_TARGET void load_config() { _tile_loadconfig(&full_tiles()); }
+HERD_AMX_TARGET void release_tiles() { _tile_release(); }
 
 #undef HERD_C_BEGIN
 #undef HERD_C_END
 
 }  // namespace
 #endif
+
+AmxTileScope::AmxTileScope() {
+#ifdef HERD_HAVE_AMX_BUILD
+  if (t_scoped || tile_gemm_isa() != TileGemmIsa::kAmx) return;
+  load_config();
+  t_scoped = held_ = true;
+#endif
+}
+
+AmxTileScope::~AmxTileScope() {
+#ifdef HERD_HAVE_AMX_BUILD
+  if (!held_) return;
+  release_tiles();
+  t_scoped = false;
+#endif
+}
 
 void tile_gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, const std::uint32_t* a, std::int64_t a_is,
                    std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb, float* c, std::int64_t ldc,
