@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "herd/core/bf16.h"
+
 namespace herd::kernels {
 
 struct AdamWConfig {
@@ -24,6 +26,14 @@ struct AdamWConfig {
 // params, grads, m, v: n elements each; m and v start at zero; step >= 1.
 template <typename T>
 void adamw_step(T* params, const T* grads, T* m, T* v, std::int64_t n, const AdamWConfig& cfg, std::int64_t step);
+
+// The same step on the gradients times grad_scale (the clip coefficient, applied as each gradient is
+// read: bit for bit scale_buffer() first, without the pass, and grads left as they were), and, where
+// `rounded` is not null (T = float only), each new weight also written rounded to bf16 into it (core/bf16.h's
+// nearest-even; bf16 mode's compute copy, bit for bit to_bf16() after the step, without that pass).
+template <typename T>
+void adamw_step(T* params, const T* grads, T* m, T* v, std::int64_t n, const AdamWConfig& cfg, std::int64_t step,
+                T grad_scale, bf16* rounded);
 
 // sum of x_i^2, accumulated in double.
 template <typename T>

@@ -507,10 +507,17 @@ template <typename T>
 void DistributedStage<T>::adamw(const kernels::AdamWConfig& cfg, double clip, std::int64_t step) {
   for (std::size_t u = 0; u < units_.size(); ++u) {
     fsdp::FlatUnit<T>& unit = *units_[u];
-    if (clip < 1.0) kernels::scale_buffer<T>(unit.shard_grads(), unit.shard_size(), static_cast<T>(clip));
+    // The clip applied as the gradients are read, and in bf16 mode the compute copy rounded as the
+    // weights are written (kernels/optim.h: the same bits as a scaling pass before and a rounding pass
+    // at the next gather).
+    bf16* rounded = unit.shard_params_bf16();
     kernels::adamw_step<T>(unit.shard_params(), unit.shard_grads(), m_[u].get(), v_[u].get(), unit.shard_size(), cfg,
-                           step);
-    unit.params_updated();
+                           step, clip < 1.0 ? static_cast<T>(clip) : T(1), rounded);
+    if (rounded != nullptr) {
+      unit.params_updated_rounded();
+    } else {
+      unit.params_updated();
+    }
   }
 }
 

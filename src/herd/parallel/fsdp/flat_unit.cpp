@@ -48,9 +48,14 @@ void FlatUnit<T>::begin_gather() {
         return;
       }
       if (held_) return;
-      // This rank's shard rounded into its own place, then gathered in place around it.
-      if (!full_h_) full_h_ = aligned_array<bf16>(static_cast<std::size_t>(padded()));
-      kernels::to_bf16(params_.get(), shard_, full_h_.get() + begin_);
+      // This rank's shard rounded into its own place (unless the optimizer wrote it there), then gathered
+      // in place around it.
+      if (!full_h_) {
+        full_h_ = aligned_array<bf16>(static_cast<std::size_t>(padded()));
+        stale_ = true;
+      }
+      if (stale_) kernels::to_bf16(params_.get(), shard_, full_h_.get() + begin_);
+      stale_ = false;
       handle_ = dp_->iall_gather(full_h_.get() + begin_, full_h_.get(), static_cast<std::size_t>(shard_), DType::kBF16);
       held_ = in_flight_ = true;
       return;
@@ -72,6 +77,17 @@ Status FlatUnit<T>::wait_gather() {
   if (!in_flight_) return Status::Ok();
   in_flight_ = false;
   return handle_.wait();
+}
+
+template <typename T>
+bf16* FlatUnit<T>::shard_params_bf16() {
+  if (!bf16_ || !(in_place_ || keep_)) return nullptr;
+  HERD_CHECK(!in_flight_, "FSDP unit ", name_, ": bf16 weights written while their all-gather is in flight");
+  if (!full_h_) {
+    full_h_ = aligned_array<bf16>(static_cast<std::size_t>(in_place_ ? shard_ : padded()));
+    stale_ = true;
+  }
+  return full_h_.get() + (in_place_ ? 0 : begin_);
 }
 
 template <typename T>

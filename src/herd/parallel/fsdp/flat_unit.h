@@ -79,9 +79,14 @@ class FlatUnit {
   // (step_peak_bytes), and a buffer freed and allocated again each step came back from the kernel as
   // fresh pages, zeroed on first touch (11-21% of the cp2 x dp2 step on two cores went to zeroing them).
   void release();
-  // The master shard changed (optimizer step, initialisation, a checkpoint load): a group of one
-  // refreshes its bf16 copy at the next gather. Every other gather rounds the shard anyway.
+  // The master shard changed (optimizer step, initialisation, a checkpoint load): the next bf16 gather
+  // rounds it into its own place (a gather into a new buffer always does).
   void params_updated() { stale_ = true; }
+  // bf16 gathers whose buffer outlives the step (a group of one, or keep_buffers): this shard's own
+  // place in it, where the optimizer may write the new weights rounded as it updates them; else null.
+  bf16* shard_params_bf16();
+  // The master shard changed and shard_params_bf16() holds its rounding: the next gather skips it.
+  void params_updated_rounded() { stale_ = false; }
   // Bytes the unit holds at its peak inside a step: the gathered weights and full gradient buffer (none
   // in a group of one, except its bf16 copy) and the shard's master weights, reduced gradients and both
   // AdamW moments (which the owner allocates; counted here so every owner counts alike).
