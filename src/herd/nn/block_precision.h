@@ -12,13 +12,13 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <type_traits>
 
 #include "herd/core/bf16.h"
 #include "herd/kernels/attention.h"
 #include "herd/kernels/convert.h"
+#include "herd/kernels/copy.h"
 #include "herd/kernels/gemm.h"
 #include "herd/kernels/rope.h"
 #include "herd/nn/batch.h"
@@ -89,7 +89,7 @@ void store(const T* x, std::int64_t n, S* saved) {
   if constexpr (kRounds<T, S>) {
     kernels::to_bf16(x, n, saved);
   } else if (x != saved) {
-    std::memcpy(saved, x, sizeof(T) * static_cast<std::size_t>(n));
+    kernels::copy_buffer(x, saved, sizeof(T) * static_cast<std::size_t>(n));
   }
 }
 
