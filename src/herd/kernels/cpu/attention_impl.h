@@ -157,6 +157,21 @@ HERD_CPU_CLONES void pack_rows_rounded(const T* src, std::int64_t ld, std::int64
   }
 }
 
+// Rows of q, out and dO of one head lie a token's width apart (Hq D elements), beyond what the hardware
+// prefetcher follows: loops that walk them fetch the row kPrefetchRows ahead.
+inline constexpr std::int64_t kPrefetchRows = 8;
+template <typename T>
+inline void prefetch_row(const T* row, std::int64_t d) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (std::int64_t b = 0; b < d * static_cast<std::int64_t>(sizeof(T)); b += 64) __builtin_prefetch(p + b);
+}
+// The same for a row about to be written (fetched for ownership).
+template <typename T>
+inline void prefetch_row_for_write(T* row, std::int64_t d) {
+  char* p = reinterpret_cast<char*>(row);
+  for (std::int64_t b = 0; b < d * static_cast<std::int64_t>(sizeof(T)); b += 64) __builtin_prefetch(p + b, 1);
+}
+
 // dst rows (n, D) with row stride ld <- src (n, D) contiguous.
 template <typename T>
 HERD_CPU_CLONES void unpack_rows(const T* src, std::int64_t n, std::int64_t d, T* dst, std::int64_t ld) {
@@ -164,6 +179,7 @@ HERD_CPU_CLONES void unpack_rows(const T* src, std::int64_t n, std::int64_t d, T
   for (std::int64_t j = 0; j < n; ++j) {
     const T* sj = src + j * d;
     T* dj = dst + j * ld;
+    if (j + kPrefetchRows < n) prefetch_row_for_write(dj + kPrefetchRows * ld, d);
     std::int64_t c = 0;
     for (; c + L <= d; c += L) cpu::vstore(dj + c, cpu::vload(sj + c));
     for (; c < d; ++c) dj[c] = sj[c];
@@ -290,6 +306,7 @@ HERD_CPU_CLONES void attention_forward_tiled(const AttentionDims& d, const Atten
     const std::int32_t* pq = m.pos_q + b * d.tq + q0;
     const std::int32_t* dq = m.doc_q ? m.doc_q + b * d.tq + q0 : nullptr;
     const Span qspan = span_of(pq, dq, qn);
+    for (std::int64_t i = 0; i < qn; ++i) prefetch_row(q + (b * d.tq + q0 + i) * st.q + hk * group * D, group * D);
     for (std::int64_t g = 0; g < group; ++g) {
       tiles.queries(g, q + (b * d.tq + q0) * st.q + (hk * group + g) * D, st.q, qn, scale);
       for (std::int64_t i = 0; i < qn; ++i) {
@@ -329,6 +346,7 @@ HERD_CPU_CLONES void attention_forward_tiled(const AttentionDims& d, const Atten
       const T *row_m = stats + g * 2 * TQ, *row_l = row_m + TQ, *ag = acc + g * qn * D;
       for (std::int64_t i = 0; i < qn; ++i) {
         T* o = out + (b * d.tq + q0 + i) * st.o + h * D;
+        if (i + kPrefetchRows < qn) prefetch_row_for_write(o + kPrefetchRows * st.o, D);
         const T l = row_l[i];
         const T inv = l > T(0) ? T(1) / l : T(0);
         for (std::int64_t c = 0; c < D; ++c) o[c] = ag[i * D + c] * inv;
@@ -377,6 +395,11 @@ HERD_CPU_CLONES void attention_backward_tiled(const AttentionDims& d, const Atte
       for (std::int64_t i = 0; i < d.tq; ++i) {
         const typename Tiles::In* o = out + (b * d.tq + i) * st.o + (h0 + g) * D;
         const T* go = dout + (b * d.tq + i) * st.o + (h0 + g) * D;
+        if (i + kPrefetchRows < d.tq) {  // and the query row, which the packers read next
+          prefetch_row(o + kPrefetchRows * st.o, D);
+          prefetch_row(go + kPrefetchRows * st.o, D);
+          prefetch_row(q + (b * d.tq + i + kPrefetchRows) * st.q + (h0 + g) * D, D);
+        }
         T sum = 0;
 #pragma omp simd reduction(+ : sum)
         for (std::int64_t c = 0; c < D; ++c) sum += widen(o[c]) * Tiles::matmul_input(go[c]);
