@@ -6,14 +6,18 @@
 // 16 pair words (a row-major A, a_ps = 1) and B 16 rows (pairs of k) of 16 columns' pair words (the
 // "down" layout), so both operands load as they are stored, with their row strides. What does not fit
 // a whole tile (an m or n edge, a kp that is not a multiple of 16, or an A given by pairs of rows,
-// a_is = 1, which a tile would need transposed) is copied into zero-padded 16 x 16 word tiles first;
-// zero pairs add nothing. A C tile on an edge is summed in a 16 x 16 buffer and only its valid part is
-// written back, so C's padding is never touched.
+// a_is = 1, which a tile would need transposed: in registers where the tile is whole) is copied into
+// zero-padded 16 x 16 word tiles first; zero pairs add nothing. A C tile on an edge is summed in a
+// 16 x 16 buffer and only its valid part is written back, so C's padding is never touched.
 //
 // Linux grants a process the 8 KiB tile register state only on request (arch_prctl
 // ARCH_REQ_XCOMP_PERM): the first call asks, and a refusal (an old kernel, a hypervisor that hides it)
 // leaves the vdpbf16ps path. The tile configuration (8 tiles of 16 x 64 bytes) is loaded at every call,
-// because oneDNN's AMX GEMMs on the same thread load their own, and released at its end.
+// because oneDNN's AMX GEMMs on the same thread load their own, and released at its end, except inside
+// an AmxTileScope (tile_gemm_bf16.h), which holds it for a run of micro-GEMMs.
+//
+// One C tile at a time: a 2 x 2 block of C tiles (four independent TDPBF16PS chains) measured the same
+// in attention, at stop 32 and again at stop 36 (docs/kernels.md).
 //
 // Numerics: as vdpbf16ps (tile_gemm_bf16.h), each product of two bf16 values is exact and the sums are
 // fp32 with round-to-nearest-even, subnormals flushed; the pairs are summed in k order within and
@@ -119,62 +123,6 @@ void copy_tile(const std::uint32_t* x, std::int64_t rs, std::int64_t cs, std::in
   }
 }
 
-// Where C's tile (i, j) is read and written: in place when whole, else through a 16 x 16 buffer.
-struct CTile {
-  float* at;
-  std::int64_t rows, cols;
-  bool whole() const { return rows == kT && cols == kT; }
-};
-
-// Where tile register k starts (accumulate): C's tile in place, or an edge tile read into `edge`
-// (zero past its valid part). Returns the address; *stride is the row stride in bytes.
-const float* c_source(const CTile& t, std::int64_t ldc, float* edge, std::int64_t* stride) {
-  if (t.whole()) {
-    *stride = ldc * 4;
-    return t.at;
-  }
-  for (std::int64_t r = 0; r < kT; ++r)
-    for (std::int64_t s = 0; s < kT; ++s) edge[r * kT + s] = r < t.rows && s < t.cols ? t.at[r * ldc + s] : 0.0f;
-  *stride = kT * 4;
-  return edge;
-}
-
-// After tile register k is stored at c_target(): an edge tile's valid part copied from `edge` into C,
-// so C's padding is never touched.
-float* c_target(const CTile& t, std::int64_t ldc, float* edge, std::int64_t* stride) {
-  *stride = t.whole() ? ldc * 4 : kT * 4;
-  return t.whole() ? t.at : edge;
-}
-void c_finish(const CTile& t, std::int64_t ldc, const float* edge) {
-  if (t.whole()) return;
-  for (std::int64_t r = 0; r < t.rows; ++r)
-    std::memcpy(t.at + r * ldc, edge + r * kT, static_cast<std::size_t>(t.cols) * 4);
-}
-
-// The tile intrinsics take their register as a literal (GCC spells it into the instruction), hence
-// macros rather than a function templated on the register.
-#define HERD_C_BEGIN(k, t, edge)                            \
-  do {                                                      \
-    if (!accumulate) {                                      \
-      _tile_zero(k);                                        \
-    } else {                                                \
-      std::int64_t stride_;                                 \
-      const float* src_ = c_source(t, ldc, edge, &stride_); \
-      _tile_loadd(k, src_, stride_);                        \
-    }                                                       \
-  } while (0)
-#define HERD_C_END(k, t, edge)                                  \
-  do {                                                          \
-    std::int64_t stride_;                                       \
-    _tile_stored(k, c_target(t, ldc, edge, &stride_), stride_); \
-    c_finish(t, ldc, edge);                                     \
-  } while (0)
-
-// Register blocking: C's tiles two by two (tile registers 0-3), with two A tiles (4, 5) and two B
-// tiles (6, 7) per step along k: four independent TDPBF16PS chains for four tile loads, where one C
-// tile at a time waits out each instruction's latency and loads two tiles per product. A last odd row
-// or column of tiles runs one C tile at a time. Each C tile still sums its k tiles in order, so the
-// results are those of the one-tile loop bit for bit.
 HERD_AMX_TARGET void gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, const std::uint32_t* a,
                               std::int64_t a_is, std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb, float* c,
                               std::int64_t ldc, bool accumulate) {
@@ -196,56 +144,44 @@ HERD_AMX_TARGET void gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, c
     for (std::int64_t q = 0; q < kt; ++q)
       for (std::int64_t j = 0; j < nt; ++j) copy_tile(b, ldb, 1, kp, n, q * kT, j * kT, bp + (q * nt + j) * kT * kT);
   }
-  // Tile (i, q) of A and (q, j) of B: address and row stride in bytes.
-  const std::uint32_t* a_tile0 = a_direct ? a : ap;
-  const std::int64_t a_step_i = a_direct ? kT * a_is : kt * kT * kT, a_step_q = a_direct ? kT : kT * kT;
-  const std::int64_t a_stride = a_direct ? a_is * 4 : kT * 4;
-  const std::uint32_t* b_tile0 = b_direct ? b : bp;
-  const std::int64_t b_step_q = b_direct ? kT * ldb : nt * kT * kT, b_step_j = b_direct ? kT : kT * kT;
-  const std::int64_t b_stride = b_direct ? ldb * 4 : kT * 4;
-  auto c_tile = [&](std::int64_t i, std::int64_t j) {
-    return CTile{c + i * kT * ldc + j * kT, std::min(kT, m - i * kT), std::min(kT, n - j * kT)};
-  };
-  alignas(64) float edge[4][kT * kT];
+  alignas(64) float edge[kT * kT];
   const bool own_config = !t_scoped;
   if (own_config) _tile_loadconfig(&full_tiles());
-  const std::int64_t mt2 = mt - mt % 2, nt2 = nt - nt % 2;
-  for (std::int64_t i = 0; i < mt2; i += 2) {
-    for (std::int64_t j = 0; j < nt2; j += 2) {
-      const CTile t0 = c_tile(i, j), t1 = c_tile(i, j + 1), t2 = c_tile(i + 1, j), t3 = c_tile(i + 1, j + 1);
-      HERD_C_BEGIN(0, t0, edge[0]);
-      HERD_C_BEGIN(1, t1, edge[1]);
-      HERD_C_BEGIN(2, t2, edge[2]);
-      HERD_C_BEGIN(3, t3, edge[3]);
-      for (std::int64_t q = 0; q < kt; ++q) {
-        const std::uint32_t* at = a_tile0 + i * a_step_i + q * a_step_q;
-        const std::uint32_t* bt = b_tile0 + q * b_step_q + j * b_step_j;
-        _tile_loadd(4, at, a_stride);
-        _tile_loadd(6, bt, b_stride);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_loadd(7, bt + b_step_j, b_stride);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_loadd(5, at + a_step_i, a_stride);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-      }
-      HERD_C_END(0, t0, edge[0]);
-      HERD_C_END(1, t1, edge[1]);
-      HERD_C_END(2, t2, edge[2]);
-      HERD_C_END(3, t3, edge[3]);
-    }
-  }
-  // The last odd row and column of tiles, one C tile at a time.
   for (std::int64_t i = 0; i < mt; ++i) {
-    for (std::int64_t j = i < mt2 ? nt2 : 0; j < nt; ++j) {
-      const CTile t = c_tile(i, j);
-      HERD_C_BEGIN(0, t, edge[0]);
+    const std::int64_t rows = std::min(kT, m - i * kT);
+    for (std::int64_t j = 0; j < nt; ++j) {
+      const std::int64_t cols = std::min(kT, n - j * kT);
+      float* cij = c + i * kT * ldc + j * kT;
+      const bool whole = rows == kT && cols == kT;
+      if (!accumulate) {
+        _tile_zero(0);
+      } else if (whole) {
+        _tile_loadd(0, cij, ldc * 4);
+      } else {
+        for (std::int64_t r = 0; r < kT; ++r)
+          for (std::int64_t s = 0; s < kT; ++s) edge[r * kT + s] = r < rows && s < cols ? cij[r * ldc + s] : 0.0f;
+        _tile_loadd(0, edge, kT * 4);
+      }
       for (std::int64_t q = 0; q < kt; ++q) {
-        _tile_loadd(4, a_tile0 + i * a_step_i + q * a_step_q, a_stride);
-        _tile_loadd(6, b_tile0 + q * b_step_q + j * b_step_j, b_stride);
+        if (a_direct) {
+          _tile_loadd(4, a + i * kT * a_is + q * kT, a_is * 4);
+        } else {
+          _tile_loadd(4, ap + (i * kt + q) * kT * kT, kT * 4);
+        }
+        if (b_direct) {
+          _tile_loadd(6, b + q * kT * ldb + j * kT, ldb * 4);
+        } else {
+          _tile_loadd(6, bp + (q * nt + j) * kT * kT, kT * 4);
+        }
         _tile_dpbf16ps(0, 4, 6);
       }
-      HERD_C_END(0, t, edge[0]);
+      if (whole) {
+        _tile_stored(0, cij, ldc * 4);
+      } else {
+        _tile_stored(0, edge, kT * 4);
+        for (std::int64_t r = 0; r < rows; ++r)
+          std::memcpy(cij + r * ldc, edge + r * kT, static_cast<std::size_t>(cols) * 4);
+      }
     }
   }
   // Back to the init state (here, or where the scope ends): a core with live tile data cannot enter its
@@ -255,9 +191,6 @@ HERD_AMX_TARGET void gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, c
 
 HERD_AMX_TARGET void load_config() { _tile_loadconfig(&full_tiles()); }
 HERD_AMX_TARGET void release_tiles() { _tile_release(); }
-
-#undef HERD_C_BEGIN
-#undef HERD_C_END
 
 }  // namespace
 #endif
