@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -237,6 +238,29 @@ TEST_F(DistCli, Tp2Dp2UnderMpirunReproducesTheSingleRankLoss) {
   ASSERT_EQ(b.size(), 5u) << herd::testing::slurp((dir_ / "mpi.log").string());
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
   EXPECT_NE(herd::testing::slurp((dir_ / "mpi.log").string()).find("tp2 x cp1 x pp1 x dp2"), std::string::npos);
+}
+
+// A rank that fails alone (here rank 0, the only one that opens the metrics file) while its peer waits
+// for it in a collective: its error is printed at once and the job ends, instead of the peer waiting out
+// the collective timeout and aborting the job before rank 0's error is ever printed.
+TEST_F(DistCli, AnMpiRankThatFailsAloneShowsItsErrorAndEndsTheJobAtOnce) {
+  const fs::path not_a_dir = dir_ / "a_file";
+  std::ofstream(not_a_dir) << "x";
+  const std::string metrics = (not_a_dir / "m.jsonl").string();
+  const std::string cmd =
+      "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
+      "--bind-to none -np 2 " +
+      std::string(HERD_BINARY) + " " + run_args(metrics) + " --tp 2 --parallel.comm_timeout_s=40 > " +
+      (dir_ / "f.log").string() + " 2>&1";
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string log = herd::testing::slurp((dir_ / "f.log").string());
+  EXPECT_NE(log.find("rank 0: train.metrics_file '" + metrics + "': cannot open for writing"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("ending the job"), std::string::npos) << log;
+  EXPECT_EQ(log.find("timeout after"), std::string::npos) << "the peer waited out its collective: " << log;
+  EXPECT_LT(wall, 30.0) << log;
 }
 
 TEST_F(DistCli, AWorldOfTheWrongSizeIsRefusedUnderMpirun) {

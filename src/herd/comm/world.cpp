@@ -35,4 +35,12 @@ Result<std::unique_ptr<Communicator>> make_mpi_world(const CommOptions& options)
 #endif
 }
 
+void abort_mpi_job(int code) {
+#if HERD_HAVE_MPI
+  mpi::abort_job(code);
+#else
+  (void)code;
+#endif
+}
+
 }  // namespace herd::comm

@@ -19,4 +19,10 @@ bool mpi_compiled_in();
 // This process's world communicator over MPI, or an error when herd was built without MPI.
 Result<std::unique_ptr<Communicator>> make_mpi_world(const CommOptions& options);
 
+// Ends every process of this MPI job at once (MPI_Abort with `code`), for a rank that failed on its own
+// while its peers may be waiting for it in a collective, which cannot be cancelled: without it they
+// wait out the collective timeout, and this process blocks in MPI_Finalize. Returns when MPI is not
+// running (built without it, not initialised, or finalised).
+void abort_mpi_job(int code);
+
 }  // namespace herd::comm

@@ -105,8 +105,16 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const RankModelFa
                                                  : blas_threads_per_rank(world->size()));
   Status s = run_rank<T>(*world, cfg, in.model, in.data, factory, out, stop_after, gather);
   dog.rank_done(0);
-  if (!s.ok()) return s.error().with_context("rank " + std::to_string(world->rank()));
-  return s;
+  if (s.ok()) return s;
+  const Error e = s.error().with_context("rank " + std::to_string(world->rank()));
+  if (world->size() > 1) {
+    // Its peers may be waiting for this rank in a collective, which cannot be cancelled, and returning
+    // would block this process in MPI_Finalize, so the error would be printed only after they time out
+    // (or never, when their timeout aborts the job first): print it now and end the job.
+    log_line(LogLevel::kError, e.message() + "; ending the job (its other ranks may be waiting for this one)");
+    comm::abort_mpi_job(1);
+  }
+  return e;
 }
 
 template Status run_job<float>(const TrainConfig&, const JobInputs&, const RankModelFactory<float>&, JobResult<float>*,

@@ -484,4 +484,14 @@ Result<std::unique_ptr<Communicator>> make_world(const CommOptions& options) {
   return std::unique_ptr<Communicator>(new MpiCommunicator(std::move(g), options));
 }
 
+void abort_job(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+}
+
 }  // namespace herd::comm::mpi

@@ -29,4 +29,8 @@ namespace herd::comm::mpi {
 // this process's world communicator. MPI is finalized when the last communicator is destroyed.
 Result<std::unique_ptr<Communicator>> make_world(const CommOptions& options);
 
+// Ends every process of the job (MPI_Abort with `code`) when MPI is initialised and not finalised;
+// returns otherwise.
+void abort_job(int code);
+
 }  // namespace herd::comm::mpi
