@@ -44,7 +44,7 @@ TEST(AdamW, FirstStepMovesByLearningRateTimesSign) {
 }
 
 // The fused form the trainer runs: the clip applied as each gradient is read and the new weights
-// rounded into a bf16 copy as they are written, bit for bit scale_buffer(), the step and to_bf16()
+// rounded into a bf16 copy as they are written, bit for bit the gradients scaled first, the step and to_bf16()
 // (and the gradients left as they were), on both the one-thread and the threaded loop; a scale of 1
 // and no copy is the plain step.
 TEST(AdamW, ClipAndBf16CopyFusedAreTheSeparatePassesBitForBit) {
@@ -58,7 +58,7 @@ TEST(AdamW, ClipAndBf16CopyFusedAreTheSeparatePassesBitForBit) {
       const auto g = random_vec<float>(n, 20 + static_cast<std::uint32_t>(step));
       const float clip = step == 2 ? 1.0f : 0.37f;
       auto g_ref = g;
-      scale_buffer<float>(g_ref.data(), n, clip);
+      for (float& x : g_ref) x *= clip;
       adamw_step<float>(p_ref.data(), g_ref.data(), m_ref.data(), v_ref.data(), n, cfg, step);
       to_bf16(p_ref.data(), n, h_ref.data());
       auto g_fused = g;
@@ -79,7 +79,7 @@ TEST(AdamW, ClipAndBf16CopyFusedAreTheSeparatePassesBitForBit) {
   }
 }
 
-TEST(Clip, SumSquaresScaleAndCoefficient) {
+TEST(Clip, SumSquaresAndCoefficient) {
   auto x = random_vec<float>(100003, 3);
   double expect = 0;
   for (float e : x) expect += double(e) * e;
@@ -87,7 +87,7 @@ TEST(Clip, SumSquaresScaleAndCoefficient) {
   const double norm = std::sqrt(expect);
   const double c = clip_coefficient(norm, 1.0);
   EXPECT_NEAR(c, 1.0 / (norm + 1e-6), 1e-15);
-  scale_buffer<float>(x.data(), 100003, static_cast<float>(c));
+  for (float& e : x) e *= static_cast<float>(c);
   EXPECT_NEAR(std::sqrt(sum_squares<float>(x.data(), 100003)), 1.0, 1e-5);
   EXPECT_EQ(clip_coefficient(0.5, 1.0), 1.0);
 }

@@ -54,10 +54,9 @@ RunResult<T> single_rank(const model::LlamaConfig& cfg, int steps, std::int64_t 
     }
     run.losses.push_back(loss / static_cast<double>(b.real_tokens()));
     const double c = kernels::clip_coefficient(std::sqrt(kernels::sum_squares<T>(m.grads(), n)), kMaxNorm);
-    if (c < 1.0) kernels::scale_buffer<T>(m.grads(), n, static_cast<T>(c));
     kernels::AdamWConfig cfg_opt = adamw();
     cfg_opt.lr = kLr;
-    kernels::adamw_step<T>(m.params(), m.grads(), mom.data(), var.data(), n, cfg_opt, s + 1);
+    kernels::adamw_step<T>(m.params(), m.grads(), mom.data(), var.data(), n, cfg_opt, s + 1, static_cast<T>(c));
   }
   run.weights.assign(m.params(), m.params() + n);
   return run;

@@ -122,8 +122,8 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
   };
   // out (n_loc, d) = res + (a W^T) summed over TP ranks (row-parallel linear of width `in`).
   auto row_parallel = [&](const S* a, std::int64_t in, const S* w, const T* res, T* out) {
-    if (!tp_) {
-      kernels::copy_buffer(res, out, sizeof(T) * static_cast<std::size_t>(n * d));
+    if (!tp_) {  // out may be res itself: the GEMM then adds onto it in place
+      if (out != res) kernels::copy_buffer(res, out, sizeof(T) * static_cast<std::size_t>(n * d));
       linear<T, S>(a, n, in, w, d, T(1), out);
       return;
     }
@@ -172,26 +172,17 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
   store(attn_out, n * qd, st.attn_out);
 
   // h = residual + attn_out Wo^T at T; saved (rounded, in bf16 mode) as the MLP norm's input. The
-  // forward without TP runs on the residual stream in place (residual is x_out): the linear adds onto it,
-  // and the MLP's below onto h there, so neither copies its residual first (the same sums).
-  const bool in_place = !tp_ && x_out != nullptr && residual == x_out;
-  T* h = in_place ? x_out : staged(st.mlp_input, scratch.t_copy(nl * d));
-  if (in_place) {
-    linear<T, S>(st.attn_out, n, qd, w + L.wo, d, T(1), h);
-  } else {
-    row_parallel(st.attn_out, qd, w + L.wo, residual ? residual : widened(st.input, nl * d, scratch.t_copy(nl * d)), h);
-  }
+  // forward without TP keeps h in the residual stream itself (residual is x_out): both row-parallel
+  // linears then add onto it in place instead of copying their residual first (the same sums).
+  T* h = !tp_ && x_out != nullptr && residual == x_out ? x_out : staged(st.mlp_input, scratch.t_copy(nl * d));
+  row_parallel(st.attn_out, qd, w + L.wo, residual ? residual : widened(st.input, nl * d, scratch.t_copy(nl * d)), h);
   store(h, nl * d, st.mlp_input);
   kernels::rmsnorm_forward(st.mlp_input, d, mlp_norm_w, nl, d, sizes_.norm_eps, st.mlp_norm_out, d, st.mlp_rstd);
   const S* mlp_in = gathered(st.mlp_norm_out);                 // (N, d)
   linear_saved<T, S>(mlp_in, n, d, w + L.w_gate, f, st.gate);  // SwiGLU reads them as saved
   linear_saved<T, S>(mlp_in, n, d, w + L.w_up, f, st.up);
   kernels::swiglu_forward(st.gate, f, st.up, f, n, f, st.act, f);
-  if (in_place) {
-    linear<T, S>(st.act, n, f, w + L.w_down, d, T(1), x_out);
-  } else if (x_out) {
-    row_parallel(st.act, f, w + L.w_down, h, x_out);
-  }
+  if (x_out) row_parallel(st.act, f, w + L.w_down, h, x_out);
 }
 
 template class TransformerBlock<float>;

@@ -512,7 +512,7 @@ void DistributedStage<T>::adamw(const kernels::AdamWConfig& cfg, double clip, st
     // at the next gather).
     bf16* rounded = unit.shard_params_bf16();
     kernels::adamw_step<T>(unit.shard_params(), unit.shard_grads(), m_[u].get(), v_[u].get(), unit.shard_size(), cfg,
-                           step, clip < 1.0 ? static_cast<T>(clip) : T(1), rounded);
+                           step, static_cast<T>(clip), rounded);
     if (rounded != nullptr) {
       unit.params_updated_rounded();
     } else {

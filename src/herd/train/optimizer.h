@@ -34,14 +34,11 @@ class AdamW {
   // The two halves of step(): the gradient norm, then clipping by it and the update.
   double grad_norm(const T* grads) const { return std::sqrt(kernels::sum_squares<T>(grads, n_)); }
   void apply(T* params, T* grads, const kernels::AdamWConfig& base, double lr, double max_norm, double norm) {
-    if (max_norm > 0) {
-      const double c = kernels::clip_coefficient(norm, max_norm);
-      if (c < 1.0) kernels::scale_buffer<T>(grads, n_, static_cast<T>(c));
-    }
+    const double clip = max_norm > 0 ? kernels::clip_coefficient(norm, max_norm) : 1.0;
     kernels::AdamWConfig cfg = base;
     cfg.lr = lr;
     ++step_;
-    kernels::adamw_step<T>(params, grads, m_.get(), v_.get(), n_, cfg, step_);
+    kernels::adamw_step<T>(params, grads, m_.get(), v_.get(), n_, cfg, step_, static_cast<T>(clip));
   }
 
   std::int64_t size() const { return n_; }

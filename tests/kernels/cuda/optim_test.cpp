@@ -137,11 +137,11 @@ TEST(CudaSumSquares, EdgeCases) {
   EXPECT_EQ(sum_squares({d.data()}, {1}), 9.0);
 }
 
-TEST(CudaScaleBuffer, MatchesTheCpuKernel) {
+TEST(CudaScaleBuffer, MatchesOneFp32MultiplyPerElement) {
   HERD_REQUIRE_GPU();
   std::vector<float> x = random_vector(100003, 11);
   auto d_x = upload(x);
-  kernels::scale_buffer(x.data(), static_cast<std::int64_t>(x.size()), 0.37f);
+  for (float& e : x) e *= 0.37f;
   scale_buffer(d_x.data(), d_x.size(), 0.37f);
   EXPECT_EQ(download(d_x), x);  // one multiply: exact
   scale_buffer(d_x.data(), 0, 0.0f);

@@ -33,8 +33,7 @@ std::string host_name() {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::fprintf(stderr, "herd: %s failed on rank %d (host %s) at %s:%d: %s\n", call, rank, host_name().c_str(), file,
                line, msg);
-  std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 2);
+  abort_job(2);
   std::abort();
 }
 
@@ -361,8 +360,7 @@ class MpiWork final : public Work {
     log_line(LogLevel::kError, "herd comm: " + reason +
                                    "; flight recorder: " + (path.ok() ? *path : path.error().message()) +
                                    "; aborting the job (MPI collectives cannot be cancelled)");
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
+    abort_job(3);
     std::abort();
   }
 

@@ -158,18 +158,13 @@ HERD_CPU_CLONES void pack_rows_rounded(const T* src, std::int64_t ld, std::int64
 }
 
 // Rows of q, out and dO of one head lie a token's width apart (Hq D elements), beyond what the hardware
-// prefetcher follows: loops that walk them fetch the row kPrefetchRows ahead.
+// prefetcher follows: loops that walk them fetch the row kPrefetchRows ahead (kWrite 1: a row about to
+// be written, fetched for ownership).
 inline constexpr std::int64_t kPrefetchRows = 8;
-template <typename T>
+template <int kWrite = 0, typename T>
 inline void prefetch_row(const T* row, std::int64_t d) {
   const char* p = reinterpret_cast<const char*>(row);
-  for (std::int64_t b = 0; b < d * static_cast<std::int64_t>(sizeof(T)); b += 64) __builtin_prefetch(p + b);
-}
-// The same for a row about to be written (fetched for ownership).
-template <typename T>
-inline void prefetch_row_for_write(T* row, std::int64_t d) {
-  char* p = reinterpret_cast<char*>(row);
-  for (std::int64_t b = 0; b < d * static_cast<std::int64_t>(sizeof(T)); b += 64) __builtin_prefetch(p + b, 1);
+  for (std::int64_t b = 0; b < d * static_cast<std::int64_t>(sizeof(T)); b += 64) __builtin_prefetch(p + b, kWrite);
 }
 
 // dst rows (n, D) with row stride ld <- src (n, D) contiguous.
@@ -179,7 +174,7 @@ HERD_CPU_CLONES void unpack_rows(const T* src, std::int64_t n, std::int64_t d, T
   for (std::int64_t j = 0; j < n; ++j) {
     const T* sj = src + j * d;
     T* dj = dst + j * ld;
-    if (j + kPrefetchRows < n) prefetch_row_for_write(dj + kPrefetchRows * ld, d);
+    if (j + kPrefetchRows < n) prefetch_row<1>(dj + kPrefetchRows * ld, d);
     std::int64_t c = 0;
     for (; c + L <= d; c += L) cpu::vstore(dj + c, cpu::vload(sj + c));
     for (; c < d; ++c) dj[c] = sj[c];
@@ -346,7 +341,7 @@ HERD_CPU_CLONES void attention_forward_tiled(const AttentionDims& d, const Atten
       const T *row_m = stats + g * 2 * TQ, *row_l = row_m + TQ, *ag = acc + g * qn * D;
       for (std::int64_t i = 0; i < qn; ++i) {
         T* o = out + (b * d.tq + q0 + i) * st.o + h * D;
-        if (i + kPrefetchRows < qn) prefetch_row_for_write(o + kPrefetchRows * st.o, D);
+        if (i + kPrefetchRows < qn) prefetch_row<1>(o + kPrefetchRows * st.o, D);
         const T l = row_l[i];
         const T inv = l > T(0) ? T(1) / l : T(0);
         for (std::int64_t c = 0; c < D; ++c) o[c] = ag[i * D + c] * inv;

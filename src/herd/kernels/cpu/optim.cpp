@@ -54,11 +54,6 @@ HERD_CPU_CLONES void adamw_loop(float* params, const float* grads, float* m, flo
 }  // namespace
 
 template <typename T>
-void adamw_step(T* params, const T* grads, T* m, T* v, std::int64_t n, const AdamWConfig& cfg, std::int64_t step) {
-  adamw_loop(params, grads, m, v, n, AdamWUpdate<T>(cfg, step, T(1)));
-}
-
-template <typename T>
 void adamw_step(T* params, const T* grads, T* m, T* v, std::int64_t n, const AdamWConfig& cfg, std::int64_t step,
                 T grad_scale, bf16* rounded) {
   const AdamWUpdate<T> u(cfg, step, grad_scale);
@@ -81,24 +76,13 @@ HERD_CPU_CLONES double sum_squares(const T* x, std::int64_t n) {
   return s;
 }
 
-template <typename T>
-HERD_CPU_CLONES void scale_buffer(T* x, std::int64_t n, T s) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= s;
-}
-
 double clip_coefficient(double total_norm, double max_norm) { return std::min(1.0, max_norm / (total_norm + 1e-6)); }
 
-template void adamw_step<float>(float*, const float*, float*, float*, std::int64_t, const AdamWConfig&, std::int64_t);
-template void adamw_step<double>(double*, const double*, double*, double*, std::int64_t, const AdamWConfig&,
-                                 std::int64_t);
 template void adamw_step<float>(float*, const float*, float*, float*, std::int64_t, const AdamWConfig&, std::int64_t,
                                 float, bf16*);
 template void adamw_step<double>(double*, const double*, double*, double*, std::int64_t, const AdamWConfig&,
                                  std::int64_t, double, bf16*);
 template double sum_squares<float>(const float*, std::int64_t);
 template double sum_squares<double>(const double*, std::int64_t);
-template void scale_buffer<float>(float*, std::int64_t, float);
-template void scale_buffer<double>(double*, std::int64_t, double);
 
 }  // namespace herd::kernels

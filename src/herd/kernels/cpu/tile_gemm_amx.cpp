@@ -123,6 +123,9 @@ void copy_tile(const std::uint32_t* x, std::int64_t rs, std::int64_t cs, std::in
   }
 }
 
+HERD_AMX_TARGET void load_config() { _tile_loadconfig(&full_tiles()); }
+HERD_AMX_TARGET void release_tiles() { _tile_release(); }
+
 HERD_AMX_TARGET void gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, const std::uint32_t* a,
                               std::int64_t a_is, std::int64_t a_ps, const std::uint32_t* b, std::int64_t ldb, float* c,
                               std::int64_t ldc, bool accumulate) {
@@ -146,7 +149,7 @@ HERD_AMX_TARGET void gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, c
   }
   alignas(64) float edge[kT * kT];
   const bool own_config = !t_scoped;
-  if (own_config) _tile_loadconfig(&full_tiles());
+  if (own_config) load_config();
   for (std::int64_t i = 0; i < mt; ++i) {
     const std::int64_t rows = std::min(kT, m - i * kT);
     for (std::int64_t j = 0; j < nt; ++j) {
@@ -186,11 +189,8 @@ HERD_AMX_TARGET void gemm_amx(std::int64_t m, std::int64_t n, std::int64_t kp, c
   }
   // Back to the init state (here, or where the scope ends): a core with live tile data cannot enter its
   // deep idle states (Intel's AMX guidance), and the next call loads its configuration anyway.
-  if (own_config) _tile_release();
+  if (own_config) release_tiles();
 }
-
-HERD_AMX_TARGET void load_config() { _tile_loadconfig(&full_tiles()); }
-HERD_AMX_TARGET void release_tiles() { _tile_release(); }
 
 }  // namespace
 #endif
