@@ -6,7 +6,7 @@
 // the wall time per region against the same work on one thread alone, and the team's CPU time over the
 // wall time (the cores it got, getrusage). The wait policy is libgomp's, set in the environment
 // (GOMP_SPINCOUNT, OMP_WAIT_POLICY; libgomp reads them at load), and --bind pins thread i to core i.
-// bench/projection/loaded_host.sh runs it beside a busy loop under each policy; docs/projection.md.
+// bench/projection/loaded_host.sh runs it beside a busy loop under each policy; bench/projection/measurements.md.
 //   herd_bench_forkjoin --threads 2 --regions 4000 --region-us 500 --chunks 16 [--bind] [--out r.json]
 // With --one-worker thread 0 does all of each region's work and the others wait at its barrier: their
 // CPU time per region is what they spin before they sleep, so GOMP_SPINCOUNT=N gives the time of one

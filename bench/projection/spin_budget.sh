@@ -2,7 +2,7 @@
 # The OpenMP spin budget (docs/kernels.md) before and after, quiet and beside a busy loop: the median
 # step of the tiny model on 1 rank x 2 threads and on 2 MPI ranks x 2 and x 1 threads, with libgomp's
 # default (GOMP_SPINCOUNT=300000, "before") and with herd's own choice ("after"). One line per run:
-# load, layout, policy, median step (s), background jobs the run measured. docs/projection.md has a run.
+# load, layout, policy, median step (s), background jobs the run measured. bench/projection/measurements.md has its runs.
 #   bench/projection/spin_budget.sh [REPETITIONS]
 # With --quiet-ab N [WORKLOAD] it measures only the quiet host's cost of the budget, the 3%: N
 # interleaved pairs of the single rank (libgomp's default, then herd's budget), one line each, and the
