@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The faults a new user reported in issue #14 ("Tried as a new user would"), run against two herd
+# The faults a new user meets on first use (docs/errors.md), run against two herd
 # binaries: one built before the fixes and one after. For each it prints the exit status and the first
 # line of stderr (or what was wrong with stdout) of both, so the table in docs/errors.md can be checked.
 #   tools/regressions_before_after.sh OLD_HERD NEW_HERD [DATA_DIR]

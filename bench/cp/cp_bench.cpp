@@ -1,4 +1,4 @@
-// Context-parallel load balance and communication volume (issue 7; table in docs/cp.md).
+// Context-parallel load balance and communication volume (table in docs/cp.md).
 //
 // Balance: for each CP degree and mask (causal; packed documents), every rank's attention work under
 // the Llama 3 split (chunks r and 2cp-1-r) and under a contiguous split (chunk r of cp): the exact

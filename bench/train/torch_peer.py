@@ -18,7 +18,7 @@ The residual stream and the norms stay fp32; RoPE'd q and k are cast back to bf1
 and the loss is taken on fp32 logits.
 
 Thread control: torch.set_num_threads(n) does not limit the OpenBLAS inside Debian's torch, so
-OPENBLAS_NUM_THREADS must be set in the environment too (run.sh does; ENVIRONMENT.md).
+OPENBLAS_NUM_THREADS must be set in the environment too (run.sh does).
 Run with Debian's torch: /usr/bin/python3 bench/train/torch_peer.py --model small --threads 1
 or with a PyPI torch in a venv (bench/train/setup_torch_venv.sh): build/torch-venv/bin/python ...
   --mode eager|compile --precision fp32|bf16

@@ -226,8 +226,8 @@ pid_t mpi_rank_pid(int rank, const std::string& marker) {
 // (about 25 ms of compute a step on a Zen 5 core), so that most stops land while the rank computes
 // rather than while it waits in a collective, where its peer is blocked with it and nothing tells them
 // apart, and every step holds stops: the straggler figures are medians over steps, and with 100 ms
-// stop cycles around 13 ms steps (stop 27's setting, on the same machine after the FSDP and OpenMP
-// fixes) most steps held none, and the test failed in 7 of 8 runs (3 of 4 before the FSDP one).
+// stop cycles around 13 ms steps (the setting on the same machine with FSDP buffers kept and the
+// OpenMP spin budget) most steps held none, and the test failed in 7 of 8 runs (3 of 4 before the FSDP one).
 TEST_F(TraceCli, AnMpiRankStoppedMostOfTheTimeIsFlaggedAsStalled) {
   const std::string model = (dir_ / "straggler.json").string();
   model::LlamaConfig m = herd::test_models::straggler_llama();
@@ -283,7 +283,7 @@ TEST_F(TraceCli, AnMpiRankStoppedMostOfTheTimeIsFlaggedAsStalled) {
 // The same across processes. Four MPI processes on two cores time-slice them: each is preempted in
 // the middle of its GEMMs and refills its caches after, which moved healthy ranks' CPU time per step
 // up to 1.33x apart here (comm/stragglers.h), so a 1.5x slowdown did not clear the 1.3x threshold
-// reliably: the test failed in two of three clean-clone CI runs (stop 24), once after its rerun.
+// reliably: the test failed in two of three clean-clone CI runs, once after its rerun.
 // Slowed 2x, rank 2 stands clear of that noise; the threads case above keeps the 1.5x.
 TEST_F(TraceCli, AnMpiRankSlowedTwiceIsFlaggedAndTraced) {
   expect_straggler_named(dir_, "mpi",

@@ -47,7 +47,7 @@ TEST(BlasCore, WhatOpenBlasChoseForACpuItKnowsIsKept) {
 }
 
 TEST(BlasCore, AUsersSetBelowTheCpuIsKeptButNamedWithItsCost) {
-  // OPENBLAS_CORETYPE=Haswell in the environment of an AVX-512 Zen 5 guest: the small model's fp32
+  // OPENBLAS_CORETYPE=Haswell in the environment of an AMD EPYC (Zen 5, AVX-512): the small model's fp32
   // step ran 19% slower than with the set OpenBLAS chose itself (docs/kernels.md).
   const std::string note = user_core_note("Haswell", 3);
   EXPECT_NE(note.find("AVX2 kernels on a CPU with AVX-512"), std::string::npos) << note;

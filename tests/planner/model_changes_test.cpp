@@ -1,4 +1,4 @@
-// The six model changes of issue 18, each against numbers computed by hand in the comments:
+// Six terms of the published-run model, each against numbers computed by hand in the comments:
 // spanning-group NIC bandwidth (and the published nccl-tests bus bandwidth of 8-GPU DGX nodes),
 // the layer split, the software profiles, materialized attention, synchronous sends / gradient
 // reduction after the backward, and fp8 casts. One flag per bad value is refused with its name.

@@ -188,8 +188,8 @@ TEST_F(ProjectionCli, CalibrateWritesALoadableClusterWithARuntimeEfficiency) {
   // bf16 measured too: the bf16 GEMM rate is the bf16 peak, and the bf16 runtime's efficiencies.
   EXPECT_GT(rec["gemm_bf16_flops_per_s_one_thread"].get<double>(), 0.0);
   EXPECT_GT(rec["reference_step_bf16_s"].get<double>(), 0.0);
-  // The bf16 reference step trains in bf16: on the same documents its loss is not fp32's. (From stop 22
-  // to 26 it ran in fp32, and the planner's bf16 runtime efficiency came out at 0.41 on a Zen 5 guest.)
+  // The bf16 reference step trains in bf16: on the same documents its loss is not fp32's. (Run in fp32,
+  // the planner's bf16 runtime efficiency comes out at 0.41 on an AMD EPYC (Zen 5).)
   EXPECT_NE(rec["reference_step_bf16_loss"].get<double>(), rec["reference_step_loss"].get<double>());
   EXPECT_NEAR(rec["reference_step_bf16_loss"].get<double>(), rec["reference_step_loss"].get<double>(),
               0.01 * rec["reference_step_loss"].get<double>());

@@ -249,8 +249,8 @@ TEST(StragglerWatch, ASlowRankOfTheSecondPipelineStageIsFlaggedAgainstItsStage) 
 // On this shared 2-core virtual machine the two cores do not always run at the same speed: CPU time for
 // the same work was measured up to 1.33x apart between them for tens of steps, which the ranks on the
 // slower core cannot tell from a slow host (bench/diagnosis: such an episode in about 1 of 30 clean runs,
-// docs/reliability.md#stragglers). On a guest whose neighbours take its cores' time (stop 24's
-// Emerald Rapids VM: the same step's time moved 25% within minutes) such episodes come more often, and two
+// docs/reliability.md#stragglers). On a virtual machine whose neighbours take its cores' time (an
+// Intel Xeon (Emerald Rapids): the same step's time moved 25% within minutes) such episodes come more often, and two
 // clean runs in a row flagged in one CI run. So up to three clean runs are allowed; all three flagging
 // fails the test. The rate itself is the bench's figure, not this test's.
 TEST(StragglerWatch, ACleanTwoHundredStepRunFlagsNothing) {

@@ -200,7 +200,7 @@ Result<ReferenceSteps> measure_reference_steps(Session& s) {
   // The same one-rank step on every core: its speed-up over the one-thread step is the thread scaling of
   // a training step, which a one-rank plan on several threads needs. Taken from the all-core GEMM alone it
   // moved 0.72 -> 0.93 between two calibrations minutes apart while the two-thread steps did not
-  // (docs/projection.md, stop 25): one wall-clock GEMM burst is a poor anchor for a whole step.
+  // (bench/projection/measurements.md): one wall-clock GEMM burst is a poor anchor for a whole step.
   if (failed.ok() && s.cores > 1) {
     r.all_cores = measure_step(
         "training step, 1 rank, all cores", 1, "fp32", s.cores,

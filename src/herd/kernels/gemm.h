@@ -66,8 +66,8 @@ GemmPolicy gemm_policy();
 bool have_onednn();
 
 // Threads for the BLAS and for herd's own OpenMP kernels, set together: when several ranks share the
-// cores, give each rank one thread (ENVIRONMENT.md). Defaults to the OpenMP default (all cores, or
-// OMP_NUM_THREADS).
+// cores, give each rank one thread (oversubscribed BLAS threads collapse). Defaults to the OpenMP default (all cores,
+// or OMP_NUM_THREADS).
 void set_num_threads(int n);
 int num_threads();
 const char* blas_name();  // e.g. "OpenBLAS 0.3.21 ... SapphireRapids MAX_THREADS=64"

@@ -2,11 +2,11 @@
 //
 // `threads` threads of one OpenMP team start together and each runs `repeats` single-threaded fp32
 // GEMMs of edge `n` (as every block of herd's split GEMM runs: gemm.h), timed on its own thread's CPU
-// clock. That clock does not run while the guest's scheduler has the thread off its core, so other
+// clock. That clock does not run while the operating system's scheduler has the thread off its core, so other
 // jobs the host can see (measured apart, from /proc: measure/host.h) do not count; what does count
 // is everything that makes the same instructions take longer on the core: a slower clock, a sibling
-// hyperthread or a neighbouring guest taking the core's caches and memory bandwidth, and a
-// hypervisor that takes the core without the guest knowing (no steal time reported).
+// hyperthread or a neighbouring virtual machine taking the core's caches and memory bandwidth, and a
+// hypervisor that takes the core without the operating system knowing (no steal time reported).
 // train/host_speed.h compares it with the same probe taken by `herd calibrate`.
 #pragma once
 

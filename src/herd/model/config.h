@@ -61,7 +61,7 @@ struct LlamaConfig {
 Status validate(const LlamaConfig& cfg);
 
 // Presets: llama3-8b, llama3-70b, llama3-405b (Llama 3.1 dimensions), and tiny (~10.5M) and small
-// (~32.5M, the PyTorch peer of ENVIRONMENT.md) for CPU training; see docs/model.md.
+// (~32.5M, the size of the PyTorch reference run) for CPU training; see docs/model.md.
 std::vector<std::string> preset_names();
 Result<LlamaConfig> preset(const std::string& name);
 

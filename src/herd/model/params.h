@@ -1,7 +1,7 @@
 // Exact parameter counts per component.
 //
 // These are the sizes the runtime allocates (nn/ builds each weight from them), the planner's memory
-// estimate starts from, and the MFU meter's 6N uses: one function, three consumers (STYLE habit 6).
+// estimate starts from, and the MFU meter's 6N uses: one function, three consumers.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The shard rules: what a layout must satisfy to cut this model's shapes, checked once, here, beside
-// the shapes they cut (STYLE habit 17). Every layer that divides calls these functions (the planner,
+// the shapes they cut. Every layer that divides calls these functions (the planner,
 // the activation shapes, the runtime's layer sizes and layout check, and the CP split below, which the
 // data loader and CP attention share), so each rule has one wording: "<field> (<value>) is not divisible by <degree>
 // (<value>); <fix>".

@@ -1,5 +1,5 @@
 // The weight table of a Llama model: every weight's name, FSDP unit, full shape, tensor-parallel split
-// and initialisation, in the order of the flat parameter buffer (STYLE habit 18). The reference model
+// and initialisation, in the order of the flat parameter buffer. The reference model
 // (nn::LlamaModel: names, offsets, init), the distributed stage (parallel::DistributedStage: its units,
 // TP slices, load_full / gather_full) and the checkpoint pieces (the TP block of each weight) all derive
 // from this one list, so adding a weight is one edit here.

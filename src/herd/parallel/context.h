@@ -2,7 +2,7 @@
 //
 // The mesh (ParallelDims, rank order [TP, CP, PP, DP]), this rank's global rank, and one communicator
 // per mesh axis. Every parallel module (parallel/tp, fsdp, cp, pp) takes a ParallelContext by
-// reference instead of reaching for a global process group (STYLE habit 5). The context does not own
+// reference instead of reaching for a global process group. The context does not own
 // its communicators: ParallelGroups (below) builds and owns them for the usual case of one world
 // communicator split along the mesh, and tests may point the fields at communicators of their own.
 //

@@ -1,4 +1,4 @@
-// Pipeline schedules as data (STYLE habit 8): for each pipeline rank, the ordered list of actions it
+// Pipeline schedules as data: for each pipeline rank, the ordered list of actions it
 // performs in one training step. The generator builds the lists, the checker proves them complete and
 // deadlock-free, the simulator (simulate.h) times them, and parallel/pp/ executes them verbatim.
 //

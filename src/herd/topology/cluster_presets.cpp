@@ -59,7 +59,7 @@ Accelerator h100() {
 // tensor-parallel activations (about 360 GB/s only at GB sizes), hence efficiency 0.75.
 Tier nvlink4() { return {"nvlink", 8, 450, 3, 0.75, 1, {}}; }
 
-// This machine running herd's own ranks (2 cores, 24 GiB; ENVIRONMENT.md), fp32 throughout. Every
+// This machine running herd's own ranks (2 cores, 24 GiB), fp32 throughout. Every
 // number is one core's, measured by `herd calibrate --out build/local-cpu.json` on this machine
 // (docs/projection.md has the run); host_share() divides them among the ranks. The peak is the
 // measured herd GEMM rate at the tiny/small models' shapes; attention efficiencies are herd's kernels

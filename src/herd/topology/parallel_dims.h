@@ -3,7 +3,7 @@
 // Global rank r = tp + TP*(cp + CP*(pp + PP*dp)): TP varies fastest, so a TP group occupies
 // consecutive ranks (one server's NVLink domain) and DP varies slowest (the outermost, latency-tolerant
 // dimension). This one value type owns the degrees, their validation, rank <-> coordinates and every
-// process group; it is passed explicitly, never global (STYLE habit 5; torchtitan's ParallelDims).
+// process group; it is passed explicitly, never global (as torchtitan's ParallelDims).
 #pragma once
 
 #include <array>

@@ -3,8 +3,8 @@
 //
 // A calibration anchors the projection of herd's runs on its reference training steps; a shared
 // virtual machine's cores can then run 20-35% slower or faster minutes later, with nothing on /proc to
-// say so (docs/projection.md, "Stop 24"). The probe is a short fixed workload, herd's fp32 GEMM on
-// every core at once, each core on its own CPU clock (kernels/speed_probe.h), so jobs the guest can see
+// say so (docs/projection.md, "Host speed"). The probe is a short fixed workload, herd's fp32 GEMM on
+// every core at once, each core on its own CPU clock (kernels/speed_probe.h), so jobs the operating system can see
 // are left out (they are the background load, measured apart: measure/host.h) and what slows the
 // core itself is in. `herd calibrate` takes it just before and just after its reference steps and
 // records the mean (calibration.host_speed_probe_flops_per_s); `herd train` takes it before its first

@@ -7,7 +7,7 @@
 // axis groups from the world communicator (parallel::ParallelGroups), its model from a factory, and the
 // same Trainer; rank 0 collects the loss history and the full weights for the caller.
 //
-// With as many ranks as cores or more, every rank gets one BLAS thread (ENVIRONMENT.md: oversubscribed
+// With as many ranks as cores or more, every rank gets one BLAS thread (oversubscribed
 // OpenMP/BLAS threads collapse); otherwise the cores are shared out evenly.
 #pragma once
 

@@ -42,7 +42,7 @@ double background_jobs(double fixed);
 // given (fp32's; bf16 matmuls at twice the fp32 FMA rate, avx512_bf16's vdpbf16ps), else the per-core
 // GEMM rate of the cluster the run plans with (peak_tflops.fp32 or .bf16 of this machine's calibration,
 // which herd calibrate measures at the model's shapes, else of the local-cpu preset). The fixed
-// 117 GFLOP/s of Zen 4 made a Zen 5 guest's MFU read 137%.
+// 117 GFLOP/s of an AMD EPYC Zen 4 core would make an AMD EPYC (Zen 5, AVX-512) read 137% MFU.
 double peak_flops_per_core(const TrainConfig& cfg);
 
 struct Projection {

@@ -19,10 +19,10 @@ namespace herd::kernels {
 namespace {
 
 // Busy-wait iterations before a waiting thread sleeps. One iteration of libgomp's wait loop takes
-// about 13 ns on the Intel guest (`GOMP_SPINCOUNT=N herd_bench_forkjoin --one-worker`: a thread that
+// about 13 ns on an Intel Xeon (AVX-512 + AMX-BF16) (`GOMP_SPINCOUNT=N herd_bench_forkjoin --one-worker`: a thread that
 // waits 1 ms at every barrier burns 38 us of CPU per region at 3,000, 130 us at 10,000, 377 us at
-// 30,000). Measured on that guest with `bench/projection/spin_budget.sh --budgets N "B..." [busy]`
-// (docs/projection.md, "The spin budget, quiet and beside a job"):
+// 30,000). Measured on that machine with `bench/projection/spin_budget.sh --budgets N "B..." [busy]`
+// (bench/projection/measurements.md, "The spin budget, quiet and beside a job"):
 //
 // On a quiet host: about 0.4 ms. A thread that sleeps costs its region a wake-up, and herd's regions
 // (oneDNN's GEMMs and its own kernels, about 440 a second on the small model, most near 1 ms) leave one

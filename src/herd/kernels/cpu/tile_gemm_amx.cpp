@@ -17,7 +17,7 @@
 // an AmxTileScope (tile_gemm_bf16.h), which holds it for a run of micro-GEMMs.
 //
 // One C tile at a time: a 2 x 2 block of C tiles (four independent TDPBF16PS chains) measured the same
-// in attention, at stop 32 and again at stop 36 (docs/kernels.md).
+// in attention, with and without the register transpose (docs/kernels.md).
 //
 // Numerics: as vdpbf16ps (tile_gemm_bf16.h), each product of two bf16 values is exact and the sums are
 // fp32 with round-to-nearest-even, subnormals flushed; the pairs are summed in k order within and
