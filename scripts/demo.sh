@@ -15,7 +15,7 @@
 # About 10 minutes on 2 idle cores. Extra arguments go to the single-rank `herd train` as overrides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x build/herd ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build; }
+[ -x build/herd ] || scripts/setup.sh
 
 echo "== 1. herd model llama3-405b =="
 build/herd model llama3-405b --seq-len 8192

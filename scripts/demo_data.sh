@@ -5,7 +5,7 @@
 #   runs/demo/tokenizer.model   runs/demo/data/
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x build/herd ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build; }
+[ -x build/herd ] || scripts/setup.sh
 mkdir -p runs/demo
 [ -f runs/demo/tokenizer.model ] ||
   build/herd data train-tokenizer --input corpus/sotu.jsonl.xz --output runs/demo/tokenizer.model --vocab-size 8192

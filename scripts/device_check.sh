@@ -22,7 +22,8 @@ pack=.device
 if [ "${1:-}" = "--prepare" ]; then
   set -e
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHERD_WERROR=ON >/dev/null
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHERD_WERROR=ON -DHERD_ENABLE_CUDA=ON -DHERD_BUILD_TESTS=ON \
+    -DHERD_BUILD_BENCH=ON >/dev/null
   cmake --build build -j "$(nproc)" --target herd herd_kernels_cuda_tests herd_bench_gpu
   targets=(build/tests/kernels/cuda/herd_kernels_cuda_tests build/bench/gpu/herd_bench_gpu build/herd)
   [ -x build/tests/comm/nccl/herd_comm_nccl_tests ] || cmake --build build --target herd_comm_nccl_tests || true

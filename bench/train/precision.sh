@@ -14,7 +14,7 @@ mb=${MICRO_BATCH:-8}
 seq=${SEQ_LEN:-512}
 models=${MODELS:-tiny small}
 bin=build/bench/train/herd_bench_train
-cmake --build build --target herd_bench_train >/dev/null
+cmake -S . -B build -DHERD_BUILD_BENCH=ON >/dev/null && cmake --build build --target herd_bench_train >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for model in $models; do

@@ -35,7 +35,7 @@ if [ -n "${HERD_BENCH_BIN:-}" ]; then
   bin=$HERD_BENCH_BIN
 else
   bin=build/bench/train/herd_bench_train
-  cmake --build build --target herd_bench_train >/dev/null
+  cmake -S . -B build -DHERD_BUILD_BENCH=ON >/dev/null && cmake --build build --target herd_bench_train >/dev/null
 fi
 peers=()
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
