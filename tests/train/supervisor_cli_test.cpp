@@ -93,6 +93,26 @@ class Supervisor : public herd::testing::ParityRunDir {
     EXPECT_GT(shards, 0);
   }
 
+  // Starts `command` (shell syntax) in the background as its own process; its pid.
+  static pid_t start(const std::string& command) {
+    const std::string cmd = "exec " + command;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    return pid;
+  }
+
+  // Waits (up to 2 minutes) for run `name`'s first step record; whether one came.
+  bool wait_for_a_step(const std::string& name) {
+    for (int i = 0; i < 2400; ++i) {
+      if (herd::testing::slurp(metrics_path(name)).find("\"step\"") != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
   // The ETT record is the last one, and its parts add up to no more than the wall time.
   void expect_ett(const Metrics& m, std::int64_t restarts) {
     const Json& s = m.last;
@@ -250,6 +270,41 @@ TEST_F(Supervisor, SigtermIsForwardedAndTheJobIsNotRestarted) {
   EXPECT_NE(log.find("preempted, not restarted"), std::string::npos) << log;
   EXPECT_EQ(log.find("attempt 1"), std::string::npos) << log;
   EXPECT_TRUE(metrics("term").last.contains("ett"));
+}
+
+// A job owns its checkpoint.dir (train/checkpoint_lock.h): here the supervisor of herd train
+// --max-restarts holds it and its child trains under it. A second job on the directory is refused with
+// one line naming the holder, before it writes anything (no metrics file, the first job goes on); once
+// the holder has ended, the directory is free.
+TEST_F(Supervisor, ASecondJobOnAnOwnedCheckpointDirIsRefusedNamingTheHolder) {
+  const std::string err = (dir_ / "own.err").string();
+  const pid_t pid =
+      start(std::string(HERD_BINARY) + " " + args("own", 100000) + " --max-restarts 1 >/dev/null 2>" + err);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for_a_step("own")) << herd::testing::slurp(err);
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  auto r = herd::testing::run_herd(args("own", 8) + " --train.metrics_file=" + metrics_path("second"));
+  EXPECT_EQ(r.status, 1) << r.err;
+  // One line; under ranks as threads the trainer's errors name the rank that reports them.
+  const std::size_t at = r.err.find("herd train: error: ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+  EXPECT_NE(line.find("checkpoint.dir '" + (dir_ / "own").string() + "' is in use by herd train pid " +
+                      std::to_string(pid) + " on host " + host + " since "),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("Z; stop that job or choose another checkpoint.dir"), std::string::npos) << line;
+  EXPECT_EQ(r.err.find("removed"), std::string::npos) << r.err;  // no unfinished save of the first job
+  EXPECT_FALSE(fs::exists(metrics_path("second")));
+  int st = 0;
+  EXPECT_EQ(::waitpid(pid, &st, WNOHANG), 0) << "the first job ended: " << herd::testing::slurp(err);
+  ::kill(pid, SIGTERM);
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 143) << herd::testing::slurp(err);
+  r = herd::testing::run_herd(args("own", 2) +
+                              " --checkpoint.resume=false --train.metrics_file=" + metrics_path("third"));
+  EXPECT_EQ(r.status, 0) << r.err;
 }
 
 TEST_F(Supervisor, HerdLaunchRefusesBadCommandsWithTheFix) {
