@@ -332,6 +332,7 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
     }
     return supervise(*cfg);
   }
+  if (o.supervised) train::end_with_supervisor();  // an MPI rank under herd launch dies with it
   Result<train::JobInputs> in = train::load_job_inputs(*cfg);
   if (!in.ok()) return report_error("train", in.error());
   const bool lead = *backend != comm::Backend::kMpi || comm::launcher_rank() == 0;
