@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <numeric>
 
 #include "cli/cli_runner.h"
@@ -369,6 +370,31 @@ TEST_F(HfDirs, TheCliRefusesInOneLineAndConvertsBothWays) {
   r = herd::testing::run_herd("convert --to-hf " + (dir_ / "nothing").string() + " --out " + back.string() + "2");
   EXPECT_EQ(r.status, 1);
   EXPECT_FALSE(fs::exists(back.string() + "2"));
+}
+
+// Exporting into an existing Hugging Face directory replaces only what the export writes (config.json
+// and the weights: model.safetensors, which stands in for any model-*-of-*.safetensors shards and their
+// index) and leaves every other file (README.md, tokenizer.json, generation_config.json, ...) as it was.
+TEST_F(HfDirs, ExportIntoAnExistingDirectoryReplacesOnlyTheFilesItWrites) {
+  const fs::path ck = dir_ / "ck";
+  ASSERT_TRUE(convert_from_hf(kGolden + "tiny", ck.string(), {1, 1, 1, 1}).ok());
+  const fs::path out = copy_fixture(dir_, "tied_bf16", "existing");  // sharded weights and an index
+  const std::map<std::string, std::string> kept = {
+      {"README.md", "# my model\n"}, {"tokenizer.json", "{\"version\": \"1.0\"}\n"}, {"notes.txt", "keep me\n"}};
+  for (const auto& [name, text] : kept) std::ofstream((out / name).string()) << text;
+  const std::string generation = herd::testing::slurp((out / "generation_config.json").string());
+  auto r = herd::testing::run_herd("convert --to-hf " + ck.string() + " --out " + out.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const auto& [name, text] : kept) EXPECT_EQ(herd::testing::slurp((out / name).string()), text) << name;
+  EXPECT_EQ(herd::testing::slurp((out / "generation_config.json").string()), generation);
+  EXPECT_FALSE(fs::exists(out / "model-00001-of-00002.safetensors"));
+  EXPECT_FALSE(fs::exists(out / "model-00002-of-00002.safetensors"));
+  EXPECT_FALSE(fs::exists(out / "model.safetensors.index.json"));
+  EXPECT_EQ(tensors_of(out.string()), tensors_of(kGolden + "tiny"));
+  EXPECT_FALSE(fs::exists(out.string() + ".tmp-hf"));
+  Result<LoadedModel> lm = load_model(out.string());
+  ASSERT_TRUE(lm.ok()) << lm.error().message();
+  EXPECT_LE(max_logit_diff(*lm->model, expected("tiny")), 1e-5);
 }
 
 // A Hugging Face directory with its tokenizer.json: `herd generate --prompt TEXT` tokenizes with it (BOS,

@@ -34,6 +34,51 @@ struct Metrics {
   int duplicates = 0;
 };
 
+// The state letter of a process (R, S, Z, ...), or 0 when it does not exist.
+char process_state(pid_t pid) {
+  const std::string stat = herd::testing::slurp("/proc/" + std::to_string(pid) + "/stat");
+  const std::size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? 0 : stat[close + 2];
+}
+
+// Every process below `root` (its children, their children, ...).
+std::vector<pid_t> descendants(pid_t root) {
+  std::multimap<pid_t, pid_t> children;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    const std::string stat = herd::testing::slurp(e.path().string() + "/stat");
+    const std::size_t close = stat.rfind(')');
+    char state = 0;
+    long ppid = 0;
+    if (close == std::string::npos || std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &ppid) != 2) continue;
+    children.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(std::stol(name)));
+  }
+  std::vector<pid_t> out, todo = {root};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    for (auto [it, end] = children.equal_range(p); it != end; ++it) {
+      out.push_back(it->second);
+      todo.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+// Those of `pids` still running (a zombie is not) after waiting up to `seconds` for them to end.
+std::vector<pid_t> survivors(std::vector<pid_t> pids, int seconds) {
+  for (int i = 0; i < seconds * 20 && !pids.empty(); ++i) {
+    std::erase_if(pids, [](pid_t p) {
+      const char st = process_state(p);
+      return st == 0 || st == 'Z' || st == 'X';
+    });
+    if (!pids.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pids;
+}
+
 class Supervisor : public herd::testing::ParityRunDir {
  protected:
   Supervisor() : ParityRunDir("herd_sup_cli") {}
@@ -91,6 +136,35 @@ class Supervisor : public herd::testing::ParityRunDir {
       EXPECT_TRUE(herd::testing::slurp(other) == herd::testing::slurp(e.path().string())) << other << " differs";
     }
     EXPECT_GT(shards, 0);
+  }
+
+  // Starts `command` (shell syntax) in the background as its own process; its pid.
+  static pid_t start(const std::string& command) {
+    const std::string cmd = "exec " + command;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    return pid;
+  }
+
+  // Waits (up to 2 minutes) for `text` in the file `path`; whether it came.
+  static bool wait_for_text(const std::string& path, const std::string& text) {
+    for (int i = 0; i < 2400; ++i) {
+      if (herd::testing::slurp(path).find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  // Waits (up to 2 minutes) for run `name`'s first step record; whether one came.
+  bool wait_for_a_step(const std::string& name) {
+    for (int i = 0; i < 2400; ++i) {
+      if (herd::testing::slurp(metrics_path(name)).find("\"step\"") != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
   }
 
   // The ETT record is the last one, and its parts add up to no more than the wall time.
@@ -252,6 +326,64 @@ TEST_F(Supervisor, SigtermIsForwardedAndTheJobIsNotRestarted) {
   EXPECT_TRUE(metrics("term").last.contains("ett"));
 }
 
+// A job owns its checkpoint.dir (train/checkpoint_lock.h): here the supervisor of herd train
+// --max-restarts holds it and its child trains under it. A second job on the directory is refused with
+// one line naming the holder, before it writes anything (no metrics file, the first job goes on); once
+// the holder has ended, the directory is free.
+TEST_F(Supervisor, ASecondJobOnAnOwnedCheckpointDirIsRefusedNamingTheHolder) {
+  const std::string err = (dir_ / "own.err").string();
+  const pid_t pid =
+      start(std::string(HERD_BINARY) + " " + args("own", 100000) + " --max-restarts 1 >/dev/null 2>" + err);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for_a_step("own")) << herd::testing::slurp(err);
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  auto r = herd::testing::run_herd(args("own", 8) + " --train.metrics_file=" + metrics_path("second"));
+  EXPECT_EQ(r.status, 1) << r.err;
+  // One line; under ranks as threads the trainer's errors name the rank that reports them.
+  const std::size_t at = r.err.find("herd train: error: ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+  EXPECT_NE(line.find("checkpoint.dir '" + (dir_ / "own").string() + "' is in use by herd train pid " +
+                      std::to_string(pid) + " on host " + host + " since "),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("Z; stop that job or choose another checkpoint.dir"), std::string::npos) << line;
+  EXPECT_EQ(r.err.find("removed"), std::string::npos) << r.err;  // no unfinished save of the first job
+  EXPECT_FALSE(fs::exists(metrics_path("second")));
+  int st = 0;
+  EXPECT_EQ(::waitpid(pid, &st, WNOHANG), 0) << "the first job ended: " << herd::testing::slurp(err);
+  ::kill(pid, SIGTERM);
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 143) << herd::testing::slurp(err);
+  r = herd::testing::run_herd(args("own", 2) +
+                              " --checkpoint.resume=false --train.metrics_file=" + metrics_path("third"));
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+// A job that is quiet for a while (a long step, here rank 1 stopped by fault.hang_rank with the
+// collectives' timeout far away), so that no write into the dead supervisor's pipe ends it.
+const char* const kQuietJob =
+    " --fault.hang_rank=1 --fault.hang_step=3 --fault.hang_seconds=300 --parallel.comm_timeout_s=600";
+
+// The supervisor's children die with it, however it ends: after kill -9 of herd train --max-restarts no
+// process of its job is left running (polled for up to 30 s).
+TEST_F(Supervisor, Kill9OfTheSupervisorLeavesNoProcessOfItsJob) {
+  const std::string err = (dir_ / "orphan.err").string();
+  const pid_t pid = start(std::string(HERD_BINARY) + " " + args("orphan", 100000) + kQuietJob +
+                          " --max-restarts 1 >/dev/null 2>" + err);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for_text(err, "fault.hang_rank: rank 1 stops")) << herd::testing::slurp(err);
+  const std::vector<pid_t> job = descendants(pid);
+  ASSERT_FALSE(job.empty());
+  ::kill(pid, SIGKILL);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  const std::vector<pid_t> left = survivors(job, 30);
+  for (pid_t p : left) ::kill(p, SIGKILL);  // the test's own job, so it does not outlive the test
+  EXPECT_TRUE(left.empty()) << left.size() << " of the job's " << job.size() << " processes outlived the supervisor";
+}
+
 TEST_F(Supervisor, HerdLaunchRefusesBadCommandsWithTheFix) {
   auto r = herd::testing::run_herd("launch -- herd train");
   EXPECT_EQ(r.status, 1);
@@ -337,6 +469,23 @@ TEST_F(Supervisor, TheWatchdogEndsAStalledMpiRankWithinTimeoutPlus5s) {
   const std::string err = herd::testing::slurp(log);
   EXPECT_NE(err.find("watchdog: rank 0 has shown no sign of life"), std::string::npos) << err;
   EXPECT_FALSE(fs::is_empty(dumps));
+}
+
+// kill -9 of herd launch ends mpirun and every rank (mpirun itself leaves its ranks running when it is
+// killed): no process of the job is left running (polled for up to 30 s).
+TEST_F(Supervisor, Kill9OfHerdLaunchLeavesNoMpirunOrRankRunning) {
+  const std::string err = (dir_ / "mpiorphan.err").string();
+  const pid_t pid = start("env " + launch_command("mpiorphan", kQuietJob, 100000) + " >/dev/null 2>" + err);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for_text(err, "fault.hang_rank: rank 1 stops")) << herd::testing::slurp(err);
+  const std::vector<pid_t> job = descendants(pid);
+  ASSERT_GE(job.size(), 3u) << "mpirun and two ranks";
+  ::kill(pid, SIGKILL);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  const std::vector<pid_t> left = survivors(job, 30);
+  for (pid_t p : left) ::kill(p, SIGKILL);  // the test's own job, so it does not outlive the test
+  EXPECT_TRUE(left.empty()) << left.size() << " of the job's " << job.size() << " processes outlived herd launch";
 }
 
 // Under a bare mpirun the supervisor cannot sit outside the job: --max-restarts says to use herd launch.

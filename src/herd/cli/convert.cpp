@@ -5,8 +5,9 @@
 //
 // --from-hf writes CHECKPOINT_DIR/step_00000000 as a run of that layout would save it (train/interop.h);
 // --to-hf reads a checkpoint of any layout (a step directory or a run's directory: its newest step) and
-// writes config.json and model.safetensors (train/hf_checkpoint.h). Either way nothing is left behind
-// on failure.
+// writes config.json and model.safetensors (train/hf_checkpoint.h; into an existing Hugging Face
+// directory it replaces those and the old weights, and leaves its other files alone). Either way nothing
+// is left behind on failure.
 #include <iostream>
 
 #include "herd/cli/app.h"
@@ -63,7 +64,10 @@ Subcommand add_convert_command(CLI::App& root) {
   CLI::App* app = root.add_subcommand("convert", "Convert Hugging Face Llama directories to herd checkpoints and back");
   app->add_option("--from-hf", opts->from_hf, "A Hugging Face model directory (config.json, model.safetensors)");
   app->add_option("--to-hf", opts->to_hf, "A herd checkpoint of any layout (a step_* directory or a run's directory)");
-  app->add_option("--out", opts->out, "The directory to write (must not exist, or be empty)")->required();
+  app->add_option("--out", opts->out,
+                  "The directory to write: new or empty (--from-hf, --to-hf), or an existing Hugging Face directory "
+                  "(--to-hf: only config.json and the weights are replaced)")
+      ->required();
   app->add_option("--tp", opts->layout.tp, "Tensor-parallel degree of --from-hf's output")
       ->capture_default_str()
       ->check(positive_integer());

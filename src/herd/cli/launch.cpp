@@ -17,6 +17,7 @@
 #include "herd/cli/app.h"
 #include "herd/core/json.h"
 #include "herd/core/log.h"
+#include "herd/train/checkpoint_lock.h"
 #include "herd/train/job.h"
 #include "herd/train/supervisor.h"
 
@@ -140,7 +141,14 @@ int run_launch(const std::vector<std::string>& args) {
     so.metrics_file = (std::filesystem::path(diag) / ("metrics_" + so.job_id + ".jsonl")).string();
     so.command.push_back("--train.metrics_file=" + so.metrics_file);
   }
-  if (ckpt.empty()) log_warning("herd launch without checkpoint.dir: every restart starts again from step 0");
+  if (ckpt.empty()) {
+    log_warning("herd launch without checkpoint.dir: every restart starts again from step 0");
+    return train::run_supervised(so);
+  }
+  // herd launch owns checkpoint.dir for the whole job; the ranks, its descendants, train under it
+  // (train/checkpoint_lock.h).
+  Result<train::CheckpointDirLock> lock = train::CheckpointDirLock::acquire(ckpt, "herd launch");
+  if (!lock.ok()) return report_error("launch", lock.error());
   return train::run_supervised(so);
 }
 

@@ -41,6 +41,7 @@
 #include "herd/nn/model.h"
 #include "herd/planner/search.h"
 #include "herd/train/calibration_store.h"
+#include "herd/train/checkpoint_lock.h"
 #include "herd/train/dist_model.h"
 #include "herd/train/generate.h"
 #include "herd/train/hf_checkpoint.h"
@@ -300,7 +301,11 @@ int supervise(const train::TrainConfig& cfg) {
     log_warning(
         "fault.max_restarts without checkpoint.dir: every restart starts again from step 0 (and injected "
         "faults fire again); set --checkpoint.dir");
+    return train::run_supervised(so);
   }
+  // The supervisor owns checkpoint.dir for the whole job, across restarts (train/checkpoint_lock.h).
+  Result<train::CheckpointDirLock> lock = train::CheckpointDirLock::acquire(cfg.checkpoint.dir, "herd train");
+  if (!lock.ok()) return report_error("train", lock.error());
   return train::run_supervised(so);
 }
 
@@ -327,6 +332,7 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
     }
     return supervise(*cfg);
   }
+  if (o.supervised) train::end_with_supervisor();  // an MPI rank under herd launch dies with it
   Result<train::JobInputs> in = train::load_job_inputs(*cfg);
   if (!in.ok()) return report_error("train", in.error());
   const bool lead = *backend != comm::Backend::kMpi || comm::launcher_rank() == 0;

@@ -267,7 +267,8 @@ Status export_hf(const std::string& checkpoint, const std::string& out_dir, DTyp
     return make_error("--dtype ", dtype_name(dtype), ": export writes fp32, bf16 or fp16");
   }
   std::error_code ec;
-  const fs::path out(out_dir);
+  fs::path out = fs::path(out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();  // "dir/": the directory itself
   if (fs::exists(out, ec) && !is_hf_dir(out_dir) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec))) {
     return make_error(out_dir, ": exists and is not a Hugging Face model directory; choose a new directory");
   }
@@ -300,7 +301,7 @@ Status export_hf(const std::string& checkpoint, const std::string& out_dir, DTyp
     t.shape = w.is_norm() ? std::vector<std::int64_t>{w.rows} : std::vector<std::int64_t>{w.rows, w.cols};
     tensors.push_back(t);
   }
-  const fs::path tmp = fs::path(out_dir + ".tmp-hf");
+  const fs::path tmp = fs::path(out.string() + ".tmp-hf");
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) return make_error(tmp.string(), ": cannot create (", ec.message(), "); choose a writable directory");
@@ -317,9 +318,32 @@ Status export_hf(const std::string& checkpoint, const std::string& out_dir, DTyp
   if (!s.ok()) return fail(s.error());
   s = write_text(tmp / "config.json", json_text(config, 2) + "\n");
   if (!s.ok()) return fail(s.error());
-  fs::remove_all(out, ec);
-  fs::rename(tmp, out, ec);
-  if (ec) return fail(make_error(out_dir, ": rename from ", tmp.string(), " failed (", ec.message(), ")"));
+  if (!fs::exists(out, ec)) {
+    fs::rename(tmp, out, ec);
+    if (ec) return fail(make_error(out_dir, ": rename from ", tmp.string(), " failed (", ec.message(), ")"));
+    return Status::Ok();
+  }
+  // An existing directory keeps every file the export does not write (README.md, tokenizer files,
+  // generation_config.json, ...). The export's files are renamed over their old versions, so each is
+  // whole at any moment; model.safetensors replaces the weights, so sharded weights and their index,
+  // which would name other tensors, are removed.
+  std::vector<fs::path> old_weights;
+  for (fs::directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const bool shard =
+        name.rfind("model-", 0) == 0 && name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0;
+    if (shard || name == "model.safetensors.index.json") old_weights.push_back(it->path());
+  }
+  if (ec) return fail(make_error(out_dir, ": cannot list it (", ec.message(), ")"));
+  fs::rename(tmp / "model.safetensors", out / "model.safetensors", ec);
+  if (ec) return fail(make_error(out_dir, "/model.safetensors: cannot replace it (", ec.message(), ")"));
+  for (const fs::path& p : old_weights) {
+    fs::remove(p, ec);
+    if (ec) return fail(make_error(p.string(), ": cannot remove the old weights (", ec.message(), ")"));
+  }
+  fs::rename(tmp / "config.json", out / "config.json", ec);
+  if (ec) return fail(make_error(out_dir, "/config.json: cannot replace it (", ec.message(), ")"));
+  fs::remove_all(tmp, ec);
   return Status::Ok();
 }
 

@@ -74,7 +74,9 @@ Status check_hf_runnable(const model::LlamaConfig& cfg, const Json& raw, const s
 // Writes the checkpoint at `checkpoint` (a step directory or a run's checkpoint directory: its newest
 // step) as a Hugging Face directory out_dir: config.json (LlamaForCausalLM) and model.safetensors with
 // tensors of `dtype` (F32, BF16, F16). Written into out_dir.tmp-hf and renamed at the end, so a failure
-// leaves nothing; an existing out_dir is replaced only when it is a Hugging Face directory or empty.
+// leaves nothing. An existing out_dir must be a Hugging Face directory or empty; in it only config.json
+// and the weights change (model.safetensors, which replaces any model-*-of-*.safetensors shards and their
+// index), and every other file (README.md, tokenizer files, generation_config.json) stays as it was.
 Status export_hf(const std::string& checkpoint, const std::string& out_dir, DType dtype = DType::kF32);
 
 }  // namespace herd::train

@@ -2,7 +2,10 @@
 // supervisor.h).
 #include "herd/train/supervisor.h"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -58,9 +62,15 @@ int run_child(const std::vector<std::string>& args, std::vector<std::string>* er
   if (::pipe(fds) != 0) return -1;
   std::fflush(stdout);
   std::fflush(stderr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return -1;
   if (pid == 0) {
+    // The child dies with the supervisor, however the supervisor ends (kill -9 included): the kernel
+    // sends it SIGKILL when its parent exits. The getppid check closes the race of a parent that died
+    // before the request was made.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
     ::setpgid(0, 0);
     ::dup2(fds[1], 2);
     ::close(fds[0]);
@@ -194,9 +204,35 @@ std::string self_executable() {
   return ec ? std::string("herd") : p.string();
 }
 
+void end_with_supervisor() {
+  const char* env = std::getenv(kSupervisorPidEnv);
+  if (env == nullptr) return;
+  char* end = nullptr;
+  const long supervisor = std::strtol(env, &end, 10);
+  if (end == env || *end != '\0' || supervisor <= 1) return;
+  if (supervisor == static_cast<long>(::getppid())) return;  // a direct child: PR_SET_PDEATHSIG covers it
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(supervisor), 0));
+  if (fd < 0) {
+    if (errno == ESRCH) ::kill(::getpid(), SIGKILL);  // the supervisor is gone already
+    // A kernel without pidfd_open (before Linux 5.3): die with the parent, which dies with the supervisor.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    return;
+  }
+  // The pidfd becomes readable when the supervisor exits, however it exits.
+  std::thread([fd] {
+    pollfd p{fd, POLLIN, 0};
+    while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+    }
+    ::kill(::getpid(), SIGKILL);
+  }).detach();
+}
+
 int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
   SignalForwarding forwarding;
   g_signal = 0;
+  // The job's processes below the child (the MPI ranks under mpirun) watch this process through it
+  // (end_with_supervisor).
+  ::setenv(kSupervisorPidEnv, std::to_string(::getpid()).c_str(), 1);
   const double wall_start = unix_time();
   std::vector<Attempt> attempts;
   int result = 0;

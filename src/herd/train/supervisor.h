@@ -41,6 +41,15 @@ struct SupervisorOptions {
 // status (1 when that was 0 or unknown).
 int run_supervised(const SupervisorOptions& options, EttSummary* summary = nullptr);
 
+// The supervisor's children die with it, however it ends (kill -9 included): the child it forks asks the
+// kernel for SIGKILL when its parent exits (PR_SET_PDEATHSIG), and runs in its own process group. mpirun
+// does not end its ranks when it is killed, so each process of the job below the child (an MPI rank
+// under herd launch) calls end_with_supervisor, which watches the supervisor (its pid is in
+// HERD_SUPERVISOR_PID) and kills the calling process when the supervisor has exited. Outside a
+// supervisor it does nothing.
+inline constexpr const char* kSupervisorPidEnv = "HERD_SUPERVISOR_PID";
+void end_with_supervisor();
+
 // The absolute path of the running executable (/proc/self/exe), for a child that is this program.
 std::string self_executable();
 

@@ -123,10 +123,20 @@ Result<std::unique_ptr<Trainer<T>>> Trainer<T>::make(const TrainConfig& cfg, con
   t->peak_flops_ = peak_flops_per_core(cfg) * std::min(cores, threads);
 
   if (!cfg.checkpoint.dir.empty()) {
-    // Before any save: the directory must take writes (a one-line error now, not at the first save), and
-    // rank 0 removes what killed or failed saves left (no rank saves before the first step's collectives).
+    // Before any save: the directory must take writes (a one-line error now, not at the first save), the
+    // job must own it (checkpoint_lock.h: no other job saves, prunes or resumes there while this one
+    // runs), and rank 0 removes what killed or failed saves left (no rank saves before the first step's
+    // collectives).
     if (ctx.rank == 0) {
       Status w = check_checkpoint_dir(cfg.checkpoint.dir);
+      if (w.ok()) {
+        Result<CheckpointDirLock> lock = CheckpointDirLock::acquire(cfg.checkpoint.dir, "herd train");
+        if (lock.ok()) {
+          t->dir_lock_ = std::move(*lock);
+        } else {
+          w = lock.error();
+        }
+      }
       const int stale = w.ok() ? remove_stale_tmp(cfg.checkpoint.dir) : 0;
       if (stale > 0) log_info("checkpoint.dir: removed ", stale, " unfinished save(s) (.tmp-step_*)");
       int ok = w.ok() ? 1 : 0;

@@ -37,6 +37,7 @@
 #include "herd/data/shard.h"
 #include "herd/model/config.h"
 #include "herd/parallel/context.h"
+#include "herd/train/checkpoint_lock.h"
 #include "herd/train/checkpoint_writer.h"
 #include "herd/train/config.h"
 #include "herd/train/lr_schedule.h"
@@ -189,6 +190,7 @@ class Trainer {
   std::int64_t redone_until_ = 0;  // steps up to this one were done before, by a run that then failed
   double flops_per_token_ = 0, peak_flops_ = 0, unigram_entropy_ = 0;
   std::vector<StepRecord> history_;
+  CheckpointDirLock dir_lock_;  // rank 0's ownership of checkpoint.dir; released after the writer's last save
   std::unique_ptr<CheckpointWriter> writer_;
   Status checkpoint_error_ = Status::Ok();  // this rank's failed save, until the control vector spreads it
   bool checkpoint_failed_here_ = false;

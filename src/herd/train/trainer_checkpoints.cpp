@@ -10,9 +10,60 @@
 #include "herd/model/weights.h"
 #include "herd/train/checkpoint.h"
 #include "herd/train/fault_log.h"
+#include "herd/train/interop.h"
 #include "herd/train/trainer.h"
 
 namespace herd::train {
+
+namespace {
+
+// A checkpoint resumes only into the run it belongs to: the manifest's model (every setting that shapes
+// the weights or what they compute), sequence length and training split must be this run's. The layout
+// is free (the loader cuts any writer's pieces into any reader's).
+Status check_resumable(const DistCheckpoint& ck, const TrainConfig& cfg, const model::LlamaConfig& run_model,
+                       const data::TokenDocuments& train) {
+  const std::string where =
+      "checkpoint.dir '" + cfg.checkpoint.dir + "': " + std::filesystem::path(ck.path).filename().string();
+  const Json& meta = ck.meta();
+  const Json saved = meta.contains("config") && meta["config"].is_object() ? meta["config"] : Json::object();
+  auto saved_field = [&](const char* section, const char* key) -> const Json* {
+    if (!saved.contains(section) || !saved[section].is_object() || !saved[section].contains(key)) return nullptr;
+    return &saved[section][key];
+  };
+  const Json* name = saved_field("model", "name");
+  const std::string fix =
+      std::string("; resume with the run's own settings") +
+      (name != nullptr && name->is_string() ? " (model.name=" + name->get<std::string>() + ")" : "") +
+      ", or choose another checkpoint.dir (or --checkpoint.resume=false to start afresh there)";
+  if (!meta.contains("model")) return make_error(ck.path, "/manifest.json: meta lacks the model configuration");
+  HERD_ASSIGN_OR_RETURN(model::LlamaConfig saved_model,
+                        model::config_from_hf_json(meta["model"], ck.path + "/manifest.json: meta.model"));
+  const std::string diff = model_mismatch(saved_model, run_model);
+  if (!diff.empty()) {
+    return make_error(where, " holds another model than this run's: ", diff, " (the checkpoint's vs this run's)", fix);
+  }
+  if (const Json* seq = saved_field("data", "seq_len"); seq != nullptr && seq->is_number_integer()) {
+    if (seq->get<std::int64_t>() != cfg.data.seq_len) {
+      return make_error(where, " was trained on other sequences: data.seq_len ", seq->get<std::int64_t>(), " vs ",
+                        cfg.data.seq_len, " (the checkpoint's vs this run's)", fix);
+    }
+  }
+  if (meta.contains("data") && meta["data"].is_object()) {
+    const Json& d = meta["data"];
+    auto count = [&](const char* key) {
+      return d.contains(key) && d[key].is_number_integer() ? d[key].get<std::int64_t>() : std::int64_t{-1};
+    };
+    const std::int64_t docs = count("train_documents"), tokens = count("train_tokens");
+    if (docs != train.n_docs() || tokens != train.n_tokens()) {
+      return make_error(where, " was trained on another training split: ", docs, " documents (", tokens, " tokens) vs ",
+                        train.n_docs(), " documents (", train.n_tokens(), " tokens) in data.dir '", cfg.data.dir,
+                        "' (the checkpoint's vs this run's)", fix);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 template <typename T>
 Status Trainer<T>::save_checkpoint() {
@@ -42,7 +93,8 @@ Result<double> Trainer<T>::start_checkpoint() {
                      {"loader", current_->state().to_json()},
                      {"rng", {{"init_seed", cfg_.train.seed}, {"data_seed", cfg_.data.seed}}},
                      {"config", to_json(cfg_)},
-                     {"model", model::config_to_hf_json(model_cfg_)}};
+                     {"model", model::config_to_hf_json(model_cfg_)},
+                     {"data", {{"train_documents", train_docs_->n_docs()}, {"train_tokens", train_docs_->n_tokens()}}}};
   const Json layout = {{"tp", ctx_.dims.tp()}, {"cp", ctx_.dims.cp()},       {"pp", ctx_.dims.pp()},
                        {"dp", ctx_.dims.dp()}, {"world", ctx_.dims.world()}, {"layout", layout_.layout.to_string()}};
   const std::string key = "ckptfail@" + std::to_string(step_);
@@ -123,6 +175,7 @@ Status Trainer<T>::resume() {
     found = std::move(ck);
   }
   const DistCheckpoint& ck = *found;
+  HERD_RETURN_IF_ERROR(check_resumable(ck, cfg_, model_cfg_, *train_docs_));
   std::vector<ShardPiece<T>> pieces = model_->load_pieces();
   HERD_RETURN_IF_ERROR(ck.load_into<T>(pieces));
   HERD_RETURN_IF_ERROR(model_->after_load());
