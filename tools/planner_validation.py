@@ -196,6 +196,8 @@ def run_all(herd, data_path, what_if=(), only=""):
                 r["mfu"] = j["mfu"]
                 r["time"] = j["time"]
                 r["err_pct"] = 100.0 * (j["step_time_s"] - run["derived_step_time_s"]) / run["derived_step_time_s"]
+                if "step_time_band_s" in j:
+                    r["band"] = (j["step_time_band_s"]["p10"], j["step_time_band_s"]["p90"])
             results.append(r)
     return doc, results, flags, precisions
 
@@ -203,6 +205,26 @@ def run_all(herd, data_path, what_if=(), only=""):
 def mape(rs):
     errs = [abs(r["err_pct"]) for r in rs if "err_pct" in r]
     return sum(errs) / len(errs) if errs else float("nan")
+
+
+def band_coverage(rs):
+    """(runs with a band, share of them whose derived step time lies in p10-p90, mean half-width of the band
+    as a share of the point estimate), or None when no run has a band."""
+    banded = [r for r in rs if "band" in r]
+    if not banded:
+        return None
+    inside = sum(1 for r in banded if r["band"][0] <= r["run"]["derived_step_time_s"] <= r["band"][1])
+    half = sum((r["band"][1] - r["band"][0]) / 2 / r["predicted"] for r in banded) / len(banded)
+    return len(banded), inside / len(banded), half
+
+
+def coverage_text(rs):
+    c = band_coverage(rs)
+    if c is None:
+        return "no step-time band in this herd's output"
+    n, share, half = c
+    return (f"p10-p90 band coverage {100 * share:.1f}% ({round(share * n)} of {n} runs inside), "
+            f"mean half-width {100 * half:.1f}% of the point estimate")
 
 
 def layout_text(run):
@@ -310,6 +332,7 @@ def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc, data_pat
              f"**MAPE {mape(results):.1f}%** over {len(ok)} runs "
              f"(within 15%: {sum(1 for r in ok if abs(r['err_pct']) <= 15)}; within 8%: "
              f"{sum(1 for r in ok if abs(r['err_pct']) <= 8)}).", "",
+             f"**Step-time band**: {coverage_text(ok)} (an 80% band; docs/planner.md, Step-time band).", "",
              "| group | runs | MAPE | mean error (sign) |", "| --- | --- | --- | --- |"]
     for g in groups:
         rs = [r for r in ok if r["run"]["group"] == g]
@@ -395,6 +418,7 @@ def main():
     print(f"MAPE {mape(results):.2f}% over {sum(1 for r in results if 'err_pct' in r)} runs "
           f"({sum(1 for r in results if 'error' in r)} errors)"
           + (" with " + ", ".join(f"{k}={v}" for k, v in what_if) + " in every run" if what_if else ""))
+    print(coverage_text(results))
     if print_only:
         return
     os.makedirs(os.path.dirname(a.svg), exist_ok=True)
