@@ -34,6 +34,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_DATA = os.path.join(ROOT, "tests", "planner", "published_runs.json")
+HELD_OUT_DATA = os.path.join(ROOT, "tests", "planner", "held_out_runs.json")
 
 # Optional system fields of the flag contract (docs/planner.md): JSON key -> herd flag.
 OPTIONAL_FLAGS = {
@@ -313,7 +315,7 @@ def write_svg(results, path):
 
 # ------------------------------------------------------------------------------------------------ Markdown
 
-def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc, data_path):
+def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc, data_path, band_rows=()):
     groups = sorted({r["run"]["group"] for r in results})
     ok = [r for r in results if "err_pct" in r]
     data_rel = os.path.relpath(os.path.abspath(data_path), ROOT)
@@ -332,7 +334,17 @@ def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc, data_pat
              f"**MAPE {mape(results):.1f}%** over {len(ok)} runs "
              f"(within 15%: {sum(1 for r in ok if abs(r['err_pct']) <= 15)}; within 8%: "
              f"{sum(1 for r in ok if abs(r['err_pct']) <= 8)}).", "",
-             f"**Step-time band**: {coverage_text(ok)} (an 80% band; docs/planner.md, Step-time band).", "",
+             "**Step-time band** (p10-p90, an 80% band; docs/planner.md section 5.1): the share of runs whose published "
+             "step time lies inside herd's band, and the band's mean half-width as a share of the point estimate.", "",
+             "| runs | count | inside p10-p90 | mean half-width |", "| --- | --- | --- | --- |"]
+    own = "tuned on (this page)" if os.path.abspath(data_path) == os.path.abspath(DEFAULT_DATA) else "this page's runs"
+    for label, rs in [(own, ok)] + list(band_rows):
+        c = band_coverage(rs)
+        if c is None:
+            lines.append(f"| {label} | {len(rs)} | no band in this herd's output | |")
+        else:
+            lines.append(f"| {label} | {c[0]} | {100 * c[1]:.1f}% ({round(c[1] * c[0])} of {c[0]}) | {100 * c[2]:.1f}% |")
+    lines += ["",
              "| group | runs | MAPE | mean error (sign) |", "| --- | --- | --- | --- |"]
     for g in groups:
         rs = [r for r in ok if r["run"]["group"] == g]
@@ -389,7 +401,7 @@ def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc, data_pat
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--herd", default=os.path.join(ROOT, "build", "herd"))
-    ap.add_argument("--data", default=os.path.join(ROOT, "tests", "planner", "published_runs.json"))
+    ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--md", default=os.path.join(ROOT, "docs", "planner-validation.md"))
     ap.add_argument("--svg", default=os.path.join(ROOT, "docs", "images", "planner-validation.svg"))
     ap.add_argument("--write-bounds", action="store_true",
@@ -424,8 +436,14 @@ def main():
     os.makedirs(os.path.dirname(a.svg), exist_ok=True)
     write_svg(results, a.svg)
     svg_rel = os.path.relpath(a.svg, os.path.dirname(a.md))
+    # The page of the tuned runs also shows the band's coverage on the held-out runs, side by side.
+    band_rows = []
+    if os.path.abspath(a.data) == os.path.abspath(DEFAULT_DATA) and os.path.exists(HELD_OUT_DATA):
+        held = [r for r in run_all(a.herd, HELD_OUT_DATA)[1] if "err_pct" in r]
+        band_rows.append(("held out, never tuned on ([planner-held-out.md](planner-held-out.md))", held))
+        print("held out: " + coverage_text(held))
     write_md(doc, results, flags, precisions, a.md, svg_rel,
-             "optional flags passed: " + (", ".join(sorted(flags)) if flags else "none"), a.data)
+             "optional flags passed: " + (", ".join(sorted(flags)) if flags else "none"), a.data, band_rows)
     if a.write_bounds:
         b = doc["bounds"]
         b["tight_runs"] = [r["run"]["id"] for r in results if "err_pct" in r and abs(r["err_pct"]) <= b["per_run_pct"]]
