@@ -54,7 +54,7 @@ void print_estimate(std::ostream& os, const planner::Estimate& e, const PlannerI
   row("step", e.time.step_s);
   t.print(os);
   const planner::BandSources& bs = band.sources;
-  os << band_text(band) << "\n  band sources (docs/planner.md, Step-time band): software "
+  os << band_text(band) << "\n  band sources (docs/planner.md section 5.1): software "
      << (bs.software_ratios.empty()
              ? std::string("given")
              : "presets x" + format_fixed(*std::min_element(bs.software_ratios.begin(), bs.software_ratios.end()), 3) +

@@ -131,7 +131,7 @@ int run_plan(const PlanOptions& o) {
       pairs += (pairs.empty() ? "" : ", ") + std::string("#") + std::to_string(a + 1) + "/#" + std::to_string(c + 1);
     }
   }
-  std::cout << "Ranked by the point estimate; p10-p90 is the step-time band (docs/planner.md, Step-time band).\n"
+  std::cout << "Ranked by the point estimate; p10-p90 is the step-time band (docs/planner.md section 5.1).\n"
             << (pairs.empty() ? std::string("No two layouts' bands overlap.")
                               : "Bands overlap, so their order is within the planner's uncertainty: " + pairs + ".")
             << "\n";

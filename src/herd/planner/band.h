@@ -1,5 +1,5 @@
 // The step time's p10-p90 band beside the point estimate: what the step would be under the spread of
-// four named sources, each documented with its source in docs/planner.md ("Step-time band").
+// four named sources, each documented with its source in docs/planner.md section 5.1, "Step-time band".
 //
 //   (a) software: when --software is not given, the step under each software preset the planner knows
 //       (fused, eager, compiled, herd), each equally likely;
