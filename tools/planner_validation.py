@@ -4,9 +4,11 @@
 Reads tests/planner/published_runs.json (each run: source, hardware, full layout, the published figure and
 the step time derived from it), runs `herd estimate ... --json` on every run and writes
 docs/planner-validation.md (table, MAPE overall and by group) and docs/images/planner-validation.svg
-(predicted against derived step time, log-log, y = x). tests/planner/published_runs_test.cpp runs the same
-estimates with the same flags and asserts the bounds recorded in the JSON; `--write-bounds` rewrites those
-bounds from today's errors (the coordinator's step after a model change, never automatic).
+(predicted against derived step time, log-log, y = x), with the p10-p90 step-time band's coverage (share of
+runs inside it, mean half-width) on these runs and, on the published page, on the held-out runs beside them.
+tests/planner/published_runs_test.cpp runs the same estimates with the same flags and asserts the bounds
+recorded in the JSON; `--write-bounds` rewrites those bounds from today's errors (the coordinator's step after
+a model change, never automatic).
 
 A run's optional system fields (software, attention, pipeline_sends, dp_overlap, layer_split, grad_acc_fusion,
 tp_overlap, grad_dtype) and precisions other than bf16 are passed only when `herd estimate --help` lists the flag or
