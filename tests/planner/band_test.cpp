@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 namespace herd::planner {
 namespace {
@@ -91,6 +93,28 @@ TEST(StepBand, OverlapIncludesTouchingEnds) {
   b.p10_s = 2.01;
   EXPECT_FALSE(bands_overlap(a, b));
   EXPECT_FALSE(bands_overlap(b, a));
+}
+
+StepBand band(double p10, double p90) {
+  StepBand b;
+  b.p10_s = p10, b.p90_s = p90;
+  return b;
+}
+
+TEST(StepBand, PlanMarksEveryOverlappingPairAndOnlyThose) {
+  // #1 [1, 2] and #2 [1.5, 2.5] overlap; #3 [3, 4] overlaps neither.
+  const std::vector<StepBand> ranked = {band(1, 2), band(1.5, 2.5), band(3, 4)};
+  EXPECT_EQ(overlapping_ranks(ranked, 0), std::vector<int>{2});
+  EXPECT_EQ(overlapping_ranks(ranked, 1), std::vector<int>{1});
+  EXPECT_TRUE(overlapping_ranks(ranked, 2).empty());
+  EXPECT_EQ(band_overlap_note(ranked), "Bands overlap, so their order is within the planner's uncertainty: #1/#2.");
+  const std::vector<StepBand> apart = {band(1, 2), band(2.5, 3), band(3.5, 4)};
+  EXPECT_EQ(band_overlap_note(apart), "No two layouts' bands overlap.");
+  EXPECT_TRUE(overlapping_ranks(apart, 1).empty());
+  const std::vector<StepBand> all = {band(1, 3), band(2, 4), band(2.5, 5)};
+  EXPECT_EQ(band_overlap_note(all),
+            "Bands overlap, so their order is within the planner's uncertainty: #1/#2, #1/#3, #2/#3.");
+  EXPECT_EQ(overlapping_ranks(all, 2), (std::vector<int>{1, 2}));
 }
 
 const model::LlamaConfig kCfg = *model::preset("llama3-8b");

@@ -67,13 +67,6 @@ int run_plan(const PlanOptions& o) {
     if (!s.ok()) return report_error("plan", s.error());
     bands.push_back(planner::step_band(e.time.step_s, *s));
   }
-  auto overlaps = [&](std::size_t i) {
-    std::vector<int> ranks;
-    for (std::size_t k = 0; k < bands.size(); ++k) {
-      if (k != i && planner::bands_overlap(bands[i], bands[k])) ranks.push_back(static_cast<int>(k) + 1);
-    }
-    return ranks;
-  };
   if (o.p.json) {
     Json list = Json::array();
     for (std::size_t i = 0; i < r->ranked.size(); ++i) {
@@ -82,7 +75,7 @@ int run_plan(const PlanOptions& o) {
       j["rank"] = static_cast<int>(i) + 1;
       j["reliability"] = planner::reliability_to_json(planner::project_reliability(e, in->cluster, in->reliability));
       planner::add_band_json(j, bands[i], e, in->cluster, in->reliability);
-      j["band_overlaps"] = overlaps(i);
+      j["band_overlaps"] = planner::overlapping_ranks(bands, i);
       list.push_back(j);
     }
     std::cout << json_text(list, 2) << "\n";
@@ -124,17 +117,10 @@ int run_plan(const PlanOptions& o) {
                "%"});
   }
   t.print(std::cout);
-  std::string pairs;
-  for (std::size_t a = 0; a < bands.size(); ++a) {
-    for (std::size_t c = a + 1; c < bands.size(); ++c) {
-      if (!planner::bands_overlap(bands[a], bands[c])) continue;
-      pairs += (pairs.empty() ? "" : ", ") + std::string("#") + std::to_string(a + 1) + "/#" + std::to_string(c + 1);
-    }
+  if (bands.size() > 1) {
+    std::cout << "Ranked by the point estimate; p10-p90 is the step-time band (docs/planner.md section 5.1).\n"
+              << planner::band_overlap_note(bands) << "\n";
   }
-  std::cout << "Ranked by the point estimate; p10-p90 is the step-time band (docs/planner.md section 5.1).\n"
-            << (pairs.empty() ? std::string("No two layouts' bands overlap.")
-                              : "Bands overlap, so their order is within the planner's uncertainty: " + pairs + ".")
-            << "\n";
   // The winner as flags: `herd estimate` and `herd train` take this line as it is.
   std::cout << "\nlayout #1: " << r->ranked.front().layout.to_flags() << " --seq-len " << in->train.seq_len
             << " --global-batch " << in->train.global_batch << "\n";

@@ -8,8 +8,8 @@ namespace herd::planner {
 
 namespace {
 
-// Standard normal quantile: Newton's method on the CDF 0.5 erfc(-x / sqrt 2), from a start whose
-// error is below 0.5 for the strata used here.
+// Standard normal quantile: Newton's method on the CDF 0.5 erfc(-x / sqrt 2), from 0, each step at
+// most 1 (the strata's quantiles lie within -/+3.9).
 double normal_quantile(double u) {
   double x = 0;
   for (int i = 0; i < 60; ++i) {
@@ -133,6 +133,26 @@ Result<BandSources> band_sources(const model::LlamaConfig& cfg, const topology::
 
 bool bands_overlap(const StepBand& a, const StepBand& b) {
   return std::max(a.p10_s, b.p10_s) <= std::min(a.p90_s, b.p90_s);
+}
+
+std::vector<int> overlapping_ranks(const std::vector<StepBand>& ranked, std::size_t i) {
+  std::vector<int> ranks;
+  for (std::size_t k = 0; k < ranked.size(); ++k) {
+    if (k != i && bands_overlap(ranked[i], ranked[k])) ranks.push_back(static_cast<int>(k) + 1);
+  }
+  return ranks;
+}
+
+std::string band_overlap_note(const std::vector<StepBand>& ranked) {
+  std::string pairs;
+  for (std::size_t a = 0; a < ranked.size(); ++a) {
+    for (std::size_t b = a + 1; b < ranked.size(); ++b) {
+      if (!bands_overlap(ranked[a], ranked[b])) continue;
+      pairs += (pairs.empty() ? "#" : ", #") + std::to_string(a + 1) + "/#" + std::to_string(b + 1);
+    }
+  }
+  return pairs.empty() ? "No two layouts' bands overlap."
+                       : "Bands overlap, so their order is within the planner's uncertainty: " + pairs + ".";
 }
 
 }  // namespace herd::planner

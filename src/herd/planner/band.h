@@ -16,7 +16,9 @@
 // strata paired by fixed permutations): deterministic, and a source alone gives its own quantiles.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "herd/core/error.h"
@@ -73,5 +75,10 @@ Result<BandSources> band_sources(const model::LlamaConfig& cfg, const topology::
 
 // Do two bands overlap (each [p10, p90], ends included)?
 bool bands_overlap(const StepBand& a, const StepBand& b);
+// The 1-based ranks, other than i + 1, of the bands in `ranked` that overlap ranked[i].
+std::vector<int> overlapping_ranks(const std::vector<StepBand>& ranked, std::size_t i);
+// `herd plan`'s note under its ranked list: "Bands overlap, so their order is within the planner's
+// uncertainty: #1/#2, #2/#3." naming every overlapping pair, or "No two layouts' bands overlap.".
+std::string band_overlap_note(const std::vector<StepBand>& ranked);
 
 }  // namespace herd::planner
