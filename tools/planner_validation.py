@@ -4,9 +4,11 @@
 Reads tests/planner/published_runs.json (each run: source, hardware, full layout, the published figure and
 the step time derived from it), runs `herd estimate ... --json` on every run and writes
 docs/planner-validation.md (table, MAPE overall and by group) and docs/images/planner-validation.svg
-(predicted against derived step time, log-log, y = x). tests/planner/published_runs_test.cpp runs the same
-estimates with the same flags and asserts the bounds recorded in the JSON; `--write-bounds` rewrites those
-bounds from today's errors (the coordinator's step after a model change, never automatic).
+(predicted against derived step time, log-log, y = x), with the p10-p90 step-time band's coverage (share of
+runs inside it, mean half-width) on these runs and, on the published page, on the held-out runs beside them.
+tests/planner/published_runs_test.cpp runs the same estimates with the same flags and asserts the bounds
+recorded in the JSON; `--write-bounds` rewrites those bounds from today's errors (the coordinator's step after
+a model change, never automatic).
 
 A run's optional system fields (software, attention, pipeline_sends, dp_overlap, layer_split, grad_acc_fusion,
 tp_overlap, grad_dtype) and precisions other than bf16 are passed only when `herd estimate --help` lists the flag or
@@ -34,6 +36,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_DATA = os.path.join(ROOT, "tests", "planner", "published_runs.json")
+HELD_OUT_DATA = os.path.join(ROOT, "tests", "planner", "held_out_runs.json")
 
 # Optional system fields of the flag contract (docs/planner.md): JSON key -> herd flag.
 OPTIONAL_FLAGS = {
@@ -196,6 +200,8 @@ def run_all(herd, data_path, what_if=(), only=""):
                 r["mfu"] = j["mfu"]
                 r["time"] = j["time"]
                 r["err_pct"] = 100.0 * (j["step_time_s"] - run["derived_step_time_s"]) / run["derived_step_time_s"]
+                if "step_time_band_s" in j:
+                    r["band"] = (j["step_time_band_s"]["p10"], j["step_time_band_s"]["p90"])
             results.append(r)
     return doc, results, flags, precisions
 
@@ -203,6 +209,26 @@ def run_all(herd, data_path, what_if=(), only=""):
 def mape(rs):
     errs = [abs(r["err_pct"]) for r in rs if "err_pct" in r]
     return sum(errs) / len(errs) if errs else float("nan")
+
+
+def band_coverage(rs):
+    """(runs with a band, share of them whose derived step time lies in p10-p90, mean half-width of the band
+    as a share of the point estimate), or None when no run has a band."""
+    banded = [r for r in rs if "band" in r]
+    if not banded:
+        return None
+    inside = sum(1 for r in banded if r["band"][0] <= r["run"]["derived_step_time_s"] <= r["band"][1])
+    half = sum((r["band"][1] - r["band"][0]) / 2 / r["predicted"] for r in banded) / len(banded)
+    return len(banded), inside / len(banded), half
+
+
+def coverage_text(rs):
+    c = band_coverage(rs)
+    if c is None:
+        return "no step-time band in this herd's output"
+    n, share, half = c
+    return (f"p10-p90 band coverage {100 * share:.1f}% ({round(share * n)} of {n} runs inside), "
+            f"mean half-width {100 * half:.1f}% of the point estimate")
 
 
 def layout_text(run):
@@ -291,7 +317,7 @@ def write_svg(results, path):
 
 # ------------------------------------------------------------------------------------------------ Markdown
 
-def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc, data_path):
+def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc, data_path, band_rows=()):
     groups = sorted({r["run"]["group"] for r in results})
     ok = [r for r in results if "err_pct" in r]
     data_rel = os.path.relpath(os.path.abspath(data_path), ROOT)
@@ -310,6 +336,17 @@ def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc, data_pat
              f"**MAPE {mape(results):.1f}%** over {len(ok)} runs "
              f"(within 15%: {sum(1 for r in ok if abs(r['err_pct']) <= 15)}; within 8%: "
              f"{sum(1 for r in ok if abs(r['err_pct']) <= 8)}).", "",
+             "**Step-time band** (p10-p90, an 80% band; docs/planner.md section 5.1): the share of runs whose published "
+             "step time lies inside herd's band, and the band's mean half-width as a share of the point estimate.", "",
+             "| runs | count | inside p10-p90 | mean half-width |", "| --- | --- | --- | --- |"]
+    own = "tuned on (this page)" if os.path.abspath(data_path) == os.path.abspath(DEFAULT_DATA) else "this page's runs"
+    for label, rs in [(own, ok)] + list(band_rows):
+        c = band_coverage(rs)
+        if c is None:
+            lines.append(f"| {label} | {len(rs)} | no band in this herd's output | |")
+        else:
+            lines.append(f"| {label} | {c[0]} | {100 * c[1]:.1f}% ({round(c[1] * c[0])} of {c[0]}) | {100 * c[2]:.1f}% |")
+    lines += ["",
              "| group | runs | MAPE | mean error (sign) |", "| --- | --- | --- | --- |"]
     for g in groups:
         rs = [r for r in ok if r["run"]["group"] == g]
@@ -366,7 +403,7 @@ def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc, data_pat
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--herd", default=os.path.join(ROOT, "build", "herd"))
-    ap.add_argument("--data", default=os.path.join(ROOT, "tests", "planner", "published_runs.json"))
+    ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--md", default=os.path.join(ROOT, "docs", "planner-validation.md"))
     ap.add_argument("--svg", default=os.path.join(ROOT, "docs", "images", "planner-validation.svg"))
     ap.add_argument("--write-bounds", action="store_true",
@@ -395,13 +432,20 @@ def main():
     print(f"MAPE {mape(results):.2f}% over {sum(1 for r in results if 'err_pct' in r)} runs "
           f"({sum(1 for r in results if 'error' in r)} errors)"
           + (" with " + ", ".join(f"{k}={v}" for k, v in what_if) + " in every run" if what_if else ""))
+    print(coverage_text(results))
     if print_only:
         return
     os.makedirs(os.path.dirname(a.svg), exist_ok=True)
     write_svg(results, a.svg)
     svg_rel = os.path.relpath(a.svg, os.path.dirname(a.md))
+    # The page of the tuned runs also shows the band's coverage on the held-out runs, side by side.
+    band_rows = []
+    if os.path.abspath(a.data) == os.path.abspath(DEFAULT_DATA) and os.path.exists(HELD_OUT_DATA):
+        held = [r for r in run_all(a.herd, HELD_OUT_DATA)[1] if "err_pct" in r]
+        band_rows.append(("held out, never tuned on ([planner-held-out.md](planner-held-out.md))", held))
+        print("held out: " + coverage_text(held))
     write_md(doc, results, flags, precisions, a.md, svg_rel,
-             "optional flags passed: " + (", ".join(sorted(flags)) if flags else "none"), a.data)
+             "optional flags passed: " + (", ".join(sorted(flags)) if flags else "none"), a.data, band_rows)
     if a.write_bounds:
         b = doc["bounds"]
         b["tight_runs"] = [r["run"]["id"] for r in results if "err_pct" in r and abs(r["err_pct"]) <= b["per_run_pct"]]

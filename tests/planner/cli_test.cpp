@@ -2,6 +2,7 @@
 // errors that name the field or constraint.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -180,6 +181,89 @@ TEST(Cli, ScalingBookJobSummary) {
   // 4,194,304 tokens per batch (1024 x 4096): 11.0 TB of checkpoints, 11.7 TB in all; the book
   // rounds the batch to 4e6 tokens for its 10.5 and 11.2 TB (see validation_test.cpp).
   EXPECT_NEAR(j["job_memory"]["total_bytes"].get<double>() / 1e12, 11.7, 0.1);
+}
+
+}  // namespace
+
+namespace {
+
+double num(const herd::Json& j, const char* a, const char* b) { return j[a][b].get<double>(); }
+
+// The step-time band beside the point: step_time_band_s {p10, p90} around step_time_s, the tokens/s,
+// MFU and ETT bands derived from it, and the text line `step time X s (p10-p90 A-B s)`.
+TEST(Cli, EstimateGivesTheStepTimeBand) {
+  CmdOut r = run("estimate " + kMeta + " --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  herd::Json j = herd::Json::parse(r.out);
+  ASSERT_TRUE(j.contains("step_time_band_s")) << r.out;
+  const double step = j["step_time_s"].get<double>();
+  const double p10 = num(j, "step_time_band_s", "p10"), p90 = num(j, "step_time_band_s", "p90");
+  EXPECT_LT(p10, step);
+  EXPECT_GT(p90, step);
+  EXPECT_NEAR(num(j, "tokens_per_s_band", "p10"), j["tokens_per_s"].get<double>() * step / p90, 1e-6 * step);
+  EXPECT_NEAR(num(j, "tokens_per_s_band", "p90"), j["tokens_per_s"].get<double>() * step / p10, 1e-6 * step);
+  EXPECT_NEAR(num(j, "mfu_band", "p10"), j["mfu"].get<double>() * step / p90, 1e-9);
+  EXPECT_LE(num(j, "ett_band", "p10"), num(j, "ett_band", "p90"));
+  // --software not given: the four presets' spread is one of the sources.
+  EXPECT_EQ(j["band_sources"]["software_step_ratios"].size(), 4u);
+
+  CmdOut t = run("estimate " + kMeta);
+  ASSERT_EQ(t.status, 0) << t.out;
+  char line[128];
+  std::snprintf(line, sizeof line, "step time %.3f s (p10-p90 %.3f-%.3f s)", step, p10, p90);
+  EXPECT_NE(t.out.find(line), std::string::npos) << line << "\n" << t.out;
+}
+
+// With --software given there is no software spread: the band is narrower, the point the same.
+TEST(Cli, EstimateBandWithTheSoftwareGivenIsNarrower) {
+  herd::Json open = herd::Json::parse(run("estimate " + kMeta + " --json").out);
+  CmdOut r = run("estimate " + kMeta + " --software fused --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  herd::Json given = herd::Json::parse(r.out);
+  EXPECT_EQ(given["step_time_s"].get<double>(), open["step_time_s"].get<double>());
+  EXPECT_TRUE(given["band_sources"]["software_step_ratios"].empty());
+  EXPECT_GT(num(open, "step_time_band_s", "p90") - num(open, "step_time_band_s", "p10"),
+            num(given, "step_time_band_s", "p90") - num(given, "step_time_band_s", "p10"));
+}
+
+// Each plan entry carries its band and the ranks whose bands overlap its own; the list stays ordered
+// by the point estimate, and the text says which ranks overlap.
+TEST(Cli, PlanMarksLayoutsWhoseBandsOverlap) {
+  const std::string args =
+      "plan --model llama3-8b --cluster dgx-h100 --gpus 64 --seq-len 8192 --global-batch 256 --top 4";
+  CmdOut r = run(args + " --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  herd::Json j = herd::Json::parse(r.out);
+  ASSERT_EQ(j.size(), 4u);
+  int overlapping_pairs = 0;
+  std::string pairs;
+  for (std::size_t a = 0; a < j.size(); ++a) {
+    EXPECT_EQ(j[a]["rank"].get<int>(), static_cast<int>(a) + 1);
+    if (a > 0) {
+      EXPECT_LE(j[a - 1]["step_time_s"].get<double>(), j[a]["step_time_s"].get<double>());
+    }
+    for (std::size_t b = 0; b < j.size(); ++b) {
+      if (a == b) continue;
+      const bool overlap = std::max(num(j[a], "step_time_band_s", "p10"), num(j[b], "step_time_band_s", "p10")) <=
+                           std::min(num(j[a], "step_time_band_s", "p90"), num(j[b], "step_time_band_s", "p90"));
+      const herd::Json& marks = j[a]["band_overlaps"];
+      const bool marked = std::find(marks.begin(), marks.end(), herd::Json(static_cast<int>(b) + 1)) != marks.end();
+      EXPECT_EQ(marked, overlap) << "#" << a + 1 << " and #" << b + 1;
+      if (overlap && a < b) {
+        ++overlapping_pairs;
+        pairs += (pairs.empty() ? "" : ", ") + std::string("#") + std::to_string(a + 1) + "/#" + std::to_string(b + 1);
+      }
+    }
+  }
+  // Layouts of one model within a few percent of each other: their bands overlap.
+  EXPECT_GT(overlapping_pairs, 0);
+  CmdOut t = run(args);
+  ASSERT_EQ(t.status, 0) << t.out;
+  EXPECT_NE(t.out.find("p10-p90 s"), std::string::npos);
+  EXPECT_NE(t.out.find("Bands overlap, so their order is within the planner's uncertainty: " + pairs + "."),
+            std::string::npos)
+      << pairs << "\n"
+      << t.out;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // optionally the scaling book's whole-job view (training days, checkpoint memory, fewest chips).
 #include "herd/planner/estimate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -18,7 +19,14 @@
 
 namespace herd::cli {
 
-void print_estimate(std::ostream& os, const planner::Estimate& e, const PlannerInputs& in) {
+// "step time 12.300 s (p10-p90 11.800-14.100 s)".
+std::string band_text(const planner::StepBand& b) {
+  return "step time " + format_fixed(b.point_s, 3) + " s (p10-p90 " + format_fixed(b.p10_s, 3) + "-" +
+         format_fixed(b.p90_s, 3) + " s)";
+}
+
+void print_estimate(std::ostream& os, const planner::Estimate& e, const PlannerInputs& in,
+                    const planner::StepBand& band) {
   const planner::Layout& l = e.layout;
   os << "Layout " << l.to_string() << " on " << e.gpus << " x " << in.cluster.accelerator.name << " ("
      << in.cluster.name << "), model " << in.cfg.name << ", " << e.train.global_batch << " x " << e.train.seq_len
@@ -45,6 +53,15 @@ void print_estimate(std::ostream& os, const planner::Estimate& e, const PlannerI
   row("slowest accelerator (stragglers)", e.time.straggler_s);
   row("step", e.time.step_s);
   t.print(os);
+  const planner::BandSources& bs = band.sources;
+  os << band_text(band) << "\n  band sources (docs/planner.md section 5.1): software "
+     << (bs.software_ratios.empty()
+             ? std::string("given")
+             : "presets x" + format_fixed(*std::min_element(bs.software_ratios.begin(), bs.software_ratios.end()), 3) +
+                   "-" + format_fixed(*std::max_element(bs.software_ratios.begin(), bs.software_ratios.end()), 3))
+     << ", bus bandwidth sigma " << format_fixed(bs.comm_sigma, 3) << " on " << format_fixed(100 * bs.comm_share, 1)
+     << "% exposed communication, scale sigma " << format_fixed(bs.scale_sigma, 3) << ", planner residual p10/p90 "
+     << format_fixed(bs.residual_q10, 3) << "/" << format_fixed(bs.residual_q90, 3) << "\n";
 
   os << "\nCommunication per dimension ([TP, CP, PP, DP] placement)\n";
   Table c({"dim", "size", "stride", "tier", "GB/s", "total", "exposed", "overlap"});
@@ -58,6 +75,10 @@ void print_estimate(std::ostream& os, const planner::Estimate& e, const PlannerI
      << format_fixed(e.tokens_per_s / static_cast<double>(e.gpus), 1) << " per GPU), "
      << format_fixed(e.tflops_per_gpu, 0) << " TFLOP/s per GPU, MFU " << format_fixed(100 * e.mfu, 1) << "% (HFU "
      << format_fixed(100 * e.hfu, 1) << "%); " << e.bound << "\n";
+  os << "  p10-p90: " << format_fixed(e.tokens_per_s * e.time.step_s / band.p90_s, 0) << "-"
+     << format_fixed(e.tokens_per_s * e.time.step_s / band.p10_s, 0) << " tokens/s, MFU "
+     << format_fixed(100 * e.mfu * e.time.step_s / band.p90_s, 1) << "-"
+     << format_fixed(100 * e.mfu * e.time.step_s / band.p10_s, 1) << "%\n";
   os << "\nAssumptions\n";
   for (const std::string& a : e.assumptions) os << "  - " << a << "\n";
 }
@@ -180,6 +201,9 @@ int run_estimate(const EstimateOptions& o) {
     Status s = write_text_file(o.p.html, planner::report_html(*e, title));
     if (!s.ok()) return report_error("estimate", s.error());
   }
+  Result<planner::BandSources> sources = planner::band_sources(in->cfg, in->cluster, in->train, *e, in->software_given);
+  if (!sources.ok()) return report_error("estimate", sources.error());
+  const planner::StepBand band = planner::step_band(e->time.step_s, *sources);
   const bool summary = o.checkpoints_per_layer > 0 || o.train_tokens > 0;
   const planner::Reliability rel = planner::project_reliability(*e, in->cluster, in->reliability);
   if (o.p.json) {
@@ -187,12 +211,13 @@ int run_estimate(const EstimateOptions& o) {
     j["chosen"] = planner::chosen_to_json(*choice);
     j["search"] = planner::family_search_to_json(*choice);
     j["reliability"] = planner::reliability_to_json(rel);
+    planner::add_band_json(j, band, *e, in->cluster, in->reliability);
     if (summary) j["job"] = job_summary(o, *in, *e);
     std::cout << json_text(j, 2) << "\n";
     return 0;
   }
   print_choice(std::cout, *choice);
-  print_estimate(std::cout, *e, *in);
+  print_estimate(std::cout, *e, *in, band);
   print_reliability(std::cout, rel);
   if (summary) {
     std::cout << "\nWhole job (scaling-book view)\n" << json_text(job_summary(o, *in, *e), 2) << "\n";

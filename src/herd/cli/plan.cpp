@@ -3,6 +3,8 @@
 // (--explain) the winner's full estimate.
 #include <iostream>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "herd/cli/app.h"
 #include "herd/cli/planner_options.h"
@@ -15,7 +17,8 @@
 
 namespace herd::cli {
 
-void print_estimate(std::ostream& os, const planner::Estimate& e, const PlannerInputs& in);
+void print_estimate(std::ostream& os, const planner::Estimate& e, const PlannerInputs& in,
+                    const planner::StepBand& band);
 void print_reliability(std::ostream& os, const planner::Reliability& r);
 
 namespace {
@@ -56,11 +59,23 @@ int run_plan(const PlanOptions& o) {
         return report_error("plan", s.error());
     }
   }
+  // Every layout's step-time band; the ranking stays by the point estimate, and layouts whose bands
+  // overlap are marked (their order is within the planner's uncertainty).
+  std::vector<planner::StepBand> bands;
+  for (const planner::Estimate& e : r->ranked) {
+    Result<planner::BandSources> s = planner::band_sources(in->cfg, in->cluster, in->train, e, in->software_given);
+    if (!s.ok()) return report_error("plan", s.error());
+    bands.push_back(planner::step_band(e.time.step_s, *s));
+  }
   if (o.p.json) {
     Json list = Json::array();
-    for (const planner::Estimate& e : r->ranked) {
+    for (std::size_t i = 0; i < r->ranked.size(); ++i) {
+      const planner::Estimate& e = r->ranked[i];
       Json j = planner::estimate_to_json(e);
+      j["rank"] = static_cast<int>(i) + 1;
       j["reliability"] = planner::reliability_to_json(planner::project_reliability(e, in->cluster, in->reliability));
+      planner::add_band_json(j, bands[i], e, in->cluster, in->reliability);
+      j["band_overlaps"] = planner::overlapping_ranks(bands, i);
       list.push_back(j);
     }
     std::cout << json_text(list, 2) << "\n";
@@ -72,22 +87,40 @@ int run_plan(const PlanOptions& o) {
   std::cout << r->families << " families of degrees, " << r->layouts_costed << " layouts costed, " << r->layouts_fitting
             << " within memory, " << r->layouts_pruned << " skipped by the step-time bound, " << r->layouts_simulated
             << " simulated; search " << format_fixed(r->search_s, 3) << " s\n\n";
-  Table t({"#", "tp", "cp", "pp", "dp", "v", "mb", "M", "N", "recompute", "sp", "step s", "tokens/s", "TFLOP/s/GPU",
-           "MFU", "memory", "bubble", "exp. comm", "ETT"});
+  Table t({"#",  "tp",     "cp",        "pp",       "dp",          "v",   "mb",     "M",      "N",         "recompute",
+           "sp", "step s", "p10-p90 s", "tokens/s", "TFLOP/s/GPU", "MFU", "memory", "bubble", "exp. comm", "ETT"});
   int i = 0;
   for (const planner::Estimate& e : r->ranked) {
     const planner::Layout& l = e.layout;
-    t.add({std::to_string(++i), std::to_string(l.tp), std::to_string(l.cp), std::to_string(l.pp), std::to_string(l.dp),
-           std::to_string(l.v), std::to_string(l.microbatch), std::to_string(e.microbatches), std::to_string(e.n),
-           model::recompute_name(l.recompute), l.sp() ? "yes" : "no", format_fixed(e.time.step_s, 3),
-           format_fixed(e.tokens_per_s, 0), format_fixed(e.tflops_per_gpu, 0), format_fixed(100 * e.mfu, 1) + "%",
-           format_bytes(e.memory.total_bytes), format_fixed(100 * e.time.bubble_s / e.time.step_s, 1) + "%",
+    const planner::StepBand& b = bands[static_cast<std::size_t>(i)];
+    t.add({std::to_string(++i),
+           std::to_string(l.tp),
+           std::to_string(l.cp),
+           std::to_string(l.pp),
+           std::to_string(l.dp),
+           std::to_string(l.v),
+           std::to_string(l.microbatch),
+           std::to_string(e.microbatches),
+           std::to_string(e.n),
+           model::recompute_name(l.recompute),
+           l.sp() ? "yes" : "no",
+           format_fixed(e.time.step_s, 3),
+           format_fixed(b.p10_s, 3) + "-" + format_fixed(b.p90_s, 3),
+           format_fixed(e.tokens_per_s, 0),
+           format_fixed(e.tflops_per_gpu, 0),
+           format_fixed(100 * e.mfu, 1) + "%",
+           format_bytes(e.memory.total_bytes),
+           format_fixed(100 * e.time.bubble_s / e.time.step_s, 1) + "%",
            format_fixed(100 * e.time.exposed_comm_s() / e.time.step_s, 1) + "%",
            format_fixed(100 * planner::project_reliability(e, in->cluster, in->reliability).chosen().shares.productive,
                         2) +
                "%"});
   }
   t.print(std::cout);
+  if (bands.size() > 1) {
+    std::cout << "Ranked by the point estimate; p10-p90 is the step-time band (docs/planner.md section 5.1).\n"
+              << planner::band_overlap_note(bands) << "\n";
+  }
   // The winner as flags: `herd estimate` and `herd train` take this line as it is.
   std::cout << "\nlayout #1: " << r->ranked.front().layout.to_flags() << " --seq-len " << in->train.seq_len
             << " --global-batch " << in->train.global_batch << "\n";
@@ -108,7 +141,7 @@ int run_plan(const PlanOptions& o) {
   }
   if (o.explain) {
     std::cout << "\nWinner, explained\n\n";
-    print_estimate(std::cout, r->ranked.front(), *in);
+    print_estimate(std::cout, r->ranked.front(), *in, bands.front());
   }
   return 0;
 }

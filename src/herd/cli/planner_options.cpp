@@ -142,6 +142,7 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
                                : in.cluster.accelerator.host_cores > 0 ? "herd"
                                                                        : "fused";
   HERD_ASSIGN_OR_RETURN(in.train.system.software, planner::parse_software(software));
+  in.software_given = !o.software.empty();
   HERD_ASSIGN_OR_RETURN(in.train.system.attention, planner::parse_attention(o.attention));
   if (o.pipeline_sends != "async" && o.pipeline_sends != "sync") {
     return make_error("--pipeline-sends: expected async or sync, got '", o.pipeline_sends, "'");

@@ -69,6 +69,7 @@ struct PlannerInputs {
   planner::TrainingSpec train;
   planner::Layout base;  // knobs from the command line (degrees filled in by the caller)
   planner::ReliabilitySpec reliability;
+  bool software_given = false;  // --software was given (else the step-time band spans the presets)
 };
 Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o);
 // The knobs the command line fixes (taken from `in.base`); the search chooses the others.

@@ -12,6 +12,29 @@
 
 namespace herd::planner {
 
+void add_band_json(Json& j, const StepBand& b, const Estimate& e, const topology::Cluster& cluster,
+                   const ReliabilitySpec& spec) {
+  j["step_time_band_s"] = {{"p10", b.p10_s}, {"p90", b.p90_s}};
+  j["tokens_per_s_band"] = {{"p10", e.tokens_per_s * e.time.step_s / b.p90_s},
+                            {"p90", e.tokens_per_s * e.time.step_s / b.p10_s}};
+  j["mfu_band"] = {{"p10", e.mfu * e.time.step_s / b.p90_s}, {"p90", e.mfu * e.time.step_s / b.p10_s}};
+  double ett[2];
+  for (int i = 0; i < 2; ++i) {
+    Estimate at = e;
+    at.time.step_s = i == 0 ? b.p10_s : b.p90_s;
+    ett[i] = project_reliability(at, cluster, spec).chosen().shares.productive;
+  }
+  j["ett_band"] = {{"p10", std::min(ett[0], ett[1])}, {"p90", std::max(ett[0], ett[1])}};
+  const BandSources& s = b.sources;
+  Json src;
+  src["software_step_ratios"] = s.software_ratios;
+  src["comm_share"] = s.comm_share;
+  src["comm_sigma"] = s.comm_sigma;
+  src["scale_sigma"] = s.scale_sigma;
+  src["residual_log_p10_p50_p90"] = {s.residual_q10, s.residual_q50, s.residual_q90};
+  j["band_sources"] = src;
+}
+
 Json estimate_to_json(const Estimate& e) {
   Json j;
   j["fits"] = e.fits();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "herd/core/json.h"
+#include "herd/planner/band.h"
 #include "herd/planner/estimate.h"
 #include "herd/planner/reliability.h"
 #include "herd/planner/search.h"
@@ -20,6 +21,12 @@ Json reliability_to_json(const Reliability& r);
 // `herd estimate --json`'s `chosen` object: knob -> {value, given, why[, runner_up]}, one entry per
 // knob the search knows (planner/search.h), and its `search` object (variants costed, fitting,
 // simulated, and when nothing fits, what would).
+// The step-time band's fields of `herd estimate --json` and of each `herd plan --json` entry:
+// step_time_band_s {p10, p90}; tokens_per_s_band and mfu_band {p10, p90} (tokens / step and MFU at the
+// band's p90 and p10 step); ett_band {p10, p90}, the effective training time at the band's two ends
+// (lower, higher); band_sources, what each source contributes (docs/planner.md section 5.1).
+void add_band_json(Json& j, const StepBand& b, const Estimate& e, const topology::Cluster& cluster,
+                   const ReliabilitySpec& spec);
 Json chosen_to_json(const FamilyChoice& c);
 Json family_search_to_json(const FamilyChoice& c);
 std::string report_svg(const Estimate& e, const std::string& title);
