@@ -250,7 +250,7 @@ TEST_F(DistCli, AnMpiRankThatFailsAloneShowsItsErrorAndEndsTheJobAtOnce) {
   const std::string cmd =
       "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --allow-run-as-root --oversubscribe "
       "--bind-to none -np 2 " +
-      std::string(HERD_BINARY) + " " + run_args(metrics) + " --tp 2 --parallel.comm_timeout_s=40 > " +
+      std::string(HERD_BINARY) + " " + run_args(metrics) + " --tp 2 --parallel.comm_timeout_s=300 > " +
       (dir_ / "f.log").string() + " 2>&1";
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_NE(std::system(cmd.c_str()), 0);
@@ -260,7 +260,7 @@ TEST_F(DistCli, AnMpiRankThatFailsAloneShowsItsErrorAndEndsTheJobAtOnce) {
       << log;
   EXPECT_NE(log.find("ending the job"), std::string::npos) << log;
   EXPECT_EQ(log.find("timeout after"), std::string::npos) << "the peer waited out its collective: " << log;
-  EXPECT_LT(wall, 30.0) << log;
+  EXPECT_LT(wall, 150.0) << log;  // far under the peer's 300 s timeout: tells the two ends apart on any host
 }
 
 TEST_F(DistCli, AWorldOfTheWrongSizeIsRefusedUnderMpirun) {

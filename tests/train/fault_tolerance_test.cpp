@@ -1,5 +1,6 @@
 // Checkpoints that survive what a real job meets, and the NaN guard, with ranks as threads:
-// - preemption (the SIGTERM flag raised while a TP2 x DP2 job trains) stops every rank after the same
+// - preemption (the SIGTERM flag raised while a TP2 x DP2 job trains, at a step's start) stops every rank after the
+// same
 //   step with a checkpoint, and the resumed run ends bit-identical to an uninterrupted one;
 // - a writer killed (SIGKILL) at 50 random moments of its saves never leaves a checkpoint that resume
 //   picks up half-written, and what it leaves is removed by the stale cleanup;
@@ -21,6 +22,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -55,9 +58,11 @@ TrainConfig base_config(const std::string& ckpt_dir, std::int64_t tp = 2, std::i
   return c;
 }
 
-Result<JobResult<float>> run(const TrainConfig& c, std::int64_t stop_after = 0) {
+Result<JobResult<float>> run(const TrainConfig& c, std::int64_t stop_after = 0,
+                             std::function<std::unique_ptr<StepClock>(int)> step_clock = nullptr) {
   JobResult<float> out;
   out.quiet = true;
+  out.step_clock = std::move(step_clock);
   HERD_RETURN_IF_ERROR(run_local_job<float>(c, testing::parity_model(),
                                             {testing::parity_docs(40, 1), testing::parity_docs(10, 2)},
                                             distributed_llama_factory<float>(), &out, stop_after, /*gather=*/true));
@@ -94,10 +99,29 @@ void expect_same_weights(const JobResult<float>& a, const JobResult<float>& b) {
 
 // --- preemption -------------------------------------------------------------------------------------
 
+// Rank 0's measured step clock, which raises the preemption flag (as the SIGTERM handler would) when
+// step `at` starts: the job sees it at that step's control all-reduce, whatever the host's speed.
+class PreemptingClock final : public StepClock {
+ public:
+  PreemptingClock(int rank, std::int64_t at) : rank_(rank), at_(at) {}
+  void start_step() override {
+    if (++step_ == at_ && rank_ == 0) request_preemption();
+    clock_->start_step();
+  }
+  comm::FlightRecorder::StepTimes split(std::int64_t step) override { return clock_->split(step); }
+  void compute_for(double cpu_s) override { clock_->compute_for(cpu_s); }
+  void stall_for(double s) override { clock_->stall_for(s); }
+
+ private:
+  int rank_;
+  std::int64_t at_, step_ = 0;
+  std::unique_ptr<StepClock> clock_ = measured_step_clock(nullptr);
+};
+
 TEST(Preemption, TheSigtermFlagStopsEveryRankWithACheckpointThatResumesBitExactly) {
   TempDir full_dir("herd_pre_full"), dir("herd_pre");
   TrainConfig c = base_config(full_dir.path.string());
-  c.train.steps = 300;        // long enough that the flag goes up mid-run on any machine
+  c.train.steps = 12;
   c.checkpoint.every = 1000;  // only the end's checkpoint (and the preemption's)
   Result<JobResult<float>> full = run(c);
   ASSERT_TRUE(full.ok()) << full.error().message();
@@ -107,25 +131,13 @@ TEST(Preemption, TheSigtermFlagStopsEveryRankWithACheckpointThatResumesBitExactl
   c.train.metrics_file = (dir.path / "metrics.jsonl").string();
   fs::create_directories(dir.path);
   clear_preemption();
-  // The flag goes up while the job trains (as the signal handler would set it), after step 3 is logged.
-  std::thread signaller([&] {
-    auto lines = [&] {
-      std::ifstream in(c.train.metrics_file);
-      return std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
-    };
-    for (int i = 0; i < 20000 && lines() < 3; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    request_preemption();
-  });
-  Result<JobResult<float>> first = run(c);
-  signaller.join();
+  // The flag goes up while the job trains, as step 5 starts on rank 0; every rank stops after it.
+  Result<JobResult<float>> first = run(c, 0, [](int rank) { return std::make_unique<PreemptingClock>(rank, 5); });
   clear_preemption();
   ASSERT_TRUE(first.ok()) << first.error().message();
   ASSERT_TRUE(first->preempted);
   const std::int64_t stopped = first->history.back().step;
-  ASSERT_GE(stopped, 3);
-  ASSERT_LT(stopped, 300) << "the job ended before the flag went up; nothing was tested";
+  ASSERT_EQ(stopped, 5);
   EXPECT_TRUE(fs::exists(dir.path / step_dir_name(stopped)));
   EXPECT_TRUE(tmp_dirs(dir.path).empty());
   EXPECT_GE(metrics_lines(c.train.metrics_file).back().value("checkpoint_s", -1.0), 0.0);
@@ -133,7 +145,7 @@ TEST(Preemption, TheSigtermFlagStopsEveryRankWithACheckpointThatResumesBitExactl
   Result<JobResult<float>> second = run(c);
   ASSERT_TRUE(second.ok()) << second.error().message();
   EXPECT_EQ(second->resumed_from, stopped);
-  ASSERT_EQ(second->history.size(), static_cast<std::size_t>(300 - stopped));
+  ASSERT_EQ(second->history.size(), static_cast<std::size_t>(12 - stopped));
   for (const StepRecord& r : second->history) {
     const StepRecord& w = full->history[static_cast<std::size_t>(r.step - 1)];
     EXPECT_EQ(r.loss, w.loss) << "step " << r.step;

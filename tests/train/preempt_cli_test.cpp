@@ -29,6 +29,11 @@ class PreemptCli : public herd::testing::ParityRunDir {
            " --train.steps=150 --optim.lr=1e-2 --eval.every=0 --generate.samples=0 --checkpoint.every=1000" +
            " --checkpoint.dir=" + (dir_ / name).string() + " --train.metrics_file=" + (dir_ / name).string() + ".jsonl";
   }
+  // For the runs a signal cuts: rank 0 sleeps 9x its compute after each step (fault.slow_rank, stall: it
+  // takes no CPU from the shell that polls and signals), so the 150 steps take seconds, not a second, and
+  // a signal sent once a few steps are logged lands mid-run on a loaded host too. The math is unchanged.
+  static constexpr const char* kSlowed =
+      " --fault.slow_rank=0 --fault.slow_factor=10 --fault.slow_mode=stall --fault.slow_from_step=1";
   // step -> loss of a metrics file (a resumed run appends; a later line wins).
   std::map<std::int64_t, double> losses(const std::string& name) {
     std::map<std::int64_t, double> out;
@@ -48,7 +53,7 @@ TEST_F(PreemptCli, SigtermExits143WithACheckpointThatResumesBitExactly) {
   // Started in the background; SIGTERM once its metrics file has 3 steps.
   const std::string metrics = (dir_ / "cut").string() + ".jsonl";
   const std::string status = (dir_ / "status").string();
-  const std::string cmd = "sh -c '" + std::string(HERD_BINARY) + " " + args("cut") + " >" + dir_.string() +
+  const std::string cmd = "sh -c '" + std::string(HERD_BINARY) + " " + args("cut") + kSlowed + " >" + dir_.string() +
                           "/cut.out 2>&1 & p=$!; i=0; while [ $i -lt 3000 ] && [ \"$(cat " + metrics +
                           " 2>/dev/null | wc -l)\" -lt 3 ]; do sleep 0.01; i=$((i+1)); done; kill -TERM $p; wait $p; " +
                           "echo $? >" + status + "'";
@@ -80,10 +85,10 @@ TEST_F(PreemptCli, Sigusr2DumpsTheFlightRecordersAndSigusr1DumpsThenPreempts) {
     return "i=0; while [ $i -lt 3000 ] && [ \"$(cat " + metrics + " 2>/dev/null | wc -l)\" -lt " + std::to_string(n) +
            " ]; do sleep 0.01; i=$((i+1)); done; ";
   };
-  const std::string cmd = "sh -c '" + std::string(HERD_BINARY) + " " + args("sig") + " --diagnostics.job_id=sig >" +
-                          dir_.string() + "/sig.out 2>&1 & p=$!; " + wait_lines(3) + "kill -USR2 $p; " +
-                          "i=0; while [ $i -lt 3000 ] && ! grep -q \"SIGUSR2: dump requested\" " + dir_.string() +
-                          "/sig.out; do sleep 0.01; i=$((i+1)); done; " + wait_lines(12) +
+  const std::string cmd = "sh -c '" + std::string(HERD_BINARY) + " " + args("sig") + kSlowed +
+                          " --diagnostics.job_id=sig >" + dir_.string() + "/sig.out 2>&1 & p=$!; " + wait_lines(3) +
+                          "kill -USR2 $p; " + "i=0; while [ $i -lt 3000 ] && ! grep -q \"SIGUSR2: dump requested\" " +
+                          dir_.string() + "/sig.out; do sleep 0.01; i=$((i+1)); done; " + wait_lines(12) +
                           "kill -USR1 $p; wait $p; echo $? >" + status + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   const std::string out = herd::testing::slurp((dir_ / "sig.out").string());

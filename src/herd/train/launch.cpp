@@ -37,7 +37,8 @@ Status run_rank_unguarded(comm::Communicator& world_in, const TrainConfig& cfg, 
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<Trainer<T>> trainer,
                         Trainer<T>::make(cfg, m, ctx, std::move(model), data.train, data.val));
   trainer->quiet = out != nullptr && (world.rank() != 0 || out->quiet);
-  trainer->comm_clock = [&world] { return world.totals(); };
+  trainer->step_clock = out != nullptr && out->step_clock ? out->step_clock(world.rank())
+                                                          : measured_step_clock([&world] { return world.totals(); });
   trainer->heartbeat = [beat = world_in.recorder_ptr()](const std::string& what) { beat->beat(what); };
   trainer->recorder = world_in.recorder_ptr();
   HERD_RETURN_IF_ERROR(trainer->run(stop_after));

@@ -44,6 +44,9 @@ struct JobResult {
   // Set by the caller that owns the process (`herd train`): the watchdog ends the process when a hung rank
   // cannot be joined (train/watchdog.h). Off in tests that run jobs in-process.
   bool exit_on_hang = false;
+  // Set by the caller: each rank's step clock (train/straggler_monitor.h), by rank; unset, the measured
+  // one. The straggler watch's tests set figures of their own through it.
+  std::function<std::unique_ptr<StepClock>(int rank)> step_clock;
 };
 
 // BLAS threads for each of `ranks` ranks on this machine's cores.

@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 #include "herd/core/format.h"
 #include "herd/core/stats.h"
+#include "herd/core/timer.h"
 
 namespace herd::train {
 
@@ -26,6 +29,58 @@ comm::FlightRecorder::StepTimes split_step(std::int64_t step, double wall_s, con
   t.queued_s = std::max(0.0, (end.queued_s - start.queued_s) - (comm_end.queued_s - comm_start.queued_s));
   t.stall_s = std::max(0.0, wall_s - t.wait_s - t.busy_s - t.queued_s);
   return t;
+}
+
+namespace {
+
+class MeasuredStepClock final : public StepClock {
+ public:
+  explicit MeasuredStepClock(std::function<measure::TimedCommunicator::Totals()> comm_totals)
+      : comm_totals_(std::move(comm_totals)) {}
+
+  void start_step() override {
+    wall_.reset();
+    comm_start_ = comm_now();
+    start_ = measure::thread_clock();
+  }
+
+  comm::FlightRecorder::StepTimes split(std::int64_t step) override {
+    return split_step(step, wall_.seconds(), start_, measure::thread_clock(), comm_start_, comm_now());
+  }
+
+  // Computing, not sleeping: a slow rank is not told apart from real work by how it is slow. The
+  // wall-clock cap only guards against a CPU clock that does not advance.
+  void compute_for(double cpu_s) override {
+    if (!(cpu_s > 0)) return;
+    const double start = thread_cpu_seconds();
+    Timer wall;
+    volatile double sink = 1.0;
+    while (thread_cpu_seconds() - start < cpu_s && wall.seconds() < 60.0 + 100.0 * cpu_s) {
+      double x = sink;
+      for (int i = 0; i < 4096; ++i) x = x * 0.999999 + 1e-9;
+      sink = x;
+    }
+  }
+
+  void stall_for(double s) override {
+    if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
+  }
+
+ private:
+  measure::TimedCommunicator::Totals comm_now() const {
+    return comm_totals_ ? comm_totals_() : measure::TimedCommunicator::Totals{};
+  }
+
+  std::function<measure::TimedCommunicator::Totals()> comm_totals_;
+  Timer wall_;
+  measure::ThreadClock start_;
+  measure::TimedCommunicator::Totals comm_start_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepClock> measured_step_clock(std::function<measure::TimedCommunicator::Totals()> comm_totals) {
+  return std::make_unique<MeasuredStepClock>(std::move(comm_totals));
 }
 
 Result<StragglerMonitor> StragglerMonitor::make(const DiagnosticsSection& d, const parallel::ParallelContext& ctx) {

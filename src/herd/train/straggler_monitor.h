@@ -32,7 +32,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,30 @@ comm::FlightRecorder::StepTimes split_step(std::int64_t step, double wall_s, con
                                            const measure::ThreadClock& end,
                                            const measure::TimedCommunicator::Totals& comm_start,
                                            const measure::TimedCommunicator::Totals& comm_end);
+
+// Where a rank's step split comes from. The trainer starts it at each step's start, reads the split of
+// the step so far after the step's last collective, and runs fault.slow_rank's extra work through it, so
+// a clock that does not read the host's clocks also sees the fault. measured_step_clock (the trainer's
+// clock) reads the thread's scheduler clocks and the communicator's totals; the straggler watch's tests
+// give every rank a clock whose figures they set (docs/testing.md), so that what they assert does not
+// depend on the host's speed or scheduler.
+class StepClock {
+ public:
+  virtual ~StepClock() = default;
+  virtual void start_step() = 0;
+  // The split (split_step) of the step since start_step, numbered `step`.
+  virtual comm::FlightRecorder::StepTimes split(std::int64_t step) = 0;
+  // fault.slow_rank: `cpu_s` more seconds of computing in this step (slow_mode=compute: a slower core),
+  // or `s` seconds off the CPU (stall: a rank stopped or preempted while it should compute).
+  virtual void compute_for(double cpu_s) = 0;
+  virtual void stall_for(double s) = 0;
+};
+
+// The clock of the calling thread's scheduler clocks (measure/thread_clock.h) and the wall time, with
+// `comm_totals` (the launcher's TimedCommunicator) for the time inside collectives; unset: no
+// collectives counted. compute_for keeps the thread computing until its CPU clock has advanced by cpu_s
+// (extra work, measured as any rank's busy time is); stall_for sleeps.
+std::unique_ptr<StepClock> measured_step_clock(std::function<measure::TimedCommunicator::Totals()> comm_totals);
 
 class StragglerMonitor {
  public:

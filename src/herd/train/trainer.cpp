@@ -338,32 +338,12 @@ Status Trainer<T>::maybe_inject_fault() {
   return Status::Ok();
 }
 
-namespace {
-
-// Keeps the calling thread computing until it has run `cpu_s` more seconds of CPU: extra work, as a
-// slower core or accelerator would take, measured the way any rank's busy time is (a sleep would not
-// count as CPU time, and a slow rank should not be told apart from real work by how it is slow). The
-// wall-clock cap only guards against a CPU clock that does not advance.
-void burn_cpu(double cpu_s) {
-  if (!(cpu_s > 0)) return;
-  const double start = measure::thread_cpu_seconds();
-  Timer wall;
-  volatile double sink = 1.0;
-  while (measure::thread_cpu_seconds() - start < cpu_s && wall.seconds() < 60.0 + 100.0 * cpu_s) {
-    double x = sink;
-    for (int i = 0; i < 4096; ++i) x = x * 0.999999 + 1e-9;
-    sink = x;
-  }
-}
-
-}  // namespace
-
 // fault.slow_rank: the rank's step takes slow_factor x its compute time (a straggler; unlike the one-shot
 // faults it persists across restarts, as a slow host would): the rank computes (slow_factor - 1) x its
 // step's CPU time more (fault.slow_mode=compute: a slower core), or sleeps it (stall: a rank stopped or
-// preempted while it should compute). Its start is recorded as "slow@S".
+// preempted while it should compute), both through the step's clock. Its start is recorded as "slow@S".
 template <typename T>
-void Trainer<T>::maybe_slow_down(const std::function<double()>& compute_s) {
+void Trainer<T>::maybe_slow_down(StepClock& clock) {
   const FaultSection& f = cfg_.fault;
   if (f.slow_rank != ctx_.rank || step_ < f.slow_from_step || f.slow_factor <= 1) return;
   const std::string key = "slow@" + std::to_string(f.slow_from_step);
@@ -372,11 +352,11 @@ void Trainer<T>::maybe_slow_down(const std::function<double()>& compute_s) {
     log_warning("fault.slow_rank: rank ", ctx_.rank, "'s steps take ", f.slow_factor, " x longer from step ",
                 f.slow_from_step);
   }
-  const double extra = (f.slow_factor - 1) * std::max(0.0, compute_s());
+  const double extra = (f.slow_factor - 1) * std::max(0.0, clock.split(step_).busy_s);
   if (f.slow_mode == "stall") {
-    std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+    clock.stall_for(extra);
   } else {
-    burn_cpu(extra);
+    clock.compute_for(extra);
   }
 }
 
@@ -489,15 +469,14 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     HERD_RETURN_IF_ERROR(ctx_.world->barrier());
   }
   StepSlices step;
+  const std::unique_ptr<StepClock> unrecorded = step_clock ? nullptr : measured_step_clock(nullptr);
+  StepClock& clock = step_clock ? *step_clock : *unrecorded;
   while (step_ < steps) {
     if (heartbeat) heartbeat("step " + std::to_string(step_ + 1));
     HERD_RETURN_IF_ERROR(maybe_inject_fault());
     Timer step_timer;
-    // The step's split for the straggler watch (straggler_monitor.h): the thread's clocks and the
-    // communicator's at the start and the end.
-    const measure::TimedCommunicator::Totals comm_at_start =
-        comm_clock ? comm_clock() : measure::TimedCommunicator::Totals{};
-    const measure::ThreadClock clock_at_start = measure::thread_clock();
+    // The step's split for the straggler watch (straggler_monitor.h).
+    clock.start_step();
     HERD_ASSIGN_OR_RETURN(data::Loader * next, loader_for(ramp_.at(tokens_)));
     if (next != current_) {
       HERD_RETURN_IF_ERROR(next->restore(current_->state()));
@@ -527,16 +506,12 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     if (ctl.checkpoint_failed) HERD_RETURN_IF_ERROR(checkpoint_failed(": training on, the next save retries"));
     ++step_;
     tokens_ += step_tokens;
-    // Every collective of the step counts, the control all-reduce included.
-    const auto split_now = [&] {
-      return split_step(step_, step_timer.seconds(), clock_at_start, measure::thread_clock(), comm_at_start,
-                        comm_clock ? comm_clock() : comm_at_start);
-    };
     // fault.slow_rank stretches this rank's step by its compute so far (inside its step time, as a slow
     // host's would be).
-    maybe_slow_down([&] { return split_now().busy_s; });
-    if (comm_clock) {
-      const comm::FlightRecorder::StepTimes split = split_now();
+    maybe_slow_down(clock);
+    if (step_clock) {
+      // Every collective of the step counts, the control all-reduce included.
+      const comm::FlightRecorder::StepTimes split = clock.split(step_);
       rec.comm_wait_s = split.wait_s;
       stragglers_.add_step(split);
       if (recorder) recorder->note_step(split);

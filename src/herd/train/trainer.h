@@ -106,11 +106,12 @@ class Trainer {
   RankModel<T>& model() { return *model_; }
   bool quiet = false;             // no progress or projection lines (tests; ranks other than 0)
   double step_seconds_total = 0;  // wall time of the steps run so far (benchmarks)
-  // The wall, CPU and queued seconds this rank has spent inside collectives so far (the launcher's
-  // TimedCommunicator); when set, every StepRecord carries its step's wall share (the measured exposed
-  // communication) and the straggler watch and the flight recorder its step's split
-  // (straggler_monitor.h).
-  std::function<measure::TimedCommunicator::Totals()> comm_clock;
+  // The source of each step's split (straggler_monitor.h); run_rank sets measured_step_clock over the
+  // launcher's TimedCommunicator. When set, every StepRecord carries its step's wait in collectives (the
+  // measured exposed communication) and the straggler watch and the flight recorder its step's split.
+  // Unset, fault.slow_rank's extra work runs on a measured clock without collectives and nothing else
+  // is recorded.
+  std::unique_ptr<StepClock> step_clock;
   // When set, called at each step with what the rank is doing ("step 12"): the rank's heartbeat, which
   // the watchdog reads (train/watchdog.h). run_rank points it at the world's flight recorder.
   std::function<void(const std::string&)> heartbeat;
@@ -160,7 +161,7 @@ class Trainer {
   // diagnostics.dump_every, SIGUSR1/SIGUSR2 (preempt.h): this rank's flight recorder, dumped.
   void dump_recorder(const std::string& reason);
   Status inject_kill(std::int64_t step, const std::string& why);
-  void maybe_slow_down(const std::function<double()>& compute_s);
+  void maybe_slow_down(StepClock& clock);
   Result<data::Loader*> loader_for(const BatchShape& shape);
   // This rank's part of one global step: M global micro-batches from a loader, each cut to this rank's
   // rows, and the real and total tokens of the whole global step.
