@@ -179,6 +179,38 @@ TEST(InputErrors, AnOverflowingNumberInAnyJsonInputNamesTheFile) {
 }
 
 // Before: `--title 'R&D'` was written raw into the SVG, which XML parsers then refused.
+// Every JSON input, nested 100,000 arrays deep, and an override of that depth or length: one line naming
+// the source, never a stack overflow in the parser or in the error message's echo of the value.
+TEST(InputErrors, DeeplyNestedJsonIsOneLineNamingTheSource) {
+  const fs::path d = scratch("deep");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::ofstream(d / "deep.json") << deep;
+  std::ofstream(d / "field.json") << small_config("hidden_size", deep);
+  const std::string f = (d / "deep.json").string();
+  for (const std::string& args : {"train " + f, "model " + f, "model " + (d / "field.json").string(),
+                                  "estimate --model llama3-8b --cluster " + f +
+                                      " --gpus 8 --tp 8 --cp 1 --pp 1 --dp 1 --seq-len 8192 --global-batch 8",
+                                  "data verify " + d.string()}) {
+    const CliResult r = run_herd(args);
+    EXPECT_TRUE(r.status == 1 || r.status == 2) << args << "\nstatus " << r.status << "\n" << r.err;
+    EXPECT_NE(r.err.find(": error: "), std::string::npos) << args << "\n" << r.err.substr(0, 300);
+    EXPECT_EQ(count_lines(r.err), 1) << args << "\n" << r.err.substr(0, 300);
+    EXPECT_LE(r.err.size(), 400u) << args << "\n" << r.err.substr(0, 300);
+  }
+  std::ofstream(d / "meta.json") << deep;
+  const CliResult v = run_herd("data verify " + d.string());
+  EXPECT_NE(v.err.find("nested more than 64 arrays or objects deep"), std::string::npos) << v.err.substr(0, 300);
+  // An override's value is echoed cut to 40 characters (30,000 levels: a command line holds 128 KiB).
+  const std::string arg = "'--optim.lr=" + std::string(30000, '[') + std::string(30000, ']') + "'";
+  const CliResult o = run_herd("train " + std::string(HERD_SOURCE_DIR) + "/configs/demo.json --print-config " + arg);
+  EXPECT_EQ(o.status, 1) << o.err.substr(0, 300);
+  EXPECT_EQ(count_lines(o.err), 1) << o.err.substr(0, 300);
+  EXPECT_NE(o.err.find("--optim.lr: expected a number, got \"[[[["), std::string::npos) << o.err.substr(0, 300);
+  EXPECT_LE(o.err.size(), 200u) << o.err.substr(0, 300);
+  fs::remove_all(d);
+}
+
+// Before: `--title 'R&D'` was written raw into the SVG, which XML parsers then refused.
 TEST(InputErrors, SvgTextIsEscapedEverywhere) {
   const fs::path d = scratch("svg");
   const std::string metrics = (d / "m.jsonl").string();

@@ -98,8 +98,10 @@ std::vector<Json> read_step_records(const std::string& metrics_file, double sinc
   std::vector<Json> out;
   std::ifstream in(metrics_file);
   for (std::string line; std::getline(in, line);) {
-    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j.contains("time")) continue;
+    const Result<Json> r = parse_json_text(line, metrics_file);
+    if (!r.ok()) continue;
+    const Json& j = *r;
+    if (!j.is_object() || !j.contains("step") || !j.contains("time")) continue;
     if (num(j, "time") >= since) out.push_back(j);
   }
   return out;

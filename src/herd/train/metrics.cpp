@@ -21,8 +21,10 @@ Result<MetricsWriter> MetricsWriter::open(const std::string& path, std::int64_t 
     std::ifstream in(path);
     std::string kept, line;
     while (in && std::getline(in, line)) {
-      const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+      const Result<Json> r = parse_json_text(line, path);
+      if (!r.ok()) continue;
+      const Json& j = *r;
+      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
       const std::int64_t step = j["step"].get<std::int64_t>();
       if (step <= resumed_from) {
         kept += line + "\n";

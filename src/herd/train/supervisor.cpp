@@ -131,9 +131,10 @@ void report_dumps(const std::string& dir, const std::string& attempt_id) {
   if (found.empty()) return;
   std::sort(found.begin(), found.end());
   std::string reason;
-  std::ifstream in(found.front());
-  const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_discarded() && j.contains("reason") && j["reason"].is_string()) reason = j["reason"].get<std::string>();
+  const Result<Json> j = read_json_file(found.front());
+  if (j.ok() && j->is_object() && j->contains("reason") && (*j)["reason"].is_string()) {
+    reason = (*j)["reason"].get<std::string>();
+  }
   say("flight recorders: " + std::to_string(found.size()) + " dump(s) in " + dir + " (" + prefix + "*.json)" +
       (reason.empty() ? "" : "; " + reason));
   // A hang (a collective's timeout or the watchdog): the dumps read across ranks (what `herd trace`
