@@ -404,5 +404,28 @@ TEST_F(TraceLocal, JobsInADirectory) {
   EXPECT_NE(empty.error().message().find("herd_flight_new_rank1.json"), std::string::npos);
 }
 
+// Two jobs' dumps: the default is the job with the latest write time, whichever sorts first by name.
+TEST_F(TraceLocal, TheDefaultJobIsTheOneWithTheNewestDump) {
+  const fs::file_time_type t0 = fs::file_time_type::clock::now() - std::chrono::hours(24);
+  for (const bool older_first : {true, false}) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const std::string older = older_first ? "a_older" : "z_older", newer = older_first ? "b_newer" : "y_newer";
+    for (const auto& [job, age] : {std::pair{older, 0}, std::pair{newer, 1}}) {
+      for (int r = 0; r < 2; ++r) {
+        const fs::path f = dir_ / ("herd_flight_" + job + "_rank" + std::to_string(r) + ".json");
+        std::ofstream(f) << with_groups(r, "step " + std::to_string(1 + age)).j.dump();
+        fs::last_write_time(f, t0 + std::chrono::minutes(10 * age + r));
+      }
+    }
+    Result<JobDumps> d = read_job_dumps(dir_.string(), "");
+    ASSERT_TRUE(d.ok()) << d.error().message();
+    EXPECT_EQ(d->job, newer) << "older job sorts first: " << older_first;
+    EXPECT_EQ(d->other_jobs, std::vector<std::string>({older}));
+    ASSERT_EQ(d->ranks.size(), 2u);
+    EXPECT_EQ(d->ranks[0].activity, "step 2");
+  }
+}
+
 }  // namespace
 }  // namespace herd::comm

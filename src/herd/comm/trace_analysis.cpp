@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -276,7 +277,9 @@ Result<JobDumps> read_job_dumps(const std::string& dir, const std::string& job) 
   }
   struct Found {
     std::map<int, std::string> files;
-    fs::file_time_type newest{};
+    // The write time of the job's newest dump; none while no time could be read. (A default
+    // file_time_type is the file clock's epoch, which libstdc++ places in 2174: never a start value.)
+    std::optional<fs::file_time_type> newest;
   };
   std::map<std::string, Found> jobs;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -287,7 +290,7 @@ Result<JobDumps> read_job_dumps(const std::string& dir, const std::string& job) 
     f.files[rank] = it->path().string();
     std::error_code tec;
     const fs::file_time_type t = fs::last_write_time(it->path(), tec);
-    if (!tec && t > f.newest) f.newest = t;
+    if (!tec && (!f.newest || t > *f.newest)) f.newest = t;
   }
   if (ec) return make_error("herd trace: cannot list '", dir, "': ", ec.message());
   if (jobs.empty()) {
@@ -298,6 +301,7 @@ Result<JobDumps> read_job_dumps(const std::string& dir, const std::string& job) 
   if (job.empty()) {
     auto best = jobs.begin();
     for (auto it = jobs.begin(); it != jobs.end(); ++it) {
+      // A job with a readable time beats one without; of two with, the later one.
       if (it->second.newest > best->second.newest) best = it;
     }
     out.job = best->first;
