@@ -55,7 +55,7 @@ EttSummary account_ett(const std::vector<Attempt>& attempts, double wall_start, 
       }
     }
     // After the last step: lost when the attempt failed, the run's end otherwise.
-    if (a.exit_code != 0 && a.exit_code != 143) s.lost_s += a.end - prev;
+    if (a.exit_code != 0 && a.exit_code != 143 && a.exit_code != 130) s.lost_s += a.end - prev;
   }
   const double known = s.productive_s + s.lost_s + s.restart_s + s.startup_s + s.checkpoint_s + s.backoff_s;
   s.other_s = std::max(0.0, s.wall_s - known);

@@ -21,6 +21,7 @@
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/train/metrics.h"
+#include "herd/train/preempt.h"
 
 namespace herd::train {
 
@@ -178,6 +179,9 @@ std::string blamed_rank(const std::vector<std::string>& errors) {
   return "";
 }
 
+// The supervisor's status after a forwarded signal ended the job: 130 for SIGINT, 143 for the others.
+int signalled_exit_code() { return g_signal == SIGINT ? kInterruptedExitCode : kPreemptedExitCode; }
+
 bool sleep_unless_signalled(double seconds) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < until) {
@@ -222,9 +226,9 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
       break;
     }
     if (g_signal != 0) {
-      say("attempt " + std::to_string(k) + " ended (" + describe_exit(code) + ") after signal " +
+      say("attempt " + std::to_string(k) + " ended (status " + std::to_string(code) + ") after signal " +
           std::to_string(static_cast<int>(g_signal)) + " was forwarded: preempted, not restarted");
-      result = 143;
+      result = signalled_exit_code();
       break;
     }
     const std::string rank = blamed_rank(errors);
@@ -233,7 +237,7 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
     report_dumps(o.diagnostics_dir, attempt_id);
     if (k >= o.max_restarts) {
       say("giving up: " + std::to_string(o.max_restarts) + " restart(s) used (fault.max_restarts)");
-      result = code > 0 && code != 143 ? code : 1;
+      result = code > 0 && code != kPreemptedExitCode && code != kInterruptedExitCode ? code : 1;
       break;
     }
     // The backoff doubles only while attempts fail before training a step (a crash loop); an attempt that
@@ -244,7 +248,7 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
         ", from the newest checkpoint that verifies");
     if (!sleep_unless_signalled(wait)) {
       say("signal " + std::to_string(static_cast<int>(g_signal)) + " during the backoff: not restarted");
-      result = 143;
+      result = signalled_exit_code();
       break;
     }
   }

@@ -566,7 +566,8 @@ Status Trainer<T>::run(std::int64_t stop_after) {
       preempted_ = true;
       if (lead) {
         log_warning("preempted: stopped after step ", step_,
-                    writer_ ? " with a checkpoint" : " (no checkpoint.dir, nothing saved)", "; exit code 143");
+                    writer_ ? " with a checkpoint" : " (no checkpoint.dir, nothing saved)", "; exit code ",
+                    preemption_exit_code());
       }
       break;
     }
