@@ -210,6 +210,48 @@ TEST(InputErrors, DeeplyNestedJsonIsOneLineNamingTheSource) {
   fs::remove_all(d);
 }
 
+// herd generate keeps the prompt and the tokens it generates within the model's context (128 for the
+// tiny Hugging Face fixture): a prompt that fills it is an error, --max-tokens beyond the room left is
+// cut with a note on stderr, an empty prompt says so. The ids printed as they are sampled are the
+// --json output's.
+TEST(InputErrors, GenerateKeepsThePromptAndItsTokensWithinTheContext) {
+  const std::string tiny = "generate --checkpoint " + std::string(HERD_SOURCE_DIR) + "/tests/train/golden/hf/tiny ";
+  auto ids = [](int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) {
+      if (i > 0) s += ',';
+      s += std::to_string(3 + i % 50);
+    }
+    return s;
+  };
+  for (int n : {128, 300}) {
+    const CliResult r = run_herd(tiny + "--greedy --prompt-ids " + ids(n));
+    expect_error(r, 1,
+                 "--prompt-ids: " + std::to_string(n) +
+                     " tokens fill the model's context of 128 tokens and leave none to generate; give at most 127",
+                 "n=" + std::to_string(n));
+  }
+  const CliResult cut = run_herd(tiny + "--greedy --json --max-tokens 100 --prompt-ids " + ids(120));
+  ASSERT_EQ(cut.status, 0) << cut.err;
+  EXPECT_NE(cut.err.find("herd generate: note: --max-tokens 100 cut to 8: the prompt's 120 tokens"), std::string::npos)
+      << cut.err;
+  EXPECT_EQ(Json::parse(cut.out)["ids"].size(), 8u) << cut.out;
+  expect_error(run_herd(tiny + "--prompt ''"), 1, "--prompt: the prompt is empty; give the text to continue", "");
+  expect_error(run_herd(tiny + "--prompt-ids ''"), 1, "--prompt-ids: the prompt is empty", "");
+  expect_error(run_herd(tiny), 1, "--prompt or --prompt-ids: give exactly one of them", "");
+  const CliResult js = run_herd(tiny + "--greedy --json --max-tokens 6 --prompt-ids 1,5,9");
+  const CliResult streamed = run_herd(tiny + "--greedy --max-tokens 6 --prompt-ids 1,5,9");
+  ASSERT_EQ(js.status, 0) << js.err;
+  ASSERT_EQ(streamed.status, 0) << streamed.err;
+  std::string want;
+  const Json got = Json::parse(js.out);
+  for (const Json& id : got["ids"]) {
+    if (!want.empty()) want += ',';
+    want += std::to_string(id.get<int>());
+  }
+  EXPECT_EQ(streamed.out, want + "\n");
+}
+
 // Before: `--title 'R&D'` was written raw into the SVG, which XML parsers then refused.
 TEST(InputErrors, SvgTextIsEscapedEverywhere) {
   const fs::path d = scratch("svg");

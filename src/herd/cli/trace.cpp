@@ -23,6 +23,7 @@ struct TraceOptions {
 int run_trace(const TraceOptions& o) {
   Result<comm::JobDumps> dumps = comm::read_job_dumps(o.dir, o.job);
   if (!dumps.ok()) return report_error("trace", dumps.error());
+  for (const std::string& w : dumps->warnings) std::cerr << "herd trace: warning: " << w << "\n";
   const comm::TraceReport rep = comm::analyze_dumps(dumps->ranks, dumps->job);
   if (!o.svg.empty()) {
     std::ofstream out(o.svg);
