@@ -210,6 +210,30 @@ TEST(InputErrors, DeeplyNestedJsonIsOneLineNamingTheSource) {
   fs::remove_all(d);
 }
 
+// Files written to a full device (/dev/full: the open succeeds, every write fails with ENOSPC): one line
+// naming the option, the file and the reason, never a silently empty file and exit 0.
+TEST(InputErrors, WritesToAFullDeviceAreOneLineNamingTheFile) {
+  const fs::path d = scratch("full");
+  std::ofstream(d / "m.jsonl") << R"({"step": 1, "loss": 2.5, "lr": 0.001})"
+                               << "\n"
+                               << R"({"step": 2, "loss": 2.25, "lr": 0.001})"
+                               << "\n";
+  const std::string est =
+      "estimate --model llama3-8b --cluster dgx-h100 --gpus 8 --tp 8 --cp 1 --pp 1 --dp 1 --seq-len 8192 "
+      "--global-batch 8 ";
+  const std::pair<std::string, std::string> cases[] = {
+      // The planner's reports: a write that fails is an error, not exit 0 and an empty file.
+      {est + "--svg /dev/full", "herd estimate: error: /dev/full: cannot write (No space left on device)"},
+      {est + "--html /dev/full", "herd estimate: error: /dev/full: cannot write (No space left on device)"},
+      {"schedule --pp 2 --v 1 --microbatches 4 --n 2 --svg /dev/full",
+       "--svg: /dev/full: cannot write (No space left on device)"},
+      {"plot " + (d / "m.jsonl").string() + " --svg /dev/full",
+       "--svg: /dev/full: cannot write (No space left on device)"},
+  };
+  for (const auto& [args, want] : cases) expect_error(run_herd(args), 1, want, args);
+  fs::remove_all(d);
+}
+
 // herd generate keeps the prompt and the tokens it generates within the model's context (128 for the
 // tiny Hugging Face fixture): a prompt that fills it is an error, --max-tokens beyond the room left is
 // cut with a note on stderr, an empty prompt says so. The ids printed as they are sampled are the
@@ -252,7 +276,6 @@ TEST(InputErrors, GenerateKeepsThePromptAndItsTokensWithinTheContext) {
   EXPECT_EQ(streamed.out, want + "\n");
 }
 
-// Before: `--title 'R&D'` was written raw into the SVG, which XML parsers then refused.
 TEST(InputErrors, SvgTextIsEscapedEverywhere) {
   const fs::path d = scratch("svg");
   const std::string metrics = (d / "m.jsonl").string();

@@ -34,6 +34,7 @@
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/data/tokenizer.h"
+#include "herd/data/verify.h"
 #include "herd/kernels/gemm.h"
 #include "herd/kernels/library_env.h"
 #include "herd/kernels/openmp_wait.h"
@@ -346,6 +347,12 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
     }
   }
   const bool samples = !cfg->data.tokenizer.empty() && cfg->generate.samples > 0;
+  // The samples are decoded with data.tokenizer: the file the shards were made with (meta.json's CRC-32).
+  if (samples) {
+    if (Status s = data::check_tokenizer_checksum(cfg->data.dir, cfg->data.tokenizer, "data.tokenizer"); !s.ok()) {
+      return report_error("train", s.error());
+    }
+  }
   // SIGTERM/SIGUSR1: a checkpoint at the next step, then exit 143; SIGINT the same with exit 130.
   train::install_preemption_handlers();
   // One trainer; its element type is the master weights': double under fp64, float otherwise (bf16 keeps

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "herd/comm/trace_analysis.h"
+#include "herd/core/file_write.h"
 #include "herd/core/format.h"
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
@@ -255,11 +256,14 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
   const EttSummary s = account_ett(attempts, wall_start, unix_time());
   for (const std::string& line : s.lines()) say(line);
   if (!o.metrics_file.empty()) {
-    std::ofstream out(o.metrics_file, std::ios::app);
     Json j = s.to_json();
     j["job_id"] = o.job_id;
     j["exit"] = result;
-    out << json_text(j) << "\n";
+    if (Status w = write_file(o.metrics_file, json_text(j) + "\n", /*append=*/true); !w.ok()) {
+      log_line(LogLevel::kError, "herd supervisor: error: train.metrics_file: " + w.error().message() +
+                                     "; the time accounting above is not in it");
+      if (result == 0) result = 1;
+    }
   }
   if (summary_out) *summary_out = s;
   return result;
