@@ -179,6 +179,103 @@ TEST(InputErrors, AnOverflowingNumberInAnyJsonInputNamesTheFile) {
 }
 
 // Before: `--title 'R&D'` was written raw into the SVG, which XML parsers then refused.
+// Every JSON input, nested 100,000 arrays deep, and an override of that depth or length: one line naming
+// the source, never a stack overflow in the parser or in the error message's echo of the value.
+TEST(InputErrors, DeeplyNestedJsonIsOneLineNamingTheSource) {
+  const fs::path d = scratch("deep");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::ofstream(d / "deep.json") << deep;
+  std::ofstream(d / "field.json") << small_config("hidden_size", deep);
+  const std::string f = (d / "deep.json").string();
+  for (const std::string& args : {"train " + f, "model " + f, "model " + (d / "field.json").string(),
+                                  "estimate --model llama3-8b --cluster " + f +
+                                      " --gpus 8 --tp 8 --cp 1 --pp 1 --dp 1 --seq-len 8192 --global-batch 8",
+                                  "data verify " + d.string()}) {
+    const CliResult r = run_herd(args);
+    EXPECT_TRUE(r.status == 1 || r.status == 2) << args << "\nstatus " << r.status << "\n" << r.err;
+    EXPECT_NE(r.err.find(": error: "), std::string::npos) << args << "\n" << r.err.substr(0, 300);
+    EXPECT_EQ(count_lines(r.err), 1) << args << "\n" << r.err.substr(0, 300);
+    EXPECT_LE(r.err.size(), 400u) << args << "\n" << r.err.substr(0, 300);
+  }
+  std::ofstream(d / "meta.json") << deep;
+  const CliResult v = run_herd("data verify " + d.string());
+  EXPECT_NE(v.err.find("nested more than 64 arrays or objects deep"), std::string::npos) << v.err.substr(0, 300);
+  // An override's value is echoed cut to 40 characters (30,000 levels: a command line holds 128 KiB).
+  const std::string arg = "'--optim.lr=" + std::string(30000, '[') + std::string(30000, ']') + "'";
+  const CliResult o = run_herd("train " + std::string(HERD_SOURCE_DIR) + "/configs/demo.json --print-config " + arg);
+  EXPECT_EQ(o.status, 1) << o.err.substr(0, 300);
+  EXPECT_EQ(count_lines(o.err), 1) << o.err.substr(0, 300);
+  EXPECT_NE(o.err.find("--optim.lr: expected a number, got \"[[[["), std::string::npos) << o.err.substr(0, 300);
+  EXPECT_LE(o.err.size(), 200u) << o.err.substr(0, 300);
+  fs::remove_all(d);
+}
+
+// Files written to a full device (/dev/full: the open succeeds, every write fails with ENOSPC): one line
+// naming the option, the file and the reason, never a silently empty file and exit 0.
+TEST(InputErrors, WritesToAFullDeviceAreOneLineNamingTheFile) {
+  const fs::path d = scratch("full");
+  std::ofstream(d / "m.jsonl") << R"({"step": 1, "loss": 2.5, "lr": 0.001})"
+                               << "\n"
+                               << R"({"step": 2, "loss": 2.25, "lr": 0.001})"
+                               << "\n";
+  const std::string est =
+      "estimate --model llama3-8b --cluster dgx-h100 --gpus 8 --tp 8 --cp 1 --pp 1 --dp 1 --seq-len 8192 "
+      "--global-batch 8 ";
+  const std::pair<std::string, std::string> cases[] = {
+      // The planner's reports: a write that fails is an error, not exit 0 and an empty file.
+      {est + "--svg /dev/full", "herd estimate: error: /dev/full: cannot write (No space left on device)"},
+      {est + "--html /dev/full", "herd estimate: error: /dev/full: cannot write (No space left on device)"},
+      {"schedule --pp 2 --v 1 --microbatches 4 --n 2 --svg /dev/full",
+       "--svg: /dev/full: cannot write (No space left on device)"},
+      {"plot " + (d / "m.jsonl").string() + " --svg /dev/full",
+       "--svg: /dev/full: cannot write (No space left on device)"},
+  };
+  for (const auto& [args, want] : cases) expect_error(run_herd(args), 1, want, args);
+  fs::remove_all(d);
+}
+
+// herd generate keeps the prompt and the tokens it generates within the model's context (128 for the
+// tiny Hugging Face fixture): a prompt that fills it is an error, --max-tokens beyond the room left is
+// cut with a note on stderr, an empty prompt says so. The ids printed as they are sampled are the
+// --json output's.
+TEST(InputErrors, GenerateKeepsThePromptAndItsTokensWithinTheContext) {
+  const std::string tiny = "generate --checkpoint " + std::string(HERD_SOURCE_DIR) + "/tests/train/golden/hf/tiny ";
+  auto ids = [](int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) {
+      if (i > 0) s += ',';
+      s += std::to_string(3 + i % 50);
+    }
+    return s;
+  };
+  for (int n : {128, 300}) {
+    const CliResult r = run_herd(tiny + "--greedy --prompt-ids " + ids(n));
+    expect_error(r, 1,
+                 "--prompt-ids: " + std::to_string(n) +
+                     " tokens fill the model's context of 128 tokens and leave none to generate; give at most 127",
+                 "n=" + std::to_string(n));
+  }
+  const CliResult cut = run_herd(tiny + "--greedy --json --max-tokens 100 --prompt-ids " + ids(120));
+  ASSERT_EQ(cut.status, 0) << cut.err;
+  EXPECT_NE(cut.err.find("herd generate: note: --max-tokens 100 cut to 8: the prompt's 120 tokens"), std::string::npos)
+      << cut.err;
+  EXPECT_EQ(Json::parse(cut.out)["ids"].size(), 8u) << cut.out;
+  expect_error(run_herd(tiny + "--prompt ''"), 1, "--prompt: the prompt is empty; give the text to continue", "");
+  expect_error(run_herd(tiny + "--prompt-ids ''"), 1, "--prompt-ids: the prompt is empty", "");
+  expect_error(run_herd(tiny), 1, "--prompt or --prompt-ids: give exactly one of them", "");
+  const CliResult js = run_herd(tiny + "--greedy --json --max-tokens 6 --prompt-ids 1,5,9");
+  const CliResult streamed = run_herd(tiny + "--greedy --max-tokens 6 --prompt-ids 1,5,9");
+  ASSERT_EQ(js.status, 0) << js.err;
+  ASSERT_EQ(streamed.status, 0) << streamed.err;
+  std::string want;
+  const Json got = Json::parse(js.out);
+  for (const Json& id : got["ids"]) {
+    if (!want.empty()) want += ',';
+    want += std::to_string(id.get<int>());
+  }
+  EXPECT_EQ(streamed.out, want + "\n");
+}
+
 TEST(InputErrors, SvgTextIsEscapedEverywhere) {
   const fs::path d = scratch("svg");
   const std::string metrics = (d / "m.jsonl").string();

@@ -69,5 +69,44 @@ TEST(JsonLimits, IntegersAbove2To63AreRefusedNotWrapped) {
   EXPECT_FALSE(json_int_or(j, "m", "c", 0).ok());
 }
 
+TEST(JsonLimits, NestingDeeperThanTheLimitIsOneErrorNamingTheSource) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string& text : {deep, std::string(65, '[') + std::string(65, ']'),
+                                  R"({"a": )" + std::string(64, '{') + std::string(64, '}') + "}"}) {
+    Result<Json> r = parse_json_text(text, "cfg.json");
+    ASSERT_FALSE(r.ok()) << text.size();
+    const std::string& m = r.error().message();
+    EXPECT_EQ(m.rfind("cfg.json: nested more than 64 arrays or objects deep (byte ", 0), 0u) << m;
+    EXPECT_NE(m.find(text[0] == '[' ? "(byte 64)" : "(byte 69)"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  // 64 levels read; brackets inside strings are text, not nesting.
+  const std::string at_limit = std::string(64, '[') + std::string(64, ']');
+  EXPECT_TRUE(parse_json_text(at_limit, "ok.json").ok());
+  const std::string in_string = R"({"s": ")" + std::string(1000, '[') + R"(\"[{"})";
+  Result<Json> s = parse_json_text(in_string, "ok.json");
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ((*s)["s"].get<std::string>().size(), 1003u);
+}
+
+TEST(JsonLimits, PreviewsOfLargeOrDeepValuesAreCutToTheLimit) {
+  // A value built in code is not bounded by the parser: the preview walks only what it prints.
+  Json deep = Json::array();
+  for (int i = 0; i < 100000; ++i) {
+    Json outer = Json::array();
+    outer.push_back(std::move(deep));
+    deep = std::move(outer);
+  }
+  const std::string cut = std::string(37, '[') + "...";
+  EXPECT_EQ(json_preview(deep), cut);
+  Json wide = Json::array();
+  for (int i = 0; i < 100000; ++i) wide.push_back(i);
+  EXPECT_EQ(json_preview(wide), "[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,1...");
+  EXPECT_EQ(json_preview(Json(std::string(1 << 20, 'x'))), "\"" + std::string(36, 'x') + "...");
+  EXPECT_EQ(json_preview(Json{{std::string(1000, 'k'), 1}}), "{\"" + std::string(35, 'k') + "...");
+  // Short values read as JSON text.
+  EXPECT_EQ(json_preview(Json::parse(R"({"a":[1,"b",null],"c":true})")), R"({"a":[1,"b",null],"c":true})");
+}
+
 }  // namespace
 }  // namespace herd

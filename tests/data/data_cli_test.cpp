@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -131,6 +132,31 @@ TEST(DataCli, ShardsDecodeBackToTheDocumentsWithAHeldOutSplit) {
   CliRun v = run("data verify " + out);
   EXPECT_EQ(v.status, 0) << v.out;
   EXPECT_NE(v.out.find("All checksums match."), std::string::npos);
+}
+
+// meta.json records the tokenizer's CRC-32; `herd data verify` holds the tokenizer file it names to it,
+// and `herd train` the data.tokenizer it decodes samples with: another file is one line naming it.
+TEST(DataCli, TheTokenizerIsHeldToTheChecksumInMetaJson) {
+  const auto dir = testing::temp_dir("tokcrc");
+  std::vector<std::string> docs;
+  const std::string corpus = write_corpus(dir, docs);
+  const std::string tok_path = (dir / "tok.model").string();
+  ASSERT_EQ(run("data train-tokenizer --input " + corpus + " --vocab-size 300 --output " + tok_path).status, 0);
+  const std::string out = (dir / "shards").string();
+  ASSERT_EQ(run("data --input " + corpus + " --tokenizer " + tok_path + " --output " + out).status, 0);
+  CliRun v = run("data verify " + out);
+  ASSERT_EQ(v.status, 0) << v.out;
+  // The same vocabulary, another file: one line more at its end changes its CRC-32.
+  std::ofstream(tok_path, std::ios::app) << "\n";
+  v = run("data verify " + out);
+  EXPECT_EQ(v.status, 1) << v.out;
+  EXPECT_NE(v.out.find(out + "/meta.json: tokenizer '" + tok_path + "': CRC-32 "), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("differs from tokenizer_crc32"), std::string::npos) << v.out;
+  EXPECT_EQ(std::count(v.out.begin(), v.out.end(), '\n'), 1) << v.out;
+  const CliRun t = run("train --data.dir=" + out + " --data.tokenizer=" + tok_path +
+                       " --model.name=tiny --data.seq_len=16 --train.steps=1 --generate.samples=1");
+  EXPECT_EQ(t.status, 1) << t.out;
+  EXPECT_NE(t.out.find("herd train: error: data.tokenizer '" + tok_path + "': CRC-32 "), std::string::npos) << t.out;
 }
 
 TEST(DataCli, BadInputsAreOneLineErrors) {

@@ -64,7 +64,7 @@ TEST(Ett, AResumedMetricsFileDropsTheStepsAfterTheCheckpointAndMarksTheRedoneOne
   Result<MetricsWriter> w = MetricsWriter::open(path, 3);
   ASSERT_TRUE(w.ok()) << w.error().message();
   EXPECT_EQ(w->redone_until(), 5);
-  w->write(rec(4, 200, 1));
+  ASSERT_TRUE(w->write(rec(4, 200, 1)).ok());
   std::vector<Json> lines;
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) lines.push_back(Json::parse(line));

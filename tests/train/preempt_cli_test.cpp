@@ -2,12 +2,16 @@
 // while it trains. It exits with code 143 after a checkpoint, and the same command resumes and ends on
 // the losses of an uninterrupted run, bit for bit (the metrics file's numbers round-trip exactly).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "cli/cli_runner.h"
 #include "herd/data/shard.h"
@@ -23,10 +27,11 @@ namespace fs = std::filesystem;
 class PreemptCli : public herd::testing::ParityRunDir {
  protected:
   PreemptCli() : ParityRunDir("herd_preempt_cli") {}
-  std::string args(const std::string& name) {
+  std::string args(const std::string& name, int steps = 150) {
     return "train " + data_and_model() +
            " --data.seq_len=16 --train.global_batch=8 --parallel.microbatch_size=2 --tp 2 --dp 2" +
-           " --train.steps=150 --optim.lr=1e-2 --eval.every=0 --generate.samples=0 --checkpoint.every=1000" +
+           " --train.steps=" + std::to_string(steps) +
+           " --optim.lr=1e-2 --eval.every=0 --generate.samples=0 --checkpoint.every=1000" +
            " --checkpoint.dir=" + (dir_ / name).string() + " --train.metrics_file=" + (dir_ / name).string() + ".jsonl";
   }
   // For the runs a signal cuts: rank 0 sleeps 9x its compute after each step (fault.slow_rank, stall: it
@@ -110,6 +115,41 @@ TEST_F(PreemptCli, Sigusr2DumpsTheFlightRecordersAndSigusr1DumpsThenPreempts) {
   const herd::testing::CliResult t = herd::testing::run_herd("trace " + diag.string() + " --json");
   ASSERT_EQ(t.status, 0) << t.err;
   EXPECT_TRUE(Json::parse(t.out)["culprit_ranks"].empty()) << t.out;
+}
+
+// Ctrl-C on a plain `herd train` (TP2 x DP2 threads): SIGINT stops the job as SIGTERM does, after the
+// step in progress, with a checkpoint of that step and exit code 130; the same command resumes from it.
+TEST_F(PreemptCli, SigintCheckpointsTheCurrentStepExits130AndTheRunResumesFromIt) {
+  const std::string metrics = (dir_ / "int").string() + ".jsonl", out = (dir_ / "int.out").string();
+  const std::string cmd = "exec " + std::string(HERD_BINARY) + " " + args("int", 100000) + " >" + out + " 2>&1";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);  // as a terminal's foreground job has it
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 600 && losses("int").size() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(pid, SIGINT);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  const std::string log = herd::testing::slurp(out);
+  ASSERT_TRUE(WIFEXITED(st)) << "ended by signal " << WTERMSIG(st) << "\n" << log;
+  ASSERT_EQ(WEXITSTATUS(st), 130) << log;
+  EXPECT_NE(log.find("preempted: stopped after step"), std::string::npos) << log;
+  EXPECT_NE(log.find("exit code 130"), std::string::npos) << log;
+  const std::int64_t stopped = losses("int").rbegin()->first;
+  const std::vector<std::string> saved = list_checkpoints((dir_ / "int").string());
+  ASSERT_EQ(saved.size(), 1u) << log;
+  EXPECT_EQ(fs::path(saved[0]).filename().string(), step_dir_name(stopped));
+
+  const herd::testing::CliResult resumed = herd::testing::run_herd(args("int", static_cast<int>(stopped) + 2));
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("resumed from " + saved[0] + " (step " + std::to_string(stopped)), std::string::npos)
+      << resumed.err;
+  const std::map<std::int64_t, double> got = losses("int");
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(stopped + 2));
+  EXPECT_EQ(got.rbegin()->first, stopped + 2);
 }
 
 }  // namespace

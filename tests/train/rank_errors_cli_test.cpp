@@ -96,5 +96,22 @@ TEST_F(RankErrors, ManifestNumbersThatWouldOverflowAndMistypedFieldsAreRefused) 
   }
 }
 
+// A metrics file on a full device (/dev/full takes the open and fails every write with ENOSPC): one
+// line naming the file and the reason, a non-zero exit, on one rank and on two (rank 0 writes the file;
+// the per-step control all-reduce ends the other rank with it).
+TEST_F(RankErrors, AMetricsFileOnAFullDeviceIsOneLineNamingIt) {
+  for (const std::string layout : {"", "--dp 2 "}) {
+    const CliResult r =
+        run_herd(args() + layout + "--train.steps=4 --train.global_batch=4 --train.metrics_file=/dev/full");
+    EXPECT_EQ(r.status, 1) << layout << "\n" << r.err;
+    const std::size_t at = r.err.find("herd train: error: ");
+    ASSERT_NE(at, std::string::npos) << r.err;
+    const std::string line = r.err.substr(at);
+    EXPECT_NE(line.find("train.metrics_file '/dev/full': cannot write (No space left on device)"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace herd::train

@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 
 #include "herd/train/checkpoint.h"
 #include "herd/train/trainer.h"
@@ -109,6 +111,48 @@ TEST(ReplicaTrainer, CorruptShardIsRefusedNamingTheFile) {
   Result<DistCheckpoint> ck = open_dist_checkpoint(latest);
   ASSERT_FALSE(ck.ok());
   EXPECT_NE(ck.error().message().find("rank_00001.bin: checksum mismatch"), std::string::npos) << ck.error().message();
+}
+
+// The bytes a load uses are the bytes it checked: a shard that changes after the checkpoint was opened
+// (and verified) is refused by load_into, naming the file and both checksums.
+TEST(ReplicaTrainer, AShardChangedAfterTheCheckpointWasOpenedIsRefusedWhenLoaded) {
+  TempDir dir("herd_dist_changed");
+  TrainConfig c = parity_config(2);
+  c.checkpoint.dir = dir.path.string();
+  run_layout<double>(c, 1, 2);
+  const std::string latest = list_checkpoints(c.checkpoint.dir).front();
+  Result<DistCheckpoint> ck = open_dist_checkpoint(latest);
+  ASSERT_TRUE(ck.ok()) << ck.error().message();
+  // Every tensor whole, as `herd generate` loads it.
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> shapes;
+  for (const Json& f : ck->manifest["files"]) {
+    for (const Json& p : f["pieces"])
+      shapes[p["name"].get<std::string>()] = {p["rows"].get<std::int64_t>(), p["cols"].get<std::int64_t>()};
+  }
+  std::vector<std::vector<double>> buffers;
+  std::vector<ShardPiece<double>> pieces;
+  for (const auto& [name, rc] : shapes) {
+    ShardPiece<double> p;
+    p.name = name;
+    p.rows = p.r1 = rc.first;
+    p.cols = p.c1 = rc.second;
+    p.e1 = rc.first * rc.second;
+    for (double** dst : {&p.param, &p.m, &p.v}) {
+      buffers.emplace_back(static_cast<std::size_t>(p.e1));
+      *dst = buffers.back().data();
+    }
+    pieces.push_back(p);
+  }
+  ASSERT_TRUE(ck->load_into<double>(pieces).ok());
+  {
+    std::fstream f(fs::path(latest) / "rank_00001.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x7f');
+  }
+  const Status s = ck->load_into<double>(pieces);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("rank_00001.bin: checksum mismatch (the manifest says "), std::string::npos)
+      << s.error().message();
 }
 
 TEST(ReplicaTrainer, BadLayoutsAreRefusedWithTheNumbers) {

@@ -375,6 +375,51 @@ TEST_F(Supervisor, Kill9OfTheSupervisorLeavesNoProcessOfItsJob) {
   EXPECT_TRUE(left.empty()) << left.size() << " of the job's " << job.size() << " processes outlived the supervisor";
 }
 
+// Ctrl-C on a supervised job: the supervisor forwards SIGINT, the child checkpoints the step in
+// progress and exits 130, the supervisor does not restart it and exits 130; a new run resumes from
+// that checkpoint.
+TEST_F(Supervisor, SigintIsForwardedTheChildCheckpointsAndTheJobIsNotRestarted) {
+  const std::string err = (dir_ / "int.err").string();
+  const std::string cmd = "exec " + std::string(HERD_BINARY) + " " + args("int", 100000) +
+                          " --checkpoint.every=100000 --max-restarts 3 2>" + err;
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);  // as a terminal's foreground job has it
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 600 && metrics("int").steps.size() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GE(metrics("int").steps.size(), 3u) << herd::testing::slurp(err);
+  ::kill(pid, SIGINT);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  const std::string log = herd::testing::slurp(err);
+  ASSERT_TRUE(WIFEXITED(st)) << "ended by signal " << WTERMSIG(st) << "\n" << log;
+  EXPECT_EQ(WEXITSTATUS(st), 130) << log;
+  EXPECT_NE(log.find("exit code 130"), std::string::npos) << log;
+  EXPECT_NE(log.find("preempted, not restarted"), std::string::npos) << log;
+  EXPECT_EQ(log.find("attempt 1"), std::string::npos) << log;
+  const Metrics m = metrics("int");
+  ASSERT_TRUE(m.last.contains("ett")) << m.last.dump();
+  EXPECT_EQ(m.last["exit"].get<int>(), 130);
+  EXPECT_EQ(m.last["lost_s"].get<double>(), 0.0);
+  const std::int64_t stopped = m.loss.rbegin()->first;
+  const std::vector<std::string> saved = list_checkpoints((dir_ / "int").string());
+  ASSERT_EQ(saved.size(), 1u) << log;
+  EXPECT_EQ(fs::path(saved[0]).filename().string(), step_dir_name(stopped));
+
+  const herd::testing::CliResult resumed =
+      herd::testing::run_herd(args("int", static_cast<int>(stopped) + 2) + " --max-restarts 3");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("resumed from " + saved[0] + " (step " + std::to_string(stopped)), std::string::npos)
+      << resumed.err;
+  const Metrics r = metrics("int");
+  EXPECT_EQ(r.duplicates, 0);
+  EXPECT_EQ(r.loss.size(), static_cast<std::size_t>(stopped + 2));
+}
+
 TEST_F(Supervisor, HerdLaunchRefusesBadCommandsWithTheFix) {
   auto r = herd::testing::run_herd("launch -- herd train");
   EXPECT_EQ(r.status, 1);

@@ -42,6 +42,7 @@
 #include "herd/cli/calibrate_device.h"
 #include "herd/cli/calibrate_kernels.h"
 #include "herd/cli/table.h"
+#include "herd/core/file_write.h"
 #include "herd/core/format.h"
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
@@ -528,11 +529,10 @@ int run_calibrate(const CalibrateOptions& o) {
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(out).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  std::ofstream f(out);
-  f << json_text(j, 2) << "\n";
-  if (!f)
-    return report_error("calibrate", Error((o.out.empty() ? "--calibration-dir" : "--out") +
-                                           std::string(": cannot write ") + out + "; check the directory"));
+  if (Status w = write_file(out, json_text(j, 2) + "\n"); !w.ok()) {
+    return report_error("calibrate", make_error(o.out.empty() ? "--calibration-dir: " : "--out: ", w.error().message(),
+                                                "; check the directory"));
+  }
   if (!x.idle && !x.gemm.all_cores_disturbed) {
     std::cout << "warning: " << format_fixed(x.background, 1)
               << " other jobs were running: the reference training steps ran beside them, so the runtime "

@@ -8,6 +8,7 @@
 
 #include "herd/cli/app.h"
 #include "herd/cli/table.h"
+#include "herd/core/file_write.h"
 #include "herd/core/format.h"
 #include "herd/core/json_text.h"
 #include "herd/model/flops.h"
@@ -110,9 +111,9 @@ int run_calibrate_device(const DeviceCalibrateOptions& o) {
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(o.out).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  std::ofstream f(o.out);
-  f << json_text(j, 2) << "\n";
-  if (!f) return report_error("calibrate", Error("--out: cannot write " + o.out + "; check the directory"));
+  if (Status s = write_file(o.out, json_text(j, 2) + "\n"); !s.ok()) {
+    return report_error("calibrate", make_error("--out: ", s.error().message(), "; check the directory"));
+  }
   std::cout << "wrote " << o.out << " (use it with herd estimate --cluster " << o.out
             << " --software herd --precision bf16)\n";
   return 0;

@@ -10,6 +10,7 @@
 
 #include "herd/cli/app.h"
 #include "herd/cli/table.h"
+#include "herd/core/file_write.h"
 #include "herd/core/format.h"
 #include "herd/core/json.h"
 #include "herd/core/json_text.h"
@@ -93,13 +94,6 @@ Result<Corpus> read_corpus(const CorpusArgs& c) {
   return all;
 }
 
-Result<std::uint32_t> file_crc32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(path, ": cannot open file");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return data::crc32(bytes.data(), bytes.size());
-}
-
 // Writes one split as shards of at most `shard_tokens` tokens (whole documents; a longer document gets
 // a shard of its own). Returns the shard file names.
 Result<std::vector<std::string>> write_split(const std::string& dir, const std::string& split,
@@ -154,7 +148,7 @@ int run_data(const DataOptions& o) {
   meta["format"] = "herd token shards, version 1 (docs/data.md)";
   meta["documents_stored_as"] = "<|begin_of_text|> text <|end_of_text|>";
   meta["tokenizer"] = o.tokenizer;
-  if (auto crc = file_crc32(o.tokenizer); crc.ok()) meta["tokenizer_crc32"] = *crc;
+  if (auto crc = data::file_crc32(o.tokenizer); crc.ok()) meta["tokenizer_crc32"] = *crc;
   meta["vocab_size"] = tok->vocab_size();
   meta["bos_id"] = tok->bos_id();
   meta["eos_id"] = tok->eos_id();
@@ -170,7 +164,10 @@ int run_data(const DataOptions& o) {
     meta["splits"][names[s]] = {{"documents", split[s].n_docs()}, {"tokens", split[s].n_tokens()}, {"shards", *shards}};
   }
   if (split[0].n_docs() == 0) return report_error("data", make_error("--val-fraction leaves no training documents"));
-  std::ofstream(std::filesystem::path(o.output) / "meta.json") << json_text(meta, 2) << "\n";
+  if (Status w = write_file((std::filesystem::path(o.output) / "meta.json").string(), json_text(meta, 2) + "\n");
+      !w.ok()) {
+    return report_error("data", make_error("--output: ", w.error().message(), "; check free space"));
+  }
   const double seconds = timer.seconds();
   meta["seconds"] = seconds;
   meta["text_bytes"] = bytes;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <span>
 
 #include "herd/cli/app.h"
 #include "herd/core/json_text.h"
@@ -35,7 +36,21 @@ struct GenerateOptions {
   double top_p = 1.0;
   std::uint64_t seed = 1;
   std::int64_t samples = 1;
+  bool prompt_given = false;  // --prompt or --prompt-ids was on the command line, even as ""
+  bool prompt_ids_given = false;
 };
+
+// The length of the longest prefix of `s` that does not end inside a UTF-8 sequence: what can be
+// printed of a stream whose next token may complete the last character.
+std::size_t complete_utf8_prefix(const std::string& s) {
+  for (std::size_t k = 1; k <= 4 && k <= s.size(); ++k) {
+    const auto c = static_cast<unsigned char>(s[s.size() - k]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back for the lead byte
+    const std::size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    return len > k ? s.size() - k : s.size();
+  }
+  return s.size();
+}
 
 Result<std::vector<std::int32_t>> parse_ids(const std::string& text, std::int64_t vocab) {
   std::vector<std::int32_t> ids;
@@ -66,7 +81,13 @@ std::vector<float> prompt_logits(nn::LlamaModel<float>& model, const std::vector
 }
 
 int run_generate(GenerateOptions o) {
-  if (o.prompt.empty() == o.prompt_ids.empty()) {
+  if (o.prompt_given && o.prompt.empty()) {
+    return report_error("generate", make_error("--prompt: the prompt is empty; give the text to continue"));
+  }
+  if (o.prompt_ids_given && o.prompt_ids.empty()) {
+    return report_error("generate", make_error("--prompt-ids: the prompt is empty; give token ids such as 1,2,3"));
+  }
+  if (o.prompt_given == o.prompt_ids_given) {
     return report_error("generate", make_error("--prompt or --prompt-ids: give exactly one of them"));
   }
   if (o.greedy) o.temperature = 0.0;
@@ -111,6 +132,22 @@ int run_generate(GenerateOptions o) {
     stop = t->eos_id();
     tok = std::move(*t);
   }
+  // The prompt and every generated token stay within the model's context: a longer prompt is an error
+  // (nothing of it is dropped unsaid), and --max-tokens is cut to the room left, with a note.
+  const std::int64_t ctx = train::context_length(*lm->model);
+  const auto prompt_len = static_cast<std::int64_t>(prompt.size());
+  if (prompt_len >= ctx) {
+    return report_error("generate",
+                        make_error(o.prompt_ids.empty() ? "--prompt: " : "--prompt-ids: ", prompt_len,
+                                   tok ? " tokens (with BOS)" : " tokens", " fill the model's context of ", ctx,
+                                   " tokens and leave none to generate; give at most ", ctx - 1, " tokens"));
+  }
+  if (o.max_tokens > ctx - prompt_len) {
+    std::cerr << "herd generate: note: --max-tokens " << o.max_tokens << " cut to " << ctx - prompt_len
+              << ": the prompt's " << prompt_len << " tokens and the generated ones fill the model's context of " << ctx
+              << " tokens\n";
+    o.max_tokens = ctx - prompt_len;
+  }
   for (std::int64_t s = 0; s < o.samples; ++s) {
     train::SampleOptions so;
     so.max_tokens = o.max_tokens;
@@ -118,24 +155,41 @@ int run_generate(GenerateOptions o) {
     so.top_p = o.top_p;
     so.seed = o.seed + static_cast<std::uint64_t>(s);
     so.stop_token = stop;
-    const std::vector<std::int32_t> out = train::generate(*lm->model, prompt, so);
-    std::vector<std::int32_t> gen(out.begin() + static_cast<std::ptrdiff_t>(prompt.size()), out.end());
+    if (!o.json && tok && o.samples > 1) std::cout << "--- sample " << s + 1 << "\n" << std::flush;
+    // Text and ids are streamed as they are sampled (each token flushed); --json prints each sample whole.
+    std::string pending;  // decoded bytes not printed yet: the start of a character the next token ends
+    std::size_t streamed = 0;
+    std::optional<Error> decode_error;
+    auto on_token = [&](std::int32_t id) {
+      if (o.json || decode_error) return;
+      if (!tok) {
+        std::cout << (streamed++ ? "," : "") << id << std::flush;
+        return;
+      }
+      if (id == stop) return;
+      Result<std::string> piece = tok->decode(std::span<const std::int32_t>(&id, 1));
+      if (!piece.ok()) {
+        decode_error = piece.error();
+        return;
+      }
+      pending += *piece;
+      const std::size_t ready = complete_utf8_prefix(pending);
+      std::cout.write(pending.data(), static_cast<std::streamsize>(ready)) << std::flush;
+      pending.erase(0, ready);
+    };
+    const std::vector<std::int32_t> out = train::generate(*lm->model, prompt, so, on_token);
+    if (decode_error) {
+      std::cout << std::endl;
+      return report_error("generate", *decode_error);
+    }
     if (o.json) {
+      std::vector<std::int32_t> gen(out.begin() + static_cast<std::ptrdiff_t>(prompt.size()), out.end());
       Json j = {{"ids", gen}, {"checkpoint", lm->path}};
       if (o.logits) j["logits"] = prompt_logits(*lm->model, prompt);
       std::cout << json_text(j) << "\n";
       continue;
     }
-    if (!tok) {
-      for (std::size_t i = 0; i < gen.size(); ++i) std::cout << (i ? "," : "") << gen[i];
-      std::cout << "\n";
-      continue;
-    }
-    if (!gen.empty() && gen.back() == stop) gen.pop_back();
-    Result<std::string> dec = tok->decode(gen);
-    if (!dec.ok()) return report_error("generate", dec.error());
-    if (o.samples > 1) std::cout << "--- sample " << s + 1 << "\n";
-    std::cout << *dec << "\n";
+    std::cout << pending << std::endl;
   }
   return 0;
 }
@@ -170,7 +224,11 @@ Subcommand add_generate_command(CLI::App& root) {
       ->check(number_in(0.0, 1.0));
   app->add_option("--seed", opts->seed, "Sampling seed")->capture_default_str();
   app->add_option("--samples", opts->samples, "Independent samples")->capture_default_str()->check(positive_integer());
-  return {app, [opts] { return run_generate(*opts); }};
+  return {app, [opts, app] {
+            opts->prompt_given = app->count("--prompt") > 0;
+            opts->prompt_ids_given = app->count("--prompt-ids") > 0;
+            return run_generate(*opts);
+          }};
 }
 
 }  // namespace herd::cli

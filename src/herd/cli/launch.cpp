@@ -41,8 +41,8 @@ Result<Json> train_config_of(const std::vector<std::string>& train_cmd) {
   std::string text;
   char buf[4096];
   for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p.get())) > 0;) text.append(buf, n);
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  Result<Json> j = parse_json_text(text, "--print-config");
+  if (!j.ok() || !j->is_object()) {
     while (!text.empty() && text.back() == '\n') text.pop_back();
     return make_error("the train command was refused: ", text);
   }

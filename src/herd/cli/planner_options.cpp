@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "herd/cli/app.h"
+#include "herd/core/file_write.h"
 
 namespace herd::cli {
 
@@ -201,9 +202,7 @@ planner::SearchSpace search_space(const PlannerOptions& o, const PlannerInputs& 
 }
 
 Status write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) return make_error(path, ": cannot write; check the directory");
-  out << text;
+  if (Status s = write_file(path, text); !s.ok()) return make_error(s.error().message(), "; check the directory");
   return Status::Ok();
 }
 

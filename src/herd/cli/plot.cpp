@@ -7,6 +7,7 @@
 
 #include "herd/cli/app.h"
 #include "herd/cli/loss_plot.h"
+#include "herd/core/file_write.h"
 #include "herd/core/format.h"
 
 namespace herd::cli {
@@ -46,8 +47,9 @@ int run_plot(const PlotOptions& o) {
     }
     svg = loss_curves_svg({{*c, a}, {*other, b}}, o.title, refs);
   }
-  std::ofstream out(o.svg);
-  if (!out || !(out << svg)) return report_error("plot", make_error("--svg '", o.svg, "': cannot write"));
+  if (Status s = write_file(o.svg, svg); !s.ok()) {
+    return report_error("plot", make_error("--svg: ", s.error().message(), "; give a writable file"));
+  }
   std::cerr << "wrote " << o.svg << " (" << c->train.size() << " steps, " << c->val.size() << " evaluations)\n";
   return 0;
 }

@@ -16,6 +16,7 @@
 
 #include "herd/cli/app.h"
 #include "herd/cli/table.h"
+#include "herd/core/file_write.h"
 #include "herd/core/format.h"
 #include "herd/core/json.h"
 #include "herd/core/json_text.h"
@@ -124,10 +125,9 @@ int run_schedule(ScheduleOptions o) {
     // Wide enough for about 6 pixels per box (capped), so large schedules stay readable when zoomed.
     const int boxes = 2 * s.microbatches * s.v;
     so.width = o.svg_width > 0 ? o.svg_width : std::clamp(6 * boxes + 100, 1200, 16000);
-    std::ofstream out(o.svg);
-    if (!out) return report_error(cmd, make_error("--svg: cannot write \"", o.svg, "\""));
-    out << schedule::render_svg(*sched, *sim, so);
-    if (!out) return report_error(cmd, make_error("--svg: writing \"", o.svg, "\" failed"));
+    if (Status w = write_file(o.svg, schedule::render_svg(*sched, *sim, so)); !w.ok()) {
+      return report_error(cmd, make_error("--svg: ", w.error().message(), "; give a writable file"));
+    }
   }
 
   if (o.json) {

@@ -7,6 +7,7 @@
 #include "herd/cli/app.h"
 #include "herd/comm/trace_analysis.h"
 #include "herd/comm/trace_report.h"
+#include "herd/core/file_write.h"
 #include "herd/core/json_text.h"
 
 namespace herd::cli {
@@ -23,11 +24,11 @@ struct TraceOptions {
 int run_trace(const TraceOptions& o) {
   Result<comm::JobDumps> dumps = comm::read_job_dumps(o.dir, o.job);
   if (!dumps.ok()) return report_error("trace", dumps.error());
+  for (const std::string& w : dumps->warnings) std::cerr << "herd trace: warning: " << w << "\n";
   const comm::TraceReport rep = comm::analyze_dumps(dumps->ranks, dumps->job);
   if (!o.svg.empty()) {
-    std::ofstream out(o.svg);
-    if (!out || !(out << comm::trace_timeline_svg(rep, dumps->ranks))) {
-      return report_error("trace", make_error("--svg '", o.svg, "': cannot write; give a writable file"));
+    if (Status s = write_file(o.svg, comm::trace_timeline_svg(rep, dumps->ranks)); !s.ok()) {
+      return report_error("trace", make_error("--svg: ", s.error().message(), "; give a writable file"));
     }
     std::cerr << "wrote " << o.svg << "\n";
   }

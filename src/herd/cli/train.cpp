@@ -34,6 +34,7 @@
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/data/tokenizer.h"
+#include "herd/data/verify.h"
 #include "herd/kernels/gemm.h"
 #include "herd/kernels/library_env.h"
 #include "herd/kernels/openmp_wait.h"
@@ -352,7 +353,14 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
     }
   }
   const bool samples = !cfg->data.tokenizer.empty() && cfg->generate.samples > 0;
-  train::install_preemption_handlers();  // SIGTERM/SIGUSR1: a checkpoint at the next step, then exit 143
+  // The samples are decoded with data.tokenizer: the file the shards were made with (meta.json's CRC-32).
+  if (samples) {
+    if (Status s = data::check_tokenizer_checksum(cfg->data.dir, cfg->data.tokenizer, "data.tokenizer"); !s.ok()) {
+      return report_error("train", s.error());
+    }
+  }
+  // SIGTERM/SIGUSR1: a checkpoint at the next step, then exit 143; SIGINT the same with exit 130.
+  train::install_preemption_handlers();
   // One trainer; its element type is the master weights': double under fp64, float otherwise (bf16 keeps
   // fp32 masters and runs its bf16 copies inside the model, docs/precision.md).
   auto run = [&](auto tag) -> int {
@@ -361,7 +369,7 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
     out.exit_on_hang = true;  // this process is the job: a hung rank must not keep it alive
     Status s = train::run_job<T>(*cfg, *in, train::distributed_llama_factory<T>(), &out, o.stop_after, samples);
     if (!s.ok()) return report_error("train", s.error());
-    if (out.preempted) return train::kPreemptedExitCode;
+    if (out.preempted) return train::preemption_exit_code();
     if (lead && samples) print_samples<T>(*cfg, in->model, out.weights);
     return -1;
   };

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "herd/core/file_write.h"
 #include "herd/core/json_text.h"
 
 namespace herd::comm {
@@ -191,7 +192,10 @@ Result<std::string> FlightRecorder::dump(const std::string& dir, const std::stri
                         "; set diagnostics.dir to a writable directory");
     }
     out << json_text(to_json(reason), 1) << "\n";
-    if (!out) return make_error("flight recorder: write to ", path.string(), " failed");
+    if (Status s = close_written(out, tmp.string()); !s.ok()) {
+      std::filesystem::remove(tmp, ec);
+      return make_error("flight recorder: ", s.error().message(), "; set diagnostics.dir to a writable directory");
+    }
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) return make_error("flight recorder: cannot rename ", tmp.string(), " to ", path.string(), ": ", ec.message());

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -276,18 +277,23 @@ Result<JobDumps> read_job_dumps(const std::string& dir, const std::string& job) 
   }
   struct Found {
     std::map<int, std::string> files;
-    fs::file_time_type newest{};
+    // The write time of the job's newest dump; none while no time could be read. (A default
+    // file_time_type is the file clock's epoch, which libstdc++ places in 2174: never a start value.)
+    std::optional<fs::file_time_type> newest;
   };
   std::map<std::string, Found> jobs;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::string job;
     int rank = 0;
     if (!parse_dump_name(it->path().filename().string(), &job, &rank)) continue;
+    // Only regular files (a symbolic link to one included): opening a FIFO would wait for a writer.
+    std::error_code fec;
+    if (!it->is_regular_file(fec)) continue;
     Found& f = jobs[job];
     f.files[rank] = it->path().string();
     std::error_code tec;
     const fs::file_time_type t = fs::last_write_time(it->path(), tec);
-    if (!tec && t > f.newest) f.newest = t;
+    if (!tec && (!f.newest || t > *f.newest)) f.newest = t;
   }
   if (ec) return make_error("herd trace: cannot list '", dir, "': ", ec.message());
   if (jobs.empty()) {
@@ -298,6 +304,7 @@ Result<JobDumps> read_job_dumps(const std::string& dir, const std::string& job) 
   if (job.empty()) {
     auto best = jobs.begin();
     for (auto it = jobs.begin(); it != jobs.end(); ++it) {
+      // A job with a readable time beats one without; of two with, the later one.
       if (it->second.newest > best->second.newest) best = it;
     }
     out.job = best->first;
@@ -312,18 +319,30 @@ Result<JobDumps> read_job_dumps(const std::string& dir, const std::string& job) 
   for (const auto& [k, v] : jobs) {
     if (k != out.job) out.other_jobs.push_back(k);
   }
+  // A dump that cannot be read (truncated by a rank killed while writing, damaged, renamed) is left out
+  // with a warning naming it; the others are analyzed, as for a rank that left no dump.
+  std::optional<Error> first_bad;
   for (const auto& [rank, path] : jobs[out.job].files) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error(path, ": cannot read");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    HERD_ASSIGN_OR_RETURN(RankDump d, parse_flight_dump(ss.str(), path));
-    if (d.rank != rank) {
-      return make_error(path, ": rank: the file is named for rank ", rank, " but holds rank ", d.rank,
-                        "'s dump; do not rename dumps");
+    Result<RankDump> d = [&, rank = rank, path = path]() -> Result<RankDump> {
+      std::ifstream in(path, std::ios::binary);
+      if (!in) return make_error(path, ": cannot read");
+      std::stringstream ss;
+      ss << in.rdbuf();
+      HERD_ASSIGN_OR_RETURN(RankDump parsed, parse_flight_dump(ss.str(), path));
+      if (parsed.rank != rank) {
+        return make_error(path, ": rank: the file is named for rank ", rank, " but holds rank ", parsed.rank,
+                          "'s dump; do not rename dumps");
+      }
+      return parsed;
+    }();
+    if (!d.ok()) {
+      if (!first_bad) first_bad = d.error();
+      out.warnings.push_back(d.error().message() + "; analyzed without it");
+      continue;
     }
-    out.ranks.push_back(std::move(d));
+    out.ranks.push_back(std::move(d).value());
   }
+  if (out.ranks.empty() && first_bad) return *first_bad;
   return out;
 }
 

@@ -67,12 +67,15 @@ struct RankDump {
 // Parses one dump; errors name `source` (the file) and the field.
 Result<RankDump> parse_flight_dump(const std::string& text, const std::string& source);
 
-// The dumps of one job in `dir`: files herd_flight_<job>_rank<r>.json. `job` empty: the job whose
-// newest dump is the most recent. Errors name the directory or the file.
+// The dumps of one job in `dir`: regular files herd_flight_<job>_rank<r>.json (anything else of that
+// name, a FIFO, is passed over). `job` empty: the job whose newest dump is the most recent. A dump that
+// cannot be read is left out with a warning naming it; errors (no dumps, none readable) name the
+// directory or the file.
 struct JobDumps {
   std::string job;
   std::vector<RankDump> ranks;  // sorted by rank
   std::vector<std::string> other_jobs;
+  std::vector<std::string> warnings;  // one line per dump left out, naming the file
 };
 Result<JobDumps> read_job_dumps(const std::string& dir, const std::string& job);
 

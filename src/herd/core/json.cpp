@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "herd/core/json_text.h"
@@ -18,9 +19,39 @@ std::string without_exception_tag(const std::string& what) {
   return what.rfind("[json.exception.", 0) == 0 && close != std::string::npos ? what.substr(close + 2) : what;
 }
 
+// The byte at which `text` opens its (kMaxJsonDepth + 1)-th nested array or object, if it does. Brackets
+// inside strings do not count; the syntax itself is left to the parser.
+std::optional<std::size_t> too_deep_at(std::string_view text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
-Result<Json> parse_json_text(const std::string& text, const std::string& source_name) {
+Result<Json> parse_json_text(std::string_view text, const std::string& source_name) {
+  if (const std::optional<std::size_t> at = too_deep_at(text)) {
+    return make_error(source_name, ": nested more than ", kMaxJsonDepth, " arrays or objects deep (byte ", *at,
+                      "); herd reads JSON at most ", kMaxJsonDepth, " levels deep");
+  }
   Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     // Re-parse with exceptions only to recover nlohmann's byte position for the message.
@@ -52,9 +83,44 @@ Result<Json> read_json_file(const std::string& path) {
 
 std::string json_text(const Json& v, int indent) { return v.dump(indent, ' ', false, Json::error_handler_t::replace); }
 
+namespace {
+
+// Appends the one-line text of `v` to `out` until `out` holds more than `limit` characters, so that a
+// value of any size or depth costs at most about `limit` characters and as many levels of recursion.
+void append_preview(const Json& v, std::string& out, std::size_t limit) {
+  if (out.size() > limit) return;
+  auto append_string = [&](const std::string& s) {
+    out += json_text(Json(s.size() > limit ? s.substr(0, limit + 1) : s));
+  };
+  if (v.is_array()) {
+    out += '[';
+    for (auto it = v.begin(); it != v.end() && out.size() <= limit; ++it) {
+      if (it != v.begin()) out += ',';
+      append_preview(*it, out, limit);
+    }
+    out += ']';
+  } else if (v.is_object()) {
+    out += '{';
+    for (auto it = v.begin(); it != v.end() && out.size() <= limit; ++it) {
+      if (it != v.begin()) out += ',';
+      append_string(it.key());
+      out += ':';
+      append_preview(it.value(), out, limit);
+    }
+    out += '}';
+  } else if (v.is_string()) {
+    append_string(v.get_ref<const std::string&>());
+  } else {
+    out += json_text(v);
+  }
+}
+
+}  // namespace
+
 std::string json_preview(const Json& v) {
-  std::string s = json_text(v);
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  std::string s;
+  append_preview(v, s, kPreviewChars);
+  if (s.size() > kPreviewChars) s = s.substr(0, kPreviewChars - 3) + "...";
   return s;
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "herd/core/error.h"
 
@@ -16,10 +17,18 @@ namespace herd {
 
 using Json = nlohmann::json;
 
-Result<Json> parse_json_text(const std::string& text, const std::string& source_name);
+// The deepest nesting of arrays and objects herd reads: every JSON herd parses (configs, cluster files,
+// manifests, metrics lines, Hugging Face config.json and tokenizer.json, safetensors headers) goes
+// through parse_json_text, which refuses deeper text with one error before nlohmann parses it, so no
+// reader or error message walks an unbounded depth.
+inline constexpr int kMaxJsonDepth = 64;
+
+Result<Json> parse_json_text(std::string_view text, const std::string& source_name);
 Result<Json> read_json_file(const std::string& path);
 
-// One-line rendering of a JSON value for error messages (strings quoted, long values cut).
+// One-line rendering of a JSON value for error messages (strings quoted): at most kPreviewChars
+// characters, a longer value cut to end in "...", whatever the value's size or depth.
+inline constexpr std::size_t kPreviewChars = 40;
 std::string json_preview(const Json& v);
 
 // Full field name: "tiers[1]" + "size" -> "tiers[1].size"; "" + "size" -> "size".

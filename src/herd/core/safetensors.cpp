@@ -13,6 +13,7 @@
 #include <fstream>
 #include <limits>
 
+#include "herd/core/file_write.h"
 #include "herd/core/json_text.h"
 
 namespace herd {
@@ -287,8 +288,7 @@ Status write_safetensors(const std::string& path, const std::vector<SafetensorsO
     }
     out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
   }
-  out.flush();
-  if (!out) return make_error(path, ": write failed (", std::strerror(errno), "); check free disk space");
+  if (Status s = close_written(out, path); !s.ok()) return make_error(s.error().message(), "; check free disk space");
   return Status::Ok();
 }
 

@@ -6,6 +6,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "herd/core/file_write.h"
 #include "herd/data/pretokenize.h"
 #include "herd/data/tokenizer.h"
 
@@ -157,8 +158,7 @@ Status write_tiktoken_file(const std::string& path, const std::vector<std::strin
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return make_error(path, ": cannot create the tokenizer file; check that the directory exists");
   for (std::size_t r = 0; r < tokens.size(); ++r) out << base64_encode(tokens[r]) << ' ' << r << '\n';
-  if (!out) return make_error(path, ": write failed (disk full?)");
-  return {};
+  return close_written(out, path);
 }
 
 }  // namespace herd::data

@@ -79,10 +79,12 @@ Result<std::vector<std::string>> parse_jsonl_documents(std::string_view content,
     ++line_no;
     if (blank(line)) continue;
     const std::string where = detail::concat(source, ":", line_no);
-    Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
+    Result<Json> parsed = parse_json_text(line, where);
+    if (!parsed.ok()) return Error(parsed.error().message() + "; each line of a JSONL corpus must be one object");
+    if (!parsed->is_object()) {
       return make_error(where, ": not a JSON object; each line of a JSONL corpus must be one object");
     }
+    const Json& j = *parsed;
     auto it = j.find(field);
     if (it == j.end()) return make_error(where, ": field '", field, "' missing; choose the field with --field");
     if (!it->is_string()) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "herd/core/file_write.h"
 #include "herd/core/json.h"
 
 namespace herd::data {
@@ -70,8 +71,7 @@ Status write_shard(const std::string& path, const TokenDocuments& docs) {
   if (!out) return make_error(path, ": cannot create shard file; check that the directory is writable");
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   out.write(payload.data(), static_cast<std::streamsize>(payload.size()));
-  if (!out) return make_error(path, ": write failed (disk full?)");
-  return {};
+  return close_written(out, path);
 }
 
 Result<TokenDocuments> read_shard(const std::string& path) {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "herd/core/json.h"
 #include "herd/data/shard.h"
@@ -84,6 +86,32 @@ Result<VerifiedSplit> verify_split(const std::string& dir, const std::string& me
 
 }  // namespace
 
+Result<std::uint32_t> file_crc32(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return make_error(path, ": cannot open file; check the path");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(path, ": cannot open file; check the path");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return make_error(path, ": read failed");
+  return crc32(bytes.data(), bytes.size());
+}
+
+Status check_tokenizer_checksum(const std::string& dir, const std::string& path, const std::string& field) {
+  const std::string meta_path = (fs::path(dir) / "meta.json").string();
+  std::error_code ec;
+  // A tokenizer that is not a file here is the tokenizer loader's to refuse.
+  if (!fs::exists(meta_path, ec) || !fs::is_regular_file(path, ec)) return Status::Ok();
+  HERD_ASSIGN_OR_RETURN(const Json j, read_json_file(meta_path));
+  if (!j.is_object() || !j.contains("tokenizer_crc32")) return Status::Ok();
+  HERD_ASSIGN_OR_RETURN(const std::int64_t want, json_int(j, meta_path, "tokenizer_crc32"));
+  HERD_ASSIGN_OR_RETURN(const std::uint32_t got, file_crc32(path));
+  if (static_cast<std::int64_t>(got) != want) {
+    return make_error(field, " '", path, "': CRC-32 ", got, " differs from tokenizer_crc32 ", want, " in ", meta_path,
+                      ": the shards were made with another tokenizer file; give the one they were made with");
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<VerifiedSplit>> verify_dataset(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -112,6 +140,10 @@ Result<std::vector<VerifiedSplit>> verify_dataset(const std::string& dir) {
     }
     HERD_ASSIGN_OR_RETURN(VerifiedSplit s, verify_split(dir, meta_path, splits, name, meta.vocab_size));
     out.push_back(std::move(s));
+  }
+  // The tokenizer the shards were made with, where it still is: the same file, byte for byte.
+  if (fs::is_regular_file(meta.tokenizer, ec)) {
+    HERD_RETURN_IF_ERROR(check_tokenizer_checksum(dir, meta.tokenizer, meta_path + ": tokenizer"));
   }
   return out;
 }

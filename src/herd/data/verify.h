@@ -26,6 +26,15 @@ struct VerifiedSplit {
 // meta.json missing or mistyped (vocab_size, the special ids, splits.<name>.documents/tokens/shards);
 // no train split; a listed shard missing, or a shard on disk that meta.json does not list; a shard
 // that fails read_shard; documents, tokens or the vocab size differing from meta.json.
+// It also holds the tokenizer meta.json names to meta.json's tokenizer_crc32, when that file is there.
 Result<std::vector<VerifiedSplit>> verify_dataset(const std::string& dir);
+
+// The CRC-32 of a whole file: what `herd data` records of its tokenizer in meta.json (tokenizer_crc32).
+Result<std::uint32_t> file_crc32(const std::string& path);
+
+// The tokenizer `path` (given as `field`, e.g. "data.tokenizer") against the tokenizer_crc32 that
+// DIR/meta.json records: an error naming the file and both checksums when they differ (the shards
+// were made with another tokenizer file). Nothing to compare (no meta.json, no checksum in it): Ok.
+Status check_tokenizer_checksum(const std::string& dir, const std::string& path, const std::string& field);
 
 }  // namespace herd::data

@@ -376,6 +376,24 @@ Status check_manifest(const Json& m, const std::string& mpath) {
 
 }  // namespace
 
+namespace {
+
+// The bytes read from a shard file against the manifest's entry for it: its size and its checksum.
+Status check_shard_bytes(const std::string& path, const std::vector<char>& bytes, const Json& entry) {
+  if (static_cast<std::int64_t>(bytes.size()) != entry["bytes"].get<std::int64_t>()) {
+    return make_error(path, ": ", bytes.size(), " bytes, the manifest says ", entry["bytes"].get<std::int64_t>(),
+                      "; the checkpoint is truncated");
+  }
+  const std::string got = hex64(checksum64(bytes.data(), bytes.size()));
+  if (got != entry["checksum"].get<std::string>()) {
+    return make_error(path, ": checksum mismatch (the manifest says ", entry["checksum"].get<std::string>(),
+                      ", the file has ", got, "); the shard is corrupt");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<DistCheckpoint> open_dist_checkpoint(const std::string& step_path) {
   const std::string mpath = (fs::path(step_path) / "manifest.json").string();
   HERD_ASSIGN_OR_RETURN(Json m, read_json_file(mpath));
@@ -386,13 +404,7 @@ Result<DistCheckpoint> open_dist_checkpoint(const std::string& step_path) {
   for (const Json& f : m["files"]) {
     const std::string path = (fs::path(step_path) / f["file"].get<std::string>()).string();
     HERD_ASSIGN_OR_RETURN(std::vector<char> bytes, read_all(path));
-    if (static_cast<std::int64_t>(bytes.size()) != f["bytes"].get<std::int64_t>()) {
-      return make_error(path, ": ", bytes.size(), " bytes, the manifest says ", f["bytes"].get<std::int64_t>(),
-                        "; the checkpoint is truncated");
-    }
-    if (hex64(checksum64(bytes.data(), bytes.size())) != f["checksum"].get<std::string>()) {
-      return make_error(path, ": checksum mismatch; the shard is corrupt");
-    }
+    HERD_RETURN_IF_ERROR(check_shard_bytes(path, bytes, f));
   }
   DistCheckpoint ck;
   ck.path = step_path;
@@ -454,8 +466,10 @@ Status DistCheckpoint::load_into(std::vector<ShardPiece<T>>& pieces) const {
   auto file_data = [&](std::size_t f) -> Result<const T*> {
     auto it = cache.find(f);
     if (it == cache.end()) {
-      HERD_ASSIGN_OR_RETURN(std::vector<char> b,
-                            read_all((fs::path(path) / files[f]["file"].get<std::string>()).string()));
+      const std::string file = (fs::path(path) / files[f]["file"].get<std::string>()).string();
+      HERD_ASSIGN_OR_RETURN(std::vector<char> b, read_all(file));
+      // The bytes used are the bytes checked: the file may have changed since the checkpoint was opened.
+      HERD_RETURN_IF_ERROR(check_shard_bytes(file, b, files[f]));
       it = cache.emplace(f, std::move(b)).first;
     }
     return reinterpret_cast<const T*>(it->second.data());

@@ -330,8 +330,9 @@ Status apply_override(TrainConfig& cfg, const std::string& arg) {
   if (f->is_string) {
     v = text;
   } else {
-    v = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (v.is_discarded()) v = text;  // reported by the typed setter as "expected a number, got ..."
+    Result<Json> parsed = parse_json_text(text, "--" + key);
+    // Text that is not JSON is reported by the typed setter as "expected a number, got ...".
+    v = parsed.ok() ? std::move(parsed).value() : Json(text);
   }
   return f->set(cfg, v, "--" + key);
 }

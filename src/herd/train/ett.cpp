@@ -55,7 +55,7 @@ EttSummary account_ett(const std::vector<Attempt>& attempts, double wall_start, 
       }
     }
     // After the last step: lost when the attempt failed, the run's end otherwise.
-    if (a.exit_code != 0 && a.exit_code != 143) s.lost_s += a.end - prev;
+    if (a.exit_code != 0 && a.exit_code != 143 && a.exit_code != 130) s.lost_s += a.end - prev;
   }
   const double known = s.productive_s + s.lost_s + s.restart_s + s.startup_s + s.checkpoint_s + s.backoff_s;
   s.other_s = std::max(0.0, s.wall_s - known);
@@ -98,8 +98,10 @@ std::vector<Json> read_step_records(const std::string& metrics_file, double sinc
   std::vector<Json> out;
   std::ifstream in(metrics_file);
   for (std::string line; std::getline(in, line);) {
-    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j.contains("time")) continue;
+    const Result<Json> r = parse_json_text(line, metrics_file);
+    if (!r.ok()) continue;
+    const Json& j = *r;
+    if (!j.is_object() || !j.contains("step") || !j.contains("time")) continue;
     if (num(j, "time") >= since) out.push_back(j);
   }
   return out;

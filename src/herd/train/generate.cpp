@@ -38,10 +38,14 @@ std::int32_t sample_token(const float* logits, std::int64_t vocab, const SampleO
   return order[keep - 1];
 }
 
+std::int64_t context_length(const nn::LlamaModel<float>& model) {
+  return std::min(model.config().max_seq_len, model.sized_seq_len());
+}
+
 std::vector<std::int32_t> generate(nn::LlamaModel<float>& model, const std::vector<std::int32_t>& prompt,
-                                   const SampleOptions& o) {
+                                   const SampleOptions& o, const std::function<void(std::int32_t)>& on_token) {
   const std::int64_t V = model.config().vocab;
-  const std::int64_t max_ctx = std::min(model.config().max_seq_len, model.sized_seq_len());
+  const std::int64_t max_ctx = context_length(model);
   std::vector<std::int32_t> out = prompt;
   std::vector<float> logits;
   for (std::int64_t step = 0; step < o.max_tokens; ++step) {
@@ -55,6 +59,7 @@ std::vector<std::int32_t> generate(nn::LlamaModel<float>& model, const std::vect
     model.logits(mb, logits.data());
     const std::int32_t next = sample_token(logits.data() + (t - 1) * V, V, o, static_cast<std::uint64_t>(step));
     out.push_back(next);
+    if (on_token) on_token(next);
     if (next == o.stop_token) break;
   }
   return out;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,9 +29,15 @@ struct SampleOptions {
 // The index of the next token given the logits of the last position (size V).
 std::int32_t sample_token(const float* logits, std::int64_t vocab, const SampleOptions& o, std::uint64_t draw);
 
-// The prompt followed by the generated tokens.
+// The most tokens the model reads at once: its max_seq_len, or the sequence length its arena was sized
+// for if shorter. `herd generate` keeps the prompt and every generated token within it.
+std::int64_t context_length(const nn::LlamaModel<float>& model);
+
+// The prompt followed by the generated tokens. `on_token` (may be empty) receives each token as it is
+// sampled, before the next one is computed: what `herd generate` streams to stdout. Beyond the context
+// the window slides (the oldest tokens drop out).
 std::vector<std::int32_t> generate(nn::LlamaModel<float>& model, const std::vector<std::int32_t>& prompt,
-                                   const SampleOptions& o);
+                                   const SampleOptions& o, const std::function<void(std::int32_t)>& on_token = nullptr);
 
 // A trained model from a checkpoint: DIR may be a run's checkpoint directory (the newest verifying
 // step is used), one step directory, or a Hugging Face model directory (hf_checkpoint.h). `meta` receives the

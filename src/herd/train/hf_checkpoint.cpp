@@ -11,6 +11,7 @@
 #include <fstream>
 #include <set>
 
+#include "herd/core/file_write.h"
 #include "herd/core/json_text.h"
 #include "herd/model/weights.h"
 #include "herd/train/checkpoint.h"
@@ -244,13 +245,7 @@ Status assemble(const DistCheckpoint& ck, const std::string& name, std::int64_t 
   return Status::Ok();
 }
 
-Status write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) return make_error(path.string(), ": write failed (", std::strerror(errno), ")");
-  return Status::Ok();
-}
+Status write_text(const fs::path& path, const std::string& text) { return write_file(path.string(), text); }
 
 const char* torch_dtype(DType t) {
   switch (t) {

@@ -2,11 +2,14 @@
 #include "herd/train/metrics.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
+#include "herd/core/file_write.h"
 #include "herd/core/json_text.h"
 
 namespace herd::train {
@@ -21,8 +24,10 @@ Result<MetricsWriter> MetricsWriter::open(const std::string& path, std::int64_t 
     std::ifstream in(path);
     std::string kept, line;
     while (in && std::getline(in, line)) {
-      const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+      const Result<Json> r = parse_json_text(line, path);
+      if (!r.ok()) continue;
+      const Json& j = *r;
+      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
       const std::int64_t step = j["step"].get<std::int64_t>();
       if (step <= resumed_from) {
         kept += line + "\n";
@@ -32,11 +37,9 @@ Result<MetricsWriter> MetricsWriter::open(const std::string& path, std::int64_t 
     }
     in.close();
     const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << kept;
-      if (!out)
-        return make_error("train.metrics_file '", path, "': cannot rewrite it through ", tmp, "; check the directory");
+    if (Status s = write_file(tmp, kept); !s.ok()) {
+      return make_error("train.metrics_file '", path, "': cannot rewrite it through ", s.error().message(),
+                        "; check the directory and free space");
     }
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
@@ -44,13 +47,20 @@ Result<MetricsWriter> MetricsWriter::open(const std::string& path, std::int64_t 
   }
   w.out_.open(path, resumed_from >= 0 ? std::ios::app : std::ios::trunc);
   if (!w.out_) return make_error("train.metrics_file '", path, "': cannot open for writing; check the directory");
+  w.path_ = path;
   return w;
 }
 
-void MetricsWriter::write(const Json& record) {
-  if (!out_.is_open()) return;
+Status MetricsWriter::write(const Json& record) {
+  if (!out_.is_open()) return Status::Ok();
+  errno = 0;
   out_ << json_text(record) << "\n";
   out_.flush();
+  if (out_.good()) return Status::Ok();
+  const int err = errno;
+  out_.close();
+  return make_error("train.metrics_file '", path_, "': cannot write (",
+                    err != 0 ? std::strerror(err) : "the write failed", "); free space or choose another file");
 }
 
 std::string format_eta(double seconds) {

@@ -7,7 +7,9 @@
 // lines of steps after its checkpoint, so redone steps are not duplicated; they carry "redone": true.
 // A supervised job ends with one summary record (train/supervisor.h: {"ett", "restarts", ...}, no
 // "step"), which the rewrite drops: a new summary follows at the end. Lines are flushed as they
-// are written, so a crashed run keeps every completed step and `herd plot` can read a live file.
+// are written, so a crashed run keeps every completed step and `herd plot` can read a live file. A
+// record that cannot be written (a full disk) ends the job at the next step boundary with one error
+// naming the file (the trainer's control all-reduce carries it to every rank).
 // MFU = tokens/s x model FLOPs per token (model/flops.h, 6N + causal attention) / peak, with the peak
 // train.peak_gflops_per_core x threads when given, else the calibrated per-core GEMM rate of the run's
 // precision x threads (train/projection.h, peak_flops_per_core).
@@ -29,11 +31,14 @@ class MetricsWriter {
   // keeps its lines of steps up to it and is appended to; redone_until() is the last step dropped.
   static Result<MetricsWriter> open(const std::string& path, std::int64_t resumed_from);
   bool enabled() const { return out_.is_open(); }
-  void write(const Json& record);
+  // Appends one record and flushes it. A failed write (a full disk) is an error naming the file; the
+  // writer then writes nothing more.
+  Status write(const Json& record);
   std::int64_t redone_until() const { return redone_until_; }
 
  private:
   std::ofstream out_;
+  std::string path_;
   std::int64_t redone_until_ = 0;
 };
 

@@ -1,14 +1,16 @@
-// Preemption: SIGTERM or SIGUSR1 (how a scheduler preempts a job, or asks it to save and leave) sets a
-// process-wide flag; the trainer reads it at every step boundary, the ranks agree on it in their
-// per-step control all-reduce (so every rank stops after the same step, whichever of them saw the
-// signal, or got it: mpirun forwards it to every rank, a one-rank signal spreads through the
-// all-reduce), write a checkpoint and `herd train` exits with code 143 (128 + SIGTERM). The handler only
-// stores to a lock-free atomic (async-signal-safe); all the work happens on the training threads.
+// Preemption: SIGTERM or SIGUSR1 (how a scheduler preempts a job, or asks it to save and leave) and
+// SIGINT (Ctrl-C) set a process-wide flag; the trainer reads it at every step boundary, the ranks agree
+// on it in their per-step control all-reduce (so every rank stops after the same step, whichever of
+// them saw the signal, or got it: mpirun forwards it to every rank, a one-rank signal spreads through
+// the all-reduce), write a checkpoint and `herd train` exits with code 143 (128 + SIGTERM), or 130
+// (128 + SIGINT) when SIGINT came first. A second SIGINT ends the process at once, as SIGINT's default
+// does. The handler only stores to lock-free atomics (async-signal-safe); all the work happens on the
+// training threads.
 #pragma once
 
 namespace herd::train {
 
-// Installs the SIGTERM, SIGUSR1 and SIGUSR2 handlers (sigaction; idempotent).
+// Installs the SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 handlers (sigaction; idempotent).
 void install_preemption_handlers();
 // Whether a preemption was requested (by a signal or request_preemption) and not cleared since.
 bool preemption_requested();
@@ -24,7 +26,10 @@ unsigned dump_requests();
 const char* last_dump_signal();
 void request_dump();  // as SIGUSR2 (tests)
 
-// The exit code of a job that stopped because it was preempted.
+// The exit code of a job that stopped because it was preempted, or interrupted by SIGINT.
 inline constexpr int kPreemptedExitCode = 143;
+inline constexpr int kInterruptedExitCode = 130;
+// kInterruptedExitCode when the first stop request was SIGINT, else kPreemptedExitCode.
+int preemption_exit_code();
 
 }  // namespace herd::train

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "herd/core/file_write.h"
 #include "herd/core/format.h"
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
@@ -305,12 +306,13 @@ void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const st
   }
   if (print) log_info(planned_vs_measured_line(at_run, measured));
   if (print && !cfg.train.projection_file.empty()) {
-    std::ofstream out(cfg.train.projection_file);
     Json j = projection_json(at_run, measured);
     j["planned"]["step_s_at_start"] = plan->step_s();
     j["background_jobs_at_start"] = plan->background_jobs;
-    out << json_text(j, 2) << "\n";
-    if (!out) log_warning("train.projection_file: cannot write ", cfg.train.projection_file);
+    // A warning, not an error: the training it reports on is done and saved.
+    if (Status s = write_file(cfg.train.projection_file, json_text(j, 2) + "\n"); !s.ok()) {
+      log_warning("train.projection_file: ", s.error().message());
+    }
   }
 }
 

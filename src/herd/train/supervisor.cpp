@@ -21,10 +21,12 @@
 #include <thread>
 
 #include "herd/comm/trace_analysis.h"
+#include "herd/core/file_write.h"
 #include "herd/core/format.h"
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/train/metrics.h"
+#include "herd/train/preempt.h"
 
 namespace herd::train {
 
@@ -141,9 +143,10 @@ void report_dumps(const std::string& dir, const std::string& attempt_id) {
   if (found.empty()) return;
   std::sort(found.begin(), found.end());
   std::string reason;
-  std::ifstream in(found.front());
-  const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_discarded() && j.contains("reason") && j["reason"].is_string()) reason = j["reason"].get<std::string>();
+  const Result<Json> j = read_json_file(found.front());
+  if (j.ok() && j->is_object() && j->contains("reason") && (*j)["reason"].is_string()) {
+    reason = (*j)["reason"].get<std::string>();
+  }
   say("flight recorders: " + std::to_string(found.size()) + " dump(s) in " + dir + " (" + prefix + "*.json)" +
       (reason.empty() ? "" : "; " + reason));
   // A hang (a collective's timeout or the watchdog): the dumps read across ranks (what `herd trace`
@@ -186,6 +189,9 @@ std::string blamed_rank(const std::vector<std::string>& errors) {
   }
   return "";
 }
+
+// The supervisor's status after a forwarded signal ended the job: 130 for SIGINT, 143 for the others.
+int signalled_exit_code() { return g_signal == SIGINT ? kInterruptedExitCode : kPreemptedExitCode; }
 
 bool sleep_unless_signalled(double seconds) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -257,9 +263,9 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
       break;
     }
     if (g_signal != 0) {
-      say("attempt " + std::to_string(k) + " ended (" + describe_exit(code) + ") after signal " +
+      say("attempt " + std::to_string(k) + " ended (status " + std::to_string(code) + ") after signal " +
           std::to_string(static_cast<int>(g_signal)) + " was forwarded: preempted, not restarted");
-      result = 143;
+      result = signalled_exit_code();
       break;
     }
     const std::string rank = blamed_rank(errors);
@@ -268,7 +274,7 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
     report_dumps(o.diagnostics_dir, attempt_id);
     if (k >= o.max_restarts) {
       say("giving up: " + std::to_string(o.max_restarts) + " restart(s) used (fault.max_restarts)");
-      result = code > 0 && code != 143 ? code : 1;
+      result = code > 0 && code != kPreemptedExitCode && code != kInterruptedExitCode ? code : 1;
       break;
     }
     // The backoff doubles only while attempts fail before training a step (a crash loop); an attempt that
@@ -279,18 +285,21 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
         ", from the newest checkpoint that verifies");
     if (!sleep_unless_signalled(wait)) {
       say("signal " + std::to_string(static_cast<int>(g_signal)) + " during the backoff: not restarted");
-      result = 143;
+      result = signalled_exit_code();
       break;
     }
   }
   const EttSummary s = account_ett(attempts, wall_start, unix_time());
   for (const std::string& line : s.lines()) say(line);
   if (!o.metrics_file.empty()) {
-    std::ofstream out(o.metrics_file, std::ios::app);
     Json j = s.to_json();
     j["job_id"] = o.job_id;
     j["exit"] = result;
-    out << json_text(j) << "\n";
+    if (Status w = write_file(o.metrics_file, json_text(j) + "\n", /*append=*/true); !w.ok()) {
+      log_line(LogLevel::kError, "herd supervisor: error: train.metrics_file: " + w.error().message() +
+                                     "; the time accounting above is not in it");
+      if (result == 0) result = 1;
+    }
   }
   if (summary_out) *summary_out = s;
   return result;

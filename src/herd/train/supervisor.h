@@ -13,10 +13,10 @@
 // s) and restarts with
 // --checkpoint.fallback=true, so the job resumes from the newest checkpoint that verifies. After K
 // restarts it stops. SIGTERM, SIGINT and SIGUSR1 are forwarded to the child's process group (a
-// preemption: the child checkpoints and exits 143); a child that exits after a forwarded signal is not
-// restarted and the supervisor exits 143. SIGUSR2 is forwarded too: the child dumps its flight
-// recorders and trains on. At the end it prints the time accounting (train/ett.h), whose
-// last line contains "ETT", and appends the same as the last record of the metrics file.
+// preemption: the child checkpoints and exits 143, or 130 after SIGINT); a child that exits after a
+// forwarded signal is not restarted and the supervisor exits 143, or 130 after SIGINT. SIGUSR2 is forwarded too: the
+// child dumps its flight recorders and trains on. At the end it prints the time accounting (train/ett.h), whose last
+// line contains "ETT", and appends the same as the last record of the metrics file.
 #pragma once
 
 #include <string>
@@ -37,7 +37,7 @@ struct SupervisorOptions {
 };
 
 // Runs the job to completion or exhaustion; returns the exit status for the supervisor's process:
-// 0 when the job finished, 143 when it was preempted by a forwarded signal, else the last failure's
+// 0 when the job finished, 143 when it was preempted by a forwarded signal (130 for SIGINT), else the last failure's
 // status (1 when that was 0 or unknown).
 int run_supervised(const SupervisorOptions& options, EttSummary* summary = nullptr);
 

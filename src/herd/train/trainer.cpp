@@ -416,7 +416,7 @@ void Trainer<T>::write_metrics(const StepRecord& rec, double elapsed_s, double s
   }
   if (rec.val_loss) j["val_loss"] = *rec.val_loss;
   if ((rec.step == 1 || rec.val_loss) && val_docs_) j["unigram_entropy"] = unigram_entropy_;
-  metrics_.write(j);
+  if (Status s = metrics_.write(j); !s.ok() && metrics_error_.ok()) metrics_error_ = s;
 }
 
 template <typename T>
@@ -497,6 +497,11 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     if (writer_) note_checkpoint_outcome(writer_->poll());
     HERD_ASSIGN_OR_RETURN(const StepControl ctl,
                           agree_step(!std::isfinite(loss_value) || !std::isfinite(rec.grad_norm)));
+    if (ctl.metrics_failed) {
+      // Rank 0 could not write the previous step's record: every rank ends here, rank 0 with the reason.
+      if (!metrics_error_.ok()) return metrics_error_;
+      return make_error("rank 0 could not write train.metrics_file '", cfg_.train.metrics_file, "'; the job ends");
+    }
     if (ctl.nonfinite) {
       HERD_RETURN_IF_ERROR(skip_nonfinite_step(loss_value, rec));
     } else {
@@ -551,7 +556,8 @@ Status Trainer<T>::run(std::int64_t stop_after) {
       preempted_ = true;
       if (lead) {
         log_warning("preempted: stopped after step ", step_,
-                    writer_ ? " with a checkpoint" : " (no checkpoint.dir, nothing saved)", "; exit code 143");
+                    writer_ ? " with a checkpoint" : " (no checkpoint.dir, nothing saved)", "; exit code ",
+                    preemption_exit_code());
       }
       break;
     }
@@ -561,6 +567,8 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     if (step_ == stop_after) break;
   }
   HERD_ASSIGN_OR_RETURN(const RankMemoryUse memory, busiest_rank_memory());
+  // The last step's record, which no later step boundary agreed on: rank 0 alone reports it.
+  if (!metrics_error_.ok()) return metrics_error_;
   report_run(plan, cfg_, history_, memory, !quiet && lead);
   if (!quiet && lead && stragglers_.enabled()) log_info(stragglers_.summary());
   return Status::Ok();
@@ -570,7 +578,8 @@ template <typename T>
 Result<typename Trainer<T>::StepControl> Trainer<T>::agree_step(bool nonfinite_here) {
   // control_ keeps its capacity across steps: the common step allocates nothing.
   std::vector<double>& v = control_;
-  v.assign({preemption_requested() ? 1.0 : 0.0, nonfinite_here ? 1.0 : 0.0, checkpoint_failed_here_ ? 1.0 : 0.0});
+  v.assign({preemption_requested() ? 1.0 : 0.0, nonfinite_here ? 1.0 : 0.0, checkpoint_failed_here_ ? 1.0 : 0.0,
+            metrics_error_.ok() ? 0.0 : 1.0});
   StepControl c;
   c.straggler_check = stragglers_.due(step_ + 1);
   if (c.straggler_check) {
@@ -581,7 +590,8 @@ Result<typename Trainer<T>::StepControl> Trainer<T>::agree_step(bool nonfinite_h
   c.stop = v[0] > 0;
   c.nonfinite = v[1] > 0;
   c.checkpoint_failed = v[2] > 0;
-  if (c.straggler_check) c.stragglers = stragglers_.observe(v.data() + 3, step_ + 1);
+  c.metrics_failed = v[3] > 0;
+  if (c.straggler_check) c.stragglers = stragglers_.observe(v.data() + 4, step_ + 1);
   return c;
 }
 

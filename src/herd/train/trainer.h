@@ -137,11 +137,11 @@ class Trainer {
   void maybe_inject_nan();
   Result<std::string> locate_nonfinite(double loss, double norm);
   // The per-step control all-reduce over the world (one small collective per step): preemption, a
-  // non-finite loss or norm, a failed checkpoint; every rank takes the same decision from the result.
-  // Every diagnostics.straggler_every steps it also carries every rank's busy and wait medians
+  // non-finite loss or norm, a failed checkpoint, a failed metrics write; every rank takes the same decision from the
+  // result. Every diagnostics.straggler_every steps it also carries every rank's busy and wait medians
   // (straggler_monitor.h), and `stragglers` holds what they show.
   struct StepControl {
-    bool stop = false, nonfinite = false, checkpoint_failed = false;
+    bool stop = false, nonfinite = false, checkpoint_failed = false, metrics_failed = false;
     bool straggler_check = false;
     std::vector<comm::Straggler> stragglers;
   };
@@ -195,7 +195,8 @@ class Trainer {
   std::unique_ptr<CheckpointWriter> writer_;
   Status checkpoint_error_ = Status::Ok();  // this rank's failed save, until the control vector spreads it
   bool checkpoint_failed_here_ = false;
-  std::int64_t nonfinite_run_ = 0;  // consecutive skipped steps
+  Status metrics_error_ = Status::Ok();  // rank 0's failed metrics write, until the control vector spreads it
+  std::int64_t nonfinite_run_ = 0;       // consecutive skipped steps
   bool preempted_ = false;
   StragglerMonitor stragglers_;
   std::vector<double> control_;  // agree_step's all-reduce buffer
