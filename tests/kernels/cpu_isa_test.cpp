@@ -44,7 +44,9 @@ TEST(CpuIsa, AForcedLevelIsTheOnlyPathAndCapsTheFeatures) {
   EXPECT_FALSE(f.avx512);
   EXPECT_FALSE(f.avx512_bf16);
   EXPECT_FALSE(f.amx_bf16);
-  if (std::string(HERD_CPU_FORCED) == "x86-64") EXPECT_FALSE(f.avx2_fma);
+  if (std::string(HERD_CPU_FORCED) == "x86-64") {
+    EXPECT_FALSE(f.avx2_fma);
+  }
   EXPECT_FALSE(kernels::cpu_has_bf16());
   // The libraries are held to the level: the settings herd gives them, which ctest sets for each test.
   for (const auto& [name, value] : kernels::forced_isa_library_env()) {
