@@ -52,6 +52,32 @@ if(HERD_NATIVE)
   add_compile_options(-march=native)
   add_compile_definitions(HERD_CPU_NATIVE=1)
 endif()
+# HERD_CPU_ISA=x86-64-v3 or x86-64 compiles everything for that one level (no clones) and caps what herd
+# uses of the CPU at it: its bf16 micro-kernels and AMX count only where the level has them, oneDNN is
+# held to the level (ONEDNN_MAX_CPU_ISA) and OpenBLAS runs its kernel set (OPENBLAS_CORETYPE), both set
+# at start (kernels/library_env.h) and for every test (tests/CMakeLists.txt). The whole suite then runs
+# the path a CPU of that level takes, at the host's native speed (docs/kernels.md).
+set(HERD_CPU_ISA "" CACHE STRING "Compile herd for one x86-64 level (x86-64-v3 or x86-64) instead of runtime dispatch")
+set_property(CACHE HERD_CPU_ISA PROPERTY STRINGS "" x86-64-v3 x86-64)
+if(HERD_CPU_ISA)
+  if(NOT HERD_CPU_ISA MATCHES "^(x86-64-v3|x86-64)$")
+    message(FATAL_ERROR "HERD_CPU_ISA=${HERD_CPU_ISA}: use x86-64-v3 (AVX2 + FMA), x86-64 (SSE2) or leave it empty "
+                        "(runtime dispatch)")
+  endif()
+  if(HERD_NATIVE)
+    message(FATAL_ERROR "HERD_CPU_ISA=${HERD_CPU_ISA} and HERD_NATIVE=ON each choose the ISA: set one")
+  endif()
+  if(NOT CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+    message(FATAL_ERROR "HERD_CPU_ISA=${HERD_CPU_ISA} names an x86-64 level; this build is for ${CMAKE_SYSTEM_PROCESSOR}")
+  endif()
+  add_compile_options(-march=${HERD_CPU_ISA})
+  add_compile_definitions(HERD_CPU_FORCED="${HERD_CPU_ISA}")
+  if(HERD_CPU_ISA STREQUAL "x86-64-v3")
+    set(HERD_CPU_ISA_ENV "ONEDNN_MAX_CPU_ISA=AVX2;OPENBLAS_CORETYPE=Haswell")
+  else()
+    set(HERD_CPU_ISA_ENV "ONEDNN_MAX_CPU_ISA=SSE41;OPENBLAS_CORETYPE=Nehalem")
+  endif()
+endif()
 list(APPEND HERD_EXTERNAL_kernels herd_openblas OpenMP::OpenMP_CXX herd_cpu_flags)
 
 # MPI (OpenMPI from Debian: libopenmpi-dev, openmpi-bin). comm/mpi/ is compiled only when it is

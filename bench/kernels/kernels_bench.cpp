@@ -173,10 +173,11 @@ int main(int argc, char** argv) {
   }
   doc["gemm_peak_gflops"] = peak;
 
-  // The same shapes with bf16 inputs (gemm_bf16: bf16 products, fp32 sums and output) where the CPU has
-  // bf16 instructions: the bf16 library's rate at the training step's shapes, to set beside PyTorch's
-  // (bench/train/torch_peer.py --matmul-shapes) on the same core.
-  if (wanted("gemm_bf16") && cpu_has_bf16() && bf16_gemm_path() != Bf16GemmPath::kConverted) {
+  // The same shapes with bf16 inputs (gemm_bf16: bf16 products, fp32 sums and output) on the path this
+  // CPU takes (bf16_gemm: oneDNN's bf16 matmul with bf16 instructions, else converted to fp32 GEMMs): the
+  // rate of the bf16 step's GEMMs at its shapes, to set beside PyTorch's (bench/train/torch_peer.py
+  // --matmul-shapes) on the same core.
+  if (wanted("gemm_bf16")) {
     doc["bf16_gemm"] = bf16_gemm_description();
     doc["operand_offset_bytes"] = operand_offset;
     double peak16 = 0;

@@ -1,7 +1,8 @@
 // herd's training step throughput on one CPU rank: tokens/s and achieved FLOP/s of full training steps
 // (forward, backward, clipping, AdamW) of a preset model, beside the BLAS's own SGEMM peak measured in
-// the same process with the same thread count (with --precision bf16 also the bf16 matmul's peak, the
-// one `fraction_of_gemm_peak` is against). bench/train/run.sh runs it next to the PyTorch peer
+// the same process with the same thread count (with --precision bf16 also the peak of the path herd's
+// bf16 GEMMs take on this CPU, the one `fraction_of_gemm_peak` is against: oneDNN's bf16 matmul, or the
+// SGEMM peak where herd converts bf16 GEMMs to fp32). bench/train/run.sh runs it next to the PyTorch peer
 // (torch_peer.py) on the same model and batch.
 //
 //   herd_bench_train --model small --threads 1 --micro-batch 8 --seq-len 512 --steps 3 [--path P]
@@ -103,8 +104,13 @@ std::vector<GemmPeak> sgemm_peaks(int threads, std::int64_t n) {
   return peaks;
 }
 
-// The bf16 GEMM peak the same way: oneDNN's bf16 matmul (bf16 in, fp32 out) with its own OpenMP
-// threading, called directly, and herd's gemm_bf16 (split across herd's threads) on the same square.
+// Whether herd's bf16 GEMMs run as oneDNN bf16 matmuls here; else they are converted to fp32 and run
+// as fp32 GEMMs (no bf16 instructions, oneDNN held below them, or built without oneDNN; kernels/gemm.h).
+bool bf16_on_onednn() { return herd::kernels::bf16_gemm_path() == herd::kernels::Bf16GemmPath::kOneDNN; }
+
+// The bf16 GEMM peak of the path herd's bf16 step takes. On oneDNN's: its bf16 matmul (bf16 in, fp32
+// out) with its own OpenMP threading, called directly. Converted: the step's GEMMs are fp32 GEMMs, whose
+// peak is sgemm_peaks' (the caller takes it from there). herd's gemm_bf16 on the same square either way.
 std::vector<GemmPeak> bf16_peaks(std::int64_t n) {
   herd::AlignedVector<herd::bf16> a16(static_cast<std::size_t>(n * n)), b16(a16.size());
   {
@@ -114,7 +120,7 @@ std::vector<GemmPeak> bf16_peaks(std::int64_t n) {
   }
   std::vector<GemmPeak> peaks;
 #ifdef HERD_HAVE_DNNL
-  {
+  if (bf16_on_onednn()) {
     using dt = dnnl::memory::data_type;
     const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream stream(eng);
@@ -261,9 +267,12 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < now.size(); ++i)
       if (now[i].cpu_gflops > kept[i].cpu_gflops) kept[i] = now[i];
   };
+  // The peak of the library calls the step's GEMMs make: oneDNN's bf16 matmul, or (fp32, or bf16
+  // converted to fp32) the sgemm one.
+  const bool peak_is_bf16 = bf16 && bf16_on_onednn();
   auto own_wall_peak = [&] {
     double w = 0;
-    for (const GemmPeak& p : bf16 ? peaks16 : peaks)
+    for (const GemmPeak& p : peak_is_bf16 ? peaks16 : peaks)
       if (p.library != "herd gemm" && p.library != "herd gemm_bf16") w = std::max(w, p.wall_gflops);
     return w;
   };
@@ -296,12 +305,9 @@ int main(int argc, char** argv) {
                               {"gflops_per_cpu_s_x_threads", p.cpu_gflops * threads}});
       if (p.library != "herd gemm_bf16" && p.cpu_gflops > best16.cpu_gflops) best16 = p;
     }
-    if (best16.library.empty()) best16 = {"herd gemm_bf16", 0, 0};  // built without oneDNN
-    for (const herd::Json& p : peaks16_json) {
-      if (best16.library == "herd gemm_bf16" && p["library"] == "herd gemm_bf16") {
-        best16.wall_gflops = p["wall_gflops"];
-        best16.cpu_gflops = p["gflops_per_cpu_s_x_threads"].get<double>() / threads;
-      }
+    if (!peak_is_bf16) {
+      best16 = best;
+      best16.library = best.library + " sgemm (herd runs bf16 GEMMs converted to fp32 here)";
     }
   }
   const GemmPeak& own = bf16 ? best16 : best;
@@ -336,14 +342,18 @@ int main(int argc, char** argv) {
   r["fraction_of_sgemm_peak"] = gflops_wall / best.wall_gflops;
   r["fraction_of_sgemm_peak_cpu_time"] = gflops_cpu / (best.cpu_gflops * threads);
   // The same against the GEMM peak of the step's precision (bf16: the bf16 matmul's).
-  r["gemm_peaks"] = bf16 ? peaks16_json : peaks_json;
+  herd::Json gemm_peaks = peak_is_bf16 ? peaks16_json : peaks_json;
+  if (bf16 && !peak_is_bf16) {
+    for (const herd::Json& p : peaks16_json) gemm_peaks.push_back(p);  // herd's gemm_bf16 beside the sgemm peaks
+  }
+  r["gemm_peaks"] = gemm_peaks;
   r["gemm_peak_library"] = own.library;
   r["gemm_peak_gflops"] = own.wall_gflops;
   r["gemm_peak_gflops_cpu_time"] = own.cpu_gflops * threads;
   r["fraction_of_gemm_peak"] = gflops_wall / own.wall_gflops;
   r["fraction_of_gemm_peak_cpu_time"] = gflops_cpu / (own.cpu_gflops * threads);
   if (bf16) {
-    r["bf16_gemm"] = herd::kernels::bf16_gemm_description();
+    r["bf16_gemm"] = herd::kernels::bf16_gemm_description();  // the path gemm_peak_library measured
     r["bf16_attention"] = herd::kernels::bf16_attention_description();
   }
   r["blas"] = herd::kernels::blas_name();

@@ -73,10 +73,24 @@ TEST(LocalFaults, ThrowingRankMakesTheOthersFailFastNotAtTheTimeout) {
     return c.all_reduce(v.data(), v.size(), ReduceOp::kSum);
   });
   EXPECT_LT(t.seconds(), 30.0) << "peers must not wait for the 60 s timeout";
-  EXPECT_TRUE(contains(st[1], "out of memory in layer 3"));
+  EXPECT_TRUE(contains(st[1], "uncaught std::runtime_error: out of memory in layer 3"));
   for (int r : {0, 2, 3}) {
-    EXPECT_TRUE(contains(st[r], "global rank 1 failed: out of memory in layer 3")) << st[r].error().message();
+    EXPECT_TRUE(contains(st[r], "global rank 1 failed: uncaught std::runtime_error: out of memory in layer 3"))
+        << st[r].error().message();
   }
+}
+
+// Not every exception is a std::exception: a rank's thread catches whatever its rank throws, fails that
+// rank with the exception's type and aborts the world, as for any other (no std::terminate).
+TEST(LocalFaults, ARankThatThrowsANonStandardExceptionFailsWithoutAbortingTheProcess) {
+  LocalWorld world(2, testing::test_options(/*timeout_s=*/60));
+  auto st = world.run([](Communicator& c) -> Status {
+    std::vector<float> v(8, 1.0f);
+    if (c.rank() == 0) throw 7;
+    return c.all_reduce(v.data(), v.size(), ReduceOp::kSum);
+  });
+  EXPECT_TRUE(contains(st[0], "uncaught exception of type int")) << st[0].error().message();
+  EXPECT_TRUE(contains(st[1], "global rank 0 failed: uncaught exception of type int")) << st[1].error().message();
 }
 
 TEST(LocalFaults, RankThatExitsEarlyIsNamed) {

@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "cli/cli_runner.h"
+#include "herd/core/cores.h"
 #include "herd/data/shard.h"
 #include "herd/topology/cluster.h"
 #include "train/dist_harness.h"
@@ -59,7 +59,7 @@ TEST_F(ProjectionCli, PlannedAndMeasuredLinesOnOneRankAndOnTpDp) {
     const double job_cores = j["measured"]["job_cores"].get<double>();
     if (job_cores != -1.0) {
       EXPECT_GE(job_cores, 0.0);
-      EXPECT_LE(job_cores, static_cast<double>(std::thread::hardware_concurrency()) + 0.25);
+      EXPECT_LE(job_cores, static_cast<double>(usable_cores()) + 0.25);
     }
     // Rank 0's time inside the communicator: measured on every layout (a one-rank job has nothing to wait for).
     if (layout.empty()) {
@@ -213,10 +213,10 @@ TEST_F(ProjectionCli, CalibrateWritesALoadableClusterWithARuntimeEfficiency) {
   // Thread scaling: from the one-rank step on every core against the one-thread step when that step ran
   // on a quiet host (an arithmetic check of what was written), else the GEMM's or the preset's, said so.
   const std::string source = rec["thread_scaling_source"].get<std::string>();
-  if (std::thread::hardware_concurrency() > 1) {
+  if (usable_cores() > 1) {
     const double all = rec["reference_step_all_cores_s"].get<double>();
     EXPECT_GT(all, 0.0);
-    const double cores = static_cast<double>(std::thread::hardware_concurrency());
+    const double cores = static_cast<double>(usable_cores());
     if (source == "training step") {
       EXPECT_NEAR(c->accelerator.thread_scaling,
                   std::clamp((rec["reference_step_s"].get<double>() / all - 1.0) / (cores - 1.0), 0.05, 1.0), 1e-9);

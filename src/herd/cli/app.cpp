@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "herd/core/aligned.h"
+#include "herd/core/exception.h"
 #include "herd/core/format.h"
 
 namespace herd::cli {
@@ -137,6 +138,26 @@ bool runs_kernels(int argc, const char* const* argv) {
   return command == "train" || command == "generate" || command == "calibrate";
 }
 
+int run_guarded(const std::string& command, const std::function<int()>& run) {
+  const std::string where = command.empty() ? "herd" : "herd " + command;
+  try {
+    return run();
+  } catch (const std::bad_alloc& e) {
+    // Memory a command could not get outside a training rank (the launcher reports those with the
+    // planner's estimate).
+    std::string asked = "an allocation failed";
+    if (const auto* failed = dynamic_cast<const AllocationFailed*>(&e)) {
+      asked = "an allocation of " + format_bytes(static_cast<double>(failed->bytes())) + " (" +
+              std::to_string(failed->bytes()) + " bytes) failed";
+    }
+    std::fprintf(stderr, "%s: error: out of memory: %s; use a smaller model, batch, sequence or input\n", where.c_str(),
+                 asked.c_str());
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: %s\n", where.c_str(), current_exception_message().c_str());
+  }
+  return 1;
+}
+
 int run_cli(int argc, const char* const* argv) {
   CLI::App root{
       "herd: train Llama 3 models with 4D parallelism (TP, CP, PP, FSDP) and plan such runs.\n"
@@ -181,7 +202,7 @@ int run_cli(int argc, const char* const* argv) {
   // train ..."), which no option parser should reinterpret: it reads its own arguments (cli/launch.cpp).
   if (argc > 2 && std::string(argv[1]) == "launch" && std::string(argv[2]) != "--help" &&
       std::string(argv[2]) != "-h") {
-    return run_launch(std::vector<std::string>(argv + 2, argv + argc));
+    return run_guarded("launch", [&] { return run_launch(std::vector<std::string>(argv + 2, argv + argc)); });
   }
   try {
     root.parse(argc, argv);
@@ -197,22 +218,14 @@ int run_cli(int argc, const char* const* argv) {
       return 2;
     }
     return report_parse_error(root, e);
+  } catch (...) {
+    // An option's own callback or validator that threw something else: the command named on the line.
+    const std::string command = argc > 1 && argv[1][0] != '-' ? argv[1] : "";
+    return run_guarded(command, []() -> int { throw; });
   }
   for (const Subcommand& s : subs) {
     if (!s.app->parsed()) continue;
-    // Last line of defence of the CLI contract (one line, non-zero exit, no abort): memory a command
-    // could not get outside a training rank (the launcher reports those with the planner's estimate).
-    try {
-      return s.run();
-    } catch (const std::bad_alloc& e) {
-      std::string asked = "an allocation failed";
-      if (const auto* failed = dynamic_cast<const AllocationFailed*>(&e)) {
-        asked = "an allocation of " + format_bytes(static_cast<double>(failed->bytes())) + " (" +
-                std::to_string(failed->bytes()) + " bytes) failed";
-      }
-      return report_error(s.app->get_name(),
-                          Error("out of memory: " + asked + "; use a smaller model, batch, sequence or input"));
-    }
+    return run_guarded(s.app->get_name(), s.run);
   }
   std::cout << root.help();
   return 2;

@@ -62,6 +62,11 @@ int run_cli(int argc, const char* const* argv);
 // ("1 process x 2 threads" for two ranks of two threads on two cores, which must not spin).
 bool runs_kernels(int argc, const char* const* argv);
 
+// The command boundary: runs `run` and returns its exit status; an exception that escapes it (out of
+// memory, or a defect: core/exception.h) is one line "herd <command>: error: ..." on stderr and status 1,
+// never an abort. run_cli runs every command through it.
+int run_guarded(const std::string& command, const std::function<int()>& run);
+
 // Prints "herd <command>: error: <message>" on stderr and returns exit status 1.
 int report_error(const std::string& command, const Error& error);
 

@@ -36,12 +36,12 @@
 #include <iostream>
 #include <optional>
 #include <random>
-#include <thread>
 
 #include "herd/cli/app.h"
 #include "herd/cli/calibrate_device.h"
 #include "herd/cli/calibrate_kernels.h"
 #include "herd/cli/table.h"
+#include "herd/core/cores.h"
 #include "herd/core/file_write.h"
 #include "herd/core/format.h"
 #include "herd/core/json_text.h"
@@ -485,7 +485,7 @@ int run_calibrate(const CalibrateOptions& o) {
   }
   Session s(o, m);
   s.rows = o.micro_batch * o.seq_len;
-  s.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  s.cores = usable_cores();
   s.last = previous_calibration(o, out, shape_key, std::move(at_out));
   const HostAtStart start{train::unix_now(), measure::load_average(), measure::loadavg_text(),
                           measure::runnable_processes()};

@@ -25,11 +25,11 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
-#include <thread>
 
 #include "herd/cli/app.h"
 #include "herd/cli/planner_options.h"
 #include "herd/cli/table.h"
+#include "herd/core/cores.h"
 #include "herd/core/format.h"
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
@@ -183,7 +183,7 @@ Status choose_layout(const TrainOptions& o, train::TrainConfig& cfg, const model
   if (world > 0) {
     ranks = world;  // check_layout_flags: a different --ranks was refused
   } else if (!o.ranks) {
-    ranks = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    ranks = usable_cores();
   }
   HERD_ASSIGN_OR_RETURN(const topology::Cluster cluster, train::local_cpu_cluster(cfg.projection.cluster_file));
   planner::TrainingSpec spec;

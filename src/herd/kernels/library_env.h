@@ -11,6 +11,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace herd::kernels {
 
@@ -28,9 +30,15 @@ struct BlasCoreChoice {
 // OpenBLAS picked for a CPU it knows, or a name unknown here, is kept.
 BlasCoreChoice choose_blas_core(const std::string& detected, int cpu_level, bool avx512_bf16);
 
-// At process start, before anything else: sets what set_openmp_wait_env and choose_blas_core ask for
-// and re-executes this program once when either changed something. Returns at once otherwise, and
-// when the re-execution fails (the libraries keep their own choices).
+// A build for one x86-64 level (cmake -DHERD_CPU_ISA, core/cpu_isa.h) holds its libraries to that level
+// too: ONEDNN_MAX_CPU_ISA (AVX2 for x86-64-v3, SSE41 for x86-64) and OPENBLAS_CORETYPE (Haswell,
+// Nehalem). The (name, value) pairs; none in a build with runtime dispatch. settle_library_env sets each
+// one the user has not set; tests/CMakeLists.txt sets the same for every test of such a build.
+std::vector<std::pair<std::string, std::string>> forced_isa_library_env();
+
+// At process start, before anything else: sets what forced_isa_library_env, set_openmp_wait_env and
+// choose_blas_core ask for and re-executes this program once when any of them changed something.
+// Returns at once otherwise, and when the re-execution fails (the libraries keep their own choices).
 void settle_library_env(char** argv);
 
 // A user's own OPENBLAS_CORETYPE naming kernels below the CPU's level (Haswell on an AVX-512 CPU): the

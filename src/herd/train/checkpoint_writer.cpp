@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "herd/core/exception.h"
+
 namespace herd::train {
 
 namespace fs = std::filesystem;
@@ -59,7 +61,14 @@ void CheckpointWriter::start(std::int64_t step, Json meta, Json layout, bool fai
   }
   finished_ = false;
   thread_ = std::thread([this, step, meta = std::move(meta), layout = std::move(layout), fail_disk_full, finish] {
-    finish(write(step, meta, layout, fail_disk_full));
+    // The writer thread's boundary (core/exception.h): what escapes the write fails this save.
+    Status s = Status::Ok();
+    try {
+      s = write(step, meta, layout, fail_disk_full);
+    } catch (...) {
+      s = make_error("checkpoint of step ", step, ": ", current_exception_message());
+    }
+    finish(std::move(s));
     finished_ = true;
   });
 }

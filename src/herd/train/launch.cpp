@@ -2,9 +2,9 @@
 #include "herd/train/launch.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "herd/comm/local/local_world.h"
+#include "herd/core/cores.h"
 #include "herd/core/log.h"
 #include "herd/kernels/gemm.h"
 #include "herd/measure/comm_timer.h"
@@ -15,7 +15,7 @@
 namespace herd::train {
 
 int blas_threads_per_rank(int ranks) {
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cores = usable_cores();
   return std::max(1, cores / std::max(1, ranks));
 }
 

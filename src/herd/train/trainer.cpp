@@ -15,6 +15,7 @@
 #include <limits>
 #include <thread>
 
+#include "herd/core/cores.h"
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/core/timer.h"
@@ -118,7 +119,7 @@ Result<std::unique_ptr<Trainer<T>>> Trainer<T>::make(const TrainConfig& cfg, con
                                                                                 model::AttentionMask::causal()));
   if (t->val_docs_) t->unigram_entropy_ = unigram_entropy(*t->val_docs_);
   // The peak of the cores the job's ranks use on this host (ranks x kernel threads, at most the cores).
-  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  const double cores = usable_cores();
   const double threads = static_cast<double>(kernels::num_threads()) * static_cast<double>(ctx.dims.world());
   t->peak_flops_ = peak_flops_per_core(cfg) * std::min(cores, threads);
 

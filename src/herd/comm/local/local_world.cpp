@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "herd/comm/local/local_state.h"
+#include "herd/core/exception.h"
 #include "herd/core/log.h"
 
 namespace herd::comm {
@@ -152,11 +153,13 @@ std::vector<Status> LocalWorld::run(const std::function<Status(Communicator&)>& 
   for (int r = 0; r < state_->size; ++r) {
     threads.emplace_back([&, r] {
       set_log_rank(r);
+      // The rank's boundary (core/exception.h): whatever escapes `fn` fails this rank and aborts the world.
       try {
         statuses[r] = fn(*comms[r]);
-      } catch (const std::exception& e) {
-        statuses[r] = make_error("threw: ", e.what());
-        abort("global rank " + std::to_string(r) + " failed: " + e.what());
+      } catch (...) {
+        const std::string what = current_exception_message();
+        statuses[r] = make_error(what);
+        abort("global rank " + std::to_string(r) + " failed: " + what);
       }
       comms[r].reset();
       set_log_rank(-1);

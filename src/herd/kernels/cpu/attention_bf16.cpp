@@ -164,6 +164,10 @@ const char* bf16_attention_description() {
   if (use_dpbf16()) {
     return cpu::tile_gemm_isa() == cpu::TileGemmIsa::kAmx ? "AMX tiles (amx_bf16)" : "vdpbf16ps (avx512_bf16)";
   }
+#if defined(HERD_CPU_FORCED)
+  if (!cpu::have_dpbf16())
+    return "converted to fp32 (no avx512_bf16 at this build's level, HERD_CPU_ISA=" HERD_CPU_FORCED ")";
+#endif
   if (!cpu::have_dpbf16()) return "converted to fp32 (no avx512_bf16 on this CPU)";
   return "converted to fp32 (set by the caller)";
 }

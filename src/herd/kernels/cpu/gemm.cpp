@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -314,13 +315,25 @@ void converted_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int
   gemm_impl<float, float>(ta, tb, m, n, k, alpha, wa.data(), ac, wb.data(), bc, beta, c, ldc);
 }
 
-Bf16GemmPath resolved_bf16_path() {
-  static const Bf16GemmPath detected = [] {
+// Whether oneDNN runs bf16 matmuls here with an implementation of its own: the CPU has bf16
+// instructions and oneDNN is not held below them (ONEDNN_MAX_CPU_ISA, or a build for one ISA level,
+// core/cpu_isa.h), in which case it cannot create the primitive at all.
+bool onednn_runs_bf16() {
 #ifdef HERD_HAVE_DNNL
-    if (cpu_has_bf16()) return Bf16GemmPath::kOneDNN;
-#endif
-    return Bf16GemmPath::kConverted;
+  static const bool runs = [] {
+    if (!cpu_has_bf16()) return false;
+    constexpr std::int64_t n = 64;
+    const MatmulKey key{n, n, n, n, n, n, float_bits(1.0f), float_bits(0.0f), false, false, false};
+    return make_matmul(key, 1.0f, 0.0f).ok;
   }();
+  return runs;
+#else
+  return false;
+#endif
+}
+
+Bf16GemmPath resolved_bf16_path() {
+  static const Bf16GemmPath detected = onednn_runs_bf16() ? Bf16GemmPath::kOneDNN : Bf16GemmPath::kConverted;
   const Bf16GemmPath p = g_bf16_path.load(std::memory_order_relaxed);
   return p == Bf16GemmPath::kAuto ? detected : p;
 }
@@ -395,7 +408,18 @@ std::string bf16_gemm_description() {
     return std::string("oneDNN bf16 matmul (") + (cpu::cpu_features().amx_bf16 ? "amx_bf16" : "avx512_bf16") + ")";
   }
   if (!have_onednn()) return "converted to fp32 and run as fp32 GEMMs (built without oneDNN)";
+#if defined(HERD_CPU_FORCED)
+  if (!cpu_has_bf16()) {
+    return "converted to fp32 and run as fp32 GEMMs (no bf16 instructions at this build's level, "
+           "HERD_CPU_ISA=" HERD_CPU_FORCED ")";
+  }
+#endif
   if (!cpu_has_bf16()) return "converted to fp32 and run as fp32 GEMMs (no bf16 instructions on this CPU)";
+  if (!onednn_runs_bf16()) {
+    const char* held = std::getenv("ONEDNN_MAX_CPU_ISA");
+    return std::string("converted to fp32 and run as fp32 GEMMs (oneDNN has no bf16 matmul here") +
+           (held != nullptr ? std::string(": ONEDNN_MAX_CPU_ISA=") + held : std::string()) + ")";
+  }
   return "converted to fp32 and run as fp32 GEMMs (set by the caller)";
 }
 

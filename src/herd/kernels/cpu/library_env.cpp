@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
+#include "herd/core/cpu_isa.h"
 #include "herd/kernels/cpu/cpu_features.h"
 #include "herd/kernels/openmp_wait.h"
 
@@ -40,7 +43,33 @@ void unset_blas_core_env() {
   unsetenv(kBlasMarker);
 }
 
+// A build for one level: each library setting forced_isa_library_env names and the user left unset.
+// Returns the names it set (so that a failed re-execution can take them back).
+std::vector<std::string> set_forced_isa_env() {
+  std::vector<std::string> set;
+  for (const auto& [name, value] : forced_isa_library_env()) {
+    if (std::getenv(name.c_str()) != nullptr) continue;
+    setenv(name.c_str(), value.c_str(), 1);
+    set.push_back(name);
+    if (name == "OPENBLAS_CORETYPE") {
+      setenv(kBlasMarker, (std::string("the kernel set of this build's level, HERD_CPU_ISA=") + cpu_isa_path()).c_str(),
+             1);
+    }
+  }
+  return set;
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> forced_isa_library_env() {
+#if defined(HERD_CPU_FORCED)
+  if (std::string(HERD_CPU_FORCED) == "x86-64-v3")
+    return {{"ONEDNN_MAX_CPU_ISA", "AVX2"}, {"OPENBLAS_CORETYPE", "Haswell"}};
+  return {{"ONEDNN_MAX_CPU_ISA", "SSE41"}, {"OPENBLAS_CORETYPE", "Nehalem"}};
+#else
+  return {};
+#endif
+}
 
 std::string user_core_note(const std::string& core, int cpu_level) {
   const int level = blas_core_level(core);
@@ -77,12 +106,15 @@ BlasCoreChoice choose_blas_core(const std::string& detected, int cpu_level, bool
 }
 
 void settle_library_env(char** argv) {
+  const std::vector<std::string> forced = set_forced_isa_env();
   const bool omp = set_openmp_wait_env();
   const bool blas = set_blas_core_env();
-  if (!omp && !blas) return;
+  if (!omp && !blas && forced.empty()) return;
   execv("/proc/self/exe", argv);
   if (omp) unset_openmp_wait_env();
   if (blas) unset_blas_core_env();
+  for (const std::string& name : forced) unsetenv(name.c_str());
+  if (!forced.empty()) unsetenv(kBlasMarker);
 }
 
 std::string blas_core_description() {

@@ -1,9 +1,7 @@
 // The OpenMP spin budget of a herd process (openmp_wait.h).
 #include "herd/kernels/openmp_wait.h"
 
-#include <sched.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "herd/core/cores.h"
 #include "herd/core/proc_stat.h"
 
 namespace herd::kernels {
@@ -45,11 +44,7 @@ int env_int(const char* name, int fallback) {
   return (end != v && x > 0 && x < (1 << 20)) ? static_cast<int>(x) : fallback;
 }
 
-int host_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
-}
+int host_cores() { return usable_cores(); }
 
 // herd processes started on this host by the launcher: Open MPI, MPICH/Hydra or Slurm say how many.
 int local_processes() {
