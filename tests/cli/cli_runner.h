@@ -1,7 +1,9 @@
 // Runs the herd binary as a user would and captures stdout, stderr and the exit status.
 #pragma once
 
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -41,6 +43,18 @@ inline CliResult run_herd_env(const std::string& env, const std::string& args) {
 }
 
 inline CliResult run_herd(const std::string& args) { return run_herd_env("", args); }
+
+// Starts `cmd` under /bin/sh in a child process with SIGINT at its default, as a terminal's foreground
+// job has it, and returns the child's pid (the caller signals and reaps it).
+inline pid_t spawn_shell(const std::string& cmd) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
 
 inline int count_lines(const std::string& s) {
   int n = 0;

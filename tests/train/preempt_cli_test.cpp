@@ -122,13 +122,8 @@ TEST_F(PreemptCli, Sigusr2DumpsTheFlightRecordersAndSigusr1DumpsThenPreempts) {
 TEST_F(PreemptCli, SigintCheckpointsTheCurrentStepExits130AndTheRunResumesFromIt) {
   const std::string metrics = (dir_ / "int").string() + ".jsonl", out = (dir_ / "int.out").string();
   const std::string cmd = "exec " + std::string(HERD_BINARY) + " " + args("int", 100000) + " >" + out + " 2>&1";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::signal(SIGINT, SIG_DFL);  // as a terminal's foreground job has it
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t pid = herd::testing::spawn_shell(cmd);
+  ASSERT_GT(pid, 0);
   for (int i = 0; i < 600 && losses("int").size() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ::kill(pid, SIGINT);
   int st = 0;

@@ -139,14 +139,17 @@ class Supervisor : public herd::testing::ParityRunDir {
   }
 
   // Starts `command` (shell syntax) in the background as its own process; its pid.
-  static pid_t start(const std::string& command) {
-    const std::string cmd = "exec " + command;
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    return pid;
+  static pid_t start(const std::string& command) { return herd::testing::spawn_shell("exec " + command); }
+
+  // Kills `pid` (the supervisor) with SIGKILL, reaps it, and expects none of `job`, the processes it had
+  // started, to outlive it (each polled for up to 30 s; any left are killed so they do not outlive the test).
+  static void expect_job_dies_with_supervisor(pid_t pid, const std::vector<pid_t>& job, const std::string& who) {
+    ::kill(pid, SIGKILL);
+    int st = 0;
+    ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+    const std::vector<pid_t> left = survivors(job, 30);
+    for (pid_t p : left) ::kill(p, SIGKILL);
+    EXPECT_TRUE(left.empty()) << left.size() << " of the job's " << job.size() << " processes outlived " << who;
   }
 
   // Waits (up to 2 minutes) for `text` in the file `path`; whether it came.
@@ -296,12 +299,8 @@ TEST_F(Supervisor, SigtermIsForwardedAndTheJobIsNotRestarted) {
   const std::string err = (dir_ / "term.err").string();
   const std::string cmd =
       "exec " + std::string(HERD_BINARY) + " " + args("term", 100000) + " --max-restarts 3 2>" + err;
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t pid = herd::testing::spawn_shell(cmd);
+  ASSERT_GT(pid, 0);
   // Wait for the first step record, then preempt.
   for (int i = 0; i < 600 && metrics("term").steps.empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -367,12 +366,7 @@ TEST_F(Supervisor, Kill9OfTheSupervisorLeavesNoProcessOfItsJob) {
   ASSERT_TRUE(wait_for_text(err, "fault.hang_rank: rank 1 stops")) << herd::testing::slurp(err);
   const std::vector<pid_t> job = descendants(pid);
   ASSERT_FALSE(job.empty());
-  ::kill(pid, SIGKILL);
-  int st = 0;
-  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
-  const std::vector<pid_t> left = survivors(job, 30);
-  for (pid_t p : left) ::kill(p, SIGKILL);  // the test's own job, so it does not outlive the test
-  EXPECT_TRUE(left.empty()) << left.size() << " of the job's " << job.size() << " processes outlived the supervisor";
+  expect_job_dies_with_supervisor(pid, job, "the supervisor");
 }
 
 // Ctrl-C on a supervised job: the supervisor forwards SIGINT, the child checkpoints the step in
@@ -382,13 +376,8 @@ TEST_F(Supervisor, SigintIsForwardedTheChildCheckpointsAndTheJobIsNotRestarted) 
   const std::string err = (dir_ / "int.err").string();
   const std::string cmd = "exec " + std::string(HERD_BINARY) + " " + args("int", 100000) +
                           " --checkpoint.every=100000 --max-restarts 3 2>" + err;
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::signal(SIGINT, SIG_DFL);  // as a terminal's foreground job has it
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t pid = herd::testing::spawn_shell(cmd);
+  ASSERT_GT(pid, 0);
   for (int i = 0; i < 600 && metrics("int").steps.size() < 3; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_GE(metrics("int").steps.size(), 3u) << herd::testing::slurp(err);
@@ -516,12 +505,7 @@ TEST_F(Supervisor, Kill9OfHerdLaunchLeavesNoMpirunOrRankRunning) {
   ASSERT_TRUE(wait_for_text(err, "fault.hang_rank: rank 1 stops")) << herd::testing::slurp(err);
   const std::vector<pid_t> job = descendants(pid);
   ASSERT_GE(job.size(), 3u) << "mpirun and two ranks";
-  ::kill(pid, SIGKILL);
-  int st = 0;
-  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
-  const std::vector<pid_t> left = survivors(job, 30);
-  for (pid_t p : left) ::kill(p, SIGKILL);  // the test's own job, so it does not outlive the test
-  EXPECT_TRUE(left.empty()) << left.size() << " of the job's " << job.size() << " processes outlived herd launch";
+  expect_job_dies_with_supervisor(pid, job, "herd launch");
 }
 
 // Under a bare mpirun the supervisor cannot sit outside the job: --max-restarts says to use herd launch.
