@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "herd/core/cores.h"
 #include "herd/core/cpu_isa.h"
 #include "herd/core/json.h"
 
@@ -37,7 +38,9 @@ inline Json machine_description() {
       break;
     }
   }
-  m["cores"] = std::thread::hardware_concurrency();
+  // The cores this process may run on (core/cores.h, what herd sizes its teams by), and the machine's.
+  m["cores"] = herd::usable_cores();
+  m["cpus_online"] = std::thread::hardware_concurrency();
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
   m["memory_gib"] = static_cast<double>(pages) * static_cast<double>(page_size) / (1024.0 * 1024 * 1024);

@@ -132,7 +132,10 @@ Result<CheckpointDirLock> CheckpointDirLock::acquire(const std::string& dir, con
     return make_error("checkpoint.dir '", dir, "': cannot lock ", path, " (", std::strerror(err),
                       "); choose a directory on a filesystem that supports flock");
   }
-  const Json holder = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Read through parse_json_text like every other file herd reads (a lock file is outside input too); a
+  // file it refuses names no holder.
+  const Result<Json> parsed = parse_json_text(text, path);
+  const Json holder = parsed.ok() ? parsed.value() : Json();
   const bool named = holder.is_object() && holder.contains("pid") && holder["pid"].is_number_integer() &&
                      holder.contains("host") && holder["host"].is_string();
   if (!named) {
