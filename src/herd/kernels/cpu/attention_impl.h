@@ -229,7 +229,7 @@ HERD_CPU_CLONES void online_softmax(T* s, std::int64_t kn, std::int64_t qn, T sc
 #pragma omp simd
   for (std::int64_t i = 0; i < qn; ++i) {
     const T mnew = std::max(row_m[i], tile_m[i]);
-    alpha[i] = row_m[i] == neg_inf ? T(0) : cpu::fast_exp(row_m[i] - mnew);
+    alpha[i] = cpu::select_bits(row_m[i] == neg_inf, T(0), cpu::fast_exp(row_m[i] - mnew));
     row_m[i] = mnew;
     tile_l[i] = 0;
   }
@@ -243,7 +243,7 @@ HERD_CPU_CLONES void online_softmax(T* s, std::int64_t kn, std::int64_t qn, T sc
       } else {
         x = sj[i] - row_m[i];
       }
-      const T p = sj[i] == neg_inf ? T(0) : cpu::fast_exp(x);
+      const T p = cpu::select_bits(sj[i] == neg_inf, T(0), cpu::fast_exp(x));
       sj[i] = p;
       tile_l[i] += p;
     }
@@ -264,7 +264,8 @@ HERD_CPU_CLONES void recomputed_probabilities(T* p, std::int64_t qn, std::int64_
       continue;
     }
 #pragma omp simd
-    for (std::int64_t j = 0; j < kn; ++j) pi[j] = pi[j] == neg_inf ? T(0) : cpu::fast_exp(pi[j] * scale - li);
+    for (std::int64_t j = 0; j < kn; ++j)
+      pi[j] = cpu::select_bits(pi[j] == neg_inf, T(0), cpu::fast_exp(pi[j] * scale - li));
   }
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "herd/core/aligned.h"
@@ -21,6 +22,35 @@
 
 namespace herd::kernels::cpu {
 
+// c ? a : b on the bits, without a branch. Written as a conditional before or around an inlined
+// fast_exp, the conditional left GCC 12 a branch per element (partial redundancy elimination
+// specialises the code after it for the constant arm), so every loop that called fast_exp stayed
+// scalar in the AVX2 and baseline clones: SwiGLU, the softmaxes and cross-entropy ran one lane at a
+// time there. The masks vectorise on every ISA level.
+template <typename T>
+inline T select_bits(bool c, T a, T b) {
+  using Bits = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+  static_assert(sizeof(T) == sizeof(Bits));
+  Bits ia, ib;
+  std::memcpy(&ia, &a, sizeof ia);
+  std::memcpy(&ib, &b, sizeof ib);
+  const Bits m = -static_cast<Bits>(c);
+  const Bits r = (ia & m) | (ib & ~m);
+  T out;
+  std::memcpy(&out, &r, sizeof out);
+  return out;
+}
+
+// x, rounded as written: an expression GCC may not fuse into a following add (no FMA contraction).
+inline float rounded(float x) {
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_assoc_barrier)
+  return __builtin_assoc_barrier(x);
+#endif
+#endif
+  return x;
+}
+
 template <typename T>
 inline T fast_exp(T x) {
   return std::exp(x);
@@ -28,8 +58,13 @@ inline T fast_exp(T x) {
 
 template <>
 inline float fast_exp<float>(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  const float n = std::nearbyint(x * 1.44269504088896341f);
+  x = select_bits(x < -87.0f, -87.0f, select_bits(x > 88.0f, 88.0f, x));
+  // n = x log2(e) rounded to nearest (ties to even, as std::nearbyint in the default rounding mode):
+  // adding and taking back 1.5 x 2^23 leaves no fraction bits for |n| < 2^22, and needs no rounding
+  // instruction (SSE2 has none). The product is rounded first, as in nearbyint(x log2(e)) and in
+  // tile_gemm_bf16.cpp's exp16, so every path gets the same n.
+  constexpr float kRound = 12582912.0f;
+  const float n = (rounded(x * 1.44269504088896341f) + kRound) - kRound;
   const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
