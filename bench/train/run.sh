@@ -8,7 +8,8 @@
 #   then for each PyTorch (Debian's 1.13 from /usr/bin/python3 when it has torch; the PyPI one in the
 #     venv of bench/train/setup_torch_venv.sh when present): eager fp32, torch.compile (inductor) fp32,
 #     and eager bf16 autocast (bench/train/torch_peer.py; a torch without torch.compile gives a
-#     "skipped" row).
+#     "skipped" row; so does bf16 autocast on a CPU without bf16 instructions, where PyTorch emulates
+#     them at minutes a step, unless TORCH_PEER_BF16_EMULATED=1).
 # Every row gets its fraction of its own precision's GEMM peak (fp32 rows against herd's SGEMM peak of
 # the same (model, threads), bf16 rows against the bf16 matmul peak), and each (model, threads) the
 # ratios of the targets. Writes one JSON document (figure, machine, commit, load averages,

@@ -165,6 +165,16 @@ def matmul_shapes(tokens, reps=5):
     return out
 
 
+def cpu_has_bf16():
+    """Whether this CPU executes bf16 dot products (AVX512-BF16 or AMX-BF16), as herd's gemm_bf16 asks."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return True  # unknown: time it
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="small", choices=PRESETS)
@@ -226,6 +236,9 @@ def main():
                 torch.nn.Linear(4, 4)(torch.zeros(2, 4))
         except (TypeError, RuntimeError) as e:
             skipped(f"torch {torch.__version__} has no CPU bf16 autocast ({e})")
+        if not cpu_has_bf16() and os.environ.get("TORCH_PEER_BF16_EMULATED") != "1":
+            skipped("no bf16 instructions on this CPU (avx512_bf16, amx_bf16): PyTorch's bf16 autocast emulates "
+                    "them, over 15 minutes a row on an AMD EPYC (Zen 3, AVX2); TORCH_PEER_BF16_EMULATED=1 times it")
     autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
 
     def step(opt):
