@@ -5,7 +5,9 @@
 #   HERD_FUZZ_RUNS=0 scripts/test.sh   without the fuzzers
 # Installs the test-only packages first, then completes the Release tree scripts/setup.sh started
 # (tests, benchmarks, and the CUDA backend where nvcc is installed: compiled with -Werror, run only on a
-# GPU). The sanitizer pass builds only the test executables and the herd binary (target herd_tests).
+# GPU). The sanitizer pass and the fuzzers share one clang tree, build/sanitize (scripts/lib/common.sh):
+# ASan + UBSan with libFuzzer's coverage; the sanitizer pass builds its test executables and the herd
+# binary (target herd_tests), the fuzzers their own targets on the same libraries.
 # Tests labelled `full` (the whole parity matrix, minutes) run with `ctest --test-dir build -L full`,
 # not here; those labelled `isa` (the kernels under qemu on the ISA paths this CPU does not take) run in
 # the Release pass only. Every libFuzzer target (fuzz/, scripts/fuzz.sh) runs HERD_FUZZ_RUNS executions
@@ -19,8 +21,8 @@ phase() { echo "== herd tests: $1 (${SECONDS}s so far) =="; }
 
 phase "test packages"
 # GoogleTest; qemu-user runs the kernels on the ISA paths this CPU does not take; iproute2 gives the
-# two-host MPI test its network namespaces; clang and its runtimes build the libFuzzer targets.
-install_packages libgtest-dev libgmock-dev qemu-user iproute2 clang libclang-rt-14-dev
+# two-host MPI test its network namespaces; clang, its runtimes and its OpenMP build the sanitizer tree.
+install_packages qemu-user iproute2 "${sanitize_packages[@]}"
 
 phase "Release, -Wall -Wextra -Werror: build"
 configure_release -DHERD_ENABLE_CUDA=ON -DHERD_BUILD_TESTS=ON -DHERD_BUILD_BENCH=ON
@@ -29,16 +31,15 @@ phase "Release: ctest"
 ctest --test-dir build -j "$jobs" --output-on-failure --timeout 900 -LE full
 
 if [ "${HERD_TEST_ASAN:-1}" != "0" ]; then
-  phase "AddressSanitizer + UndefinedBehaviorSanitizer: build (test executables only)"
-  cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHERD_WERROR=ON -DHERD_SANITIZE=ON \
-    -DHERD_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" >/dev/null
-  cmake --build build/asan -j "$jobs" --target herd_tests
+  phase "AddressSanitizer + UndefinedBehaviorSanitizer (clang, build/sanitize): build (test executables only)"
+  configure_sanitize
+  cmake --build build/sanitize -j "$jobs" --target herd_tests
   phase "AddressSanitizer + UndefinedBehaviorSanitizer: ctest"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    HERD_SANITIZED=1 ctest --test-dir build/asan -j "$jobs" --output-on-failure --timeout 1800 -LE "full|isa"
+    HERD_SANITIZED=1 ctest --test-dir build/sanitize -j "$jobs" --output-on-failure --timeout 1800 -LE "full|isa"
 fi
 if [ "${HERD_FUZZ_RUNS:-3000}" != "0" ]; then
-  phase "libFuzzer targets (clang, ASan + UBSan): ${HERD_FUZZ_RUNS:-3000} runs each from a fixed seed"
+  phase "libFuzzer targets (build/sanitize): ${HERD_FUZZ_RUNS:-3000} runs each from a fixed seed"
   scripts/fuzz.sh --runs "${HERD_FUZZ_RUNS:-3000}"
 fi
 phase "done"

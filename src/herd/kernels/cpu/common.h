@@ -73,7 +73,10 @@ inline float fast_exp<float>(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  // A NaN x leaves n NaN, which has no int value: 0 stands in for it, and p (NaN through r) makes the
+  // result NaN. Callers select away an exponent they do not use (select_bits computes both arms), so a
+  // NaN reaches here from -inf - -inf too.
+  const std::int32_t bits = (static_cast<std::int32_t>(select_bits(n != n, 0.0f, n)) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
