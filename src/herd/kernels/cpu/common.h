@@ -9,9 +9,9 @@
 // fast_exp<double> is std::exp: the double path is the parity-test path, not a fast one.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -30,15 +30,8 @@ namespace herd::kernels::cpu {
 template <typename T>
 inline T select_bits(bool c, T a, T b) {
   using Bits = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
-  static_assert(sizeof(T) == sizeof(Bits));
-  Bits ia, ib;
-  std::memcpy(&ia, &a, sizeof ia);
-  std::memcpy(&ib, &b, sizeof ib);
   const Bits m = -static_cast<Bits>(c);
-  const Bits r = (ia & m) | (ib & ~m);
-  T out;
-  std::memcpy(&out, &r, sizeof out);
-  return out;
+  return std::bit_cast<T>((std::bit_cast<Bits>(a) & m) | (std::bit_cast<Bits>(b) & ~m));
 }
 
 // x, rounded as written: an expression GCC may not fuse into a following add (no FMA contraction).
@@ -77,9 +70,7 @@ inline float fast_exp<float>(float x) {
   // result NaN. Callers select away an exponent they do not use (select_bits computes both arms), so a
   // NaN reaches here from -inf - -inf too.
   const std::int32_t bits = (static_cast<std::int32_t>(select_bits(n != n, 0.0f, n)) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  return p * std::bit_cast<float>(bits);
 }
 
 // The largest of x[0, n) (-inf for n = 0; NaNs are passed over, as std::max(m, x) passes them). Kept
