@@ -36,7 +36,7 @@ if [ "${HERD_TEST_ASAN:-1}" != "0" ]; then
   cmake --build build/sanitize -j "$jobs" --target herd_tests
   phase "AddressSanitizer + UndefinedBehaviorSanitizer: ctest"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    HERD_SANITIZED=1 ctest --test-dir build/sanitize -j "$jobs" --output-on-failure --timeout 1800 -LE "full|isa"
+    ctest --test-dir build/sanitize -j "$jobs" --output-on-failure --timeout 1800 -LE "full|isa"
 fi
 if [ "${HERD_FUZZ_RUNS:-3000}" != "0" ]; then
   phase "libFuzzer targets (build/sanitize): ${HERD_FUZZ_RUNS:-3000} runs each from a fixed seed"

@@ -12,7 +12,7 @@
 #     them at minutes a step, unless TORCH_PEER_BF16_EMULATED=1).
 # Every row gets its fraction of its own precision's GEMM peak (fp32 rows against herd's SGEMM peak of
 # the same (model, threads), bf16 rows against the bf16 matmul peak), and each (model, threads) the
-# ratios of the targets. Writes one JSON document (figure, machine, commit, load averages,
+# target ratios (report.py's set_targets). Writes one JSON document (figure, machine, commit, load averages,
 # every result, ratios, targets) and the same as a Markdown table beside it (OUT with .md).
 #   bench/train/run.sh [OUT.json] [STEPS]        STEPS timed steps after the warm-up (median reported)
 # Environment: MODELS (tiny small), MICRO_BATCH (8), SEQ_LEN (512), THREADS (1 2),
