@@ -238,7 +238,7 @@ def main():
             skipped(f"torch {torch.__version__} has no CPU bf16 autocast ({e})")
         if not cpu_has_bf16() and os.environ.get("TORCH_PEER_BF16_EMULATED") != "1":
             skipped("no bf16 instructions on this CPU (avx512_bf16, amx_bf16): PyTorch's bf16 autocast emulates "
-                    "them, over 15 minutes a row on an AMD EPYC (Zen 3, AVX2); TORCH_PEER_BF16_EMULATED=1 times it")
+                    "them, one row unfinished after 16 minutes on an AMD EPYC (Zen 3, AVX2); TORCH_PEER_BF16_EMULATED=1 times it")
     autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
 
     def step(opt):
