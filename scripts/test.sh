@@ -6,8 +6,9 @@
 # Installs the test-only packages first, then completes the Release tree scripts/setup.sh started
 # (tests, benchmarks, and the CUDA backend where nvcc is installed: compiled with -Werror, run only on a
 # GPU). The sanitizer pass and the fuzzers share one clang tree, build/sanitize (scripts/lib/common.sh):
-# ASan + UBSan with libFuzzer's coverage; the sanitizer pass builds its test executables and the herd
-# binary (target herd_tests), the fuzzers their own targets on the same libraries.
+# ASan + UBSan with libFuzzer's coverage; the sanitizer pass builds and runs the in-process tests (target
+# herd_inprocess_tests; the end-to-end tests, label e2e, run the herd binary and are the Release pass's),
+# the fuzzers their own targets on the same libraries.
 # Tests labelled `full` (the whole parity matrix, minutes) run with `ctest --test-dir build -L full`,
 # not here; those labelled `isa` (the kernels under qemu on the ISA paths this CPU does not take) run in
 # the Release pass only. Every libFuzzer target (fuzz/, scripts/fuzz.sh) runs HERD_FUZZ_RUNS executions
@@ -31,12 +32,12 @@ phase "Release: ctest"
 ctest --test-dir build -j "$jobs" --output-on-failure --timeout 900 -LE full
 
 if [ "${HERD_TEST_ASAN:-1}" != "0" ]; then
-  phase "AddressSanitizer + UndefinedBehaviorSanitizer (clang, build/sanitize): build (test executables only)"
+  phase "AddressSanitizer + UndefinedBehaviorSanitizer (clang, build/sanitize): build (in-process tests)"
   configure_sanitize
-  cmake --build build/sanitize -j "$jobs" --target herd_tests
-  phase "AddressSanitizer + UndefinedBehaviorSanitizer: ctest"
+  cmake --build build/sanitize -j "$jobs" --target herd_inprocess_tests
+  phase "AddressSanitizer + UndefinedBehaviorSanitizer: ctest (in-process tests)"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build/sanitize -j "$jobs" --output-on-failure --timeout 1800 -LE "full|isa"
+    ctest --test-dir build/sanitize -j "$jobs" --output-on-failure --timeout 1800 -LE "full|isa|e2e"
 fi
 if [ "${HERD_FUZZ_RUNS:-3000}" != "0" ]; then
   phase "libFuzzer targets (build/sanitize): ${HERD_FUZZ_RUNS:-3000} runs each from a fixed seed"

@@ -6,7 +6,7 @@ the step time derived from it), runs `herd estimate ... --json` on every run and
 docs/planner-validation.md (table, MAPE overall and by group) and docs/images/planner-validation.svg
 (predicted against derived step time, log-log, y = x), with the p10-p90 step-time band's coverage (share of
 runs inside it, mean half-width) on these runs and, on the published page, on the held-out runs beside them.
-tests/planner/published_runs_test.cpp runs the same estimates with the same flags and asserts the bounds
+tests/planner/published_runs_cli_test.cpp runs the same estimates with the same flags and asserts the bounds
 recorded in the JSON; `--write-bounds` rewrites those bounds from today's errors (the coordinator's step after
 a model change, never automatic).
 
@@ -331,7 +331,7 @@ def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc, data_pat
              f"`{data_rel}` "
              f"({len(results)} runs; {herd_desc}). Every run's source (table, page), full layout and what was assumed "
              "(with the reason) are in the JSON; `derivation` there shows how the step time follows from the published "
-             "figure using published numbers only. `tests/planner/published_runs_test.cpp` runs the same estimates.", "",
+             "figure using published numbers only. `tests/planner/published_runs_cli_test.cpp` runs the same estimates.", "",
              f"![predicted vs published step time]({svg_rel})", "",
              f"**MAPE {mape(results):.1f}%** over {len(ok)} runs "
              f"(within 15%: {sum(1 for r in ok if abs(r['err_pct']) <= 15)}; within 8%: "

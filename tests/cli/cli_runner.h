@@ -44,6 +44,19 @@ inline CliResult run_herd_env(const std::string& env, const std::string& args) {
 
 inline CliResult run_herd(const std::string& args) { return run_herd_env("", args); }
 
+// stdout and stderr as one stream in `out`, interleaved as a terminal shows them (`err` stays empty).
+inline CliResult run_herd_combined(const std::string& args) {
+  const std::string cmd = std::string(HERD_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  CliResult r;
+  if (p == nullptr) return r;
+  char buf[4096];
+  while (const std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
+  const int raw = ::pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return r;
+}
+
 // Starts `cmd` under /bin/sh in a child process with SIGINT at its default, as a terminal's foreground
 // job has it, and returns the child's pid (the caller signals and reaps it).
 inline pid_t spawn_shell(const std::string& cmd) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 
+#include "cli/cli_runner.h"
 #include "data/test_paths.h"
 #include "herd/core/json.h"
 #include "herd/data/corpus.h"
@@ -19,20 +20,7 @@
 namespace herd::data {
 namespace {
 
-struct CliRun {
-  int status;
-  std::string out;  // stdout and stderr
-};
-
-CliRun run(const std::string& args) {
-  const std::string cmd = std::string(HERD_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (std::size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  const int st = pclose(p);
-  return {WEXITSTATUS(st), out};
-}
+auto run(const std::string& args) { return herd::testing::run_herd_combined(args); }
 
 // A small JSONL corpus with ASCII, accents and an empty document.
 std::string write_corpus(const std::filesystem::path& dir, std::vector<std::string>& docs) {
@@ -52,13 +40,13 @@ TEST(DataCli, ShardsDecodeBackToTheDocumentsWithAHeldOutSplit) {
   const std::string corpus = write_corpus(dir, docs);
   // A trained tokenizer (no licence-bound file needed), then shards.
   const std::string tok_path = (dir / "tok.model").string();
-  CliRun t = run("data train-tokenizer --input " + corpus + " --vocab-size 300 --output " + tok_path);
+  herd::testing::CliResult t = run("data train-tokenizer --input " + corpus + " --vocab-size 300 --output " + tok_path);
   ASSERT_EQ(t.status, 0) << t.out;
   auto tok = Tokenizer::load(tok_path);
   ASSERT_TRUE(tok.ok()) << tok.error().message();
   ASSERT_EQ(tok->vocab_size(), 300);
   const std::string out = (dir / "shards").string();
-  CliRun d =
+  herd::testing::CliResult d =
       run("data --input " + corpus + " --tokenizer " + tok_path + " --output " + out + " --val-fraction 0.2 --seed 3");
   ASSERT_EQ(d.status, 0) << d.out;
   auto train = read_split(out, "train");
@@ -129,7 +117,7 @@ TEST(DataCli, ShardsDecodeBackToTheDocumentsWithAHeldOutSplit) {
           .status,
       0);
   EXPECT_EQ(read_file_bytes(out + "/val-00000.bin").value(), read_file_bytes(out2 + "/val-00000.bin").value());
-  CliRun v = run("data verify " + out);
+  herd::testing::CliResult v = run("data verify " + out);
   EXPECT_EQ(v.status, 0) << v.out;
   EXPECT_NE(v.out.find("All checksums match."), std::string::npos);
 }
@@ -144,7 +132,7 @@ TEST(DataCli, TheTokenizerIsHeldToTheChecksumInMetaJson) {
   ASSERT_EQ(run("data train-tokenizer --input " + corpus + " --vocab-size 300 --output " + tok_path).status, 0);
   const std::string out = (dir / "shards").string();
   ASSERT_EQ(run("data --input " + corpus + " --tokenizer " + tok_path + " --output " + out).status, 0);
-  CliRun v = run("data verify " + out);
+  herd::testing::CliResult v = run("data verify " + out);
   ASSERT_EQ(v.status, 0) << v.out;
   // The same vocabulary, another file: one line more at its end changes its CRC-32.
   std::ofstream(tok_path, std::ios::app) << "\n";
@@ -153,8 +141,8 @@ TEST(DataCli, TheTokenizerIsHeldToTheChecksumInMetaJson) {
   EXPECT_NE(v.out.find(out + "/meta.json: tokenizer '" + tok_path + "': CRC-32 "), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("differs from tokenizer_crc32"), std::string::npos) << v.out;
   EXPECT_EQ(std::count(v.out.begin(), v.out.end(), '\n'), 1) << v.out;
-  const CliRun t = run("train --data.dir=" + out + " --data.tokenizer=" + tok_path +
-                       " --model.name=tiny --data.seq_len=16 --train.steps=1 --generate.samples=1");
+  const herd::testing::CliResult t = run("train --data.dir=" + out + " --data.tokenizer=" + tok_path +
+                                         " --model.name=tiny --data.seq_len=16 --train.steps=1 --generate.samples=1");
   EXPECT_EQ(t.status, 1) << t.out;
   EXPECT_NE(t.out.find("herd train: error: data.tokenizer '" + tok_path + "': CRC-32 "), std::string::npos) << t.out;
 }
@@ -163,14 +151,15 @@ TEST(DataCli, BadInputsAreOneLineErrors) {
   const auto dir = testing::temp_dir("cli_bad");
   std::vector<std::string> docs;
   const std::string corpus = write_corpus(dir, docs);
-  CliRun missing = run("data --input " + corpus + " --tokenizer /no/such.model --output " + (dir / "o").string());
+  herd::testing::CliResult missing =
+      run("data --input " + corpus + " --tokenizer /no/such.model --output " + (dir / "o").string());
   EXPECT_EQ(missing.status, 1);
   EXPECT_EQ(missing.out,
             "herd data: error: tokenizer file '/no/such.model' cannot be opened; run scripts/fetch-assets.sh or pass "
             "--tokenizer with a tiktoken file\n");
   const std::string tok_path = (dir / "tok.model").string();
   ASSERT_EQ(run("data train-tokenizer --input " + corpus + " --vocab-size 280 --output " + tok_path).status, 0);
-  CliRun field =
+  herd::testing::CliResult field =
       run("data --input " + corpus + " --field body --tokenizer " + tok_path + " --output " + (dir / "o").string());
   EXPECT_EQ(field.status, 1);
   EXPECT_EQ(field.out, "herd data: error: " + corpus + ":1: field 'body' missing; choose the field with --field\n");
@@ -182,7 +171,7 @@ TEST(DataCli, BadInputsAreOneLineErrors) {
     f.seekp(200);
     f.put('\x7f');
   }
-  CliRun bad = run("data verify " + out);
+  herd::testing::CliResult bad = run("data verify " + out);
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.out.find(out + "/train-00000.bin: payload checksum mismatch"), std::string::npos) << bad.out;
   EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1);

@@ -126,16 +126,16 @@ TEST(RmsNorm, Bf16StorageEqualsWideningAndRoundingAroundTheFp32KernelBitForBit) 
     std::vector<bf16> x16(n * ld);
     std::vector<float> x32(n * ld);
     const std::vector<float> xr = testing::random_vec<float>(n * ld, 7, -3, 3);
-    for (std::int64_t i = 0; i < n * ld; ++i) x16[i] = to_bf16(xr[i]), x32[i] = to_float(x16[i]);
+    for (std::int64_t i = 0; i < n * ld; ++i) x16[i] = herd::to_bf16(xr[i]), x32[i] = herd::to_float(x16[i]);
     const std::vector<float> w = testing::random_vec<float>(dim, 8, 0.5, 1.5);
     std::vector<float> y32(n * ld), rstd32(n), rstd16(n);
-    std::vector<bf16> y16(n * ld, to_bf16(7.0f));
+    std::vector<bf16> y16(n * ld, herd::to_bf16(7.0f));
     rmsnorm_forward<float>(x32.data(), ld, w.data(), n, dim, 1e-5, y32.data(), ld, rstd32.data());
     rmsnorm_forward(x16.data(), ld, w.data(), n, dim, 1e-5, y16.data(), ld, rstd16.data());
     for (std::int64_t i = 0; i < n; ++i) {
       ASSERT_EQ(rstd16[i], rstd32[i]) << i;
       for (std::int64_t j = 0; j < dim; ++j) ASSERT_EQ(y16[i * ld + j].bits, float_to_bf16(y32[i * ld + j])) << i;
-      for (std::int64_t j = dim; j < ld; ++j) ASSERT_EQ(to_float(y16[i * ld + j]), 7.0f) << "padding written";
+      for (std::int64_t j = dim; j < ld; ++j) ASSERT_EQ(herd::to_float(y16[i * ld + j]), 7.0f) << "padding written";
     }
     const std::vector<float> dy = testing::random_vec<float>(n * ld, 9);
     for (const Accumulate acc : {Accumulate::kOverwrite, Accumulate::kAdd}) {
@@ -162,8 +162,8 @@ TEST(SwiGlu, Bf16StorageEqualsWideningAndRoundingAroundTheFp32KernelBitForBit) {
     std::vector<bf16> g16(n * ld), u16(n * ld);
     std::vector<float> g32(n * ld), u32(n * ld);
     for (std::int64_t i = 0; i < n * ld; ++i) {
-      g16[i] = to_bf16(gr[i]), u16[i] = to_bf16(ur[i]);
-      g32[i] = to_float(g16[i]), u32[i] = to_float(u16[i]);
+      g16[i] = herd::to_bf16(gr[i]), u16[i] = herd::to_bf16(ur[i]);
+      g32[i] = herd::to_float(g16[i]), u32[i] = herd::to_float(u16[i]);
     }
     std::vector<float> o32(n * ld), dg32(n * ld), du32(n * ld);
     std::vector<bf16> o16(n * ld), dg16(n * ld), du16(n * ld);

@@ -6,15 +6,15 @@
 namespace herd::model {
 namespace {
 
-const std::string kFixtures = std::string(HERD_SOURCE_DIR) + "/tests/fixtures/hf/";
+const std::string kHfConfigs = std::string(HERD_SOURCE_DIR) + "/tests/fixtures/hf/";
 
 TEST(Params, PublishedLlama3Totals) {
   EXPECT_EQ(model_params(*preset("llama3-8b")).total(), 8030261248);
   EXPECT_EQ(model_params(*preset("llama3-70b")).total(), 70553706496);
   EXPECT_EQ(model_params(*preset("llama3-405b")).total(), 405853388800);
-  EXPECT_EQ(model_params(*load_hf_config(kFixtures + "llama3.1-8b.json")).total(), 8030261248);
-  EXPECT_EQ(model_params(*load_hf_config(kFixtures + "llama3.1-70b.json")).total(), 70553706496);
-  EXPECT_EQ(model_params(*load_hf_config(kFixtures + "llama3.1-405b.json")).total(), 405853388800);
+  EXPECT_EQ(model_params(*load_hf_config(kHfConfigs + "llama3.1-8b.json")).total(), 8030261248);
+  EXPECT_EQ(model_params(*load_hf_config(kHfConfigs + "llama3.1-70b.json")).total(), 70553706496);
+  EXPECT_EQ(model_params(*load_hf_config(kHfConfigs + "llama3.1-405b.json")).total(), 405853388800);
 }
 
 TEST(Params, ScalingBookBreakdownFor70B) {
@@ -46,7 +46,7 @@ TEST(Params, TiedEmbeddingsCountOnce) {
 
 TEST(Params, Gpt2IsExactly124439808) {
   // GPT-2 small: biases everywhere, LayerNorm, GeLU MLP, learned positions, tied head.
-  EXPECT_EQ(model_params(*load_hf_config(kFixtures + "gpt2-124m.json")).total(), 124439808);
+  EXPECT_EQ(model_params(*load_hf_config(kHfConfigs + "gpt2-124m.json")).total(), 124439808);
 }
 
 TEST(Params, SmallPresetsAreDocumentedSizes) {

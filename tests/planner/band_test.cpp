@@ -117,7 +117,7 @@ TEST(StepBand, PlanMarksEveryOverlappingPairAndOnlyThose) {
   EXPECT_EQ(overlapping_ranks(all, 2), (std::vector<int>{1, 2}));
 }
 
-const model::LlamaConfig kCfg = *model::preset("llama3-8b");
+const model::LlamaConfig k8bCfg = *model::preset("llama3-8b");
 
 Layout fsdp(std::int64_t dp) {
   Layout l;
@@ -128,9 +128,9 @@ Layout fsdp(std::int64_t dp) {
 TEST(BandSources, SoftwareSpreadOnlyWhenTheSoftwareIsNotGiven) {
   const topology::Cluster cluster = *topology::cluster_preset("dgx-h100");
   TrainingSpec t{8192, 64, Precision::kBF16};
-  Result<Estimate> e = estimate(kCfg, cluster, t, fsdp(64), 64);
+  Result<Estimate> e = estimate(k8bCfg, cluster, t, fsdp(64), 64);
   ASSERT_TRUE(e.ok()) << e.error().message();
-  Result<BandSources> given = band_sources(kCfg, cluster, t, *e, true);
+  Result<BandSources> given = band_sources(k8bCfg, cluster, t, *e, true);
   ASSERT_TRUE(given.ok());
   EXPECT_TRUE(given->software_ratios.empty());
   EXPECT_DOUBLE_EQ(given->comm_share, e->time.exposed_comm_s() / e->time.step_s);
@@ -138,13 +138,13 @@ TEST(BandSources, SoftwareSpreadOnlyWhenTheSoftwareIsNotGiven) {
   EXPECT_EQ(given->scale_sigma, scale_sigma(64));
   EXPECT_EQ(given->residual_q90, kResidualQ90);
 
-  Result<BandSources> open = band_sources(kCfg, cluster, t, *e, false);
+  Result<BandSources> open = band_sources(k8bCfg, cluster, t, *e, false);
   ASSERT_TRUE(open.ok());
   ASSERT_EQ(open->software_ratios.size(), 4u);  // fused, eager, compiled, herd
   EXPECT_EQ(open->software_ratios[0], 1.0);     // the point's own software (fused)
   TrainingSpec eager = t;
   eager.system.software = Software::kEager;
-  Result<Estimate> x = estimate(kCfg, cluster, eager, e->layout, 64);
+  Result<Estimate> x = estimate(k8bCfg, cluster, eager, e->layout, 64);
   ASSERT_TRUE(x.ok());
   EXPECT_DOUBLE_EQ(open->software_ratios[1], x->time.step_s / e->time.step_s);
   EXPECT_GT(open->software_ratios[1], 1.0);  // eager's unfused elementwise work is slower

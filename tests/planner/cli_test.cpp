@@ -8,31 +8,21 @@
 #include <fstream>
 #include <string>
 
+#include "cli/cli_runner.h"
 #include "herd/core/json.h"
 
 namespace {
 
-struct CmdOut {
-  int status;
-  std::string out;
-};
+using herd::testing::run_herd_combined;
 
-CmdOut run(const std::string& args) {
-  const std::string cmd = std::string(HERD_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  const int rc = pclose(p);
-  return {WEXITSTATUS(rc), out};
-}
+auto run(const std::string& args) { return run_herd_combined(args); }
 
 const std::string kMeta =
     "--model llama3-405b --cluster llama3-h100 --gpus 16384 --tp 8 --cp 1 --pp 16 --dp 128 --v 8 "
     "--recompute selective --seq-len 8192 --global-batch 2048";
 
 TEST(Cli, EstimateJsonHasTheContractFields) {
-  CmdOut r = run("estimate " + kMeta + " --json");
+  herd::testing::CliResult r = run("estimate " + kMeta + " --json");
   ASSERT_EQ(r.status, 0) << r.out;
   herd::Json j = herd::Json::parse(r.out);
   for (const char* k : {"fits", "mfu", "tflops_per_gpu", "tokens_per_s", "step_time_s", "memory", "time", "layout"}) {
@@ -55,7 +45,7 @@ TEST(Cli, EstimateJsonHasTheContractFields) {
 TEST(Cli, EstimateTextAndReports) {
   const std::string svg = std::string(::testing::TempDir()) + "/herd_estimate.svg";
   const std::string html = std::string(::testing::TempDir()) + "/herd_estimate.html";
-  CmdOut r = run("estimate " + kMeta + " --svg " + svg + " --html " + html);
+  herd::testing::CliResult r = run("estimate " + kMeta + " --svg " + svg + " --html " + html);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("FLOP convention"), std::string::npos);
   EXPECT_NE(r.out.find("MFU"), std::string::npos);
@@ -74,11 +64,11 @@ TEST(Cli, EstimateChoosesTheKnobsNotGiven) {
   const std::string degrees =
       "--model llama3-405b --cluster llama3-h100 --gpus 16384 --tp 8 --cp 1 --pp 16 --dp 128 --seq-len 8192 "
       "--global-batch 2048";
-  CmdOut text = run("estimate " + degrees);
+  herd::testing::CliResult text = run("estimate " + degrees);
   ASSERT_EQ(text.status, 0) << text.out;
   EXPECT_EQ(text.out.find("DOES NOT FIT"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("--v 8 (chosen): fastest; the best with another value, --v "), std::string::npos) << text.out;
-  CmdOut r = run("estimate " + degrees + " --json");
+  herd::testing::CliResult r = run("estimate " + degrees + " --json");
   ASSERT_EQ(r.status, 0) << r.out;
   herd::Json j = herd::Json::parse(r.out);
   for (const char* k : {"fits", "mfu", "tflops_per_gpu", "tokens_per_s", "step_time_s", "memory", "time", "layout",
@@ -99,7 +89,7 @@ TEST(Cli, EstimateChoosesTheKnobsNotGiven) {
   EXPECT_GT(j["search"]["variants_costed"].get<int>(), 10);
 
   // Given knobs are kept, and say so.
-  CmdOut g = run("estimate " + degrees + " --v 4 --recompute full --json");
+  herd::testing::CliResult g = run("estimate " + degrees + " --v 4 --recompute full --json");
   ASSERT_EQ(g.status, 0) << g.out;
   herd::Json h = herd::Json::parse(g.out);
   EXPECT_EQ(h["layout"]["v"], 4);
@@ -110,13 +100,13 @@ TEST(Cli, EstimateChoosesTheKnobsNotGiven) {
 }
 
 TEST(Cli, EstimateWhereNothingFitsSaysWhatWould) {
-  CmdOut r =
+  herd::testing::CliResult r =
       run("estimate --model llama3-405b --cluster llama3-h100 --gpus 64 --tp 8 --cp 1 --pp 2 --dp 4 "
           "--seq-len 8192 --global-batch 64 --recompute none");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("No variant of these degrees fits: the leanest variant needs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos);
-  CmdOut j =
+  herd::testing::CliResult j =
       run("estimate --model llama3-405b --cluster llama3-h100 --gpus 64 --tp 8 --cp 1 --pp 2 --dp 4 --seq-len 8192 "
           "--global-batch 64 --json");
   ASSERT_EQ(j.status, 0) << j.out;
@@ -127,7 +117,7 @@ TEST(Cli, EstimateWhereNothingFitsSaysWhatWould) {
 }
 
 TEST(Cli, EstimateGivenKnobOutsideItsRangeNamesIt) {
-  CmdOut r =
+  herd::testing::CliResult r =
       run("estimate --model llama3-405b --cluster llama3-h100 --gpus 16384 --tp 8 --cp 1 --pp 16 --dp 128 "
           "--seq-len 8192 --global-batch 2048 --microbatch-size 1 --n 64");
   EXPECT_EQ(r.status, 1);
@@ -135,7 +125,7 @@ TEST(Cli, EstimateGivenKnobOutsideItsRangeNamesIt) {
 }
 
 TEST(Cli, ImpossibleLayoutExitsOneWithTheNumbers) {
-  CmdOut r =
+  herd::testing::CliResult r =
       run("estimate --model llama3-405b --cluster llama3-h100 --gpus 16384 --tp 16 --cp 1 --pp 8 --dp 128 "
           "--seq-len 8192 --global-batch 2048");
   EXPECT_EQ(r.status, 1);
@@ -148,21 +138,21 @@ TEST(Cli, BadClusterFileNamesTheField) {
     "memory_gib": 80, "memory_bw_gb_per_s": 2000},
     "tiers": [{"name": "nv", "size": 8, "bw_gb_per_s": 100, "latency_us": 2},
               {"name": "ib", "size": 64, "bw_gb_per_s": "fast", "latency_us": 5}]})";
-  CmdOut r = run("estimate --model llama3-8b --cluster " + path +
-                 " --gpus 64 --tp 8 --cp 1 --pp 1 --dp 8 --seq-len 8192 --global-batch 64");
+  herd::testing::CliResult r = run("estimate --model llama3-8b --cluster " + path +
+                                   " --gpus 64 --tp 8 --cp 1 --pp 1 --dp 8 --seq-len 8192 --global-batch 64");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("tiers[1].bw_gb_per_s"), std::string::npos) << r.out;
 }
 
 TEST(Cli, PlanJsonIsAListBestFirst) {
-  CmdOut r =
+  herd::testing::CliResult r =
       run("plan --model llama3-8b --cluster dgx-h100 --gpus 64 --seq-len 8192 --global-batch 256 --top 3 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   herd::Json j = herd::Json::parse(r.out);
   ASSERT_TRUE(j.is_array());
   ASSERT_EQ(j.size(), 3u);
   EXPECT_LE(j[0]["step_time_s"].get<double>(), j[1]["step_time_s"].get<double>());
-  CmdOut t =
+  herd::testing::CliResult t =
       run("plan --model llama3-8b --cluster dgx-h100 --gpus 64 --seq-len 8192 --global-batch 256 --top 3 --explain");
   ASSERT_EQ(t.status, 0) << t.out;
   EXPECT_NE(t.out.find("Rejected families"), std::string::npos);
@@ -170,7 +160,7 @@ TEST(Cli, PlanJsonIsAListBestFirst) {
 }
 
 TEST(Cli, ScalingBookJobSummary) {
-  CmdOut r =
+  herd::testing::CliResult r =
       run("estimate --model llama3-70b --cluster tpu-v5p --gpus 8192 --tp 4 --cp 2 --pp 1 --dp 1024 "
           "--recompute full --seq-len 4096 --global-batch 1024 --checkpoints-per-layer 2 --train-tokens 15e12 "
           "--assume-mfu 0.4 --job-gpus 8960 --json");
@@ -192,7 +182,7 @@ double num(const herd::Json& j, const char* a, const char* b) { return j[a][b].g
 // The step-time band beside the point: step_time_band_s {p10, p90} around step_time_s, the tokens/s,
 // MFU and ETT bands derived from it, and the text line `step time X s (p10-p90 A-B s)`.
 TEST(Cli, EstimateGivesTheStepTimeBand) {
-  CmdOut r = run("estimate " + kMeta + " --json");
+  herd::testing::CliResult r = run("estimate " + kMeta + " --json");
   ASSERT_EQ(r.status, 0) << r.out;
   herd::Json j = herd::Json::parse(r.out);
   ASSERT_TRUE(j.contains("step_time_band_s")) << r.out;
@@ -207,7 +197,7 @@ TEST(Cli, EstimateGivesTheStepTimeBand) {
   // --software not given: the four presets' spread is one of the sources.
   EXPECT_EQ(j["band_sources"]["software_step_ratios"].size(), 4u);
 
-  CmdOut t = run("estimate " + kMeta);
+  herd::testing::CliResult t = run("estimate " + kMeta);
   ASSERT_EQ(t.status, 0) << t.out;
   char line[128];
   std::snprintf(line, sizeof line, "step time %.3f s (p10-p90 %.3f-%.3f s)", step, p10, p90);
@@ -217,7 +207,7 @@ TEST(Cli, EstimateGivesTheStepTimeBand) {
 // With --software given there is no software spread: the band is narrower, the point the same.
 TEST(Cli, EstimateBandWithTheSoftwareGivenIsNarrower) {
   herd::Json open = herd::Json::parse(run("estimate " + kMeta + " --json").out);
-  CmdOut r = run("estimate " + kMeta + " --software fused --json");
+  herd::testing::CliResult r = run("estimate " + kMeta + " --software fused --json");
   ASSERT_EQ(r.status, 0) << r.out;
   herd::Json given = herd::Json::parse(r.out);
   EXPECT_EQ(given["step_time_s"].get<double>(), open["step_time_s"].get<double>());
@@ -231,7 +221,7 @@ TEST(Cli, EstimateBandWithTheSoftwareGivenIsNarrower) {
 TEST(Cli, PlanMarksLayoutsWhoseBandsOverlap) {
   const std::string args =
       "plan --model llama3-8b --cluster dgx-h100 --gpus 64 --seq-len 8192 --global-batch 256 --top 4";
-  CmdOut r = run(args + " --json");
+  herd::testing::CliResult r = run(args + " --json");
   ASSERT_EQ(r.status, 0) << r.out;
   herd::Json j = herd::Json::parse(r.out);
   ASSERT_EQ(j.size(), 4u);
@@ -257,7 +247,7 @@ TEST(Cli, PlanMarksLayoutsWhoseBandsOverlap) {
   }
   // Layouts of one model within a few percent of each other: their bands overlap.
   EXPECT_GT(overlapping_pairs, 0);
-  CmdOut t = run(args);
+  herd::testing::CliResult t = run(args);
   ASSERT_EQ(t.status, 0) << t.out;
   EXPECT_NE(t.out.find("p10-p90 s"), std::string::npos);
   EXPECT_NE(t.out.find("Bands overlap, so their order is within the planner's uncertainty: " + pairs + "."),

@@ -1,7 +1,7 @@
 // Six terms of the published-run model, each against numbers computed by hand in the comments:
 // spanning-group NIC bandwidth (and the published nccl-tests bus bandwidth of 8-GPU DGX nodes),
 // the layer split, the software profiles, materialized attention, synchronous sends / gradient
-// reduction after the backward, and fp8 casts. One flag per bad value is refused with its name.
+// reduction after the backward, and fp8 casts (model_changes_cli_test.cpp: the same knobs through `herd estimate`).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -12,42 +12,16 @@
 #include "herd/planner/cost.h"
 #include "herd/planner/estimate.h"
 #include "herd/planner/software.h"
+#include "planner/round_cluster.h"
 
 namespace herd::planner {
 namespace {
 
-const model::LlamaConfig k8b = *model::preset("llama3-8b");
+using testing::costs, testing::k8b, testing::kGemmFwd, testing::kOne, testing::round_cluster;
 
-// A round-number accelerator so every cost is easy to compute by hand: 1000 TFLOP/s bf16, 2000 fp8,
-// 10,000 GB/s HBM, every efficiency 1 except flash attention (0.5 fused, 0.25 eager), no wave model, no
-// launch gaps, no stragglers. At 10 TB/s every GEMM of llama3-8b at 4,096 rows is compute-bound.
-topology::Cluster round_cluster() {
-  topology::Cluster c;
-  c.name = "round";
-  topology::Accelerator& a = c.accelerator;
-  a.name = "round";
-  a.peak_tflops_bf16 = 1000, a.peak_tflops_fp8 = 2000, a.peak_tflops_fp32 = 100;
-  a.memory_gib = 1000, a.memory_bw_gb_per_s = 10000;
-  a.matmul_efficiency = 1, a.attention_fwd_efficiency = 0.5, a.attention_bwd_efficiency = 0.5;
-  a.eager_attention_fwd_efficiency = 0.25, a.eager_attention_bwd_efficiency = 0.25;
-  a.memory_bw_efficiency = 1, a.sm_count = 0, a.kernel_overhead_us = 0, a.speed_variation = 0;
-  c.tiers = {{"nvlink", 8, 450, 3, 0.75, 1, {}}, {"net", 64, 50, 4, 1.0, 1, {}}};
-  return c;
-}
-
-// One sequence of 4,096 tokens on one accelerator, 8 micro-batches per step.
-const TrainingSpec kOne{4096, 8, Precision::kBF16};
 // Residual stream An = 4096 x 4096 x 2 = 33,554,432 B; q + k Q = 4096 x 40 x 128 x 2 = 41,943,040 B;
 // one MLP-width tensor F = 4096 x 14336 x 2 = 117,440,512 B.
 constexpr double kAn = 33554432, kQ = 41943040, kF = 117440512;
-// Forward GEMM FLOPs of a layer: 2 x 4096 rows x 218,103,808 weights = 1.78671e12 -> 1.78671e-3 s at 1e15.
-constexpr double kGemmFwd = 2.0 * 4096 * 218103808 / 1e15;
-
-StepCosts costs(const TrainingSpec& t, model::Recompute rc = model::Recompute::kNone) {
-  Layout l;
-  l.recompute = rc;
-  return *step_costs(k8b, round_cluster(), t, l);
-}
 
 // 1. A DP ring with 8 members in each node leaves it through 8 NICs, not one.
 TEST(ModelChanges, SpanningGroupsUseOneNicPerMember) {
@@ -219,104 +193,6 @@ TEST(ModelChanges, Fp8GemmsUseTheirOwnFraction) {
   const Result<topology::Cluster> bad = topology::cluster_from_json(j);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("accelerator.matmul_efficiency_fp8"), std::string::npos);
-}
-
-// Bad values: one line naming the flag, the value and the accepted ones.
-TEST(ModelChanges, BadFlagValuesAreNamed) {
-  const std::string base = std::string(HERD_BINARY) +
-                           " estimate --model llama3-8b --cluster dgx-h100 --gpus 8 --tp 8 --cp 1 --pp 1 --dp 1 "
-                           "--seq-len 4096 --global-batch 8 ";
-  const std::pair<const char*, const char*> cases[] = {{"--layer-split middle", "auto, even or light-ends"},
-                                                       {"--software jax", "fused, eager, compiled or herd"},
-                                                       {"--attention sparse", "flash or materialized"},
-                                                       {"--pipeline-sends maybe", "async or sync"},
-                                                       {"--dp-overlap yes", "on or off"},
-                                                       {"--grad-acc-fusion auto", "on or off"},
-                                                       {"--tp-overlap sometimes", "on or off"},
-                                                       {"--grad-dtype fp64", "fp32 or bf16"},
-                                                       {"--precision int4", "bf16, fp16, fp8 or fp32"}};
-  for (const auto& [flag, accepted] : cases) {
-    FILE* p = popen((base + flag + " 2>&1").c_str(), "r");
-    std::string out;
-    std::array<char, 4096> buf;
-    while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-    const int rc = pclose(p);
-    EXPECT_NE(WEXITSTATUS(rc), 0) << flag;
-    const std::string name(flag, std::string(flag).find(' '));
-    const std::string value = std::string(flag).substr(name.size() + 1);
-    EXPECT_NE(out.find(name), std::string::npos) << out;
-    EXPECT_NE(out.find("'" + value + "'"), std::string::npos) << out;
-    EXPECT_NE(out.find(accepted), std::string::npos) << out;
-    EXPECT_EQ(out.find('\n'), out.size() - 1) << out;  // one line
-  }
-  // Every knob reaches the JSON: layout keys and top-level precision.
-  FILE* p = popen(
-      (base + "--software eager --attention materialized --pipeline-sends sync --dp-overlap off "
-              "--grad-acc-fusion on --tp-overlap on --grad-dtype bf16 --layer-split even --precision fp8 --json 2>&1")
-          .c_str(),
-      "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  ASSERT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
-  const Json j = Json::parse(out);
-  EXPECT_EQ(j["layout"]["software"], "eager");
-  EXPECT_EQ(j["layout"]["attention"], "materialized");
-  EXPECT_EQ(j["layout"]["pipeline_sends"], "sync");
-  EXPECT_EQ(j["layout"]["dp_overlap"], "off");
-  EXPECT_EQ(j["layout"]["grad_acc_fusion"], "on");
-  EXPECT_EQ(j["layout"]["tp_overlap"], "on");
-  EXPECT_EQ(j["layout"]["grad_dtype"], "bf16");
-  EXPECT_EQ(j["layout"]["layer_split"], "even");
-  EXPECT_EQ(j["precision"], "fp8");
-
-  // herd's own runtime has no TP overlap: planning it with one is refused in one line, with the fix,
-  // whether the profile is given or is the CPU host's default; off is accepted.
-  for (const std::string& cmd :
-       {base + "--software herd --tp-overlap on", std::string(HERD_BINARY) +
-                                                      " estimate --model tiny --cluster local-cpu --gpus 2 --tp 2 "
-                                                      "--cp 1 --pp 1 --dp 1 --seq-len 256 --global-batch 4 "
-                                                      "--sequence-parallel true --tp-overlap on"}) {
-    FILE* q = popen((cmd + " 2>&1").c_str(), "r");
-    std::string err;
-    while (std::fgets(buf.data(), buf.size(), q)) err += buf.data();
-    EXPECT_NE(WEXITSTATUS(pclose(q)), 0) << cmd;
-    EXPECT_NE(err.find("--tp-overlap: 'on'"), std::string::npos) << err;
-    EXPECT_NE(err.find("--software herd"), std::string::npos) << err;
-    EXPECT_NE(err.find("use --tp-overlap off"), std::string::npos) << err;
-    EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
-  }
-  FILE* q = popen((base + "--software herd --tp-overlap off > /dev/null 2>&1").c_str(), "r");
-  EXPECT_EQ(WEXITSTATUS(pclose(q)), 0);
-}
-
-// `--software` left out: herd on a CPU host (its cluster has host_cores; herd's runtime is the only
-// software that runs there), fused on an accelerator cluster. On a CPU host the herd profile is what
-// the default gives, and the fused one plans the same layout differently (a bf16 run of 4 micro-batches
-// per rank: fused stacks add a gradient-accumulation pass and reduce-scatter gradients per
-// micro-batch; herd's flat units keep full fp32 gradient buffers instead).
-TEST(ModelChanges, SoftwareDefaultsToHerdOnACpuHostAndFusedElsewhere) {
-  auto estimate_json = [](const std::string& args) {
-    FILE* p = popen((std::string(HERD_BINARY) + " estimate " + args + " --json 2>&1").c_str(), "r");
-    std::string out;
-    std::array<char, 4096> buf;
-    while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-    EXPECT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
-    return Json::parse(out);
-  };
-  const std::string cpu =
-      "--model tiny --cluster local-cpu --gpus 2 --tp 1 --cp 1 --pp 1 --dp 2 --seq-len 512 --global-batch 8 "
-      "--microbatch-size 1 --recompute none --precision bf16";
-  const Json by_default = estimate_json(cpu), herd = estimate_json(cpu + " --software herd");
-  const Json fused = estimate_json(cpu + " --software fused");
-  EXPECT_EQ(by_default["layout"]["software"], "herd");
-  EXPECT_EQ(fused["layout"]["software"], "fused");
-  EXPECT_EQ(by_default["step_time_s"].get<double>(), herd["step_time_s"].get<double>());
-  EXPECT_GT(fused["step_time_s"].get<double>(), herd["step_time_s"].get<double>());
-  EXPECT_NE(fused["memory"]["total_bytes"].get<double>(), herd["memory"]["total_bytes"].get<double>());
-  const Json gpu = estimate_json(
-      "--model llama3-8b --cluster dgx-h100 --gpus 8 --tp 8 --cp 1 --pp 1 --dp 1 --seq-len 4096 --global-batch 8");
-  EXPECT_EQ(gpu["layout"]["software"], "fused");
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 namespace herd::planner {
 namespace {
 
-Layout layout(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp) {
+Layout layout_of(std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp) {
   Layout l;
   l.tp = tp, l.cp = cp, l.pp = pp, l.dp = dp;
   return l;
@@ -25,7 +25,7 @@ Estimate estimate_405b(std::int64_t dp) {
   const topology::Cluster cluster = *topology::cluster_preset("llama3-h100");
   // Weak scaling: 16 sequences per data-parallel rank, as in the paper's 2,048 on 128.
   const TrainingSpec t{8192, 16 * dp, Precision::kBF16};
-  Result<Estimate> e = estimate(cfg, cluster, t, layout(8, 1, 16, dp), 8 * 16 * dp);
+  Result<Estimate> e = estimate(cfg, cluster, t, layout_of(8, 1, 16, dp), 8 * 16 * dp);
   EXPECT_TRUE(e.ok()) << e.error().message();
   return *e;
 }

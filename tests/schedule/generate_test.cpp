@@ -7,19 +7,12 @@
 #include <string>
 
 #include "herd/schedule/schedule.h"
+#include "schedule/spec_of.h"
 
 namespace herd::schedule {
 namespace {
 
-ScheduleSpec spec_of(ScheduleKind kind, int pp, int v, int m, int n) {
-  ScheduleSpec s;
-  s.kind = kind;
-  s.pp = pp;
-  s.v = v;
-  s.microbatches = m;
-  s.n = n;
-  return s;
-}
+using testing::spec_of;
 
 // "F3.1": forward of micro-batch 3 on chunk 1. Built with appends: GCC 12 misreports -Wrestrict on
 // chains of std::string operator+ at -O3.

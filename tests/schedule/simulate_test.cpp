@@ -9,18 +9,12 @@
 #include <cmath>
 #include <random>
 
+#include "schedule/spec_of.h"
+
 namespace herd::schedule {
 namespace {
 
-ScheduleSpec spec_of(ScheduleKind kind, int pp, int v, int m, int n) {
-  ScheduleSpec s;
-  s.kind = kind;
-  s.pp = pp;
-  s.v = v;
-  s.microbatches = m;
-  s.n = n;
-  return s;
-}
+using testing::spec_of;
 
 SimResult run(const ScheduleSpec& spec, const CostModel* cost = nullptr) {
   Result<Schedule> s = generate(spec);

@@ -33,7 +33,7 @@ using testing::parity_model;
 constexpr double kLossBound = 1e-3;
 constexpr double kWeightBound = 1e-2;
 
-struct Layout {
+struct Bf16Layout {
   int tp = 1, cp = 1, pp = 1, dp = 1;
   bool sp = true;
   int v = 1, m = 2;
@@ -44,9 +44,9 @@ struct Layout {
   }
   int layers() const { return pp > 1 ? 6 : 2; }
 };
-void PrintTo(const Layout& l, std::ostream* os) { *os << l.name(); }
+void PrintTo(const Bf16Layout& l, std::ostream* os) { *os << l.name(); }
 
-JobResult<float> run(const Layout& l, const std::string& precision) {
+JobResult<float> run(const Bf16Layout& l, const std::string& precision) {
   TrainConfig c = parity_config(20);
   c.train.global_batch = 4 * l.m;
   testing::set_layout(c, l.tp, l.cp, l.pp, l.dp);
@@ -61,7 +61,7 @@ JobResult<float> run(const Layout& l, const std::string& precision) {
 }
 
 // The single-rank runs of a model depth and micro-batch count, bf16 and fp32 (cached).
-const JobResult<float>& single(const Layout& l, const std::string& precision) {
+const JobResult<float>& single(const Bf16Layout& l, const std::string& precision) {
   static std::map<std::tuple<int, int, std::string>, JobResult<float>> cache;
   const auto key = std::make_tuple(l.layers(), l.m, precision);
   auto it = cache.find(key);
@@ -94,10 +94,10 @@ std::pair<double, double> distance(const JobResult<float>& got, const JobResult<
   return {loss, weight};
 }
 
-class ParityBf16 : public ::testing::TestWithParam<Layout> {};
+class ParityBf16 : public ::testing::TestWithParam<Bf16Layout> {};
 
 TEST_P(ParityBf16, TwentyStepsMatchTheSingleRankBf16Run) {
-  const Layout& l = GetParam();
+  const Bf16Layout& l = GetParam();
   const JobResult<float>& ref = single(l, "bf16");
   ASSERT_FALSE(ref.history.empty());
   EXPECT_LT(ref.history.back().loss, ref.history.front().loss - 0.5);  // it learns: not a comparison of noise
@@ -113,9 +113,10 @@ TEST_P(ParityBf16, TwentyStepsMatchTheSingleRankBf16Run) {
 // Each axis alone and together: TP with and without SP, CP, FSDP over DP (bf16 gathers, fp32
 // reduce-scatters), FSDP over CP x DP, pipelines (interleaved, with TP, CP and DP).
 INSTANTIATE_TEST_SUITE_P(Fast, ParityBf16,
-                         ::testing::Values(Layout{2, 1, 1, 1, true}, Layout{2, 1, 1, 1, false}, Layout{1, 2, 1, 1},
-                                           Layout{1, 1, 1, 2}, Layout{2, 2, 1, 2}, Layout{1, 1, 2, 1, true, 2, 3},
-                                           Layout{2, 2, 2, 1, true, 2, 3}, Layout{1, 2, 2, 2, true, 1, 2}),
+                         ::testing::Values(Bf16Layout{2, 1, 1, 1, true}, Bf16Layout{2, 1, 1, 1, false},
+                                           Bf16Layout{1, 2, 1, 1}, Bf16Layout{1, 1, 1, 2}, Bf16Layout{2, 2, 1, 2},
+                                           Bf16Layout{1, 1, 2, 1, true, 2, 3}, Bf16Layout{2, 2, 2, 1, true, 2, 3},
+                                           Bf16Layout{1, 2, 2, 2, true, 1, 2}),
                          [](const auto& info) { return info.param.name(); });
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include <random>
 #include <thread>
 
+#include "common/scratch_dir.h"
 #include "herd/train/checkpoint.h"
 #include "herd/train/checkpoint_writer.h"
 #include "herd/train/dist_model.h"
@@ -39,13 +40,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / (name + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using TempDir = herd::testing::ScratchDir;
 
 TrainConfig base_config(const std::string& ckpt_dir, std::int64_t tp = 2, std::int64_t dp = 2) {
   TrainConfig c = testing::parity_config(8);

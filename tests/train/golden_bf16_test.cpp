@@ -38,18 +38,9 @@ constexpr double kU = 0x1p-8;  // bf16 unit roundoff
 // The float64 reference of the same model and batch (golden_test.cpp's file).
 const GoldenFile& float64_reference() { return testing::golden_file("llama_tiny.bin"); }
 
-const GoldenFile& golden() { return testing::golden_file("llama_tiny_bf16.bin"); }
+const GoldenFile& bf16_golden() { return testing::golden_file("llama_tiny_bf16.bin"); }
 
-model::LlamaConfig golden_config() { return testing::golden_model_config(golden()); }
-
-double relative(const float* got, const std::vector<float>& want) {
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-  }
-  return diff / scale;
-}
+model::LlamaConfig bf16_golden_config() { return testing::golden_model_config(bf16_golden()); }
 
 struct HerdRun {
   std::vector<float> logits, grads;
@@ -58,8 +49,8 @@ struct HerdRun {
 
 // One forward + backward of the golden batch on herd's one-rank production path.
 HerdRun run_herd(bool bf16, model::Recompute recompute) {
-  const model::LlamaConfig cfg = golden_config();
-  const GoldenFile& g = golden();
+  const model::LlamaConfig cfg = bf16_golden_config();
+  const GoldenFile& g = bf16_golden();
   const nn::MicroBatch mb = testing::golden_batch(g);
   // The weights, in nn::LlamaModel's layout, from the same hash as the PyTorch side.
   nn::LlamaModel<float> layout(cfg, model::Recompute::kNone, 1, mb.seq_len);
@@ -93,37 +84,39 @@ HerdRun run_herd(bool bf16, model::Recompute recompute) {
 }
 
 TEST(GoldenBf16, LogitsLossAndEveryGradientMatchPyTorchAutocast) {
-  const model::LlamaConfig cfg = golden_config();
+  const model::LlamaConfig cfg = bf16_golden_config();
   const nn::LlamaModel<float> layout(cfg, model::Recompute::kNone, 1, cfg.max_seq_len);
-  const double want_loss = golden().header["loss"];
+  const double want_loss = bf16_golden().header["loss"];
   const HerdRun fp32 = run_herd(false, model::Recompute::kNone);
   for (model::Recompute r : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
     SCOPED_TRACE(model::recompute_name(r));
     const HerdRun h = run_herd(true, r);
-    const double logits = relative(h.logits.data(), golden().f32.at("logits"));
+    const double logits = testing::max_relative_error(h.logits.data(), bf16_golden().f32.at("logits"));
     EXPECT_LE(logits, 4 * kU);
     EXPECT_LE(std::fabs(h.loss - want_loss) / want_loss, kU / 2);
     double worst = 0;
     std::string worst_name;
     for (const nn::NamedParam& p : layout.named_params()) {
-      const double e = relative(h.grads.data() + p.offset, golden().f32.at("grad." + p.name));
+      const double e = testing::max_relative_error(h.grads.data() + p.offset, bf16_golden().f32.at("grad." + p.name));
       EXPECT_LE(e, 8 * kU) << "gradient of " << p.name;
       if (e > worst) worst = e, worst_name = p.name;
     }
     // herd's own fp32 numbers against the same bf16 reference: the size of bf16's effect here.
     double fp32_worst = 0;
     for (const nn::NamedParam& p : layout.named_params()) {
-      fp32_worst = std::max(fp32_worst, relative(fp32.grads.data() + p.offset, golden().f32.at("grad." + p.name)));
+      fp32_worst = std::max(fp32_worst, testing::max_relative_error(fp32.grads.data() + p.offset,
+                                                                    bf16_golden().f32.at("grad." + p.name)));
     }
-    EXPECT_GT(relative(h.logits.data(), fp32.logits), 0.1 * kU) << "the bf16 run looks like the fp32 one";
+    EXPECT_GT(testing::max_relative_error(h.logits.data(), fp32.logits), 0.1 * kU)
+        << "the bf16 run looks like the fp32 one";
     // As accurate as PyTorch's autocast: herd's bf16 error against the float64 reference (logits and the
     // worst gradient tensor) at most twice autocast's own (the file's calibration).
-    const Json& torch_err = golden().header["calibration"]["bf16_autocast_vs_float64"];
-    const double herd_logits64 = relative(h.logits.data(), float64_reference().f32.at("logits"));
+    const Json& torch_err = bf16_golden().header["calibration"]["bf16_autocast_vs_float64"];
+    const double herd_logits64 = testing::max_relative_error(h.logits.data(), float64_reference().f32.at("logits"));
     double herd_grads64 = 0;
     for (const nn::NamedParam& p : layout.named_params()) {
-      herd_grads64 =
-          std::max(herd_grads64, relative(h.grads.data() + p.offset, float64_reference().f32.at("grad." + p.name)));
+      herd_grads64 = std::max(herd_grads64, testing::max_relative_error(h.grads.data() + p.offset,
+                                                                        float64_reference().f32.at("grad." + p.name)));
     }
     EXPECT_LE(herd_logits64, 2 * torch_err["logits"].get<double>());
     EXPECT_LE(herd_grads64, 2 * torch_err["grads_worst"].get<double>());
@@ -133,7 +126,7 @@ TEST(GoldenBf16, LogitsLossAndEveryGradientMatchPyTorchAutocast) {
         "golden bf16 (%s): logits %.2e, loss %.2e, worst gradient %.2e (%s) of max|ref| [u = %.2e]; herd fp32 vs the "
         "same reference: logits %.2e, worst gradient %.2e\n",
         model::recompute_name(r), logits, std::fabs(h.loss - want_loss) / want_loss, worst, worst_name.c_str(), kU,
-        relative(fp32.logits.data(), golden().f32.at("logits")), fp32_worst);
+        testing::max_relative_error(fp32.logits.data(), bf16_golden().f32.at("logits")), fp32_worst);
   }
 }
 

@@ -3,6 +3,8 @@
 // then the raw little-endian data.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -94,6 +96,17 @@ inline nn::MicroBatch golden_batch(const GoldenFile& g) {
   mb.positions = g.i32.at("batch.positions").data();
   mb.doc_ids = g.i32.at("batch.doc_ids").data();
   return mb;
+}
+
+// max |got - want| / max |want|: the error of a tensor relative to the golden tensor's scale.
+template <typename T>
+double max_relative_error(const T* got, const std::vector<float>& want) {
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+  }
+  return diff / scale;
 }
 
 }  // namespace herd::testing

@@ -44,16 +44,6 @@ void load_golden_weights(nn::LlamaModel<T>& m) {
 
 nn::MicroBatch golden_batch() { return testing::golden_batch(golden()); }
 
-template <typename T>
-double relative(const T* got, const std::vector<float>& want) {
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-  }
-  return diff / scale;
-}
-
 std::int64_t real_tokens(const nn::MicroBatch& mb) {
   std::int64_t n = 0;
   for (std::int64_t i = 0; i < mb.rows(); ++i) n += mb.targets[i] >= 0;
@@ -70,7 +60,7 @@ void check_forward_backward(double tol) {
     load_golden_weights(m);
     std::vector<T> logits(static_cast<std::size_t>(mb.rows() * cfg.vocab));
     m.logits(mb, logits.data());
-    EXPECT_LE(relative(logits.data(), golden().f32.at("logits")), tol);
+    EXPECT_LE(testing::max_relative_error(logits.data(), golden().f32.at("logits")), tol);
 
     const std::int64_t count = real_tokens(mb);
     const kernels::CrossEntropyLoss l = m.forward_backward(mb, T(1) / static_cast<T>(count));
@@ -78,7 +68,7 @@ void check_forward_backward(double tol) {
     const double ref = golden().header["loss"];
     EXPECT_NEAR(l.loss_sum / static_cast<double>(l.count), ref, tol * ref);
     for (const nn::NamedParam& p : m.named_params()) {
-      const double rel = relative(m.grads() + p.offset, golden().f32.at("grad." + p.name));
+      const double rel = testing::max_relative_error(m.grads() + p.offset, golden().f32.at("grad." + p.name));
       EXPECT_LE(rel, tol) << "gradient of " << p.name;
     }
   }

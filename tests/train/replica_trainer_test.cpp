@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 
+#include "common/scratch_dir.h"
 #include "herd/train/checkpoint.h"
 #include "herd/train/trainer.h"
 #include "train/dist_harness.h"
@@ -64,13 +65,7 @@ TEST(ReplicaTrainer, ReplicaLayoutMatchesInFloat) {
   expect_matches(ref, run_layout<float>(c, 2, 2), 1e-5, "tp2 dp2 fp32", 3e-5);
 }
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / (name + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using TempDir = herd::testing::ScratchDir;
 
 TEST(ReplicaTrainer, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
   TrainConfig c = parity_config(10);

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <random>
 
+#include "common/scratch_dir.h"
 #include "common/test_model.h"
 #include "herd/train/checkpoint.h"
 #include "herd/train/dist_model.h"
@@ -64,21 +65,15 @@ TrainConfig test_config(const std::string& ckpt_dir) {
   return c;
 }
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / (name + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using TempDir = herd::testing::ScratchDir;
 
 // (tp, dp): one rank, and TP2 x DP2 as threads.
-using Layout = std::pair<int, int>;
-const Layout kLayouts[] = {{1, 1}, {2, 2}};
+using TpDp = std::pair<int, int>;  // (tp, dp)
+const TpDp kLayouts[] = {{1, 1}, {2, 2}};
 
-std::string name(Layout l) { return "tp" + std::to_string(l.first) + " dp" + std::to_string(l.second); }
+std::string name(TpDp l) { return "tp" + std::to_string(l.first) + " dp" + std::to_string(l.second); }
 
-Result<JobResult<float>> run(TrainConfig c, Layout l, std::int64_t stop_after = 0, std::int64_t pp = 1,
+Result<JobResult<float>> run(TrainConfig c, TpDp l, std::int64_t stop_after = 0, std::int64_t pp = 1,
                              const model::LlamaConfig& m = test_model()) {
   c.parallel.tp = l.first;
   c.parallel.dp = l.second;
@@ -93,7 +88,7 @@ Result<JobResult<float>> run(TrainConfig c, Layout l, std::int64_t stop_after = 
 }
 
 TEST(Trainer, LossFallsAndTheHeldOutLossIsReportedInEveryLayout) {
-  for (Layout l : kLayouts) {
+  for (TpDp l : kLayouts) {
     SCOPED_TRACE(name(l));
     TrainConfig c = test_config("");
     c.train.steps = 30;
@@ -132,7 +127,7 @@ TEST(Trainer, TheHeldOutLossIsTheSameInEveryLayout) {
   // Evaluation (at step 2) does not change training: the later losses are those of a run evaluating at
   // the end only, bit for bit, with and without a pipeline.
   c.eval.every = 0;
-  for (auto [l, pp] : {std::pair{Layout{1, 1}, 1}, {Layout{2, 1}, 2}}) {
+  for (auto [l, pp] : {std::pair{TpDp{1, 1}, 1}, {TpDp{2, 1}, 2}}) {
     Result<JobResult<float>> quiet_run = run(c, l, 0, pp, m);
     ASSERT_TRUE(quiet_run.ok()) << quiet_run.error().message();
     const JobResult<float>& evaluated = pp == 1 ? *one : *pipe;
@@ -142,7 +137,7 @@ TEST(Trainer, TheHeldOutLossIsTheSameInEveryLayout) {
 
 TEST(Trainer, ResumeAtARandomStepIsBitIdentical) {
   std::random_device rd;
-  for (Layout l : kLayouts) {
+  for (TpDp l : kLayouts) {
     TempDir a("herd_resume_a"), b("herd_resume_b");
     Result<JobResult<float>> full = run(test_config(a.path.string()), l);
     ASSERT_TRUE(full.ok()) << full.error().message();
@@ -192,7 +187,7 @@ void corrupt(const fs::path& file, bool truncate) {
 }
 
 TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedNamingTheFileUnlessFallback) {
-  for (Layout l : kLayouts) {
+  for (TpDp l : kLayouts) {
     for (bool truncate : {false, true}) {
       SCOPED_TRACE(name(l) + (truncate ? ", truncated" : ", bit flip"));
       TempDir d(truncate ? "herd_truncated" : "herd_corrupt");
@@ -225,7 +220,7 @@ TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedNamingTheFileUnlessFallback) 
 // The reference model `herd generate` loads from a checkpoint of any layout holds exactly the weights
 // the run ended with (gathered from its ranks), tensor by tensor.
 TEST(Checkpoint, GenerateLoadsEveryLayoutsWeightsExactly) {
-  for (Layout l : kLayouts) {
+  for (TpDp l : kLayouts) {
     SCOPED_TRACE(name(l));
     TempDir d("herd_generate_load");
     TrainConfig c = test_config(d.path.string());

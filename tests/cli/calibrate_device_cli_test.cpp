@@ -1,10 +1,9 @@
 // herd calibrate --device cuda: the efficiencies it writes, from hand-computed rates, and its input
 // errors. The measurement itself runs on a GPU only (scripts/device_check.sh).
-#include "herd/cli/calibrate_device.h"
-
 #include <gtest/gtest.h>
 
 #include "cli/cli_runner.h"
+#include "herd/cli/calibrate_device.h"
 
 namespace herd::cli::calibration {
 namespace {

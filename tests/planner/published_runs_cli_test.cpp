@@ -28,24 +28,12 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_runner.h"
 #include "herd/core/json.h"
 
 namespace {
 
-struct CmdOut {
-  int status;
-  std::string out;
-};
-
-CmdOut run_herd(const std::string& args) {
-  const std::string cmd = std::string(HERD_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
-  const int rc = pclose(p);
-  return {WEXITSTATUS(rc), out};
-}
+using herd::testing::run_herd_combined;
 
 const std::string kDataDir = std::string(HERD_SOURCE_DIR) + "/tests/planner";
 
@@ -74,7 +62,7 @@ struct Supported {
 };
 
 Supported detect_supported() {
-  const std::string help = run_herd("estimate --help").out;
+  const std::string help = run_herd_combined("estimate --help").out;
   Supported s;
   for (const auto& [key, flag] : kOptionalFlags) {
     if (help.find(flag + " ") != std::string::npos || help.find(flag + "\n") != std::string::npos) s.fields.insert(key);
@@ -158,7 +146,7 @@ const std::map<std::string, Outcome>& outcomes(const std::string& file = kPublis
       model_path = run["model"].get<std::string>();
     }
     Outcome o;
-    const CmdOut r = run_herd(estimate_args(run, model_path, sup));
+    const herd::testing::CliResult r = run_herd_combined(estimate_args(run, model_path, sup));
     o.status = r.status;
     o.output = r.out;
     if (r.status == 0) {
@@ -273,7 +261,7 @@ TEST(PublishedRuns, InlineModelsMatchPublishedParameterCounts) {
     const std::string path =
         std::string(::testing::TempDir()) + "/published_model_" + std::to_string(getpid()) + "_" + id + ".json";
     std::ofstream(path) << run["model"].dump();
-    const CmdOut r = run_herd("model " + path + " --json");
+    const herd::testing::CliResult r = run_herd_combined("model " + path + " --json");
     ASSERT_EQ(r.status, 0) << id << ": " << r.out;
     const double herd_params = herd::Json::parse(r.out)["params_total"].get<double>();
     const double published = run["published"]["num_params"].get<double>();
@@ -375,7 +363,7 @@ TEST(PublishedRuns, BandResidualIsTheMeasuredPercentiles) {
     const std::size_t lo = static_cast<std::size_t>(h);
     return r[lo] + (h - static_cast<double>(lo)) * (r[std::min(lo + 1, r.size() - 1)] - r[lo]);
   };
-  const std::string json = run_herd(
+  const std::string json = run_herd_combined(
                                "estimate --model llama3-8b --cluster dgx-h100 --gpus 8 --tp 1 --cp 1 --pp 1 "
                                "--dp 8 --global-batch 8 --software fused --json")
                                .out;
