@@ -128,6 +128,81 @@ void PipelineExecutor<T>::release_buffer(T* b) {
   free_buffers_.push_back(b);
 }
 
+// One step's state: per (micro-batch, chunk) its arena slot, saved state and the boundary buffers in
+// use, and what the step reports.
+template <typename T>
+struct PipelineExecutor<T>::StepRun {
+  struct Flight {
+    int slot = -1;
+    typename Stage::State state;
+    T* x = nullptr;   // input, then (in place) output activation
+    T* dy = nullptr;  // output gradient, then (in place) input gradient
+  };
+  const std::vector<nn::MicroBatch>& mbs;
+  T loss_scale;
+  std::vector<Flight> flights;
+  StepStats stats;
+  std::int64_t held = 0;  // activation bytes saved for the backwards still to run
+  double loss_sum = 0;
+  Flight& flight(const Action& a, int pp, int v) {
+    return flights[static_cast<std::size_t>(a.microbatch * v + a.stage / pp)];
+  }
+};
+
+template <typename T>
+Status PipelineExecutor<T>::forward_action(StepRun& run, const Action& a) {
+  typename StepRun::Flight& f = run.flight(a, pp_, v_);
+  Stage& chunk = chunks_[static_cast<std::size_t>(a.stage / pp_)];
+  const nn::MicroBatch& mb = run.mbs[static_cast<std::size_t>(a.microbatch)];
+  StepStats& stats = run.stats;
+  if (chunk.first()) f.x = acquire_buffer();
+  HERD_CHECK(f.x != nullptr && f.slot < 0, "forward of micro-batch ", a.microbatch, " stage ", a.stage,
+             " without its input");
+  HERD_CHECK(!free_slots_.empty(), "more micro-batches in flight than the checker's peak");
+  f.slot = free_slots_.back();
+  free_slots_.pop_back();
+  tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
+  slot.reset_peak();
+  // The last chunk runs its head's backward in the forward (the loss scale is known): the
+  // logits are computed once, and x comes back as dLoss/dx for the chunk's backward.
+  HERD_ASSIGN_OR_RETURN(f.state, chunk.forward(slot, mb, f.x, run.loss_scale, /*fuse_head=*/true));
+  stats.peak_working_bytes = std::max(stats.peak_working_bytes, run.held + static_cast<std::int64_t>(slot.peak()));
+  const std::int64_t saved = static_cast<std::int64_t>(slot.used());
+  chunk_saved_[static_cast<std::size_t>(a.stage / pp_)] = saved;
+  run.held += saved;
+  stats.peak_activation_bytes = std::max(stats.peak_activation_bytes, run.held);
+  stats.peak_slots = std::max(stats.peak_slots, static_cast<int>(slots_.size() - free_slots_.size()));
+  if (chunk.last()) {
+    run.loss_sum += f.state.loss.loss_sum;
+    f.dy = f.x;  // dLoss/dx, the backward's input
+    f.x = nullptr;
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status PipelineExecutor<T>::backward_action(StepRun& run, const Action& a, bool last_of_step) {
+  typename StepRun::Flight& f = run.flight(a, pp_, v_);
+  Stage& chunk = chunks_[static_cast<std::size_t>(a.stage / pp_)];
+  const nn::MicroBatch& mb = run.mbs[static_cast<std::size_t>(a.microbatch)];
+  StepStats& stats = run.stats;
+  if (chunk.last() && f.dy == nullptr) f.dy = acquire_buffer();
+  HERD_CHECK(f.dy != nullptr && f.slot >= 0, "backward of micro-batch ", a.microbatch, " stage ", a.stage,
+             " without its forward or output gradient");
+  tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
+  run.held -= static_cast<std::int64_t>(slot.used());
+  slot.reset_peak();
+  HERD_RETURN_IF_ERROR(chunk.backward(slot, mb, f.state, run.loss_scale, f.dy, last_of_step));
+  stats.peak_working_bytes = std::max(stats.peak_working_bytes, run.held + static_cast<std::int64_t>(slot.peak()));
+  free_slots_.push_back(f.slot);
+  f.slot = -1;
+  if (chunk.first()) {
+    release_buffer(f.dy);
+    f.dy = nullptr;
+  }
+  return Status::Ok();
+}
+
 template <typename T>
 Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& mbs, std::optional<T> external_scale) {
   const schedule::ScheduleSpec& spec = plan_.schedule.spec;
@@ -141,27 +216,18 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
                         opt_.micro_batch, ", ", opt_.seq_len, ")");
     }
   }
-  const bool has_last = chunks_.back().last();
-  StepStats stats;
-  if (has_last) {
+  std::int64_t tokens = 0;
+  if (chunks_.back().last()) {
     for (const nn::MicroBatch& mb : mbs) {
-      stats.tokens += std::count_if(mb.targets, mb.targets + mb.rows(), [](std::int32_t t) { return t >= 0; });
+      tokens += std::count_if(mb.targets, mb.targets + mb.rows(), [](std::int32_t t) { return t >= 0; });
     }
   }
-  const T loss_scale = external_scale ? *external_scale : stats.tokens > 0 ? T(1) / static_cast<T>(stats.tokens) : T(0);
+  const T loss_scale = external_scale ? *external_scale : tokens > 0 ? T(1) / static_cast<T>(tokens) : T(0);
   HERD_RETURN_IF_ERROR(chunks_.front().prepare_micro_batches(mbs));  // CP masks, shared by the chunks
 
-  // Per (micro-batch, chunk): its slot, saved state, and the boundary buffers in use.
-  struct Flight {
-    int slot = -1;
-    typename Stage::State state;
-    T* x = nullptr;   // input, then (in place) output activation
-    T* dy = nullptr;  // output gradient, then (in place) input gradient
-  };
-  std::vector<Flight> fl(static_cast<std::size_t>(spec.microbatches * v_));
-  auto flight = [&](const Action& a) -> Flight& {
-    return fl[static_cast<std::size_t>(a.microbatch * v_ + a.stage / pp_)];
-  };
+  StepRun run{
+      mbs, loss_scale, std::vector<typename StepRun::Flight>(static_cast<std::size_t>(spec.microbatches * v_)), {}};
+  auto flight = [&](const Action& a) -> typename StepRun::Flight& { return run.flight(a, pp_, v_); };
   auto tag = [&](int m, int stage, bool backward) { return comm::p2p_tag(m, stage, backward, n_st).value(); };
   // Elements crossing a boundary for micro-batch m: its local (n_loc, d) rows (buffers are sized for the largest).
   auto count = [&](int m) {
@@ -200,19 +266,18 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
     }
     return Status::Ok();
   };
-  int live_buffers = 0;
+  StepStats& stats = run.stats;
+  stats.tokens = tokens;
   auto note_buffers = [&]() {
-    live_buffers = static_cast<int>(buffers_.size() - free_buffers_.size());
+    const int live_buffers = static_cast<int>(buffers_.size() - free_buffers_.size());
     stats.peak_boundary_buffers = std::max(stats.peak_boundary_buffers, live_buffers);
   };
-  std::int64_t held = 0;
-  double loss_sum = 0;
 
   for (std::size_t i = 0; i < n_act; ++i) {
     for (; next_post < horizon[i]; ++next_post) {
       const Action& r = acts[next_post];
       if (!is_recv(r.type)) continue;
-      Flight& f = flight(r);
+      typename StepRun::Flight& f = flight(r);
       const bool bwd = r.type == ActionType::kRecvGrad;
       T*& buf = bwd ? f.dy : f.x;
       HERD_CHECK(buf == nullptr, "receive into a busy buffer at action ", next_post);
@@ -221,65 +286,24 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
     }
     note_buffers();
     const Action& a = acts[i];
-    Flight& f = flight(a);
-    const nn::MicroBatch& mb = mbs[static_cast<std::size_t>(a.microbatch)];
-    Stage& chunk = chunks_[static_cast<std::size_t>(a.stage / pp_)];
-    if (is_compute(a.type)) chunk.select_micro_batch(a.microbatch);
+    typename StepRun::Flight& f = flight(a);
+    if (is_compute(a.type)) chunks_[static_cast<std::size_t>(a.stage / pp_)].select_micro_batch(a.microbatch);
     switch (a.type) {
       case ActionType::kRecvActivation:
       case ActionType::kRecvGrad:
         HERD_RETURN_IF_ERROR(recvs[i].wait());
         recvs[i] = comm::Handle();
         break;
-      case ActionType::kForward: {
-        if (chunk.first()) f.x = acquire_buffer();
-        HERD_CHECK(f.x != nullptr && f.slot < 0, "forward of micro-batch ", a.microbatch, " stage ", a.stage,
-                   " without its input");
-        HERD_CHECK(!free_slots_.empty(), "more micro-batches in flight than the checker's peak");
-        f.slot = free_slots_.back();
-        free_slots_.pop_back();
-        tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
-        slot.reset_peak();
-        // The last chunk runs its head's backward in the forward (the loss scale is known): the
-        // logits are computed once, and x comes back as dLoss/dx for the chunk's backward.
-        HERD_ASSIGN_OR_RETURN(f.state, chunk.forward(slot, mb, f.x, loss_scale, /*fuse_head=*/true));
-        stats.peak_working_bytes = std::max(stats.peak_working_bytes, held + static_cast<std::int64_t>(slot.peak()));
-        const std::int64_t saved = static_cast<std::int64_t>(slot.used());
-        chunk_saved_[static_cast<std::size_t>(a.stage / pp_)] = saved;
-        held += saved;
-        stats.peak_activation_bytes = std::max(stats.peak_activation_bytes, held);
-        stats.peak_slots = std::max(stats.peak_slots, static_cast<int>(slots_.size() - free_slots_.size()));
-        if (chunk.last()) {
-          loss_sum += f.state.loss.loss_sum;
-          f.dy = f.x;  // dLoss/dx, the backward's input
-          f.x = nullptr;
-        }
-        break;
-      }
+      case ActionType::kForward: HERD_RETURN_IF_ERROR(forward_action(run, a)); break;
       case ActionType::kSendActivation:
         HERD_CHECK(f.x != nullptr, "send of an activation that was not computed");
         sends.push_back(
             {comm_->isend(f.x, count(a.microbatch), et, a.peer, tag(a.microbatch, a.stage + 1, false)), f.x});
         f.x = nullptr;
         break;
-      case ActionType::kBackward: {
-        if (chunk.last() && f.dy == nullptr) f.dy = acquire_buffer();
-        HERD_CHECK(f.dy != nullptr && f.slot >= 0, "backward of micro-batch ", a.microbatch, " stage ", a.stage,
-                   " without its forward or output gradient");
-        tensor::Arena& slot = *slots_[static_cast<std::size_t>(f.slot)];
-        held -= static_cast<std::int64_t>(slot.used());
-        slot.reset_peak();
-        const bool last_of_step = i == last_backward_[static_cast<std::size_t>(a.stage / pp_)];
-        HERD_RETURN_IF_ERROR(chunk.backward(slot, mb, f.state, loss_scale, f.dy, last_of_step));
-        stats.peak_working_bytes = std::max(stats.peak_working_bytes, held + static_cast<std::int64_t>(slot.peak()));
-        free_slots_.push_back(f.slot);
-        f.slot = -1;
-        if (chunk.first()) {
-          release_buffer(f.dy);
-          f.dy = nullptr;
-        }
+      case ActionType::kBackward:
+        HERD_RETURN_IF_ERROR(backward_action(run, a, i == last_backward_[static_cast<std::size_t>(a.stage / pp_)]));
         break;
-      }
       case ActionType::kSendGrad:
         HERD_CHECK(f.dy != nullptr, "send of a gradient that was not computed");
         sends.push_back(
@@ -292,11 +316,11 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
   }
   HERD_RETURN_IF_ERROR(reap(true));
   for (Stage& c : chunks_) HERD_RETURN_IF_ERROR(c.wait_grads());
-  HERD_CHECK(free_slots_.size() == slots_.size() && free_buffers_.size() == buffers_.size() && held == 0,
+  HERD_CHECK(free_slots_.size() == slots_.size() && free_buffers_.size() == buffers_.size() && run.held == 0,
              "pipeline step ended with state in flight");
 
   // Every pipeline rank reports the step's loss: broadcast from the rank holding the last stage.
-  double totals[2] = {loss_sum, static_cast<double>(stats.tokens)};
+  double totals[2] = {run.loss_sum, static_cast<double>(stats.tokens)};
   HERD_RETURN_IF_ERROR(comm_->broadcast(totals, 2, DType::kF64, (n_st - 1) % pp_));
   stats.loss_sum = totals[0];
   stats.tokens = static_cast<std::int64_t>(totals[1]);

@@ -101,6 +101,9 @@ class PipelineExecutor {
   Status open_channels();
   T* acquire_buffer();
   void release_buffer(T* b);
+  struct StepRun;  // one step's micro-batches in flight and its totals (executor.cpp)
+  Status forward_action(StepRun& run, const schedule::Action& a);
+  Status backward_action(StepRun& run, const schedule::Action& a, bool last_of_step);
 
   comm::Communicator* comm_;
   model::LlamaConfig cfg_;
