@@ -211,7 +211,8 @@ TEST(SliceBatch, IndivisibleLayoutsAreErrorsNamingTheNumbers) {
   Loader loader = make_loader(make_docs(5), 12, 3, 3);
   const Batch g = *loader.next();
   EXPECT_EQ(slice_batch(g, 2, 0, 1, 0).error().message(),
-            "global batch (3 sequences) is not divisible by dp (2); choose a batch size that is a multiple of dp");
+            "global batch (3 sequences) is not divisible by dp (2): every data-parallel rank needs a whole number of "
+            "sequences; use a multiple of 2");
   EXPECT_EQ(slice_batch(g, 1, 0, 4, 0).error().message(),
             "seq_len (12) is not divisible by 2 x cp (8): context parallelism cuts each sequence into 2 x cp chunks; "
             "use a multiple of 8");

@@ -45,7 +45,8 @@ TEST_F(DistCli, BadLayoutsAreRefusedWithTheNumbers) {
   EXPECT_NE(r.err.find("num_attention_heads (8) is not divisible by tp (3)"), std::string::npos) << r.err;
   r = train("--dp 3 --global-batch 8");
   EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_NE(r.err.find("train.global_batch (8) is not divisible by parallel.dp (3)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("train.global_batch (8 sequences) is not divisible by parallel.dp (3)"), std::string::npos)
+      << r.err;
   r = train("--tp 0");
   EXPECT_EQ(r.status, 2) << r.err;
 }
@@ -79,7 +80,7 @@ TEST_F(DistCli, BadPipelineLayoutsAreRefusedWithTheNumbers) {
   refused("--pp 2 --schedule zigzag", "parallel.schedule");
   refused("--pp 2 --cp 4 --tp 2 --data.seq_len=20", "seq_len (20) is not divisible by 2 x cp (8)");
   refused("--microbatch-size 3",
-          "train.global_batch (8) is not divisible by parallel.dp (1) x "
+          "train.global_batch (8 sequences) is not divisible by parallel.dp (1) x "
           "parallel.microbatch_size (3)");
 }
 

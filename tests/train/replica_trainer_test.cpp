@@ -162,7 +162,8 @@ TEST(ReplicaTrainer, BadLayoutsAreRefusedWithTheNumbers) {
   };
   EXPECT_NE(err(3, 1, 3).find("num_attention_heads (8) is not divisible by tp (3)"), std::string::npos) << err(3, 1, 3);
   EXPECT_NE(err(8, 1, 8).find("num_key_value_heads (4) is not divisible by tp (8)"), std::string::npos) << err(8, 1, 8);
-  EXPECT_NE(err(1, 3, 3).find("train.global_batch (8) is not divisible by parallel.dp (3)"), std::string::npos)
+  EXPECT_NE(err(1, 3, 3).find("train.global_batch (8 sequences) is not divisible by parallel.dp (3)"),
+            std::string::npos)
       << err(1, 3, 3);
   EXPECT_NE(err(2, 2, 8).find("= 4 ranks, but the job has 8"), std::string::npos) << err(2, 2, 8);
   model::LlamaConfig odd_vocab = m;

@@ -140,10 +140,7 @@ Result<Batch> slice_batch(const Batch& g, std::int64_t dp, std::int64_t dp_rank,
                           std::int64_t cp_rank) {
   if (dp < 1 || dp_rank < 0 || dp_rank >= dp) return make_error("dp rank ", dp_rank, " is outside dp (", dp, ")");
   HERD_ASSIGN_OR_RETURN(const model::CpSplit split, model::make_cp_split(g.seq_len, cp, cp_rank));
-  if (g.rows % dp != 0) {
-    return make_error("global batch (", g.rows, " sequences) is not divisible by dp (", dp,
-                      "); choose a batch size that is a multiple of dp");
-  }
+  HERD_RETURN_IF_ERROR(model::check_dp_divides_batch(g.rows, dp));
   const std::int64_t rows = g.rows / dp, chunk = split.chunk();
   Batch s;
   s.rows = rows;

@@ -1,5 +1,7 @@
 #include "herd/model/shard.h"
 
+#include <string>
+
 #include "herd/core/check.h"
 
 namespace herd::model {
@@ -15,6 +17,21 @@ Status check_cp_divides_seq(std::int64_t seq_len, std::int64_t cp) {
   if (seq_len > 0 && seq_len % (2 * cp) == 0) return Status::Ok();
   return make_error("seq_len (", seq_len, ") is not divisible by 2 x cp (", 2 * cp,
                     "): context parallelism cuts each sequence into 2 x cp chunks; use a multiple of ", 2 * cp);
+}
+
+Status check_dp_divides_batch(std::int64_t global_batch, std::int64_t dp, std::int64_t microbatch,
+                              const BatchFieldNames& names) {
+  HERD_CHECK(dp >= 1 && microbatch >= 1, "dp (", dp, ") and the micro-batch size (", microbatch,
+             ") must be at least 1");
+  const std::int64_t unit = dp * microbatch;
+  if (global_batch % unit == 0) return Status::Ok();
+  std::string by = std::string(names.dp) + " (" + std::to_string(dp) + ")";
+  if (microbatch > 1) {
+    by += " x " + std::string(names.microbatch) + " (" + std::to_string(microbatch) + ") = " + std::to_string(unit);
+  }
+  return make_error(names.global_batch, " (", global_batch, " sequences) is not divisible by ", by,
+                    ": every data-parallel rank needs a whole number of ",
+                    microbatch > 1 ? "micro-batches" : "sequences", "; use a multiple of ", unit);
 }
 
 Status check_sp_divides_seq(std::int64_t seq_len, std::int64_t cp, std::int64_t tp) {

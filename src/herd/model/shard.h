@@ -26,8 +26,19 @@ struct ShardSpec {
 };
 
 // Each rule on its own, for the callers that cut only one dimension.
-Status check_tp_divides(const char* field, std::int64_t value, std::int64_t tp);      // heads, kv heads, ffn, vocab
-Status check_cp_divides_seq(std::int64_t seq_len, std::int64_t cp);                   // 2 x cp divides seq_len
+Status check_tp_divides(const char* field, std::int64_t value, std::int64_t tp);  // heads, kv heads, ffn, vocab
+Status check_cp_divides_seq(std::int64_t seq_len, std::int64_t cp);               // 2 x cp divides seq_len
+
+// The batch rule: dp x the micro-batch size divides the global batch (sequences per step), so every
+// data-parallel rank gets a whole number of micro-batches (microbatch 1: of sequences). The names are
+// the fields as the caller's input spells them ("train.global_batch", "parallel.dp", ...).
+struct BatchFieldNames {
+  const char* global_batch = "global batch";
+  const char* dp = "dp";
+  const char* microbatch = "microbatch size";
+};
+Status check_dp_divides_batch(std::int64_t global_batch, std::int64_t dp, std::int64_t microbatch = 1,
+                              const BatchFieldNames& names = {});
 Status check_sp_divides_seq(std::int64_t seq_len, std::int64_t cp, std::int64_t tp);  // tp divides seq_len / cp
 
 // Every rule, in this order: tp divides num_attention_heads, num_key_value_heads, intermediate_size

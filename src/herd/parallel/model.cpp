@@ -17,11 +17,7 @@ Status validate_layout(const model::LlamaConfig& cfg, const topology::ParallelDi
   HERD_RETURN_IF_ERROR(model::check_shardable(
       cfg,
       model::ShardSpec{.tp = dims.tp(), .cp = dims.cp(), .seq_len = seq_len, .sequence_parallel = sequence_parallel}));
-  if (global_batch % dims.dp() != 0) {
-    return make_error("global batch (", global_batch, " sequences) is not divisible by dp (", dims.dp(),
-                      "); choose a batch size that is a multiple of dp");
-  }
-  return Status::Ok();
+  return model::check_dp_divides_batch(global_batch, dims.dp());
 }
 
 Result<std::int64_t> global_real_tokens(const ParallelContext& ctx, std::int64_t local_count) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "herd/model/activations.h"
+#include "herd/model/shard.h"
 #include "herd/schedule/schedule.h"
 #include "herd/topology/parallel_dims.h"
 
@@ -126,11 +127,7 @@ Status validate_layout(const model::LlamaConfig& cfg, const topology::Cluster& c
     if (!a.ok()) return a.error();
   }
   if (l.microbatch < 1) return make_error("microbatch size (", l.microbatch, ") must be at least 1");
-  if (train.global_batch % (l.dp * l.microbatch) != 0) {
-    return make_error("global batch (", train.global_batch, " sequences) is not divisible by dp (", l.dp,
-                      ") x microbatch size (", l.microbatch, ") = ", l.dp * l.microbatch,
-                      "; every DP rank needs a whole number of micro-batches");
-  }
+  HERD_RETURN_IF_ERROR(model::check_dp_divides_batch(train.global_batch, l.dp, l.microbatch));
   const std::int64_t m = l.microbatches(train);
   if (l.n < 0 || l.n > m) {
     return make_error("n (", l.n, ") must be in [1, M = ", m, "] (contiguous micro-batches per chunk)");

@@ -9,6 +9,7 @@
 
 #include "herd/kernels/device.h"
 #include "herd/model/flops.h"
+#include "herd/model/shard.h"
 
 namespace herd::train {
 
@@ -505,10 +506,8 @@ Result<ResolvedLayout> resolve_layout(const TrainConfig& cfg) {
   r.spec.precision = is_bf16(cfg) ? planner::Precision::kBF16 : planner::Precision::kFP32;
   planner::Layout& l = r.layout;
   const std::int64_t gb = cfg.train.global_batch;
-  if (gb % l.dp != 0) {
-    return make_error("train.global_batch (", gb, ") is not divisible by parallel.dp (", l.dp,
-                      "): every data-parallel rank needs whole sequences; use a multiple of ", l.dp);
-  }
+  const model::BatchFieldNames names{"train.global_batch", "parallel.dp", "parallel.microbatch_size"};
+  HERD_RETURN_IF_ERROR(model::check_dp_divides_batch(gb, l.dp, 1, names));
   if (l.microbatch == 0) {
     const std::int64_t m = l.pp > 1 ? l.pp : 1;
     if (gb % (l.dp * m) != 0) {
@@ -520,11 +519,7 @@ Result<ResolvedLayout> resolve_layout(const TrainConfig& cfg) {
     }
     l.microbatch = gb / (l.dp * m);
   }
-  if (gb % (l.dp * l.microbatch) != 0) {
-    return make_error("train.global_batch (", gb, ") is not divisible by parallel.dp (", l.dp,
-                      ") x parallel.microbatch_size (", l.microbatch, ") = ", l.dp * l.microbatch,
-                      "; every data-parallel rank needs a whole number of micro-batches");
-  }
+  HERD_RETURN_IF_ERROR(model::check_dp_divides_batch(gb, l.dp, l.microbatch, names));
   r.microbatches = gb / (l.dp * l.microbatch);
   if (l.n > r.microbatches) {
     return make_error("parallel.n (", l.n, ") must be at most M = ", r.microbatches,
