@@ -5,12 +5,11 @@
 // SGEMM peak where herd converts bf16 GEMMs to fp32). bench/train/run.sh runs it next to the PyTorch peer
 // (torch_peer.py) on the same model and batch.
 //
-//   herd_bench_train --model small --threads 1 --micro-batch 8 --seq-len 512 --steps 3 [--path P]
+//   herd_bench_train --model small --threads 1 --micro-batch 8 --seq-len 512 --steps 3
 //                    [--precision fp32|bf16] [--out r.json]
 //
-// --path trainer (the default) times what `herd train` runs on one rank: parallel::DistributedLlama in a
-// one-rank world (its FSDP units, TP and CP hooks at degree 1) and its optimizer step; --path reference
-// times the plain reference model nn::LlamaModel with train::AdamW, which the tests compare against.
+// It times what `herd train` runs on one rank: parallel::DistributedLlama in a one-rank world (its FSDP
+// units, TP and CP hooks at degree 1) and its optimizer step.
 //
 // FLOPs per token are model FLOPs (model/flops.h: 6 x parameters + causal attention), the convention
 // the PyTorch peer uses too. Both wall-clock and process-CPU-time rates are reported (medians over the
@@ -47,7 +46,6 @@
 #include "herd/model/flops.h"
 #include "herd/nn/model.h"
 #include "herd/parallel/model.h"
-#include "herd/train/optimizer.h"
 
 namespace {
 
@@ -161,23 +159,15 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed steps (after one warm-up step)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  std::string path = "trainer";
-  app.add_option("--path", path, "trainer (what herd train runs on one rank) or reference (nn::LlamaModel)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"trainer", "reference"}));
   std::string precision = "fp32";
   app.add_option("--precision", precision,
                  "fp32, or bf16 (train.precision = bf16: bf16 weight copies and matmul inputs, fp32 master and "
-                 "optimizer; the trainer path only)")
+                 "optimizer)")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--out", out, "JSON output file (default: stdout)");
   CLI11_PARSE(app, argc, argv);
   const bool bf16 = precision == "bf16";
-  if (bf16 && path == "reference") {
-    std::fprintf(stderr, "--precision bf16: the reference model is fp32 only; use --path trainer\n");
-    return 2;
-  }
 
   herd::kernels::set_num_threads(threads);
   herd::Result<herd::model::LlamaConfig> cfg = herd::model::preset(model_name);
@@ -210,18 +200,7 @@ int main(int argc, char** argv) {
       cpu.push_back(cpu_seconds() - c0);
     }
   };
-  if (path == "reference") {
-    herd::nn::LlamaModel<float> m(*cfg, herd::model::Recompute::kNone, micro_batch, seq_len);
-    m.init_weights(1);
-    param_count = m.param_count();
-    herd::train::AdamW<float> opt(m.param_count());
-    time_steps([&] {
-      m.zero_grads();
-      const auto l = m.forward_backward(mb, 1.0f / static_cast<float>(n));
-      opt.step(m.params(), m.grads(), ac, 1e-4, 1.0);
-      return l.loss_sum / static_cast<double>(l.count);
-    });
-  } else {
+  {
     herd::comm::LocalWorld world(1, herd::comm::CommOptions{});
     const std::vector<herd::Status> st = world.run([&](herd::comm::Communicator& w) -> herd::Status {
       herd::kernels::set_num_threads(threads);  // OpenMP's team size is per thread, as in train/launch.cpp
@@ -315,7 +294,7 @@ int main(int argc, char** argv) {
   herd::Json doc_json = herd::bench::envelope("train_step_throughput");
   herd::Json r;
   r["impl"] = "herd";
-  r["path"] = path;
+  r["path"] = "trainer";  // what `herd train` runs on one rank
   r["model"] = model_name;
   r["params"] = param_count;
   r["threads"] = threads;

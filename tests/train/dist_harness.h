@@ -26,8 +26,8 @@
 #include "herd/train/config.h"
 #include "herd/train/launch.h"
 #include "herd/train/lr_schedule.h"
-#include "herd/train/optimizer.h"
 #include "herd/train/rank_model.h"
+#include "train/reference_adamw.h"
 
 namespace herd::train::testing {
 

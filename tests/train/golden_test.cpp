@@ -13,7 +13,7 @@
 #include "golden_file.h"
 #include "herd/nn/init.h"
 #include "herd/nn/model.h"
-#include "herd/train/optimizer.h"
+#include "train/reference_adamw.h"
 
 namespace herd {
 namespace {

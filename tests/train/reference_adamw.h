@@ -1,9 +1,7 @@
-// The optimizer step of a single-rank run: global-norm gradient clipping, then AdamW, over the model's
-// flat FP32 parameter and gradient buffers (kernels/optim.h does the arithmetic, PyTorch's formulas).
-//
-// State is the two moment buffers and the step count; both go into checkpoints so a resumed run
-// continues bit for bit. A sharded optimizer (FSDP) would run the same code on its local shard, with
-// an all-reduce of the squared-norm partial sums between clip_norm's two halves.
+// The single-rank optimizer step the parity tests' reference run uses: global-norm gradient clipping,
+// then AdamW, over one model's flat parameter and gradient buffers (kernels/optim.h does the arithmetic,
+// PyTorch's formulas). The runtime's own step is the sharded one of parallel/ (FSDP units); this one
+// runs the same kernels over the whole model, so a layout's run is compared with one rank's.
 #pragma once
 
 #include <cmath>
