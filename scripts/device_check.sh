@@ -94,11 +94,6 @@ timeout 300 "$bin/herd_bench_gpu" --model bench/gpu/llama3-1b.json --tokens-per-
   --json "$out/gpu_bench.json" 2>&1 | tail -20
 bench_rc=${PIPESTATUS[0]}
 
-# The same step with the WMMA attention kernels, for comparison (sequence 2048 only, fewer steps).
-log "the same step with --attention-kernels wmma (comparison)"
-timeout 120 "$bin/herd_bench_gpu" --model bench/gpu/llama3-1b.json --tokens-per-step 16384 --attention-kernels wmma \
-  --seq 2048 --warmup 1 --steps 3 --json "$out/gpu_bench_wmma.json" 2>&1 | tail -4
-
 # herd's kernels calibrated on this GPU (herd calibrate --device cuda: the h200 preset with the
 # efficiencies they reach at each sequence length), and the planner's prediction of the same steps on
 # that calibration: the GPU counterpart of herd train's calibrated "planned vs measured".
@@ -132,7 +127,6 @@ summary = {
     "nccl_test_exit": nccl_rc,
     "bench": load(os.path.join(out, "gpu_bench.json")),
     "bench_exit": int(bench_rc),
-    "bench_wmma": load(os.path.join(out, "gpu_bench_wmma.json")),
     "planned": {seq: load(os.path.join(pack, f"plan_{seq}.json")) for seq in ("2048", "8192")},
     "calibration": {seq: load(os.path.join(out, f"h200_calibrated_{seq}.json")) for seq in ("2048", "8192")},
     "planned_calibrated": {seq: load(os.path.join(out, f"plan_calibrated_{seq}.json")) for seq in ("2048", "8192")},
@@ -151,8 +145,5 @@ for r in summary["bench"].get("results", []):  # measured against the planner's 
     if "step_time_s" in cal:
         print(f"seq {r['seq_len']}: {cal['step_time_s']:.4f} s planned on this GPU's calibration "
               f"({100 * (cal['step_time_s'] / r['step_s'] - 1):+.1f}% against the measured step)")
-for r in summary["bench_wmma"].get("results", []):  # the comparison run (attention on the WMMA kernels)
-    print(f"seq {r['seq_len']} with --attention-kernels wmma: step {r['step_s']:.4f} s; split {r.get('step_split_s')}; "
-          f"attention ms {r.get('attention_split_ms')}")
 PY
 [ "$kernels_rc" = 0 ] && [ "$bench_rc" = 0 ] && { [ "$nccl_rc" = 0 ] || [ "$nccl_rc" = skipped ]; }

@@ -426,8 +426,8 @@ int run(int argc, char** argv) {
   std::string attention_kernels = "mma";
   app.add_option("--attention-kernels", attention_kernels,
                  "bf16 attention kernels where head_dim is a multiple of 16 up to 128: cuda-cores (attention.cu, "
-                 "fp32 products), wmma (attention_tc.cu) or mma (attention_mma.cu, mma.sync)")
-      ->check(CLI::IsMember({"cuda-cores", "wmma", "mma"}));
+                 "fp32 products) or mma (attention_mma.cu, mma.sync)")
+      ->check(CLI::IsMember({"cuda-cores", "mma"}));
   CLI11_PARSE(app, argc, argv);
 
   std::string why;
@@ -444,10 +444,8 @@ int run(int argc, char** argv) {
   Json doc = envelope("gpu_train_step");
   doc["gpu"] = kc::describe_device(0);
   doc["peak_bf16_tflops"] = peak_tflops;
-  kc::set_attention_kernels(attention_kernels == "mma"    ? kc::AttentionKernels::kMma
-                            : attention_kernels == "wmma" ? kc::AttentionKernels::kWmma
-                                                          : kc::AttentionKernels::kCudaCores);
-  doc["attention_kernels"] = attention_kernels;  // cuda-cores | wmma | mma (the tensor-core ones: head_dim % 16 == 0)
+  kc::set_attention_kernels(attention_kernels == "mma" ? kc::AttentionKernels::kMma : kc::AttentionKernels::kCudaCores);
+  doc["attention_kernels"] = attention_kernels;  // cuda-cores | mma (tensor cores where head_dim % 16 == 0)
   for (const std::int64_t seq : seqs) {
     kc::release_cached();
     kc::reset_peak_stats();

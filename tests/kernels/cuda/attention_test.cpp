@@ -213,7 +213,6 @@ class KernelsSwitch {
 const char* kernels_name(AttentionKernels kernels) {
   switch (kernels) {
     case AttentionKernels::kCudaCores: return "CUDA cores";
-    case AttentionKernels::kWmma: return "tensor cores (wmma)";
     case AttentionKernels::kMma: return "tensor cores (mma)";
   }
   return "?";
@@ -279,12 +278,12 @@ constexpr double kU = 0x1p-8;  // bf16's unit roundoff
 // other problem here is above 0.4 (measured on the CPU references), so the floor binds only there.
 constexpr double kGradFloor = 1e-2;
 
-// bf16 on the three GPU paths (CUDA cores, WMMA, mma; the selection restored afterwards). q, k, v are rounded to bf16
+// bf16 on the two GPU paths (CUDA cores and mma; the selection restored afterwards). q, k, v are rounded to bf16
 // first, so the CPU references and the GPU kernels see the same values.
 //   CUDA-core path (kCudaCores, or a head dim the tensor cores do not take): fp32 products of the
 //   widened inputs, so it matches the CPU fp32 kernel to fp32 accuracy; the GPU rounds out to bf16, the
 //   backward on both sides gets the CPU's rounded out.
-//   Tensor-core paths (kWmma or kMma, D a multiple of 16 up to 128): P, dO and dS are rounded to bf16 where
+//   Tensor-core path (kMma, D a multiple of 16 up to 128): P, dO and dS are rounded to bf16 where
 //   they enter a product (u = 2^-8 each). Against the CPU bf16 recipe (same roundings, other summation
 //   order) it agrees within one u of each tensor's largest entry (what tests/kernels/attention_bf16_test
 //   holds the CPU's two bf16 paths to: only rare rounding-boundary flips of single P / dS / dO values
@@ -301,8 +300,7 @@ void check_bf16(Problem p, std::uint32_t seed) {
   const CpuResult want = cpu_run(p, l, in, true);
   const bool tc_shape = p.d.head_dim % 16 == 0 && p.d.head_dim <= 128;
 
-  for (const AttentionKernels kernels :
-       {AttentionKernels::kCudaCores, AttentionKernels::kWmma, AttentionKernels::kMma}) {
+  for (const AttentionKernels kernels : {AttentionKernels::kCudaCores, AttentionKernels::kMma}) {
     SCOPED_TRACE(kernels_name(kernels));
     const KernelsSwitch sw(kernels);
     if (!(kernels != AttentionKernels::kCudaCores && tc_shape)) {
@@ -508,9 +506,8 @@ TEST(CudaAttention, TensorCoreQueriesThatSeeNoKeyBf16) {
     SCOPED_TRACE("D " + std::to_string(dim));
     Problem p = blind_problem(dim);
     check_bf16(p, 62);
-    for (const AttentionKernels kernels : {AttentionKernels::kWmma, AttentionKernels::kMma}) {
-      SCOPED_TRACE(kernels_name(kernels));
-      const KernelsSwitch sw(kernels);
+    {
+      const KernelsSwitch sw(AttentionKernels::kMma);
       const Layout l = layout_of(p);
       const Inputs in = make_inputs(p, l, 62);
       const DeviceMask dm(p);
@@ -546,9 +543,9 @@ TEST(CudaAttention, NonMultipleOf16HeadDimBf16) {
 // The selection: mma.sync by default, and it reads back what was set.
 TEST(CudaAttention, KernelsSwitch) {
   EXPECT_EQ(attention_kernels(), AttentionKernels::kMma);
-  for (const AttentionKernels kernels : {AttentionKernels::kCudaCores, AttentionKernels::kWmma}) {
-    const KernelsSwitch sw(kernels);
-    EXPECT_EQ(attention_kernels(), kernels);
+  {
+    const KernelsSwitch sw(AttentionKernels::kCudaCores);
+    EXPECT_EQ(attention_kernels(), AttentionKernels::kCudaCores);
   }
   EXPECT_EQ(attention_kernels(), AttentionKernels::kMma);
 }

@@ -3,9 +3,9 @@
 // doc_k[j] == doc_q[i] and pos_k[j] <= pos_q[i] (null doc arrays: one document); a query that sees no
 // key gets out = 0 and lse = -inf. Scores use scale = 1/sqrt(D); softmax, statistics and every sum are
 // fp32 (bf16 inputs are widened when staged into shared memory, bf16 outputs rounded to nearest even).
-// bf16 calls with head_dim a multiple of 16 go to the tensor-core kernels of attention_tc.cu (WMMA) or
-// attention_mma.cu (mma.sync) instead while set_attention_kernels names one (kernels.h); Params and the
-// mask helpers: attention_common.cuh.
+// bf16 calls with head_dim a multiple of 16 go to the tensor-core kernels of attention_mma.cu (mma.sync)
+// instead unless set_attention_kernels names kCudaCores (kernels.h); Params and the mask helpers:
+// attention_common.cuh. This file also holds the kernel selection and the part hook (kernels.h).
 //
 // Kernels (256 threads = a 16 x 16 grid (ty, tx) per block; kTileQ = kTileK = 64):
 //   forward      grid (ceil(Tq/64), Hq, B): one block per (batch, query head, query tile). Streams the
@@ -32,6 +32,7 @@
 // Masking: a key tile (forward, dq) or query tile (dkdv) that no pair can see is skipped, decided per
 // block from the position / document-id range of the fixed tile (__syncthreads_or); other tiles apply
 // the element-wise mask.
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -507,6 +508,25 @@ void backward(const AttentionDims& d, const AttentionMask& m, const T* q, const 
 
 }  // namespace
 
+namespace {
+std::atomic<AttentionKernels> g_attention_kernels{AttentionKernels::kMma};
+AttentionPartHook g_part_hook = nullptr;
+void* g_part_arg = nullptr;
+}  // namespace
+
+void set_attention_kernels(AttentionKernels kernels) { g_attention_kernels.store(kernels, std::memory_order_relaxed); }
+AttentionKernels attention_kernels() { return g_attention_kernels.load(std::memory_order_relaxed); }
+void set_attention_part_hook(AttentionPartHook hook, void* arg) {
+  g_part_hook = hook;
+  g_part_arg = arg;
+}
+
+namespace attn {
+void mark_part(AttentionPart part) {
+  if (g_part_hook) g_part_hook(part, g_part_arg);
+}
+}  // namespace attn
+
 void attention_forward(const AttentionDims& d, const AttentionMask& m, const float* q, const float* k, const float* v,
                        float* out, float* lse) {
   forward<float>(d, m, q, k, v, out, lse);
@@ -520,12 +540,7 @@ void attention_backward(const AttentionDims& d, const AttentionMask& m, const fl
 void attention_forward(const AttentionDims& d, const AttentionMask& m, const bf16* q, const bf16* k, const bf16* v,
                        bf16* out, float* lse) {
   const Params p = params_of(d, m);
-  if (attn::tensor_cores_apply(p)) {
-    if (attention_kernels() == AttentionKernels::kMma) {
-      return attn::forward_mma(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse);
-    }
-    return attn::forward_tc(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse);
-  }
+  if (attn::tensor_cores_apply(p)) return attn::forward_mma(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse);
   forward<__nv_bfloat16>(d, m, dev(q), dev(k), dev(v), dev(out), lse);
 }
 
@@ -533,10 +548,7 @@ void attention_backward(const AttentionDims& d, const AttentionMask& m, const bf
                         const bf16* out, const float* lse, const float* dout, float* dq, float* dk, float* dv) {
   const Params p = params_of(d, m);
   if (attn::tensor_cores_apply(p)) {
-    if (attention_kernels() == AttentionKernels::kMma) {
-      return attn::backward_mma(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse, dout, dq, dk, dv);
-    }
-    return attn::backward_tc(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse, dout, dq, dk, dv);
+    return attn::backward_mma(p, d.batch, dev(q), dev(k), dev(v), dev(out), lse, dout, dq, dk, dv);
   }
   backward<__nv_bfloat16>(d, m, dev(q), dev(k), dev(v), dev(out), lse, dout, dq, dk, dv);
 }

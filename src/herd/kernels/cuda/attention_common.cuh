@@ -1,5 +1,4 @@
-// What the CUDA-core attention kernels (attention.cu) and the tensor-core ones (attention_tc.cu,
-// attention_mma.cu) share:
+// What the CUDA-core attention kernels (attention.cu) and the tensor-core ones (attention_mma.cu) share:
 // the resolved call parameters, the staging of a tile's positions / document ids / row statistics, the
 // per-tile visibility span used to skip tiles no pair can see, and the element-wise mask. Internal to
 // kernels/cuda/ (device code); the contracts are kernels/attention.h's.
@@ -129,7 +128,7 @@ void with_nf(int d, Fn&& fn) {
 
 // `rows` rows of D bf16 values (global token stride ld) into shared rows of stride ldd; rows at or past
 // `valid` are zero. 16-byte copies when the source allows them (D is a multiple of 16, so a row is
-// whole 16-byte chunks). Used by the tensor-core kernels (attention_tc.cu, attention_mma.cu).
+// whole 16-byte chunks). Used by the tensor-core kernels (attention_mma.cu).
 template <int kThreads, int kRows>
 __device__ __forceinline__ void stage_bf16(__nv_bfloat16* dst, int ldd, const __nv_bfloat16* src, std::int64_t ld,
                                            int valid, int d) {
@@ -182,18 +181,8 @@ __device__ __forceinline__ void stage_dout(__nv_bfloat16* dst, int ldd, const fl
 inline bool tensor_cores_apply(const Params& p) {
   return attention_kernels() != AttentionKernels::kCudaCores && p.d % 16 == 0 && p.d <= 128;
 }
-// Calls the hook set by set_attention_part_hook (kernels.h), if any (attention_tc.cu).
+// Calls the hook set by set_attention_part_hook (kernels.h), if any (attention.cu).
 void mark_part(AttentionPart part);
-// attention_tc.cu (nvcuda::wmma).
-void forward_tc(const Params& p, std::int64_t batch, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                const __nv_bfloat16* v, __nv_bfloat16* out, float* lse);
-void backward_tc(const Params& p, std::int64_t batch, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                 const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse, const float* dout, float* dq,
-                 float* dk, float* dv);
-// delta[(b, h, i)] = sum_c out[b, i, h, c] * bf16(dout[b, i, h, c]) for all batch * tq * q_heads rows
-// (attention_tc.cu; attention_mma_backward.cu has its own with the same products and order, which also
-// keeps bf16(dout)). Needs tq > 0.
-void delta_tc(const Params& p, std::int64_t batch, const __nv_bfloat16* out, const float* dout, float* delta);
 // attention_mma.cu (inline-PTX mma.sync, register-resident accumulators).
 void forward_mma(const Params& p, std::int64_t batch, const __nv_bfloat16* q, const __nv_bfloat16* k,
                  const __nv_bfloat16* v, __nv_bfloat16* out, float* lse);

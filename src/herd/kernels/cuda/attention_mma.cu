@@ -1,14 +1,19 @@
 // Tensor-core flash attention on inline-PTX mma.sync with register-resident accumulators, for bf16 q,
-// k, v (kernels/attention.h). Taken by the bf16 calls with head_dim D a multiple of 16 up to 128 while
-// set_attention_kernels names kMma (kernels.h). Same contract, numerics and masking as the WMMA kernels
-// of attention_tc.cu (whose header states the recipe; the mask and tile-skipping rules:
-// attention_common.cuh): S = Q K^T in fp32 times scale in fp32; softmax statistics in fp32 (l sums the
-// unrounded P); P rounded to bf16 only for P V; backward with dO rounded to bf16 (once, by the delta
-// kernel, into a bf16 copy that dq and dkdv stage), delta = rowsum(bf16(dO) out) (the products and order
-// of attention_tc.cu's delta kernel), dS = P (dP - delta) in fp32, bf16(P) for dV and bf16(scale dS) for
-// dK and dQ. Only the summation order and the exponential (exp_e: exp2f instead of expf) differ from
-// attention_tc.cu. Files: this one (the forward), attention_mma_backward.cu (delta, dq, dkdv, group
-// sum), attention_mma.cuh (the device helpers both use).
+// k, v (kernels/attention.h). Taken by the bf16 calls with head_dim D a multiple of 16 up to 128 unless
+// set_attention_kernels names kCudaCores (kernels.h); the mask and tile-skipping rules are
+// attention_common.cuh's, the reference the tests hold these kernels to is attention.cu's CUDA-core path.
+// Numerics (FlashAttention-2's bf16 recipe, as kernels/cpu/attention_bf16.cpp):
+//   forward   S = Q K^T of the bf16 inputs in fp32, times scale = 1/sqrt(D) in fp32 (q is not
+//             pre-scaled, so it is not rounded again); running max, exponentials (exp_e: exp2f of the
+//             log2e-scaled argument) and their sum l in fp32 (l sums the unrounded P); P rounded to bf16
+//             for P V; out = acc / l rounded to bf16, lse = m + log l.
+//   backward  dO (fp32 in the contract) rounded to bf16 once, by the delta kernel, into a bf16 copy that
+//             dq and dkdv stage: it enters dP = dO V^T and dV += P^T dO on the tensor cores, and
+//             delta = rowsum(bf16(dO) * out) uses the same rounded values. P = exp(S scale - lse) in
+//             fp32, dS = P (dP - delta) in fp32 from the unrounded P; bf16(P) for dV, bf16(scale dS) for
+//             dK += dS^T Q and dQ += dS K. Every sum fp32. Deterministic: a separate dq pass, no atomics.
+// Files: this one (the forward), attention_mma_backward.cu (delta, dq, dkdv, group sum),
+// attention_mma.cuh (the device helpers both use).
 //
 // Products: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (D = A B + C, A 16 x 16 row-major, B
 // 16 x 8 "col" = given by columns, fp32 C / D). Fragment layouts (PTX ISA, "Matrix Fragments for
@@ -78,7 +83,7 @@
 // 168 / 255 (no spills in dq, dkdv): warps per SM 16 / 8 forward, 12 / 8 dq, 12 / 8 dkdv. The tile
 // copies address K and V from the kernel parameters (no per-block base pointers held in registers: 56
 // bytes of spill at D = 64 otherwise).
-// Masking and skipping: a tile no pair can see is skipped by the whole block (as attention_tc.cu); in
+// Masking and skipping: a tile no pair can see is skipped by the whole block (as attention.cu); in
 // addition a warp skips a tile none of its rows' pairs can see, and skips the element-wise mask when
 // every pair of its 16 rows x the tile is visible (all valid, one document, all key positions at or
 // before all query positions).

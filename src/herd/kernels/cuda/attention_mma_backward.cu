@@ -9,9 +9,8 @@ namespace {
 
 using namespace mma;  // NOLINT(google-build-using-namespace): this file's kernels are built from them
 
-// delta[(b, h, i)] = sum_c out[b, i, h, c] * bf16(dout[b, i, h, c]) (attention_tc.cu's tc_delta_kernel:
-// the same products in the same order, so the same values), one warp per (token, head), and bf16(dO)
-// into do16 (rows of q_heads D per token, dense: 16-byte aligned for cp.async).
+// delta[(b, h, i)] = sum_c out[b, i, h, c] * bf16(dout[b, i, h, c]), one warp per (token, head), and
+// bf16(dO) into do16 (rows of q_heads D per token, dense: 16-byte aligned for cp.async).
 constexpr int kDeltaThreads = 256;
 __global__ void __launch_bounds__(kDeltaThreads)
     mma_delta_kernel(Params p, std::int64_t rows, const bf* __restrict__ out, const float* __restrict__ dout,

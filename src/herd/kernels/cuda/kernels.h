@@ -49,19 +49,17 @@ void attention_forward(const AttentionDims& d, const AttentionMask& m, const bf1
 // dq, dk, dv in fp32 (they feed fp32 weight-gradient GEMMs after conversion, as on the CPU).
 void attention_backward(const AttentionDims& d, const AttentionMask& m, const bf16* q, const bf16* k, const bf16* v,
                         const bf16* out, const float* lse, const float* dout, float* dq, float* dk, float* dv);
-// The bf16 calls with head_dim a multiple of 16 (up to 128) run tensor-core kernels while the
-// selection below names one: kMma (attention_mma.cu, the default: inline-PTX mma.sync with
-// register-resident accumulators; 2.8x kWmma's speed on an H200, docs/gpu.md) or kWmma (attention_tc.cu:
-// bf16 nvcuda::wmma products with fp32 accumulators, fragments through shared memory), both with FlashAttention-2's
-// numerics as kernels/attention.h's bf16 paragraph states (P, dO and dS rounded to bf16 where they enter a product).
-// kCudaCores, other head dims and every fp32 call run the CUDA-core kernels of attention.cu (fp32 products of the
-// widened inputs). For tests and benchmarks: set it between calls, not while kernels are being enqueued from other
-// threads.
-enum class AttentionKernels { kCudaCores, kWmma, kMma };
+// The bf16 calls with head_dim a multiple of 16 (up to 128) run the tensor-core kernels of attention_mma.cu
+// (kMma, the default: inline-PTX mma.sync with register-resident accumulators and FlashAttention-2's numerics
+// as kernels/attention.h's bf16 paragraph states: P, dO and dS rounded to bf16 where they enter a product).
+// kCudaCores, other head dims and every fp32 call run the CUDA-core kernels of attention.cu (fp32 products of
+// the widened inputs), the reference the tensor-core kernels are tested against. For tests and benchmarks: set
+// it between calls, not while kernels are being enqueued from other threads.
+enum class AttentionKernels { kCudaCores, kMma };
 void set_attention_kernels(AttentionKernels kernels);
 AttentionKernels attention_kernels();
 // Where a tensor-core attention call's time goes (benchmarks: herd_bench_gpu's attention split). While a hook is set,
-// the kMma and kWmma paths call hook(part, arg) on the calling thread just before they enqueue each of their kernels
+// the kMma path calls hook(part, arg) on the calling thread just before they enqueue each of their kernels
 // on the compute stream (kGroupSum: kMma's sum of per-query-head dK / dV partials), so the hook can record an event
 // there; the time up to the caller's next event is the part's. nullptr (the default) turns it off. Set it between
 // calls, as the selection above.
