@@ -41,6 +41,28 @@ TEST(Estimate, PartsSumToTotalsAndTimeAddsUp) {
   }
 }
 
+// The schedule the layout names is the one simulated: GPipe runs every forward before the first
+// backward, so its first pipeline rank holds all M micro-batches' activations where 1F1B holds PP; the
+// steps' work is the same. A V > 1 under a one-chunk schedule is refused by the schedule's own check.
+TEST(Estimate, TheLayoutsScheduleIsTheOneSimulated) {
+  TrainingSpec t{4096, 64, Precision::kBF16};
+  Layout l = layout(8, 1, 4, 4);
+  l.microbatch = 2;  // M = 64 / (4 x 2) = 8 micro-batches per step, twice PP
+  l.schedule = schedule::ScheduleKind::k1F1B;
+  Result<Estimate> one_f_one_b = estimate(kCfg, kCluster, t, l, 128);
+  l.schedule = schedule::ScheduleKind::kGPipe;
+  Result<Estimate> gpipe = estimate(kCfg, kCluster, t, l, 128);
+  ASSERT_TRUE(one_f_one_b.ok()) << one_f_one_b.error().message();
+  ASSERT_TRUE(gpipe.ok()) << gpipe.error().message();
+  EXPECT_GT(gpipe->memory.total_bytes, one_f_one_b->memory.total_bytes);
+  EXPECT_EQ(gpipe->time.compute_s, one_f_one_b->time.compute_s);
+  EXPECT_NE(gpipe->assumptions[1].find("schedule: gpipe"), std::string::npos) << gpipe->assumptions[1];
+  EXPECT_NE(one_f_one_b->assumptions[1].find("schedule: 1f1b"), std::string::npos);
+  l.schedule = schedule::ScheduleKind::k1F1B;
+  l.v = 2;
+  EXPECT_FALSE(estimate(kCfg, kCluster, t, l, 128).ok());
+}
+
 // The logits' share of the transient bytes, per logit of the output stage's vocabulary: herd's CPU
 // kernels keep one fp32 tile of at most 256 rows (turned into its gradient in place) and, with bf16
 // inputs, a bf16 gradient tile beside it: 4 and 4 + 2 bytes x 256 rows; a GPU's fused cross-entropy

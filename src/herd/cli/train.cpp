@@ -81,7 +81,11 @@ Status apply_flags(const TrainOptions& o, train::TrainConfig& cfg) {
   if (o.dp) cfg.parallel.dp = *o.dp;
   if (o.seq_len) cfg.data.seq_len = *o.seq_len;
   if (o.global_batch) cfg.train.global_batch = *o.global_batch;
-  if (o.schedule) cfg.parallel.schedule = *o.schedule;
+  if (o.schedule) {
+    Result<schedule::ScheduleKind> k = schedule::parse_schedule_kind(*o.schedule);
+    if (!k.ok()) return k.error().with_context("parallel.schedule");
+    cfg.parallel.schedule = *k;
+  }
   if (o.backend) cfg.parallel.backend = *o.backend;
   if (o.precision) cfg.train.precision = *o.precision;
   if (o.device) cfg.train.device = *o.device;

@@ -15,7 +15,7 @@ schedule::ScheduleSpec schedule_spec(const Layout& l, const TrainingSpec& train)
   s.v = l.v;
   s.microbatches = static_cast<int>(l.microbatches(train));
   s.n = l.n_resolved(train);
-  s.kind = schedule::ScheduleKind::kFlexible;
+  s.kind = l.schedule;
   return s;
 }
 
@@ -402,9 +402,12 @@ void describe(const topology::Accelerator& acc, const TrainingSpec& train, const
       "FLOP convention (MFU): 6 x parameters (embedding included) + 12 x layers x n_heads x head_dim x (T+1)/2 "
       "per token (causal attention) = " +
           format_sci(est.model_flops_per_token) + " FLOPs/token",
-      "schedule: Llama 3 flexible interleaved, V=" + std::to_string(l.v) + ", micro-batch size " +
-          std::to_string(l.microbatch) + ", M=" + std::to_string(est.microbatches) + ", N=" + std::to_string(est.n) +
-          ", layer split " + layer_split_name(est.layout.layer_split) +
+      "schedule: " +
+          (l.schedule == schedule::ScheduleKind::kFlexible ? std::string("Llama 3 flexible interleaved")
+                                                           : std::string(schedule::schedule_kind_name(l.schedule))) +
+          ", V=" + std::to_string(l.v) + ", micro-batch size " + std::to_string(l.microbatch) +
+          ", M=" + std::to_string(est.microbatches) + ", N=" + std::to_string(est.n) + ", layer split " +
+          layer_split_name(est.layout.layer_split) +
           (l.layer_split == LayerSplit::kAuto ? " (auto: the busiest pipeline rank's load is lower so)" : ""),
       std::string("system: software ") + software_name(train.system.software) + ", attention " +
           attention_name(train.system.attention) + ", pipeline sends " + (train.system.async_sends ? "async" : "sync") +

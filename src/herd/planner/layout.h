@@ -10,6 +10,7 @@
 #include "herd/core/error.h"
 #include "herd/model/config.h"
 #include "herd/model/flops.h"
+#include "herd/schedule/schedule.h"
 #include "herd/topology/cluster.h"
 
 namespace herd::planner {
@@ -106,6 +107,8 @@ struct Layout {
   // Layer placement over the virtual stages. Kept in the layout because it is the runtime's layer
   // assignment (parallel/pp/plan.h); herd's runtime itself always uses light ends today.
   LayerSplit layer_split = LayerSplit::kAuto;
+  // The pipeline schedule the run uses and the planner simulates (`parallel.schedule`, `--schedule`).
+  schedule::ScheduleKind schedule = schedule::ScheduleKind::kFlexible;
 
   std::int64_t gpus() const { return tp * cp * pp * dp; }
   std::int64_t microbatches(const TrainingSpec& t) const { return t.global_batch / (dp * microbatch); }

@@ -95,6 +95,22 @@ Field recompute_field() {
   return f;
 }
 
+Field schedule_field() {
+  Field f;
+  f.key = "parallel.schedule";
+  f.doc = "pipeline schedule: flexible (Llama 3), interleaved, 1f1b or gpipe";
+  f.is_string = true;
+  f.set = [](TrainConfig& c, const Json& v, const std::string& full_key) -> Status {
+    HERD_ASSIGN_OR_RETURN(std::string s, convert<std::string>(v, full_key));
+    Result<schedule::ScheduleKind> k = schedule::parse_schedule_kind(s);
+    if (!k.ok()) return k.error().with_context(full_key);
+    c.parallel.schedule = *k;
+    return Status::Ok();
+  };
+  f.get = [](const TrainConfig& c) { return Json(schedule::schedule_kind_name(c.parallel.schedule)); };
+  return f;
+}
+
 const std::vector<Field>& registry() {
   using C = TrainConfig;
   static const std::vector<Field> fields = {
@@ -117,8 +133,7 @@ const std::vector<Field>& registry() {
                   "sequence parallelism inside TP groups"),
       bind_layout("parallel.reshard_after_forward", &planner::Layout::reshard_after_forward,
                   "FSDP: free gathered weights after forward, gather again for backward"),
-      bind_field("parallel.schedule", &C::parallel, &ParallelSection::schedule,
-                 "pipeline schedule: flexible (Llama 3), interleaved, 1f1b or gpipe"),
+      schedule_field(),
       bind_field("parallel.backend", &C::parallel, &ParallelSection::backend, "local, mpi or auto (mpi iff mpirun)"),
       bind_field("parallel.comm_timeout_s", &C::parallel, &ParallelSection::comm_timeout_s,
                  "seconds a collective may wait, or a rank stay silent, before the job stops; 0: fitted to the "

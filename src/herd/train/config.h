@@ -104,14 +104,13 @@ struct GenerateSection {
 };
 
 // The layout of the run: planner::Layout itself (tp, cp, pp, dp, v, micro-batch size per data-parallel
-// rank, N, recompute, sequence parallelism), so the line `herd plan` prints is what `herd train` runs,
-// plus what only the runtime needs. One rank is the layout tp = cp = pp = dp = 1, trained by the same
-// trainer as any other (docs/training.md). The micro-batches of a step, M = train.global_batch / (dp x
-// microbatch), are the pipeline's M when pp > 1. microbatch 0 picks M = pp (1 without a pipeline).
+// rank, N, recompute, sequence parallelism, the pipeline schedule), so the line `herd plan` prints is what `herd train`
+// runs, plus what only the runtime needs. One rank is the layout tp = cp = pp = dp = 1, trained by the same trainer as
+// any other (docs/training.md). The micro-batches of a step, M = train.global_batch / (dp x microbatch), are the
+// pipeline's M when pp > 1. microbatch 0 picks M = pp (1 without a pipeline).
 struct ParallelSection : planner::Layout {
   ParallelSection() { microbatch = 0; }
-  std::string schedule = "flexible";  // pipeline schedule: flexible (Llama 3), interleaved, 1f1b or gpipe
-  std::string backend = "auto";       // local (ranks as threads), mpi (started by mpirun), auto: mpi iff mpirun
+  std::string backend = "auto";  // local (ranks as threads), mpi (started by mpirun), auto: mpi iff mpirun
   // A collective waiting longer, or a rank silent longer (no step, no comm call), stops the job; 0: fitted
   // to the run (max(60 s, 20 x the planner's step time + the checkpoint write time); train/watchdog.h).
   double comm_timeout_s = 0;

@@ -17,9 +17,7 @@ Result<schedule::ScheduleSpec> pipeline_spec(const TrainConfig& cfg) {
   s.v = r.layout.v;
   s.microbatches = static_cast<int>(r.microbatches);
   s.n = r.layout.n;
-  Result<schedule::ScheduleKind> k = schedule::parse_schedule_kind(cfg.parallel.schedule);
-  if (!k.ok()) return k.error().with_context("parallel.schedule");
-  s.kind = *k;
+  s.kind = r.layout.schedule;
   return s;
 }
 
