@@ -1,7 +1,7 @@
 # Script mode (cmake -P): the fingerprint of the herd build a calibration measures. A calibration
 # measures herd's own kernels and training steps, so it belongs to the sources and the compiler flags
 # that built them; `herd calibrate --if-missing` and `herd train` compare the stored file's fingerprint
-# with this build's (train/calibration_store.h).
+# with this build's (train/plan/calibration_store.h).
 #   -DLIST=<file of source paths, one per line> -DROOT=<source dir> -DEXTRA=<flags> -DOUT=<header>
 # The header is rewritten only when the fingerprint changes, so an edit that leaves it (or a rerun)
 # rebuilds nothing.

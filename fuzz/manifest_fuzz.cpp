@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "herd/train/checkpoint.h"
+#include "herd/train/checkpoint/checkpoint.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // file's text; lines after a line "--" are overrides.
 #include "fuzz_util.h"
 #include "herd/core/json.h"
-#include "herd/train/config.h"
+#include "herd/train/job/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace herd;

@@ -14,7 +14,7 @@
 
 #include "common/bench_json.h"
 #include "herd/kernels/library_env.h"
-#include "herd/train/dist_model.h"
+#include "herd/train/step/dist_model.h"
 #include "train/dist_harness.h"
 
 namespace {

@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
   {
     herd::comm::LocalWorld world(1, herd::comm::CommOptions{});
     const std::vector<herd::Status> st = world.run([&](herd::comm::Communicator& w) -> herd::Status {
-      herd::kernels::set_num_threads(threads);  // OpenMP's team size is per thread, as in train/launch.cpp
+      herd::kernels::set_num_threads(threads);  // OpenMP's team size is per thread, as in train/job/launch.cpp
       HERD_ASSIGN_OR_RETURN(herd::topology::ParallelDims dims, herd::topology::ParallelDims::make(1, 1, 1, 1, 1));
       HERD_ASSIGN_OR_RETURN(auto groups, herd::parallel::ParallelGroups::make(w, dims));
       herd::parallel::ParallelContext ctx = groups->context();

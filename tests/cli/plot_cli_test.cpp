@@ -23,7 +23,7 @@ TEST(PlotCli, WritesAnSvgOfTheMetrics) {
         << ", \"tokens_per_s\": 10, \"time\": 1.7e9, \"step_s\": 0.1" << (s == 3 ? ", \"redone\": true" : "")
         << (s % 5 == 0 ? ", \"val_loss\": 5, \"unigram_entropy\": 6.5" : "") << "}\n";
     }
-    // A supervised job's file ends with the supervisor's summary (train/ett.h), which is not a step.
+    // A supervised job's file ends with the supervisor's summary (train/job/ett.h), which is not a step.
     m << "{\"ett\": 0.9, \"restarts\": 1, \"lost_s\": 1.5, \"restart_s\": 2.0}\n";
   }
   herd::testing::CliResult r = herd::testing::run_herd("plot " + metrics + " --svg " + svg);

@@ -19,8 +19,8 @@
 #include <string>
 #include <tuple>
 
-#include "herd/train/dist_model.h"
-#include "herd/train/pipeline_model.h"
+#include "herd/train/step/dist_model.h"
+#include "herd/train/step/pipeline_model.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {

@@ -1,7 +1,7 @@
-// A job owns its checkpoint directory (train/checkpoint_lock.h): a second owner is refused with one line
+// A job owns its checkpoint directory (train/checkpoint/checkpoint_lock.h): a second owner is refused with one line
 // naming the holder; the lock goes with its holder however the holder ends, kill -9 included; a process
 // below the holder (a supervisor's child, an MPI rank under herd launch) goes on under its ownership.
-#include "herd/train/checkpoint_lock.h"
+#include "herd/train/checkpoint/checkpoint_lock.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

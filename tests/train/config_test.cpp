@@ -1,5 +1,5 @@
 // Typed configuration: file + overrides, one-line errors naming the key, and the LR / batch schedules.
-#include "herd/train/config.h"
+#include "herd/train/job/config.h"
 
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 #include <fstream>
 
 #include "herd/core/json_text.h"
-#include "herd/train/lr_schedule.h"
-#include "herd/train/pipeline_model.h"
-#include "herd/train/trainer.h"
+#include "herd/train/step/lr_schedule.h"
+#include "herd/train/step/pipeline_model.h"
+#include "herd/train/step/trainer.h"
 
 namespace herd::train {
 namespace {
@@ -80,7 +80,7 @@ TEST(Config, UnknownKeysAndBadValuesAreOneLineErrorsNamingTheKey) {
 TEST(Config, CommAndProjectionFieldsReachTheCommunicatorOptions) {
   const TrainConfig defaults;
   const comm::CommOptions d = comm_options(defaults);
-  EXPECT_EQ(d.timeout_s, 0.0);  // fitted to the run (train/watchdog.h)
+  EXPECT_EQ(d.timeout_s, 0.0);  // fitted to the run (train/job/watchdog.h)
   EXPECT_TRUE(d.deterministic);
   EXPECT_EQ(d.dump_dir, std::filesystem::temp_directory_path().string());  // no checkpoint or metrics dir
   EXPECT_EQ(d.job_id, "");

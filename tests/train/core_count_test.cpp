@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "herd/core/cores.h"
-#include "herd/train/launch.h"
+#include "herd/train/job/launch.h"
 
 namespace herd::train {
 namespace {

@@ -15,9 +15,9 @@
 #include <ostream>
 #include <string>
 
-#include "herd/train/checkpoint.h"
-#include "herd/train/dist_model.h"
-#include "herd/train/pipeline_model.h"
+#include "herd/train/checkpoint/checkpoint.h"
+#include "herd/train/step/dist_model.h"
+#include "herd/train/step/pipeline_model.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {

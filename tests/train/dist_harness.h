@@ -23,10 +23,10 @@
 #include "herd/comm/communicator.h"
 #include "herd/data/loader.h"
 #include "herd/nn/model.h"
-#include "herd/train/config.h"
-#include "herd/train/launch.h"
-#include "herd/train/lr_schedule.h"
-#include "herd/train/rank_model.h"
+#include "herd/train/job/config.h"
+#include "herd/train/job/launch.h"
+#include "herd/train/step/lr_schedule.h"
+#include "herd/train/step/rank_model.h"
 #include "train/reference_adamw.h"
 
 namespace herd::train::testing {

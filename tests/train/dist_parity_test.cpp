@@ -8,8 +8,8 @@
 
 #include <filesystem>
 
-#include "herd/train/checkpoint.h"
-#include "herd/train/dist_model.h"
+#include "herd/train/checkpoint/checkpoint.h"
+#include "herd/train/step/dist_model.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {

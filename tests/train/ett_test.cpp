@@ -1,6 +1,6 @@
-// The time accounting of a supervised job (train/ett.h) against hand-computed figures, and the metrics
-// file's rewrite on resume (train/metrics.h): redone steps are dropped, then marked, never duplicated.
-#include "herd/train/ett.h"
+// The time accounting of a supervised job (train/job/ett.h) against hand-computed figures, and the metrics
+// file's rewrite on resume (train/step/metrics.h): redone steps are dropped, then marked, never duplicated.
+#include "herd/train/job/ett.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "herd/train/metrics.h"
+#include "herd/train/step/metrics.h"
 
 namespace herd::train {
 namespace {

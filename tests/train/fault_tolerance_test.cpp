@@ -28,11 +28,11 @@
 #include <thread>
 
 #include "common/scratch_dir.h"
-#include "herd/train/checkpoint.h"
-#include "herd/train/checkpoint_writer.h"
-#include "herd/train/dist_model.h"
-#include "herd/train/launch.h"
-#include "herd/train/preempt.h"
+#include "herd/train/checkpoint/checkpoint.h"
+#include "herd/train/checkpoint/checkpoint_writer.h"
+#include "herd/train/step/dist_model.h"
+#include "herd/train/job/launch.h"
+#include "herd/train/job/preempt.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {

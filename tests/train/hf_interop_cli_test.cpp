@@ -17,12 +17,12 @@
 #include "herd/core/safetensors.h"
 #include "herd/data/loader.h"
 #include "herd/parallel/context.h"
-#include "herd/train/checkpoint.h"
-#include "herd/train/dist_model.h"
+#include "herd/train/checkpoint/checkpoint.h"
+#include "herd/train/step/dist_model.h"
 #include "herd/train/generate.h"
-#include "herd/train/hf_checkpoint.h"
-#include "herd/train/interop.h"
-#include "herd/train/trainer.h"
+#include "herd/train/checkpoint/hf_checkpoint.h"
+#include "herd/train/checkpoint/interop.h"
+#include "herd/train/step/trainer.h"
 #include "train/parity_run_dir.h"
 
 namespace herd::train {

@@ -1,6 +1,6 @@
-// The host speed probe (train/host_speed.h, kernels/speed_probe.h): one rate per core, each core's
+// The host speed probe (train/plan/host_speed.h, kernels/speed_probe.h): one rate per core, each core's
 // median GEMM on its own CPU clock; the calibration's rate read from its record; the ratio clamped.
-#include "herd/train/host_speed.h"
+#include "herd/train/plan/host_speed.h"
 
 #include <gtest/gtest.h>
 

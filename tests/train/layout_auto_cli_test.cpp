@@ -11,7 +11,7 @@
 
 #include "cli/cli_runner.h"
 #include "herd/core/json.h"
-#include "herd/train/calibration_store.h"
+#include "herd/train/plan/calibration_store.h"
 #include "train/parity_run_dir.h"
 
 namespace herd::train {

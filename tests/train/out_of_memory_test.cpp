@@ -2,7 +2,7 @@
 // estimate of the layout, not an abort, and not its peer's "rank 1 exited" (the victim's view). The
 // failing rank asks aligned_array for 2^61 + 1 floats, a real request the allocator layer refuses
 // (core/aligned.h), on rank 1 of a DP2 job whose rank 0 trains normally.
-#include "herd/train/out_of_memory.h"
+#include "herd/train/step/out_of_memory.h"
 
 #include <gtest/gtest.h>
 

@@ -108,7 +108,7 @@ TEST_F(ProjectionCli, Bf16PlanAndStateMatchTheRun) {
   }
 }
 
-// The host speed probe (train/host_speed.h) from a calibration that recorded one: a calibrated rate
+// The host speed probe (train/plan/host_speed.h) from a calibration that recorded one: a calibrated rate
 // far above what any core here does clamps the ratio at 0.25, so the plan is 4x the plan at the
 // calibrated speed, said on both lines and in the summary, on one rank and on thread ranks held at a
 // barrier while rank 0 probes. Off unless projection.speed_probe=true, and absent from an older file.

@@ -3,7 +3,7 @@
 // GEMMs' 6 x rows x sum(n k) plus attention's 3.5 x 4 B H D pairs per layer over the peak, and the
 // state is 16 bytes per parameter. Also: core sharing on a host, the median step time, and the errors
 // of a malformed calibration file.
-#include "herd/train/projection.h"
+#include "herd/train/plan/projection.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -81,7 +81,7 @@ TEST(Projection, RankSkewCostsComputeTimesSigmaTimesTheGaussianExtreme) {
   }
 }
 
-// A host running at half its calibrated speed (train/host_speed.h) takes twice as long for every
+// A host running at half its calibrated speed (train/plan/host_speed.h) takes twice as long for every
 // term: compute, elementwise, optimizer, collectives, bubble and rank skew all run on its cores. The
 // plan at the calibrated speed is kept beside it, and the memory does not move.
 TEST(Projection, AHostAtHalfItsCalibratedSpeedTakesTwiceAsLongInEveryLayout) {

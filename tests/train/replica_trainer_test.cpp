@@ -11,8 +11,8 @@
 #include <map>
 
 #include "common/scratch_dir.h"
-#include "herd/train/checkpoint.h"
-#include "herd/train/trainer.h"
+#include "herd/train/checkpoint/checkpoint.h"
+#include "herd/train/step/trainer.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {

@@ -9,7 +9,7 @@
 
 #include "cli/cli_runner.h"
 #include "herd/data/shard.h"
-#include "herd/train/checkpoint.h"
+#include "herd/train/checkpoint/checkpoint.h"
 #include "train/dist_harness.h"
 #include "train/parity_run_dir.h"
 

@@ -19,11 +19,11 @@
 #include "herd/model/weights.h"
 #include "herd/parallel/context.h"
 #include "herd/topology/cluster.h"
-#include "herd/train/dist_model.h"
-#include "herd/train/hf_checkpoint.h"
-#include "herd/train/interop.h"
-#include "herd/train/projection.h"
-#include "herd/train/trainer.h"
+#include "herd/train/step/dist_model.h"
+#include "herd/train/checkpoint/hf_checkpoint.h"
+#include "herd/train/checkpoint/interop.h"
+#include "herd/train/plan/projection.h"
+#include "herd/train/step/trainer.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {
@@ -186,7 +186,7 @@ double write_hf_model(const model::LlamaConfig& m, const std::string& dir) {
 }
 
 // The planner's bytes of training state (parameters, gradients, optimizer) on the fullest rank of the
-// layout, as `herd train` prints it in its projection (train/projection.h).
+// layout, as `herd train` prints it in its projection (train/plan/projection.h).
 double planned_state_mb(const model::LlamaConfig& m, const Dims& d) {
   const TrainConfig cfg = layout_config(d);
   const Result<Projection> p =

@@ -1,4 +1,4 @@
-// Straggler detection: the rule (comm/stragglers.h) and the step's split (train/straggler_monitor.h) on
+// Straggler detection: the rule (comm/stragglers.h) and the step's split (train/step/straggler_monitor.h) on
 // constructed figures, and the trainer's live watch on real TP2 x DP2 and TP2 x PP2 jobs, ranks as
 // threads. The live jobs train for real (the per-rank split, its gather on the control all-reduce, the
 // windows, the three-checks-in-a-row rule, the metrics' `stragglers`), but every rank's step figures
@@ -22,7 +22,7 @@
 #include <utility>
 
 #include "herd/comm/stragglers.h"
-#include "herd/train/dist_model.h"
+#include "herd/train/step/dist_model.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {

@@ -18,7 +18,7 @@
 
 #include "cli/cli_runner.h"
 #include "herd/data/shard.h"
-#include "herd/train/checkpoint.h"
+#include "herd/train/checkpoint/checkpoint.h"
 #include "train/dist_harness.h"
 #include "train/parity_run_dir.h"
 
@@ -316,7 +316,7 @@ TEST_F(Supervisor, SigtermIsForwardedAndTheJobIsNotRestarted) {
   EXPECT_TRUE(metrics("term").last.contains("ett"));
 }
 
-// A job owns its checkpoint.dir (train/checkpoint_lock.h): here the supervisor of herd train
+// A job owns its checkpoint.dir (train/checkpoint/checkpoint_lock.h): here the supervisor of herd train
 // --max-restarts holds it and its child trains under it. A second job on the directory is refused with
 // one line naming the holder, before it writes anything (no metrics file, the first job goes on); once
 // the holder has ended, the directory is free.

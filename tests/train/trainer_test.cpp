@@ -3,7 +3,7 @@
 // checkpoint reproduces the uninterrupted run bit for bit (losses, evaluation losses, final weights,
 // across the batch ramp's loader switch), corrupt or truncated checkpoints are refused with one line
 // naming the file unless checkpoint.fallback, and a leftover temporary directory is never a checkpoint.
-#include "herd/train/trainer.h"
+#include "herd/train/step/trainer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -16,10 +16,10 @@
 
 #include "common/scratch_dir.h"
 #include "common/test_model.h"
-#include "herd/train/checkpoint.h"
-#include "herd/train/dist_model.h"
+#include "herd/train/checkpoint/checkpoint.h"
+#include "herd/train/step/dist_model.h"
 #include "herd/train/generate.h"
-#include "herd/train/launch.h"
+#include "herd/train/job/launch.h"
 
 namespace herd::train {
 namespace {

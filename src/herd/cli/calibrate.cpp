@@ -23,8 +23,8 @@
 // calibration of the same shapes) is redone, a bounded number of times, and one line says what was redone and why
 // (measure/steady.h). The file records when it was taken, on which host and CPU, the load average and the other
 // runnable processes at the time, and every take. Without --out it is this machine's stored calibration
-// (train/calibration_store.h), which `herd train` then uses by default.
-// Just before and after the reference steps, the host speed probe (train/host_speed.h): their mean is
+// (train/plan/calibration_store.h), which `herd train` then uses by default.
+// Just before and after the reference steps, the host speed probe (train/plan/host_speed.h): their mean is
 // recorded, and `herd train` plans at the ratio of its own probe to it.
 // The committed preset's numbers came from this command; docs/projection.md. The timers, the communicator's
 // timing and fit and the host readers are measure/'s; the kernel and communicator stage is
@@ -56,12 +56,12 @@
 #include "herd/model/config.h"
 #include "herd/planner/cost.h"
 #include "herd/topology/cluster.h"
-#include "herd/train/calibration_store.h"
-#include "herd/train/dist_model.h"
-#include "herd/train/host_speed.h"
-#include "herd/train/launch.h"
-#include "herd/train/projection.h"
-#include "herd/train/trainer.h"
+#include "herd/train/plan/calibration_store.h"
+#include "herd/train/step/dist_model.h"
+#include "herd/train/plan/host_speed.h"
+#include "herd/train/job/launch.h"
+#include "herd/train/plan/projection.h"
+#include "herd/train/step/trainer.h"
 
 namespace herd::cli {
 
@@ -194,7 +194,7 @@ struct HostAtStart {
 };
 
 // The file's "calibration" object: what was run, on which host and build, the load around it, every take
-// and the rates behind the cluster (train/calibration_store.h reads it back).
+// and the rates behind the cluster (train/plan/calibration_store.h reads it back).
 Json calibration_record(const Session& s, const train::MachineKey& machine, const std::string& shape_key,
                         const HostAtStart& start, const Measured& x, Json comm_samples) {
   const CalibrateOptions& o = s.o;

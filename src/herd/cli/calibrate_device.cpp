@@ -12,7 +12,7 @@
 #include "herd/core/format.h"
 #include "herd/core/json_text.h"
 #include "herd/model/flops.h"
-#include "herd/train/calibration_store.h"
+#include "herd/train/plan/calibration_store.h"
 
 namespace herd::cli::calibration {
 

@@ -14,7 +14,7 @@
 #include "herd/measure/steady.h"
 #include "herd/model/config.h"
 #include "herd/topology/cluster.h"
-#include "herd/train/calibration_store.h"
+#include "herd/train/plan/calibration_store.h"
 
 namespace herd::cli::calibration {
 
@@ -23,7 +23,7 @@ struct CalibrateOptions {
   std::int64_t micro_batch = 8;
   std::int64_t seq_len = 256;
   std::string out;              // empty: this machine's stored calibration
-  std::string calibration_dir;  // the store (train/calibration_store.h); empty: beside the executable
+  std::string calibration_dir;  // the store (train/plan/calibration_store.h); empty: beside the executable
   std::string previous;         // compare with this calibration; empty: the stored one; "none": no comparison
   bool if_missing = false;      // a calibration by this build at the output already: say so, measure nothing
   int repeats = 7;

@@ -7,11 +7,11 @@
 #include "herd/core/format.h"
 #include "herd/kernels/gemm.h"
 #include "herd/measure/steady.h"
-#include "herd/train/dist_model.h"
-#include "herd/train/host_speed.h"
-#include "herd/train/launch.h"
-#include "herd/train/projection.h"
-#include "herd/train/trainer.h"
+#include "herd/train/step/dist_model.h"
+#include "herd/train/plan/host_speed.h"
+#include "herd/train/job/launch.h"
+#include "herd/train/plan/projection.h"
+#include "herd/train/step/trainer.h"
 
 namespace herd::cli::calibration {
 
@@ -94,7 +94,7 @@ Result<ReferenceSteps> measure_reference_steps(Session& s) {
   };
   ReferenceSteps r;
   // The host's speed around the reference steps, which anchor every plan: `herd train` probes the same
-  // way and plans at the ratio (train/host_speed.h).
+  // way and plans at the ratio (train/plan/host_speed.h).
   r.probe_before = train::probe_host_flops(s.cores);
   r.one = measure_step("training step, 1 rank", 1, "fp32", 1, [&](double secs) {
     return far_from_last("reference step", secs, s.last_step("reference_step_s"), s.last_taken_at());

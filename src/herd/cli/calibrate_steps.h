@@ -27,7 +27,7 @@ struct ReferenceSteps {
   bool all_cores_disturbed = false;
   ReferenceStep two_ranks;                   // DP = 2, the same work per rank
   ReferenceStep bf16;                        // 1 rank, 1 thread, bf16
-  double probe_before = 0, probe_after = 0;  // the host speed probe around them (train/host_speed.h)
+  double probe_before = 0, probe_after = 0;  // the host speed probe around them (train/plan/host_speed.h)
 };
 
 Result<ReferenceSteps> measure_reference_steps(Session& s);

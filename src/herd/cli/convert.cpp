@@ -3,16 +3,16 @@
 //   herd convert --from-hf HF_DIR --out CHECKPOINT_DIR [--tp T --cp C --pp P --dp D]
 //   herd convert --to-hf CHECKPOINT_DIR --out HF_DIR [--dtype fp32|bf16|fp16]
 //
-// --from-hf writes CHECKPOINT_DIR/step_00000000 as a run of that layout would save it (train/interop.h);
+// --from-hf writes CHECKPOINT_DIR/step_00000000 as a run of that layout would save it (train/checkpoint/interop.h);
 // --to-hf reads a checkpoint of any layout (a step directory or a run's directory: its newest step) and
-// writes config.json and model.safetensors (train/hf_checkpoint.h; into an existing Hugging Face
+// writes config.json and model.safetensors (train/checkpoint/hf_checkpoint.h; into an existing Hugging Face
 // directory it replaces those and the old weights, and leaves its other files alone). Either way nothing
 // is left behind on failure.
 #include <iostream>
 
 #include "herd/cli/app.h"
-#include "herd/train/hf_checkpoint.h"
-#include "herd/train/interop.h"
+#include "herd/train/checkpoint/hf_checkpoint.h"
+#include "herd/train/checkpoint/interop.h"
 
 namespace herd::cli {
 

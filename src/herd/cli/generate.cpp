@@ -1,5 +1,5 @@
 // herd generate --checkpoint DIR --prompt TEXT: continues a prompt with a trained model, greedily or
-// by temperature / nucleus (top-p) sampling. The checkpoint may come from any layout (train/checkpoint.h
+// by temperature / nucleus (top-p) sampling. The checkpoint may come from any layout (train/checkpoint/checkpoint.h
 // assembles whole tensors). The tokenizer is the one the run was trained with (from the checkpoint's
 // configuration) unless --tokenizer names another file; --prompt-ids gives token ids instead of text
 // (no tokenizer needed), and --json prints {"ids": [...]} per sample (the generated ids, prompt excluded;
@@ -17,7 +17,7 @@
 #include "herd/cli/app.h"
 #include "herd/core/json_text.h"
 #include "herd/data/tokenizer.h"
-#include "herd/train/hf_checkpoint.h"
+#include "herd/train/checkpoint/hf_checkpoint.h"
 
 namespace herd::cli {
 

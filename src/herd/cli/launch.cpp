@@ -1,5 +1,5 @@
 // herd launch -np N [--max-restarts K] [--restart-backoff S] [mpirun options] -- herd train CONFIG ...:
-// an MPI training job under the supervisor (train/supervisor.h). One dead MPI rank takes its whole
+// an MPI training job under the supervisor (train/job/supervisor.h). One dead MPI rank takes its whole
 // mpirun down, so the supervisor sits outside: it runs `mpirun --oversubscribe -np N [options] herd
 // train ... --supervised` as its child, restarts it from the newest checkpoint that verifies when it
 // fails, forwards SIGTERM/SIGINT/SIGUSR1, and ends with the time accounting (ETT) as herd train
@@ -17,9 +17,9 @@
 #include "herd/cli/app.h"
 #include "herd/core/json.h"
 #include "herd/core/log.h"
-#include "herd/train/checkpoint_lock.h"
-#include "herd/train/job.h"
-#include "herd/train/supervisor.h"
+#include "herd/train/checkpoint/checkpoint_lock.h"
+#include "herd/train/job/job.h"
+#include "herd/train/job/supervisor.h"
 
 namespace herd::cli {
 
@@ -146,7 +146,7 @@ int run_launch(const std::vector<std::string>& args) {
     return train::run_supervised(so);
   }
   // herd launch owns checkpoint.dir for the whole job; the ranks, its descendants, train under it
-  // (train/checkpoint_lock.h).
+  // (train/checkpoint/checkpoint_lock.h).
   Result<train::CheckpointDirLock> lock = train::CheckpointDirLock::acquire(ckpt, "herd launch");
   if (!lock.ok()) return report_error("launch", lock.error());
   return train::run_supervised(so);

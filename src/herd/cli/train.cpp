@@ -1,6 +1,6 @@
 // herd train [CONFIG.json] [--section.field=value ...] [layout flags]: trains a Llama 3 model from the
 // token shards `herd data` writes, on one rank or as a TP x CP x PP x FSDP job, through one trainer
-// (train/trainer.h): ranks as threads of this process, or, under `mpirun -np N herd train ...`, this
+// (train/step/trainer.h): ranks as threads of this process, or, under `mpirun -np N herd train ...`, this
 // process as one rank (detected from the environment). Prints the resolved configuration, the planner's
 // projection, a progress line, held-out losses, planned vs measured, and samples at the end.
 //
@@ -14,12 +14,12 @@
 // different --ranks is an error) or else --ranks, default the host's cores (ranks as threads). The
 // ranking it chose from is printed as `herd plan` prints it, then the job trains the winner.
 //
-// The plans use this machine's stored calibration (train/calibration_store.h, `herd calibrate`) unless
+// The plans use this machine's stored calibration (train/plan/calibration_store.h, `herd calibrate`) unless
 // projection.cluster_file names a file; its age and the load it saw are printed, and without one the
 // plan says plainly that it is uncalibrated (the committed local-cpu preset). docs/projection.md.
 //
 // --max-restarts K (fault.max_restarts) with ranks as threads: this process becomes the supervisor of
-// a child that is this same command line plus the hidden --supervised (train/supervisor.h); under
+// a child that is this same command line plus the hidden --supervised (train/job/supervisor.h); under
 // mpirun the supervisor is `herd launch` (cli/launch.cpp). docs/reliability.md.
 #include <cstdlib>
 #include <filesystem>
@@ -41,16 +41,16 @@
 #include "herd/model/params.h"
 #include "herd/nn/model.h"
 #include "herd/planner/search.h"
-#include "herd/train/calibration_store.h"
-#include "herd/train/checkpoint_lock.h"
-#include "herd/train/dist_model.h"
+#include "herd/train/plan/calibration_store.h"
+#include "herd/train/checkpoint/checkpoint_lock.h"
+#include "herd/train/step/dist_model.h"
 #include "herd/train/generate.h"
-#include "herd/train/hf_checkpoint.h"
-#include "herd/train/job.h"
-#include "herd/train/preempt.h"
-#include "herd/train/projection.h"
-#include "herd/train/supervisor.h"
-#include "herd/train/trainer.h"
+#include "herd/train/checkpoint/hf_checkpoint.h"
+#include "herd/train/job/job.h"
+#include "herd/train/job/preempt.h"
+#include "herd/train/plan/projection.h"
+#include "herd/train/job/supervisor.h"
+#include "herd/train/step/trainer.h"
 
 namespace herd::cli {
 
@@ -202,7 +202,7 @@ Status choose_layout(const TrainOptions& o, train::TrainConfig& cfg, const model
   if (o.knobs.recompute) space.recompute = cfg.parallel.recompute;
   if (o.knobs.sequence_parallel) space.sequence_parallel = cfg.parallel.sequence_parallel;
   space.reshard_after_forward = cfg.parallel.reshard_after_forward;
-  space.zero = ranks > 1 ? 3 : 0;  // herd's FSDP flat units; one rank is plain AdamW (train/projection.h)
+  space.zero = ranks > 1 ? 3 : 0;  // herd's FSDP flat units; one rank is plain AdamW (train/plan/projection.h)
   Result<planner::PlanResult> searched = planner::plan(m, cluster, spec, ranks, space, 100);
   if (!searched.ok()) return searched.error().with_context("--layout auto (" + std::to_string(ranks) + " ranks)");
   const planner::PlanResult& r = *searched;
@@ -283,7 +283,7 @@ void print_samples(const train::TrainConfig& cfg, const model::LlamaConfig& m,
   }
 }
 
-// --max-restarts: this process supervises a child running the same command line (train/supervisor.h).
+// --max-restarts: this process supervises a child running the same command line (train/job/supervisor.h).
 int supervise(const train::TrainConfig& cfg) {
   train::SupervisorOptions so;
   so.command = command_line();
@@ -308,7 +308,7 @@ int supervise(const train::TrainConfig& cfg) {
         "faults fire again); set --checkpoint.dir");
     return train::run_supervised(so);
   }
-  // The supervisor owns checkpoint.dir for the whole job, across restarts (train/checkpoint_lock.h).
+  // The supervisor owns checkpoint.dir for the whole job, across restarts (train/checkpoint/checkpoint_lock.h).
   Result<train::CheckpointDirLock> lock = train::CheckpointDirLock::acquire(cfg.checkpoint.dir, "herd train");
   if (!lock.ok()) return report_error("train", lock.error());
   return train::run_supervised(so);

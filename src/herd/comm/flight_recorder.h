@@ -10,7 +10,7 @@
 //
 // The recorder is also the rank's heartbeat: every record and state change, and every beat() (the
 // trainer beats at each step), stamps the time of the rank's last sign of life, which the watchdog
-// (train/watchdog.h) reads from another thread. Dumps are written atomically (a temporary file renamed
+// (train/job/watchdog.h) reads from another thread. Dumps are written atomically (a temporary file renamed
 // into place), so a reader never sees half a dump.
 //
 // Each communicator also notes its group (id, name, members as global ranks) here, so a dump says which

@@ -10,7 +10,7 @@
 // their collectives. Each rank's figures are medians over a window of steps, so one disturbed step on a shared host is
 // not a straggler; a rank slowed for the whole window is.
 //
-// The trainer feeds this with the figures it gathers every few steps (train/straggler_monitor.h) and
+// The trainer feeds this with the figures it gathers every few steps (train/step/straggler_monitor.h) and
 // `herd trace` with the step times each flight-recorder dump carries (trace_analysis.h): one rule for
 // both, so a live flag and a post-mortem agree.
 #pragma once
@@ -32,7 +32,7 @@ struct RankStepTimes {
   int rank = 0;
   int stage = 0;  // pipeline stage: the peers are the ranks of the same stage
   std::string host;
-  double busy_s = 0;    // computing: the rank's CPU time outside collectives (train/straggler_monitor.h)
+  double busy_s = 0;    // computing: the rank's CPU time outside collectives (train/step/straggler_monitor.h)
   double stall_s = 0;   // off the CPU outside collectives without waiting for one: stopped, asleep, blocked
   double queued_s = 0;  // runnable outside collectives but waiting for a core other threads held
   double wait_s = 0;    // the wall time blocked in collectives (the mean)

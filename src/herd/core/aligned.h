@@ -19,7 +19,7 @@ template <typename T>
 using AlignedPtr = std::unique_ptr<T[], AlignedFree>;
 
 // What aligned_bytes throws when the system refuses: a std::bad_alloc that keeps the size asked for, so
-// the out-of-memory report (train/out_of_memory.h) can say how much one allocation wanted.
+// the out-of-memory report (train/step/out_of_memory.h) can say how much one allocation wanted.
 class AllocationFailed : public std::bad_alloc {
  public:
   explicit AllocationFailed(std::size_t bytes) : bytes_(bytes) {}

@@ -7,7 +7,7 @@
 // is everything that makes the same instructions take longer on the core: a slower clock, a sibling
 // hyperthread or a neighbouring virtual machine taking the core's caches and memory bandwidth, and a
 // hypervisor that takes the core without the operating system knowing (no steal time reported).
-// train/host_speed.h compares it with the same probe taken by `herd calibrate`.
+// train/plan/host_speed.h compares it with the same probe taken by `herd calibrate`.
 #pragma once
 
 #include <cstdint>

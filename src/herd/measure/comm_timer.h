@@ -4,7 +4,7 @@
 // calling thread's scheduler clocks there too (measure/thread_clock.h: CPU time, time queued for a
 // core), so the trainer can tell what a rank did outside collectives from what its backend did inside:
 // the CPU a backend burns while it polls or reduces is not computing (the straggler watch,
-// train/straggler_monitor.h).
+// train/step/straggler_monitor.h).
 //
 // It wraps the world communicator before the axis groups are split from it, and every group it makes
 // is wrapped the same way with the same counter, so one number covers TP, DP and every other group.

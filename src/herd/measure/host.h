@@ -1,6 +1,6 @@
 // Host accounting from /proc: how busy this machine's cores are, and how much of that is this job.
 //
-// The projection (train/projection.h) and `herd calibrate` read the host through these: the number of
+// The projection (train/plan/projection.h) and `herd calibrate` read the host through these: the number of
 // other jobs competing for the cores before a run starts (runnable scheduling groups, weighted as CFS
 // weighs them), and the CPU time the host and this job used between two instants (the background
 // load over a run, measured rather than inferred). Linux only; every reader degrades to "unknown"

@@ -1,7 +1,7 @@
 // The calling thread's scheduler clock: the CPU time it has run and the time it has waited, runnable, for
 // a core (the run queue), in one reading.
 //
-// The straggler watch (train/straggler_monitor.h) splits a rank's step with these: the wall time outside
+// The straggler watch (train/step/straggler_monitor.h) splits a rank's step with these: the wall time outside
 // collectives is the CPU time it computed, the time it waited for a core that other threads held (an
 // oversubscribed host's scheduling, which every rank there suffers in turn), and the rest: the time it
 // was off the CPU without wanting one (stopped, sleeping, blocked on I/O or a lock), a stall. Linux

@@ -8,8 +8,8 @@
 #include <numeric>
 
 #include "herd/nn/init.h"
-#include "herd/train/checkpoint.h"
-#include "herd/train/hf_checkpoint.h"
+#include "herd/train/checkpoint/checkpoint.h"
+#include "herd/train/checkpoint/hf_checkpoint.h"
 
 namespace herd::train {
 

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "herd/comm/world.h"
-#include "herd/train/dist_model.h"
+#include "herd/train/step/dist_model.h"
 #include "train/dist_harness.h"
 
 int main(int argc, char** argv) {

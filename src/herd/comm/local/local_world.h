@@ -54,7 +54,7 @@ class LocalWorld {
   std::vector<std::string> dump(const std::string& reason);
   // The flight-recorder files written so far (one per rank per failure).
   std::vector<std::string> dump_paths() const;
-  // Rank `rank`'s flight recorder, which is also its heartbeat (train/watchdog.h reads it).
+  // Rank `rank`'s flight recorder, which is also its heartbeat (train/job/watchdog.h reads it).
   std::shared_ptr<FlightRecorder> recorder(int rank) const;
 
  private:
