@@ -287,25 +287,8 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
   HERD_RETURN_IF_ERROR(hu.wait_gather());
   if (reshard && fuse_head && head_ > 0) units_[static_cast<std::size_t>(head_ - 1)]->begin_gather();
   st.head_mark = a.mark();
-  if (ctx_.bf16) {
-    head_forward_bf16(a, n, st, x);
-    std::memcpy(st.targets, mb.targets, bytes_of(n, sizeof(std::int32_t)));
-    if (fuse_head) {
-      HERD_RETURN_IF_ERROR(head_backward_bf16(a, n, st, loss_scale, x));
-      st.head_done = true;
-      return st;
-    }
-    HERD_RETURN_IF_ERROR(head_backward_bf16(a, n, st, T(0), nullptr));  // the loss only
-    return st;
-  }
-  st.fin_in = a.allocate_array<T>(nl * d, "final_norm.input");
-  st.fin_rstd = a.allocate_array<T>(nl, "final_norm.rstd");
-  st.fin_out = a.allocate_array<T>(nl * d, "final_norm.output");
-  st.lse = a.allocate_array<T>(n, "loss.lse");
-  st.targets = a.allocate_array<std::int32_t>(n, "loss.targets");
-  kernels::copy_buffer(x, st.fin_in, bytes_of(nl * d, sizeof(T)));
+  head_forward(a, n, st, x);
   std::memcpy(st.targets, mb.targets, bytes_of(n, sizeof(std::int32_t)));
-  kernels::rmsnorm_forward<T>(st.fin_in, d, hu.full_params(), nl, d, cfg_.norm_eps, st.fin_out, d, st.fin_rstd);
   if (fuse_head) {
     HERD_RETURN_IF_ERROR(head_backward(a, n, st, loss_scale, x));  // x becomes dLoss/dx
     st.head_done = true;
@@ -316,98 +299,128 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
   return st;
 }
 
-// dx null: the loss only (evaluation): no gradient GEMMs.
+namespace {
+
+// The final norm's saved tensors in the storage S of the stage: T, or bf16 in a bf16 stage (T = float).
+template <typename S, typename T>
+S*& norm_input(DistStageState<T>& st) {
+  if constexpr (std::is_same_v<S, T>) {
+    return st.fin_in;
+  } else {
+    return st.fin_in_h;
+  }
+}
+template <typename S, typename T>
+S*& norm_output(DistStageState<T>& st) {
+  if constexpr (std::is_same_v<S, T>) {
+    return st.fin_out;
+  } else {
+    return st.fin_out_h;
+  }
+}
+// The head unit's gathered weights (final norm, then the vocabulary rows) in storage S.
+template <typename S, typename T>
+const S* head_weights(fsdp::FlatUnit<T>& hu) {
+  if constexpr (std::is_same_v<S, T>) {
+    return hu.full_params();
+  } else {
+    return hu.full_params_bf16();
+  }
+}
+// n values of storage S as T: the buffer itself when S is T, else widened into arena scratch.
+template <typename T, typename S>
+const T* widened(tensor::Arena& a, const S* x, std::int64_t n) {
+  if constexpr (std::is_same_v<S, T>) {
+    (void)a, (void)n;
+    return x;
+  } else {
+    T* out = a.allocate_array<T>(n, "scratch");
+    kernels::to_float(x, n, out);
+    return out;
+  }
+}
+
+}  // namespace
+
 template <typename T>
+void DistributedStage<T>::head_forward(tensor::Arena& a, std::int64_t n, State& st, const T* x) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (ctx_.bf16) return head_forward<bf16>(a, n, st, x);
+  }
+  head_forward<T>(a, n, st, x);
+}
+
+template <typename T>
+Status DistributedStage<T>::head_backward(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (ctx_.bf16) return head_backward<bf16>(a, n, st, loss_scale, dx);
+  }
+  return head_backward<T>(a, n, st, loss_scale, dx);
+}
+
+// The final norm over this rank's rows; its saved input and output are kept in S (a bf16 stage rounds
+// them, and normalises the widened rounded input with the widened bf16 weight).
+template <typename T>
+template <typename S>
+void DistributedStage<T>::head_forward(tensor::Arena& a, std::int64_t n, State& st, const T* x) {
+  const std::int64_t d = cfg_.hidden, nl = tpc_->local_rows(n);
+  fsdp::FlatUnit<T>& hu = *units_[static_cast<std::size_t>(head_)];
+  S*& in = norm_input<S>(st);
+  S*& out = norm_output<S>(st);
+  in = a.allocate_array<S>(nl * d, "final_norm.input");
+  st.fin_rstd = a.allocate_array<T>(nl, "final_norm.rstd");
+  out = a.allocate_array<S>(nl * d, "final_norm.output");
+  st.lse = a.allocate_array<T>(n, "loss.lse");
+  st.targets = a.allocate_array<std::int32_t>(n, "loss.targets");
+  if constexpr (std::is_same_v<S, T>) {
+    kernels::copy_buffer(x, in, bytes_of(nl * d, sizeof(T)));
+  } else {
+    kernels::to_bf16(x, nl * d, in);
+  }
+  const tensor::Arena::Mark m = a.mark();
+  const T* xin = widened<T>(a, in, nl * d);  // the norm's input as its backward sees it
+  const T* w = widened<T>(a, head_weights<S>(hu), d);
+  T* normed = nullptr;
+  if constexpr (std::is_same_v<S, T>) {
+    normed = out;
+  } else {
+    normed = a.allocate_array<T>(nl * d, "scratch");
+  }
+  kernels::rmsnorm_forward<T>(xin, d, w, nl, d, cfg_.norm_eps, normed, d, st.fin_rstd);
+  if constexpr (!std::is_same_v<S, T>) kernels::to_bf16(normed, nl * d, out);
+  a.reset(m);
+}
+
+// The vocab-parallel loss over all rows (gathered over TP) and, with dx, its backward through the final
+// norm: dx is dLoss/d(final residual). dx null: the loss only (evaluation): no gradient GEMMs.
+template <typename T>
+template <typename S>
 Status DistributedStage<T>::head_backward(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx) {
   const std::int64_t d = cfg_.hidden, nl = tpc_->local_rows(n);
   fsdp::FlatUnit<T>& hu = *units_[static_cast<std::size_t>(head_)];
-  const T* w_fn = hu.full_params();
+  const S* w = head_weights<S>(hu);
   T* g_fn = hu.full_grads();
   const tensor::Arena::Mark m = a.mark();
-  T* h = a.allocate_array<T>(n * d, "scratch");  // (N, d) all rows
-  tpc_->gather(st.fin_out, h, n, d);
-  T* dh = nullptr;  // (N, d) partial over TP
+  S* h = a.allocate_array<S>(n * d, "scratch");  // (N, d) all rows
+  tpc_->gather(norm_output<S>(st), h, n, d);
+  T* dh = nullptr;  // (N, d) partial over TP; none for the loss only
   if (dx) {
     dh = a.allocate_array<T>(n * d, "scratch");
     kernels::zero_buffer(dh, bytes_of(n * d, sizeof(T)));
   }
   T* stats = a.allocate_array<T>(3 * n * (2 * tpc_->size() + 1), "scratch");
-  st.loss = tp::vocab_cross_entropy<T>(*tpc_, h, n, d, w_fn + d, vocab_, st.targets, loss_scale, st.lse, dh,
-                                       dx ? g_fn + d : nullptr, stats);
-  if (!dx) {
-    a.reset(m);
-    return tpc_->status();
+  st.loss = tp::vocab_cross_entropy(*tpc_, h, n, d, w + d, vocab_, st.targets, loss_scale, st.lse, dh,
+                                    dx ? g_fn + d : nullptr, stats);
+  if (dx) {
+    T* dh_local = a.allocate_array<T>(nl * d, "scratch");
+    tpc_->reduce(dh, dh_local, n, d);
+    const T* xin = widened<T>(a, norm_input<S>(st), nl * d);
+    const T* wn = widened<T>(a, w, d);
+    kernels::rmsnorm_backward<T>(dh_local, d, xin, d, wn, st.fin_rstd, nl, d, dx, d, kernels::Accumulate::kOverwrite,
+                                 g_fn);
   }
-  T* dh_local = a.allocate_array<T>(nl * d, "scratch");
-  tpc_->reduce(dh, dh_local, n, d);
-  kernels::rmsnorm_backward<T>(dh_local, d, st.fin_in, d, w_fn, st.fin_rstd, nl, d, dx, d,
-                               kernels::Accumulate::kOverwrite, g_fn);
   a.reset(m);
   return tpc_->status();
-}
-
-template <typename T>
-void DistributedStage<T>::head_forward_bf16(tensor::Arena& a, std::int64_t n, State& st, T* x) {
-  if constexpr (std::is_same_v<T, float>) {
-    const std::int64_t d = cfg_.hidden, nl = tpc_->local_rows(n);
-    const fsdp::FlatUnit<T>& hu = *units_[static_cast<std::size_t>(head_)];
-    st.fin_in_h = a.allocate_array<bf16>(nl * d, "final_norm.input");
-    st.fin_rstd = a.allocate_array<float>(nl, "final_norm.rstd");
-    st.fin_out_h = a.allocate_array<bf16>(nl * d, "final_norm.output");
-    st.lse = a.allocate_array<float>(n, "loss.lse");
-    st.targets = a.allocate_array<std::int32_t>(n, "loss.targets");
-    kernels::to_bf16(x, nl * d, st.fin_in_h);
-    const tensor::Arena::Mark m = a.mark();
-    float* xin = a.allocate_array<float>(nl * d, "scratch");  // the norm's input as its backward sees it
-    float* w = a.allocate_array<float>(d, "scratch");
-    float* normed = a.allocate_array<float>(nl * d, "scratch");
-    kernels::to_float(st.fin_in_h, nl * d, xin);
-    kernels::to_float(hu.full_params_bf16(), d, w);
-    kernels::rmsnorm_forward<float>(xin, d, w, nl, d, cfg_.norm_eps, normed, d, st.fin_rstd);
-    kernels::to_bf16(normed, nl * d, st.fin_out_h);
-    a.reset(m);
-  } else {
-    (void)a, (void)n, (void)st, (void)x;
-    HERD_CHECK(false, "bf16 stages are float stages");
-  }
-}
-
-// dx null: the loss only (evaluation): no gradient GEMMs.
-template <typename T>
-Status DistributedStage<T>::head_backward_bf16(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx) {
-  if constexpr (std::is_same_v<T, float>) {
-    const std::int64_t d = cfg_.hidden, nl = tpc_->local_rows(n);
-    fsdp::FlatUnit<T>& hu = *units_[static_cast<std::size_t>(head_)];
-    const bf16* w16 = hu.full_params_bf16();
-    float* g_fn = hu.full_grads();
-    const tensor::Arena::Mark m = a.mark();
-    bf16* h = a.allocate_array<bf16>(n * d, "scratch");  // (N, d) all rows
-    tpc_->gather(st.fin_out_h, h, n, d);
-    float* dh = nullptr;  // (N, d) partial over TP; none for the loss only
-    if (dx) {
-      dh = a.allocate_array<float>(n * d, "scratch");
-      kernels::zero_buffer(dh, bytes_of(n * d, sizeof(float)));
-    }
-    float* stats = a.allocate_array<float>(3 * n * (2 * tpc_->size() + 1), "scratch");
-    st.loss = tp::vocab_cross_entropy(*tpc_, h, n, d, w16 + d, vocab_, st.targets, loss_scale, st.lse, dh,
-                                      dx ? g_fn + d : nullptr, stats);
-    if (dx) {
-      float* dh_local = a.allocate_array<float>(nl * d, "scratch");
-      tpc_->reduce(dh, dh_local, n, d);
-      float* xin = a.allocate_array<float>(nl * d, "scratch");
-      float* w = a.allocate_array<float>(d, "scratch");
-      kernels::to_float(st.fin_in_h, nl * d, xin);
-      kernels::to_float(w16, d, w);
-      kernels::rmsnorm_backward<float>(dh_local, d, xin, d, w, st.fin_rstd, nl, d, dx, d,
-                                       kernels::Accumulate::kOverwrite, g_fn);
-    }
-    a.reset(m);
-    return tpc_->status();
-  } else {
-    (void)a, (void)n, (void)st, (void)loss_scale, (void)dx;
-    HERD_CHECK(false, "bf16 stages are float stages");
-    return Status::Ok();
-  }
 }
 
 template <typename T>
@@ -418,8 +431,7 @@ Status DistributedStage<T>::backward(tensor::Arena& a, const nn::MicroBatch& mb,
   if (last_) {
     if (!st.head_done) {
       const kernels::CrossEntropyLoss keep = st.loss;
-      HERD_RETURN_IF_ERROR(ctx_.bf16 ? head_backward_bf16(a, n, st, loss_scale, dx)
-                                     : head_backward(a, n, st, loss_scale, dx));
+      HERD_RETURN_IF_ERROR(head_backward(a, n, st, loss_scale, dx));
       st.loss = keep;
     }
     a.reset(st.head_mark);

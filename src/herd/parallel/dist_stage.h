@@ -148,9 +148,13 @@ class DistributedStage {
  private:
   Status finish_unit(std::size_t u);                  // TP-sum of SP norm gradients, then post the reduce-scatter
   void bind(std::size_t l, fsdp::FlatUnit<T>& unit);  // block l to the unit's gathered weights
-  // The final norm of a bf16 stage (its saved tensors in bf16) and its head backward.
-  void head_forward_bf16(tensor::Arena& a, std::int64_t n, State& st, T* x);
-  Status head_backward_bf16(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx);
+  // The head: the final norm, whose saved tensors are in the stage's storage S (T, or bf16 in a bf16
+  // stage), and the vocab-parallel loss with its backward; one body over S, as the blocks have.
+  void head_forward(tensor::Arena& a, std::int64_t n, State& st, const T* x);
+  Status head_backward(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx);
+  template <typename S>
+  void head_forward(tensor::Arena& a, std::int64_t n, State& st, const T* x);
+  template <typename S>
   Status head_backward(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx);
   Status after_backward(std::size_t u, bool last_of_step);
 
