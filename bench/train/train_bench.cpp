@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
       HERD_ASSIGN_OR_RETURN(herd::topology::ParallelDims dims, herd::topology::ParallelDims::make(1, 1, 1, 1, 1));
       HERD_ASSIGN_OR_RETURN(auto groups, herd::parallel::ParallelGroups::make(w, dims));
       herd::parallel::ParallelContext ctx = groups->context();
-      ctx.bf16 = bf16;
+      ctx.precision = bf16 ? herd::Precision::kBF16 : herd::Precision::kFP32;
       herd::parallel::DistributedLlama<float> m(*cfg, ctx, herd::model::Recompute::kNone, micro_batch, seq_len);
       m.init_weights(1);
       param_count = m.full_param_count();

@@ -52,7 +52,7 @@ JobResult<float> run(const Bf16Layout& l, const std::string& precision) {
   testing::set_layout(c, l.tp, l.cp, l.pp, l.dp);
   c.parallel.v = l.v;
   c.parallel.sequence_parallel = l.sp;
-  c.train.precision = precision;
+  c.train.precision = *parse_run_precision(precision);
   JobResult<float> out;
   Status s = run_local_job<float>(c, parity_model(l.layers()), {parity_docs(80, 7), nullptr},
                                   distributed_llama_factory<float>(), &out);
@@ -70,7 +70,7 @@ const JobResult<float>& single(const Bf16Layout& l, const std::string& precision
     TrainConfig c = parity_config(20);
     c.train.global_batch = 4 * l.m;
     testing::set_layout(c, 1, 1, 1, 1);
-    c.train.precision = precision;
+    c.train.precision = *parse_run_precision(precision);
     JobResult<float> r;
     Status s = run_local_job<float>(c, parity_model(l.layers()), {parity_docs(80, 7), nullptr},
                                     distributed_llama_factory<float>(), &r);

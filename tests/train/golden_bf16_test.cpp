@@ -1,7 +1,7 @@
 // bf16 golden parity with PyTorch's bf16 autocast (tools/llama_golden_bf16.py,
 // tests/train/golden/llama_tiny_bf16.bin): the tiny Llama 3 and packed batch of golden_test.cpp, run
 // through herd's production path in `train.precision = bf16` (parallel::DistributedLlama<float> at
-// degree 1 with ctx.bf16: bf16 weight copies, gemm_bf16, bf16 saved activations, fp32 elsewhere).
+// degree 1 with ctx.precision bf16: bf16 weight copies, gemm_bf16, bf16 saved activations, fp32 elsewhere).
 //
 // Tolerances (docs/precision.md derives them): both sides round the same fp32 weights to bf16 and feed
 // bf16 values to every matmul, summing in fp32, but they round at different places (autocast rounds
@@ -68,7 +68,7 @@ HerdRun run_herd(bool bf16, model::Recompute recompute) {
     HERD_ASSIGN_OR_RETURN(auto groups,
                           parallel::ParallelGroups::make(world, *topology::ParallelDims::make(1, 1, 1, 1)));
     parallel::ParallelContext ctx = groups->context();
-    ctx.bf16 = bf16;
+    ctx.precision = bf16 ? Precision::kBF16 : Precision::kFP32;
     parallel::DistributedLlama<float> m(cfg, ctx, recompute, mb.batch, mb.seq_len);
     m.load_full(layout.params());
     out.logits.resize(static_cast<std::size_t>(mb.rows() * cfg.vocab));

@@ -363,7 +363,7 @@ TEST(Projection, MfuPeakIsTheCalibratedGemmRateOfTheRunsPrecision) {
   TrainConfig cfg;
   cfg.train.peak_gflops_per_core = 100;
   EXPECT_DOUBLE_EQ(peak_flops_per_core(cfg), 100e9);
-  cfg.train.precision = "bf16";
+  cfg.train.precision = Precision::kBF16;
   EXPECT_DOUBLE_EQ(peak_flops_per_core(cfg), 200e9);
 
   topology::Cluster c = *topology::cluster_preset("local-cpu");
@@ -375,7 +375,7 @@ TEST(Projection, MfuPeakIsTheCalibratedGemmRateOfTheRunsPrecision) {
   cfg.projection.cluster_file = file.string();
   cfg.train.peak_gflops_per_core = 0;
   EXPECT_NEAR(peak_flops_per_core(cfg), 0.452e12, 1e3);
-  cfg.train.precision = "fp32";
+  cfg.train.precision = Precision::kFP32;
   EXPECT_NEAR(peak_flops_per_core(cfg), 0.237e12, 1e3);
   // No calibration named: the local-cpu preset's rate.
   cfg.projection.cluster_file.clear();

@@ -7,10 +7,10 @@
 #include "herd/core/format.h"
 #include "herd/kernels/gemm.h"
 #include "herd/measure/steady.h"
-#include "herd/train/step/dist_model.h"
-#include "herd/train/plan/host_speed.h"
 #include "herd/train/job/launch.h"
+#include "herd/train/plan/host_speed.h"
 #include "herd/train/plan/projection.h"
+#include "herd/train/step/dist_model.h"
 #include "herd/train/step/trainer.h"
 
 namespace herd::cli::calibration {
@@ -35,7 +35,7 @@ std::shared_ptr<const data::TokenDocuments> random_documents(std::int64_t vocab,
 // per rank, `micro_batch` sequences per rank, through the trainer of `herd train`: ranks = 1 is a one-rank
 // job; 2 is DP = 2 on the local communicator, two thread ranks each doing the single rank's work.
 Result<ReferenceStep> reference_step(const model::LlamaConfig& m, std::int64_t micro_batch, std::int64_t seq_len,
-                                     int steps, int ranks, const std::string& precision = "fp32", int threads = 1) {
+                                     int steps, int ranks, Precision precision = Precision::kFP32, int threads = 1) {
   const auto docs = random_documents(m.vocab, 4 * (steps + 1) * ranks * micro_batch * seq_len);
   train::TrainConfig cfg;
   cfg.data.seq_len = seq_len;
@@ -74,7 +74,7 @@ ReferenceStep median_take(const measure::SteadyResult& sr, const std::vector<Ref
 Result<ReferenceSteps> measure_reference_steps(Session& s) {
   Status failed = Status::Ok();
   // Each take is a short training run on the wall clock, redone when other jobs ran beside it.
-  auto measure_step = [&](const std::string& what, int ranks, const char* precision, int threads,
+  auto measure_step = [&](const std::string& what, int ranks, Precision precision, int threads,
                           const measure::PlausibleFn& plausible, bool* disturbed = nullptr) {
     std::vector<ReferenceStep> takes;
     const measure::SteadyResult& sr = s.measure(
@@ -96,7 +96,7 @@ Result<ReferenceSteps> measure_reference_steps(Session& s) {
   // The host's speed around the reference steps, which anchor every plan: `herd train` probes the same
   // way and plans at the ratio (train/plan/host_speed.h).
   r.probe_before = train::probe_host_flops(s.cores);
-  r.one = measure_step("training step, 1 rank", 1, "fp32", 1, [&](double secs) {
+  r.one = measure_step("training step, 1 rank", 1, Precision::kFP32, 1, [&](double secs) {
     return far_from_last("reference step", secs, s.last_step("reference_step_s"), s.last_taken_at());
   });
   // The same one-rank step on every core: its speed-up over the one-thread step is the thread scaling of
@@ -105,7 +105,7 @@ Result<ReferenceSteps> measure_reference_steps(Session& s) {
   // (bench/projection/measurements.md): one wall-clock GEMM burst is a poor anchor for a whole step.
   if (failed.ok() && s.cores > 1) {
     r.all_cores = measure_step(
-        "training step, 1 rank, all cores", 1, "fp32", s.cores,
+        "training step, 1 rank, all cores", 1, Precision::kFP32, s.cores,
         [&](double secs) -> std::string {
           const double sc = (r.one.step_s / secs - 1.0) / static_cast<double>(s.cores - 1);
           if (sc >= kLowestScaling) return "";
@@ -114,14 +114,16 @@ Result<ReferenceSteps> measure_reference_steps(Session& s) {
         &r.all_cores_disturbed);
   }
   if (failed.ok()) {
-    r.two_ranks = measure_step("training step, 2 ranks (DP), communication out", 2, "fp32", 1, [&](double secs) {
-      const double eff = r.one.step_s / secs;
-      return eff >= kLowestScaling ? std::string() : "multi-rank efficiency " + format_fixed(eff, 2) + " far below 1";
-    });
+    r.two_ranks =
+        measure_step("training step, 2 ranks (DP), communication out", 2, Precision::kFP32, 1, [&](double secs) {
+          const double eff = r.one.step_s / secs;
+          return eff >= kLowestScaling ? std::string()
+                                       : "multi-rank efficiency " + format_fixed(eff, 2) + " far below 1";
+        });
   }
   // The bf16 runtime around its kernels, the same way: a single-rank bf16 step.
   if (failed.ok()) {
-    r.bf16 = measure_step("training step, 1 rank, bf16", 1, "bf16", 1, [&](double secs) {
+    r.bf16 = measure_step("training step, 1 rank, bf16", 1, Precision::kBF16, 1, [&](double secs) {
       return far_from_last("bf16 reference step", secs, s.last_step("reference_step_bf16_s"), s.last_taken_at());
     });
   }

@@ -41,15 +41,15 @@
 #include "herd/model/params.h"
 #include "herd/nn/model.h"
 #include "herd/planner/search.h"
-#include "herd/train/plan/calibration_store.h"
 #include "herd/train/checkpoint/checkpoint_lock.h"
-#include "herd/train/step/dist_model.h"
-#include "herd/train/generate.h"
 #include "herd/train/checkpoint/hf_checkpoint.h"
+#include "herd/train/generate.h"
 #include "herd/train/job/job.h"
 #include "herd/train/job/preempt.h"
-#include "herd/train/plan/projection.h"
 #include "herd/train/job/supervisor.h"
+#include "herd/train/plan/calibration_store.h"
+#include "herd/train/plan/projection.h"
+#include "herd/train/step/dist_model.h"
 #include "herd/train/step/trainer.h"
 
 namespace herd::cli {
@@ -87,7 +87,9 @@ Status apply_flags(const TrainOptions& o, train::TrainConfig& cfg) {
     cfg.parallel.schedule = *k;
   }
   if (o.backend) cfg.parallel.backend = *o.backend;
-  if (o.precision) cfg.train.precision = *o.precision;
+  if (o.precision) {
+    HERD_ASSIGN_OR_RETURN(cfg.train.precision, train::parse_run_precision(*o.precision));
+  }
   if (o.device) cfg.train.device = *o.device;
   if (o.max_restarts) cfg.fault.max_restarts = *o.max_restarts;
   if (o.init_from) cfg.init.from = *o.init_from;

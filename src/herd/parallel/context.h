@@ -17,6 +17,7 @@
 
 #include "herd/comm/communicator.h"
 #include "herd/core/error.h"
+#include "herd/core/precision.h"
 #include "herd/topology/parallel_dims.h"
 
 namespace herd::parallel {
@@ -36,10 +37,12 @@ struct ParallelContext {
   comm::Communicator* dp_cp = nullptr;
   bool sequence_parallel = true;
   bool reshard_after_forward = false;
-  // `train.precision = bf16` (float models only): FSDP gathers bf16 copies of the fp32 master shards,
-  // the layers run in bf16 mode (nn/block.h), the head's matmuls take bf16 inputs. Not numerics-neutral
-  // like the two above, but a choice every module of a rank must agree on, so it lives here too.
-  bool bf16 = false;
+  // The run's precision (`train.precision`). kBF16 (float models only): FSDP gathers bf16 copies of the
+  // fp32 master shards, the layers run in bf16 mode (nn/block.h), the head's matmuls take bf16 inputs.
+  // Not numerics-neutral like the two above, but a choice every module of a rank must agree on, so it
+  // lives here too. fp32 and fp64 are the model's type itself.
+  Precision precision = Precision::kFP32;
+  bool bf16() const { return precision == Precision::kBF16; }
 
   topology::Coord coord() const { return dims.coord(rank); }
   int tp_rank() const { return static_cast<int>(coord().tp); }

@@ -59,7 +59,7 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
       rope_(std::move(rope)) {
   HERD_CHECK(tpc_ != nullptr && ctx.fsdp() != nullptr, "a distributed stage needs its TP and FSDP groups");
   HERD_CHECK(ctx.cp_size() == 1 || cph_ != nullptr, "cp > 1 needs the CP attention hooks");
-  HERD_CHECK(!ctx.bf16 || (std::is_same_v<T, float>), "bf16 compute keeps fp32 master weights: a float model");
+  HERD_CHECK(!ctx.bf16() || (std::is_same_v<T, float>), "bf16 compute keeps fp32 master weights: a float model");
   const int tp = ctx.tp_size();
   Result<nn::LayerSizes> local = nn::layer_sizes(cfg, tp);
   HERD_CHECK(local.ok(), local.error().message());
@@ -80,7 +80,7 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
     if (layer) {
       HERD_CHECK(static_cast<int>(units_.size()) - layer0_ == static_cast<int>(blocks_.size()),
                  "stage layers must be consecutive and increasing");
-      blocks_.emplace_back(local_, recompute, name + ".", ctx.bf16);
+      blocks_.emplace_back(local_, recompute, name + ".", ctx.bf16());
       HERD_CHECK(blocks_.back().layout().total == table_units[t].local_count,
                  "nn::LayerLayout and the weight table disagree on ", name);
     } else if (t == 0) {
@@ -90,7 +90,7 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
       head_ = static_cast<int>(units_.size());
     }
     stage_unit[t] = static_cast<int>(units_.size());
-    units_.push_back(std::make_unique<fsdp::FlatUnit<T>>(name, table_units[t].local_count, *ctx.fsdp(), ctx.bf16,
+    units_.push_back(std::make_unique<fsdp::FlatUnit<T>>(name, table_units[t].local_count, *ctx.fsdp(), ctx.bf16(),
                                                          /*keep_buffers=*/!ctx.reshard_after_forward));
     norm_ranges_.emplace_back();
   }
@@ -152,7 +152,7 @@ void DistributedStage<T>::params_updated() {
 
 template <typename T>
 void DistributedStage<T>::bind(std::size_t l, fsdp::FlatUnit<T>& unit) {
-  if (ctx_.bf16) {
+  if (ctx_.bf16()) {
     blocks_[l].bind_bf16(unit.full_params_bf16(), unit.full_grads());
   } else {
     blocks_[l].bind(unit.full_params(), unit.full_grads());
@@ -257,7 +257,7 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
     const tensor::Arena::Mark m = a.mark();
     T* full = a.allocate_array<T>(n * d, "scratch");
     if constexpr (std::is_same_v<T, float>) {
-      if (ctx_.bf16) {
+      if (ctx_.bf16()) {
         tp::vocab_embedding_forward(*tpc_, mb.tokens, n, units_[0]->full_params_bf16(), vocab_, d, full, x);
       } else {
         tp::vocab_embedding_forward<T>(*tpc_, mb.tokens, n, units_[0]->full_params(), vocab_, d, full, x);
@@ -345,7 +345,7 @@ const T* widened(tensor::Arena& a, const S* x, std::int64_t n) {
 template <typename T>
 void DistributedStage<T>::head_forward(tensor::Arena& a, std::int64_t n, State& st, const T* x) {
   if constexpr (std::is_same_v<T, float>) {
-    if (ctx_.bf16) return head_forward<bf16>(a, n, st, x);
+    if (ctx_.bf16()) return head_forward<bf16>(a, n, st, x);
   }
   head_forward<T>(a, n, st, x);
 }
@@ -353,7 +353,7 @@ void DistributedStage<T>::head_forward(tensor::Arena& a, std::int64_t n, State& 
 template <typename T>
 Status DistributedStage<T>::head_backward(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx) {
   if constexpr (std::is_same_v<T, float>) {
-    if (ctx_.bf16) return head_backward<bf16>(a, n, st, loss_scale, dx);
+    if (ctx_.bf16()) return head_backward<bf16>(a, n, st, loss_scale, dx);
   }
   return head_backward<T>(a, n, st, loss_scale, dx);
 }
@@ -470,7 +470,7 @@ void DistributedStage<T>::head_logits(tensor::Arena& a, std::int64_t n, const St
   fsdp::FlatUnit<T>& hu = *units_[static_cast<std::size_t>(head_)];
   const tensor::Arena::Mark m = a.mark();
   if constexpr (std::is_same_v<T, float>) {
-    if (ctx_.bf16) {
+    if (ctx_.bf16()) {
       bf16* h = a.allocate_array<bf16>(n * d, "scratch");
       tpc_->gather(st.fin_out_h, h, n, d);
       kernels::gemm_bf16(kernels::Trans::kNo, kernels::Trans::kYes, n, vocab_.rows, d, 1.0f, h, d,
@@ -544,7 +544,7 @@ std::int64_t DistributedStage<T>::slot_bytes(std::int64_t micro_batch, std::int6
   std::int64_t extra = 6 * n * d + 3 * n * (2 * tp + 1) + n * (2 * cfg_.ffn_hidden);
   // bf16 blocks widen their saved attention tensors back to fp32 for the attention backward
   // (nn/block_backward.cpp): a margin over the fp32 block's scratch.
-  if (ctx_.bf16) extra += n * (cfg_.ffn_hidden + 2 * d);
+  if (ctx_.bf16()) extra += n * (cfg_.ffn_hidden + 2 * d);
   return nn::model_arena_bytes(c, micro_batch, local_seq, recompute_, sizeof(T)) +
          extra * static_cast<std::int64_t>(sizeof(T)) + 64 * 64;
 }

@@ -22,7 +22,7 @@
 // norm gradients under SP and posts each unit's reduce-scatter over CP x DP; wait_grads() completes
 // them. Units are released after each backward (release_after_backward) or only after the step's last
 // one (pipelines keep a chunk gathered across its micro-batches).
-// bf16 (ctx.bf16, `train.precision = bf16`): units gather bf16 copies of their fp32 master shards, the
+// bf16 (ctx.bf16(), `train.precision = bf16`): units gather bf16 copies of their fp32 master shards, the
 // blocks run in bf16 mode, the embedding reads the bf16 table, the head's final norm keeps its input
 // and output in bf16 and the loss GEMMs take bf16 inputs; gradients, their reduce-scatter, the
 // clipping norm and AdamW stay fp32 (docs/precision.md).
@@ -113,7 +113,7 @@ class DistributedStage {
   void zero_grads();
   // The master shards were written from outside (a checkpoint load): bf16 copies are refreshed.
   void params_updated();
-  bool bf16_compute() const { return ctx_.bf16; }
+  bool bf16_compute() const { return ctx_.bf16(); }
 
   // Pipelines: the CP masks of the step's micro-batches (collective over CP) and the one to use next.
   Status prepare_micro_batches(const std::vector<nn::MicroBatch>& mbs);

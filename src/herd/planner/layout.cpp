@@ -9,16 +9,6 @@
 
 namespace herd::planner {
 
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::kBF16: return "bf16";
-    case Precision::kFP16: return "fp16";
-    case Precision::kFP8: return "fp8";
-    case Precision::kFP32: return "fp32";
-  }
-  return "?";
-}
-
 const char* software_name(Software s) {
   switch (s) {
     case Software::kFused: return "fused";
@@ -60,13 +50,11 @@ Result<LayerSplit> parse_layer_split(const std::string& s) {
   return make_error("--layer-split: expected auto, even or light-ends, got '", s, "'");
 }
 
-double element_bytes(Precision p) { return p == Precision::kFP32 ? 4.0 : 2.0; }
+double element_bytes(Precision p) { return p == Precision::kFP64 ? 8.0 : p == Precision::kFP32 ? 4.0 : 2.0; }
 
 Result<Precision> parse_precision(const std::string& s) {
-  if (s == "bf16") return Precision::kBF16;
-  if (s == "fp16") return Precision::kFP16;
-  if (s == "fp8") return Precision::kFP8;
-  if (s == "fp32") return Precision::kFP32;
+  const std::optional<Precision> p = precision_from_name(s);
+  if (p && *p != Precision::kFP64) return *p;
   return make_error("--precision: expected bf16, fp16, fp8 or fp32, got '", s, "'");
 }
 

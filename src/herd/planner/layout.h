@@ -8,6 +8,7 @@
 #include <string>
 
 #include "herd/core/error.h"
+#include "herd/core/precision.h"
 #include "herd/model/config.h"
 #include "herd/model/flops.h"
 #include "herd/schedule/schedule.h"
@@ -15,12 +16,14 @@
 
 namespace herd::planner {
 
-// kFP32: everything in fp32 (weights, gradients, optimizer, activations, matmuls), as herd's CPU
-// runtime trains; no separate master copy.
-enum class Precision { kBF16, kFP16, kFP8, kFP32 };
-// Bytes per weight / activation element: 4 under kFP32, else 2 (bf16 working copies).
+// The run's precision (core/precision.h). kFP32: everything in fp32 (weights, gradients, optimizer,
+// activations, matmuls), as herd's CPU runtime trains; no separate master copy. The planner plans bf16,
+// fp16, fp8 and fp32 (--precision); fp64 runs are herd's reference and are not planned.
+using herd::Precision;
+using herd::precision_name;
+// Bytes per weight / activation element: 4 under kFP32 (8 under kFP64), else 2 (bf16 working copies).
 double element_bytes(Precision p);
-const char* precision_name(Precision p);
+// --precision: bf16, fp16, fp8 or fp32.
 Result<Precision> parse_precision(const std::string& s);
 
 // The software a run uses (docs/planner.md section 3, "Software profiles"). kFused: Megatron-LM /

@@ -82,7 +82,7 @@ TEST(FsdpBf16, ModelGradientsAreTheFp32SumsOfTheRanksBuffers) {
   const model::LlamaConfig cfg = testing::small_gqa_model();
   const testing::Batch batch = testing::make_batch(4, 8, cfg.vocab, 5);
   testing::run_layout(1, 2, true, false, [&](ParallelContext ctx) -> Status {
-    ctx.bf16 = true;
+    ctx.precision = Precision::kBF16;
     DistributedLlama<float> model(cfg, ctx, model::Recompute::kNone, 2, 8);
     model.init_weights(3);
     model.zero_grads();

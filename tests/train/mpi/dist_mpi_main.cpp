@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   }
   const auto docs = testing::parity_docs(80, 7);
   if (precision == "bf16") {
-    cfg.train.precision = "bf16";
+    cfg.train.precision = Precision::kBF16;
     JobResult<float> got;
     Status s = run_rank<float>(**world, cfg, model_cfg, {docs, nullptr}, distributed_llama_factory<float>(), &got);
     if (!s.ok()) {

@@ -101,6 +101,22 @@ Field named_layout_field(const char* key, const char* doc, E planner::Layout::*m
   return f;
 }
 
+Field precision_field() {
+  Field f;
+  f.key = "train.precision";
+  f.doc =
+      "fp32, bf16 (bf16 weight copies and matmul inputs, fp32 master, optimizer, gradient accumulation and "
+      "reduce-scatter; docs/precision.md) or fp64";
+  f.is_string = true;
+  f.set = [](TrainConfig& c, const Json& v, const std::string& full_key) -> Status {
+    HERD_ASSIGN_OR_RETURN(std::string s, convert<std::string>(v, full_key));
+    HERD_ASSIGN_OR_RETURN(c.train.precision, parse_run_precision(s));
+    return Status::Ok();
+  };
+  f.get = [](const TrainConfig& c) { return Json(precision_name(c.train.precision)); };
+  return f;
+}
+
 const std::vector<Field>& registry() {
   using C = TrainConfig;
   static const std::vector<Field> fields = {
@@ -156,9 +172,7 @@ const std::vector<Field>& registry() {
       bind_field("train.peak_gflops_per_core", &C::train, &TrainSection::peak_gflops_per_core,
                  "fp32 peak of one core for MFU (x 2 under bf16); 0: the calibrated per-core GEMM rate of the "
                  "run's precision (this machine's calibration, else the local-cpu preset)"),
-      bind_field("train.precision", &C::train, &TrainSection::precision,
-                 "fp32, bf16 (bf16 weight copies and matmul inputs, fp32 master, optimizer, gradient "
-                 "accumulation and reduce-scatter; docs/precision.md) or fp64"),
+      precision_field(),
       bind_field("train.device", &C::train, &TrainSection::device,
                  "where the kernels run: cpu, or cuda (an NVIDIA GPU; docs/gpu.md)"),
       bind_field("train.nonfinite", &C::train, &TrainSection::nonfinite,
@@ -392,7 +406,6 @@ Status validate(const TrainConfig& c) {
     return make_error("parallel.comm_timeout_s: must be >= 0 (0: fitted to the run), got ", c.parallel.comm_timeout_s);
   }
   if (c.train.threads < 0) return make_error("train.threads: must be >= 0, got ", c.train.threads);
-  HERD_RETURN_IF_ERROR(check_precision(c.train.precision));
   if (Result<kernels::Device> d = train_device(c); !d.ok()) return d.error();
   if (!(c.train.peak_gflops_per_core >= 0) || !std::isfinite(c.train.peak_gflops_per_core)) {
     return make_error("train.peak_gflops_per_core: must be >= 0 (0: the calibrated rate), got ",
@@ -482,9 +495,10 @@ Status validate(const TrainConfig& c) {
   return Status::Ok();
 }
 
-Status check_precision(const std::string& precision) {
-  if (precision == "fp32" || precision == "bf16" || precision == "fp64") return Status::Ok();
-  return make_error("train.precision: expected fp32, bf16 or fp64, got '", precision, "'");
+Result<Precision> parse_run_precision(const std::string& name) {
+  const std::optional<Precision> p = precision_from_name(name);
+  if (p == Precision::kFP32 || p == Precision::kBF16 || p == Precision::kFP64) return *p;
+  return make_error("train.precision: expected fp32, bf16 or fp64, got '", name, "'");
 }
 
 Result<kernels::Device> train_device(const TrainConfig& cfg) {
@@ -502,8 +516,8 @@ Status check_run_device(const TrainConfig& cfg) {
                     "(docs/gpu.md); use train.device=cpu");
 }
 
-bool is_bf16(const TrainConfig& cfg) { return cfg.train.precision == "bf16"; }
-bool is_fp64(const TrainConfig& cfg) { return cfg.train.precision == "fp64"; }
+bool is_bf16(const TrainConfig& cfg) { return cfg.train.precision == Precision::kBF16; }
+bool is_fp64(const TrainConfig& cfg) { return cfg.train.precision == Precision::kFP64; }
 
 Result<ResolvedLayout> resolve_layout(const TrainConfig& cfg) {
   ResolvedLayout r;

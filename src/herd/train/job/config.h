@@ -15,6 +15,7 @@
 #include "herd/comm/types.h"
 #include "herd/core/error.h"
 #include "herd/core/json.h"
+#include "herd/core/precision.h"
 #include "herd/kernels/device.h"
 #include "herd/planner/layout.h"
 
@@ -66,7 +67,7 @@ struct TrainSection {
   // state, bf16 weight copies gathered by FSDP, bf16 matmul inputs with fp32 sums, bf16 saved activations,
   // fp32 norms, softmax, RoPE, SwiGLU gate, loss, gradient accumulation, reduce-scatter and clipping.
   // fp64: everything in double (the parity tests' precision).
-  std::string precision = "fp32";
+  Precision precision = Precision::kFP32;
   // Where the kernels run: cpu, or cuda (kernels/cuda, docs/gpu.md; needs a build with the CUDA toolkit
   // and a visible GPU, checked before anything is allocated).
   std::string device = "cpu";
@@ -168,7 +169,7 @@ struct DiagnosticsSection {
 struct ProjectionSection {
   std::string cluster_file = "";  // a `herd calibrate` output; empty: the committed local-cpu preset
   double background_jobs = -1;    // other jobs sharing the cores; -1: measured from /proc, 0: an idle host
-  bool speed_probe = false;       // probe the host's speed, plan at its ratio to the calibration's (train/plan/host_speed.h)
+  bool speed_probe = false;  // probe the host's speed, plan at its ratio to the calibration's (train/plan/host_speed.h)
 };
 
 struct TrainConfig {
@@ -225,9 +226,9 @@ Result<TrainConfig> load_config(const std::string& path, const std::vector<std::
 // The same without the validation, for a caller that sets more fields first (the CLI's flags).
 Result<TrainConfig> read_config(const std::string& path, const std::vector<std::string>& overrides);
 
-// train.precision as the runtime takes it: "fp32", "bf16" or "fp64"; anything else is the one-line error
-// "train.precision: expected fp32, bf16 or fp64, got 'x'".
-Status check_precision(const std::string& precision);
+// train.precision as the runtime takes it: "fp32", "bf16" or "fp64"; anything else (fp16 and fp8 are the
+// planner's only) is the one-line error "train.precision: expected fp32, bf16 or fp64, got 'x'".
+Result<Precision> parse_run_precision(const std::string& name);
 // train.device as a device: cpu or cuda; anything else is "train.device: expected cpu or cuda, got 'x'".
 Result<kernels::Device> train_device(const TrainConfig& cfg);
 // train.device against this binary and machine (kernels/device.h): cpu always passes; cuda needs the CUDA

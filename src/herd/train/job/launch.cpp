@@ -8,9 +8,9 @@
 #include "herd/core/log.h"
 #include "herd/kernels/gemm.h"
 #include "herd/measure/comm_timer.h"
+#include "herd/train/job/watchdog.h"
 #include "herd/train/step/out_of_memory.h"
 #include "herd/train/step/trainer.h"
-#include "herd/train/job/watchdog.h"
 
 namespace herd::train {
 
@@ -32,7 +32,7 @@ Status run_rank_unguarded(comm::Communicator& world_in, const TrainConfig& cfg, 
       topology::ParallelDims::make(cfg.parallel.tp, cfg.parallel.cp, cfg.parallel.pp, cfg.parallel.dp, world.size()));
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelGroups> groups, parallel::ParallelGroups::make(world, dims));
   parallel::ParallelContext ctx = groups->context(cfg.parallel.sequence_parallel, cfg.parallel.reshard_after_forward);
-  ctx.bf16 = is_bf16(cfg);
+  ctx.precision = cfg.train.precision;
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<RankModel<T>> model, factory(ctx, m, cfg));
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<Trainer<T>> trainer,
                         Trainer<T>::make(cfg, m, ctx, std::move(model), data.train, data.val));
