@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: a Release build with -Werror, then the same suite under ASan + UBSan, then the fuzzers.
+# Runs every test: a Release build with -Werror and the whole suite, then the in-process tests under
+# ASan + UBSan, then the fuzzers.
 #   scripts/test.sh                    everything
 #   HERD_TEST_ASAN=0 scripts/test.sh   without the sanitizer pass
 #   HERD_FUZZ_RUNS=0 scripts/test.sh   without the fuzzers
