@@ -294,7 +294,6 @@ int main(int argc, char** argv) {
   herd::Json doc_json = herd::bench::envelope("train_step_throughput");
   herd::Json r;
   r["impl"] = "herd";
-  r["path"] = "trainer";  // what `herd train` runs on one rank
   r["model"] = model_name;
   r["params"] = param_count;
   r["threads"] = threads;

@@ -30,9 +30,9 @@
 #include "common/scratch_dir.h"
 #include "herd/train/checkpoint/checkpoint.h"
 #include "herd/train/checkpoint/checkpoint_writer.h"
-#include "herd/train/step/dist_model.h"
 #include "herd/train/job/launch.h"
 #include "herd/train/job/preempt.h"
+#include "herd/train/step/dist_model.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {
@@ -40,7 +40,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using TempDir = herd::testing::ScratchDir;
+using herd::testing::ScratchDir;
 
 TrainConfig base_config(const std::string& ckpt_dir, std::int64_t tp = 2, std::int64_t dp = 2) {
   TrainConfig c = testing::parity_config(8);
@@ -114,7 +114,7 @@ class PreemptingClock final : public StepClock {
 };
 
 TEST(Preemption, TheSigtermFlagStopsEveryRankWithACheckpointThatResumesBitExactly) {
-  TempDir full_dir("herd_pre_full"), dir("herd_pre");
+  ScratchDir full_dir("herd_pre_full"), dir("herd_pre");
   TrainConfig c = base_config(full_dir.path.string());
   c.train.steps = 12;
   c.checkpoint.every = 1000;  // only the end's checkpoint (and the preemption's)
@@ -178,7 +178,7 @@ struct FakeRank {
 };
 
 TEST(Checkpoint, WritersKilledAtRandomMomentsNeverLeaveAHalfWrittenCheckpointOrStaleTemporaries) {
-  TempDir d("herd_kills");
+  ScratchDir d("herd_kills");
   fs::create_directories(d.path);
   std::mt19937 rng(12345);
   int saw_tmp = 0, saw_checkpoint = 0;
@@ -236,7 +236,7 @@ TEST(Checkpoint, WritersKilledAtRandomMomentsNeverLeaveAHalfWrittenCheckpointOrS
 TEST(Checkpoint, AFailedSaveKeepsThePreviousCheckpointAndFollowsOnError) {
   for (bool async : {true, false}) {
     SCOPED_TRACE(async ? "async" : "sync");
-    TempDir d("herd_fail");
+    ScratchDir d("herd_fail");
     TrainConfig c = base_config(d.path.string());
     c.checkpoint.async = async;
     c.fault.fail_checkpoint_step = 4;
@@ -284,7 +284,7 @@ TEST(Checkpoint, AFailedSaveKeepsThePreviousCheckpointAndFollowsOnError) {
 
 // A real write failure: a file-size limit (RLIMIT_FSIZE) below the shard's size, in a child process.
 TEST(Checkpoint, ARealWriteFailureKeepsThePreviousCheckpoint) {
-  TempDir d("herd_fsize");
+  ScratchDir d("herd_fsize");
   fs::create_directories(d.path);
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
@@ -323,7 +323,7 @@ TEST(Checkpoint, ARealWriteFailureKeepsThePreviousCheckpoint) {
 }
 
 TEST(Checkpoint, AnUnwritableDirectoryIsRefusedAtStart) {
-  TempDir d("herd_unwritable");
+  ScratchDir d("herd_unwritable");
   fs::create_directories(d.path);
   std::ofstream(d.path / "file") << "x";
   TrainConfig c = base_config((d.path / "file" / "ckpt").string(), 1, 1);
@@ -336,7 +336,7 @@ TEST(Checkpoint, AnUnwritableDirectoryIsRefusedAtStart) {
 }
 
 TEST(Checkpoint, StaleTemporaryDirectoriesAreRemovedAtStart) {
-  TempDir d("herd_stale");
+  ScratchDir d("herd_stale");
   fs::create_directories(d.path / ".tmp-step_00000002");
   std::ofstream(d.path / ".tmp-step_00000002" / "rank_00000.bin") << "partial";
   TrainConfig c = base_config(d.path.string(), 1, 1);
@@ -346,7 +346,7 @@ TEST(Checkpoint, StaleTemporaryDirectoriesAreRemovedAtStart) {
 }
 
 TEST(Checkpoint, AsyncAndSyncSavesWriteIdenticalShardsAndRecordTheirCost) {
-  TempDir a("herd_async"), s("herd_sync");
+  ScratchDir a("herd_async"), s("herd_sync");
   TrainConfig c = base_config(a.path.string());
   c.train.steps = 4;
   c.train.metrics_file = (a.path.string() + ".metrics");
@@ -388,7 +388,7 @@ TEST(Checkpoint, AsyncAndSyncSavesWriteIdenticalShardsAndRecordTheirCost) {
 TEST(Checkpoint, FallbackOnACorruptNewestCheckpointInATp2Dp2Job) {
   for (bool manifest : {false, true}) {
     SCOPED_TRACE(manifest ? "manifest field" : "flipped byte");
-    TempDir d("herd_fallback");
+    ScratchDir d("herd_fallback");
     TrainConfig c = base_config(d.path.string());
     c.train.steps = 4;
     ASSERT_TRUE(run(c).ok());
@@ -440,7 +440,7 @@ TEST(NanGuard, AnInjectedNanSkipsTheStepAndNamesStepAndGroup) {
 }
 
 TEST(NanGuard, StopEndsTheJobWithoutACheckpointOfThatStep) {
-  TempDir d("herd_nan_stop");
+  ScratchDir d("herd_nan_stop");
   TrainConfig c = base_config(d.path.string());
   c.train.nonfinite = "stop";
   c.fault.nan_step = 3;
@@ -457,7 +457,7 @@ TEST(NanGuard, StopEndsTheJobWithoutACheckpointOfThatStep) {
   fs::remove(c.train.metrics_file);
 
   // Skips are bounded: with none allowed in a row, the first one stops the job too.
-  TempDir d2("herd_nan_bound");
+  ScratchDir d2("herd_nan_bound");
   c.checkpoint.dir = d2.path.string();
   c.train.nonfinite = "skip";
   c.train.max_nonfinite_skips = 0;
@@ -469,7 +469,7 @@ TEST(NanGuard, StopEndsTheJobWithoutACheckpointOfThatStep) {
 }
 
 TEST(NanGuard, TheMetricsFileMarksTheSkippedStepAndStaysValidJson) {
-  TempDir d("herd_nan_metrics");
+  ScratchDir d("herd_nan_metrics");
   fs::create_directories(d.path);
   TrainConfig c = base_config("", 1, 1);
   c.train.steps = 3;

@@ -65,13 +65,13 @@ TEST(ReplicaTrainer, ReplicaLayoutMatchesInFloat) {
   expect_matches(ref, run_layout<float>(c, 2, 2), 1e-5, "tp2 dp2 fp32", 3e-5);
 }
 
-using TempDir = herd::testing::ScratchDir;
+using herd::testing::ScratchDir;
 
 TEST(ReplicaTrainer, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
   TrainConfig c = parity_config(10);
   const auto ref = testing::reference_run<double>(c, parity_model(), parity_docs(80, 7));
   for (auto [tp, dp] : {std::pair{1, 4}, {4, 1}}) {
-    TempDir dir("herd_dist_ckpt");
+    ScratchDir dir("herd_dist_ckpt");
     c.checkpoint.dir = dir.path.string();
     run_layout<double>(c, 2, 2, 5);
     Result<DistCheckpoint> ck = open_checkpoint(c.checkpoint.dir);
@@ -91,7 +91,7 @@ TEST(ReplicaTrainer, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
 }
 
 TEST(ReplicaTrainer, CorruptShardIsRefusedNamingTheFile) {
-  TempDir dir("herd_dist_corrupt");
+  ScratchDir dir("herd_dist_corrupt");
   TrainConfig c = parity_config(2);
   c.checkpoint.dir = dir.path.string();
   run_layout<double>(c, 1, 2);
@@ -111,7 +111,7 @@ TEST(ReplicaTrainer, CorruptShardIsRefusedNamingTheFile) {
 // The bytes a load uses are the bytes it checked: a shard that changes after the checkpoint was opened
 // (and verified) is refused by load_into, naming the file and both checksums.
 TEST(ReplicaTrainer, AShardChangedAfterTheCheckpointWasOpenedIsRefusedWhenLoaded) {
-  TempDir dir("herd_dist_changed");
+  ScratchDir dir("herd_dist_changed");
   TrainConfig c = parity_config(2);
   c.checkpoint.dir = dir.path.string();
   run_layout<double>(c, 1, 2);

@@ -17,9 +17,9 @@
 #include "common/scratch_dir.h"
 #include "common/test_model.h"
 #include "herd/train/checkpoint/checkpoint.h"
-#include "herd/train/step/dist_model.h"
 #include "herd/train/generate.h"
 #include "herd/train/job/launch.h"
+#include "herd/train/step/dist_model.h"
 
 namespace herd::train {
 namespace {
@@ -65,7 +65,7 @@ TrainConfig test_config(const std::string& ckpt_dir) {
   return c;
 }
 
-using TempDir = herd::testing::ScratchDir;
+using herd::testing::ScratchDir;
 
 // (tp, dp): one rank, and TP2 x DP2 as threads.
 using TpDp = std::pair<int, int>;  // (tp, dp)
@@ -138,7 +138,7 @@ TEST(Trainer, TheHeldOutLossIsTheSameInEveryLayout) {
 TEST(Trainer, ResumeAtARandomStepIsBitIdentical) {
   std::random_device rd;
   for (TpDp l : kLayouts) {
-    TempDir a("herd_resume_a"), b("herd_resume_b");
+    ScratchDir a("herd_resume_a"), b("herd_resume_b");
     Result<JobResult<float>> full = run(test_config(a.path.string()), l);
     ASSERT_TRUE(full.ok()) << full.error().message();
     const std::int64_t stop = 1 + static_cast<std::int64_t>(rd() % 9);  // 1..9 of 10
@@ -190,7 +190,7 @@ TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedNamingTheFileUnlessFallback) 
   for (TpDp l : kLayouts) {
     for (bool truncate : {false, true}) {
       SCOPED_TRACE(name(l) + (truncate ? ", truncated" : ", bit flip"));
-      TempDir d(truncate ? "herd_truncated" : "herd_corrupt");
+      ScratchDir d(truncate ? "herd_truncated" : "herd_corrupt");
       TrainConfig c = test_config(d.path.string());
       c.train.steps = 8;  // checkpoints at 4 and 8
       ASSERT_TRUE(run(c, l).ok());
@@ -222,7 +222,7 @@ TEST(Trainer, CorruptOrTruncatedCheckpointIsRefusedNamingTheFileUnlessFallback) 
 TEST(Checkpoint, GenerateLoadsEveryLayoutsWeightsExactly) {
   for (TpDp l : kLayouts) {
     SCOPED_TRACE(name(l));
-    TempDir d("herd_generate_load");
+    ScratchDir d("herd_generate_load");
     TrainConfig c = test_config(d.path.string());
     c.train.steps = 3;
     c.schedule.ramp = false;
@@ -240,7 +240,7 @@ TEST(Checkpoint, GenerateLoadsEveryLayoutsWeightsExactly) {
 }
 
 TEST(Checkpoint, LeftoverTemporaryDirectoryIsNeverTakenForACheckpoint) {
-  TempDir d("herd_partial");
+  ScratchDir d("herd_partial");
   TrainConfig c = test_config(d.path.string());
   c.train.steps = 6;
   c.checkpoint.every = 2;
@@ -258,7 +258,7 @@ TEST(Checkpoint, LeftoverTemporaryDirectoryIsNeverTakenForACheckpoint) {
 }
 
 TEST(Checkpoint, ManifestFieldsOfTheWrongTypeAreOneLineErrors) {
-  TempDir d("herd_manifest");
+  ScratchDir d("herd_manifest");
   TrainConfig c = test_config(d.path.string());
   c.train.steps = 2;
   c.checkpoint.every = 2;

@@ -107,7 +107,8 @@ void print_resolved(const train::TrainConfig& cfg, const model::LlamaConfig& m) 
             << m.n_layers << " layers, hidden " << m.hidden << ", heads " << m.n_heads << "/" << m.n_kv_heads
             << ", vocab " << m.vocab << "; BLAS " << kernels::blas_name() << ", " << kernels::num_threads()
             << " threads";
-  if (train::is_bf16(cfg)) std::cout << "; precision bf16, matmuls: " << kernels::bf16_gemm_description();
+  if (cfg.train.precision == Precision::kBF16)
+    std::cout << "; precision bf16, matmuls: " << kernels::bf16_gemm_description();
   std::cout << "\n" << kernels::openmp_wait_description() << "\n" << kernels::blas_core_description() << "\n\n";
   std::cout.flush();
 }
@@ -195,7 +196,7 @@ Status choose_layout(const TrainOptions& o, train::TrainConfig& cfg, const model
   planner::TrainingSpec spec;
   spec.seq_len = cfg.data.seq_len;
   spec.global_batch = cfg.train.global_batch;
-  spec.precision = train::is_bf16(cfg) ? planner::Precision::kBF16 : planner::Precision::kFP32;
+  spec.precision = train::planned_precision(cfg);
   spec.system.software = planner::Software::kHerd;
   planner::SearchSpace space;
   if (o.knobs.v) space.v = static_cast<int>(*o.knobs.v);
@@ -379,7 +380,7 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
     if (lead && samples) print_samples<T>(*cfg, in->model, out.weights);
     return -1;
   };
-  const int rc = train::is_fp64(*cfg) ? run(double{}) : run(float{});
+  const int rc = cfg->train.precision == Precision::kFP64 ? run(double{}) : run(float{});
   if (rc >= 0) return rc;
   if (lead && !cfg->export_.hf.empty()) {
     // The last step saved a checkpoint and waited for it: export that one (docs/interop.md).

@@ -345,24 +345,24 @@ const T* widened(tensor::Arena& a, const S* x, std::int64_t n) {
 template <typename T>
 void DistributedStage<T>::head_forward(tensor::Arena& a, std::int64_t n, State& st, const T* x) {
   if constexpr (std::is_same_v<T, float>) {
-    if (ctx_.bf16()) return head_forward<bf16>(a, n, st, x);
+    if (ctx_.bf16()) return head_forward_in<bf16>(a, n, st, x);
   }
-  head_forward<T>(a, n, st, x);
+  head_forward_in<T>(a, n, st, x);
 }
 
 template <typename T>
 Status DistributedStage<T>::head_backward(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx) {
   if constexpr (std::is_same_v<T, float>) {
-    if (ctx_.bf16()) return head_backward<bf16>(a, n, st, loss_scale, dx);
+    if (ctx_.bf16()) return head_backward_in<bf16>(a, n, st, loss_scale, dx);
   }
-  return head_backward<T>(a, n, st, loss_scale, dx);
+  return head_backward_in<T>(a, n, st, loss_scale, dx);
 }
 
 // The final norm over this rank's rows; its saved input and output are kept in S (a bf16 stage rounds
 // them, and normalises the widened rounded input with the widened bf16 weight).
 template <typename T>
 template <typename S>
-void DistributedStage<T>::head_forward(tensor::Arena& a, std::int64_t n, State& st, const T* x) {
+void DistributedStage<T>::head_forward_in(tensor::Arena& a, std::int64_t n, State& st, const T* x) {
   const std::int64_t d = cfg_.hidden, nl = tpc_->local_rows(n);
   fsdp::FlatUnit<T>& hu = *units_[static_cast<std::size_t>(head_)];
   S*& in = norm_input<S>(st);
@@ -395,7 +395,7 @@ void DistributedStage<T>::head_forward(tensor::Arena& a, std::int64_t n, State& 
 // norm: dx is dLoss/d(final residual). dx null: the loss only (evaluation): no gradient GEMMs.
 template <typename T>
 template <typename S>
-Status DistributedStage<T>::head_backward(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx) {
+Status DistributedStage<T>::head_backward_in(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx) {
   const std::int64_t d = cfg_.hidden, nl = tpc_->local_rows(n);
   fsdp::FlatUnit<T>& hu = *units_[static_cast<std::size_t>(head_)];
   const S* w = head_weights<S>(hu);

@@ -153,9 +153,9 @@ class DistributedStage {
   void head_forward(tensor::Arena& a, std::int64_t n, State& st, const T* x);
   Status head_backward(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx);
   template <typename S>
-  void head_forward(tensor::Arena& a, std::int64_t n, State& st, const T* x);
+  void head_forward_in(tensor::Arena& a, std::int64_t n, State& st, const T* x);
   template <typename S>
-  Status head_backward(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx);
+  Status head_backward_in(tensor::Arena& a, std::int64_t n, State& st, T loss_scale, T* dx);
   Status after_backward(std::size_t u, bool last_of_step);
 
   model::LlamaConfig cfg_;

@@ -516,15 +516,16 @@ Status check_run_device(const TrainConfig& cfg) {
                     "(docs/gpu.md); use train.device=cpu");
 }
 
-bool is_bf16(const TrainConfig& cfg) { return cfg.train.precision == Precision::kBF16; }
-bool is_fp64(const TrainConfig& cfg) { return cfg.train.precision == Precision::kFP64; }
+Precision planned_precision(const TrainConfig& cfg) {
+  return cfg.train.precision == Precision::kBF16 ? Precision::kBF16 : Precision::kFP32;
+}
 
 Result<ResolvedLayout> resolve_layout(const TrainConfig& cfg) {
   ResolvedLayout r;
   r.layout = cfg.parallel;
   r.spec.seq_len = cfg.data.seq_len;
   r.spec.global_batch = cfg.train.global_batch;
-  r.spec.precision = is_bf16(cfg) ? planner::Precision::kBF16 : planner::Precision::kFP32;
+  r.spec.precision = planned_precision(cfg);
   planner::Layout& l = r.layout;
   const std::int64_t gb = cfg.train.global_batch;
   const model::BatchFieldNames names{"train.global_batch", "parallel.dp", "parallel.microbatch_size"};

@@ -235,8 +235,9 @@ Result<kernels::Device> train_device(const TrainConfig& cfg);
 // backend built in and a visible GPU, and then stops at the step that is not ported yet (docs/gpu.md
 // says what runs on a GPU today). Checked before anything is allocated.
 Status check_run_device(const TrainConfig& cfg);
-bool is_bf16(const TrainConfig& cfg);
-bool is_fp64(const TrainConfig& cfg);
+// The precision the planner plans the run at: bf16 as bf16; fp32, and fp64 (herd's reference, which no
+// plan covers), as fp32.
+Precision planned_precision(const TrainConfig& cfg);
 
 // Relations between fields (positivity, ranges); messages name the field and the value. Rules that need
 // the model (what divides the heads, the sequence) are the model's (model/, checked by the trainer).

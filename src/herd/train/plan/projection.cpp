@@ -27,7 +27,7 @@ Result<topology::Cluster> local_cpu_cluster(const std::string& cluster_file) {
 double background_jobs(double fixed) { return fixed >= 0 ? fixed : measure::sample_background_jobs(); }
 
 double peak_flops_per_core(const TrainConfig& cfg) {
-  const bool bf16 = is_bf16(cfg);
+  const bool bf16 = cfg.train.precision == Precision::kBF16;
   if (cfg.train.peak_gflops_per_core > 0) return cfg.train.peak_gflops_per_core * 1e9 * (bf16 ? 2.0 : 1.0);
   Result<topology::Cluster> c = local_cpu_cluster(cfg.projection.cluster_file);
   if (!c.ok()) c = topology::cluster_preset("local-cpu");

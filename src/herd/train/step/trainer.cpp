@@ -5,15 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iterator>
-#include <limits>
-#include <thread>
 
 #include "herd/core/cores.h"
 #include "herd/core/json_text.h"
@@ -26,12 +19,12 @@
 #include "herd/model/weights.h"
 #include "herd/parallel/model.h"
 #include "herd/train/checkpoint/checkpoint.h"
-#include "herd/train/job/fault_log.h"
 #include "herd/train/checkpoint/interop.h"
-#include "herd/train/step/micro_batch_data.h"
-#include "herd/train/step/pipeline_model.h"
+#include "herd/train/job/fault_log.h"
 #include "herd/train/job/preempt.h"
 #include "herd/train/plan/projection.h"
+#include "herd/train/step/micro_batch_data.h"
+#include "herd/train/step/pipeline_model.h"
 
 namespace herd::train {
 
