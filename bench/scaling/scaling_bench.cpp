@@ -2,7 +2,7 @@
 // ranks as threads), reporting tokens/s and the share of rank 0's step time spent blocked in
 // collectives (TimedCommunicator). This machine has 2 cores, so 8 ranks share them: the numbers to read
 // are the communication shares and how they grow with the rank count, not a speed-up.
-//   herd_bench_scaling [--model tiny|small] [--impl tpfsdp|replica] [--steps N] [--max-ranks R] [--out FILE]
+//   herd_bench_scaling [--model tiny|small] [--steps N] [--max-ranks R] [--out FILE]
 // --max-ranks 1 measures only the one-rank row (the distributed path at degree 1).
 #include <algorithm>
 #include <cstdlib>
@@ -14,8 +14,7 @@
 
 #include "common/bench_json.h"
 #include "herd/kernels/library_env.h"
-#include "herd/train/step/dist_model.h"
-#include "train/dist_harness.h"
+#include "herd/train/job/job.h"
 
 namespace {
 
@@ -38,11 +37,10 @@ std::shared_ptr<const data::TokenDocuments> docs(std::int64_t vocab, std::int64_
 
 int main(int argc, char** argv) {
   herd::kernels::settle_library_env(argv);  // the OpenMP wait and OpenBLAS kernels herd itself runs with
-  std::string model_name = "tiny", impl = "tpfsdp", out_path;
+  std::string model_name = "tiny", out_path;
   std::int64_t steps = 4, max_ranks = 8;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--model")) model_name = argv[i + 1];
-    if (!std::strcmp(argv[i], "--impl")) impl = argv[i + 1];
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--out")) out_path = argv[i + 1];
     if (!std::strcmp(argv[i], "--max-ranks")) max_ranks = std::atoll(argv[i + 1]);
@@ -59,10 +57,8 @@ int main(int argc, char** argv) {
   cfg.schedule.warmup_steps = 1;
   cfg.eval.every = 0;
   const auto corpus = docs(m->vocab, 2000);
-  Json doc =
-      bench::envelope("scaling: tokens/s and communication share by rank count (" + model_name + ", " + impl + ")");
+  Json doc = bench::envelope("scaling: tokens/s and communication share by rank count (" + model_name + ")");
   doc["model"] = model_name;
-  doc["impl"] = impl;
   {
     std::ifstream la("/proc/loadavg");
     double l1 = 0;
@@ -71,16 +67,13 @@ int main(int argc, char** argv) {
   }
   doc["note"] = "2 cores shared by every rank: read comm_share, not tokens/s ratios, as the scaling result";
   doc["global_batch_tokens"] = cfg.train.global_batch * cfg.data.seq_len;
-  const RankModelFactory<float> factory =
-      impl == "replica" ? testing::replica_factory<float>() : distributed_llama_factory<float>();
   const std::pair<int, int> layouts[] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {1, 4}, {2, 4}, {1, 8}};
   for (auto [tp, dp] : layouts) {
-    if (impl == "replica" && tp > 1) continue;  // the replica does not split work across TP
     if (tp * dp > max_ranks) continue;
     cfg.parallel.tp = tp;
     cfg.parallel.dp = dp;
     JobResult<float> r;
-    Status s = run_local_job<float>(cfg, *m, {corpus, nullptr}, factory, &r, 0, /*gather=*/false);
+    Status s = run_local_job<float>(cfg, *m, {corpus, nullptr}, &r, 0, /*gather=*/false);
     if (!s.ok()) {
       std::cerr << "tp" << tp << " dp" << dp << ": " << s.error().message() << "\n";
       return 1;

@@ -8,8 +8,8 @@
 //   herd_bench_train --model small --threads 1 --micro-batch 8 --seq-len 512 --steps 3
 //                    [--precision fp32|bf16] [--out r.json]
 //
-// It times what `herd train` runs on one rank: parallel::DistributedLlama in a one-rank world (its FSDP
-// units, TP and CP hooks at degree 1) and its optimizer step.
+// It times what `herd train` runs on one rank: parallel::RankModel in a one-rank world (a pipeline of
+// one chunk: its FSDP units, TP and CP hooks at degree 1) and its optimizer step.
 //
 // FLOPs per token are model FLOPs (model/flops.h: 6 x parameters + causal attention), the convention
 // the PyTorch peer uses too. Both wall-clock and process-CPU-time rates are reported (medians over the
@@ -45,7 +45,7 @@
 #include "herd/kernels/openmp_wait.h"
 #include "herd/model/flops.h"
 #include "herd/nn/model.h"
-#include "herd/parallel/model.h"
+#include "herd/parallel/rank_model.h"
 
 namespace {
 
@@ -203,18 +203,23 @@ int main(int argc, char** argv) {
   {
     herd::comm::LocalWorld world(1, herd::comm::CommOptions{});
     const std::vector<herd::Status> st = world.run([&](herd::comm::Communicator& w) -> herd::Status {
-      herd::kernels::set_num_threads(threads);  // OpenMP's team size is per thread, as in train/job/launch.cpp
+      herd::kernels::set_num_threads(threads);  // OpenMP's team size is per thread, as in train/job/job.cpp
       HERD_ASSIGN_OR_RETURN(herd::topology::ParallelDims dims, herd::topology::ParallelDims::make(1, 1, 1, 1, 1));
       HERD_ASSIGN_OR_RETURN(auto groups, herd::parallel::ParallelGroups::make(w, dims));
       herd::parallel::ParallelContext ctx = groups->context();
       ctx.precision = bf16 ? herd::Precision::kBF16 : herd::Precision::kFP32;
-      herd::parallel::DistributedLlama<float> m(*cfg, ctx, herd::model::Recompute::kNone, micro_batch, seq_len);
+      herd::parallel::RankModelOptions o;
+      o.recompute = herd::model::Recompute::kNone;
+      o.micro_batch = micro_batch;
+      o.seq_len = seq_len;
+      HERD_ASSIGN_OR_RETURN(auto model, herd::parallel::RankModel<float>::make(ctx, *cfg, o));
+      herd::parallel::RankModel<float>& m = *model;
       m.init_weights(1);
       param_count = m.full_param_count();
       herd::Status failed = herd::Status::Ok();
       time_steps([&] {
         m.zero_grads();
-        herd::Result<herd::kernels::CrossEntropyLoss> l = m.forward_backward(mb, 1.0f / static_cast<float>(n), true);
+        herd::Result<herd::kernels::CrossEntropyLoss> l = m.forward_backward_step({mb}, 1.0f / static_cast<float>(n));
         herd::Result<double> norm = l.ok() ? m.step(ac, 1e-4, 1.0) : herd::Result<double>(l.error());
         if (!norm.ok()) failed = norm.error();
         return l.ok() ? l->loss_sum / static_cast<double>(l->count) : 0.0;

@@ -31,7 +31,7 @@ configure_release() {
 # AddressSanitizer + UndefinedBehaviorSanitizer everywhere, libFuzzer's coverage in every object, the
 # test executables and the libFuzzer targets (fuzz/). One tree compiles the libraries once for both, and
 # clang compiles a test source under the sanitizers in about 60% of GCC's time (11 s against 19 s for
-# tests/train/replica_trainer_test.cpp at -O1). No -Werror here: warnings are the Release tree's (GCC).
+# a 227-line test source of tests/train/ at -O1). No -Werror here: warnings are the Release tree's (GCC).
 configure_sanitize() {
   cmake -S . -B build/sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DHERD_SANITIZE=ON -DHERD_FUZZ=ON -DHERD_BUILD_TESTS=ON \

@@ -17,7 +17,7 @@
 #include "herd/kernels/optim.h"
 #include "herd/nn/model.h"
 #include "herd/parallel/context.h"
-#include "herd/parallel/model.h"
+#include "herd/parallel/rank_model.h"
 
 namespace herd::parallel::testing {
 
@@ -88,6 +88,20 @@ double rel_l2(const std::vector<T>& a, const T* b, const nn::NamedParam& p) {
     norm += y * y;
   }
   return std::sqrt(diff / norm);
+}
+
+// The rank's model at pp = 1, sized for micro-batches of `micro_batch` sequences of seq_len tokens,
+// `microbatches` of them per step.
+template <typename T>
+Result<std::unique_ptr<RankModel<T>>> rank_model(const ParallelContext& ctx, const model::LlamaConfig& cfg,
+                                                 model::Recompute recompute, std::int64_t micro_batch,
+                                                 std::int64_t seq_len, int microbatches = 1) {
+  RankModelOptions o;
+  o.recompute = recompute;
+  o.micro_batch = micro_batch;
+  o.seq_len = seq_len;
+  o.schedule.microbatches = microbatches;
+  return RankModel<T>::make(ctx, cfg, o);
 }
 
 // Runs fn(ctx) on every rank of a tp x dp layout.

@@ -72,9 +72,11 @@ void check_training(std::int64_t tp, std::int64_t dp, bool sp, bool reshard, int
   const RunResult<T> ref = single_rank<T>(cfg, steps);
   nn::LlamaModel<T> layout(cfg, model::Recompute::kFull, 1, 1);  // for the named-parameter table only
   run_layout(tp, dp, sp, reshard, [&](const ParallelContext& ctx) -> Status {
-    DistributedLlama<T> model(cfg, ctx, model::Recompute::kSelective, 1, kT);
-    model.init_weights(5);
     const std::int64_t per_rank = kSeqs / dp;
+    HERD_ASSIGN_OR_RETURN(auto model_ptr,
+                          rank_model<T>(ctx, cfg, model::Recompute::kSelective, 1, kT, static_cast<int>(per_rank)));
+    RankModel<T>& model = *model_ptr;
+    model.init_weights(5);
     for (int s = 0; s < steps; ++s) {
       const Batch b = make_batch(kSeqs, kT, cfg.vocab, 100 + static_cast<std::uint32_t>(s));
       // Each DP rank counts its own rows; the global count comes from the helper the trainer uses.
@@ -83,16 +85,15 @@ void check_training(std::int64_t tp, std::int64_t dp, bool sp, bool reshard, int
         const nn::MicroBatch mb = b.rows(ctx.dp_rank() * per_rank + m, 1);
         mine += std::count_if(mb.targets, mb.targets + mb.rows(), [](std::int32_t x) { return x >= 0; });
       }
-      HERD_ASSIGN_OR_RETURN(const std::int64_t tokens, global_real_tokens(ctx, mine));
+      std::int64_t tokens = mine;  // different rows on each DP rank (cp = 1)
+      HERD_RETURN_IF_ERROR(ctx.dp->all_reduce<std::int64_t>(&tokens, 1, comm::ReduceOp::kSum));
       COMM_EXPECT(tokens == b.real_tokens(), tokens, " vs ", b.real_tokens());
       const T scale = T(1) / static_cast<T>(tokens);
       model.zero_grads();
-      double loss = 0;
-      for (std::int64_t m = 0; m < per_rank; ++m) {
-        HERD_ASSIGN_OR_RETURN(
-            auto l, model.forward_backward(b.rows(ctx.dp_rank() * per_rank + m, 1), scale, m == per_rank - 1));
-        loss += l.loss_sum;
-      }
+      std::vector<nn::MicroBatch> mbs;
+      for (std::int64_t m = 0; m < per_rank; ++m) mbs.push_back(b.rows(ctx.dp_rank() * per_rank + m, 1));
+      HERD_ASSIGN_OR_RETURN(auto l, model.forward_backward_step(mbs, scale));
+      double loss = l.loss_sum;
       HERD_RETURN_IF_ERROR(ctx.dp->all_reduce<double>(&loss, 1, comm::ReduceOp::kSum));
       loss /= static_cast<double>(b.real_tokens());
       const double want = ref.losses[static_cast<std::size_t>(s)];
@@ -100,7 +101,7 @@ void check_training(std::int64_t tp, std::int64_t dp, bool sp, bool reshard, int
       HERD_ASSIGN_OR_RETURN(const double norm, model.step(adamw(), kLr, kMaxNorm));
       COMM_EXPECT(std::isfinite(norm));
     }
-    HERD_ASSIGN_OR_RETURN(auto w, model.gather_full_weights());
+    HERD_ASSIGN_OR_RETURN(auto w, model.gather_full(false));
     // The whole model's weights, as one vector, always within tol; each tensor within weight_tol.
     const nn::NamedParam all{"all weights", 0, static_cast<std::int64_t>(w.size()), 1};
     const double whole = sizeof(T) == 8 ? rel_diff(w, ref.weights.data(), all) : rel_l2(w, ref.weights.data(), all);

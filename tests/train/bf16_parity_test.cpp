@@ -19,8 +19,7 @@
 #include <string>
 #include <tuple>
 
-#include "herd/train/step/dist_model.h"
-#include "herd/train/step/pipeline_model.h"
+#include "herd/train/job/job.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {
@@ -54,8 +53,7 @@ JobResult<float> run(const Bf16Layout& l, const std::string& precision) {
   c.parallel.sequence_parallel = l.sp;
   c.train.precision = *parse_run_precision(precision);
   JobResult<float> out;
-  Status s = run_local_job<float>(c, parity_model(l.layers()), {parity_docs(80, 7), nullptr},
-                                  distributed_llama_factory<float>(), &out);
+  Status s = run_local_job<float>(c, parity_model(l.layers()), {parity_docs(80, 7), nullptr}, &out);
   EXPECT_TRUE(s.ok()) << l.name() << ": " << s.error().message();
   return out;
 }
@@ -72,8 +70,7 @@ const JobResult<float>& single(const Bf16Layout& l, const std::string& precision
     testing::set_layout(c, 1, 1, 1, 1);
     c.train.precision = *parse_run_precision(precision);
     JobResult<float> r;
-    Status s = run_local_job<float>(c, parity_model(l.layers()), {parity_docs(80, 7), nullptr},
-                                    distributed_llama_factory<float>(), &r);
+    Status s = run_local_job<float>(c, parity_model(l.layers()), {parity_docs(80, 7), nullptr}, &r);
     EXPECT_TRUE(s.ok()) << s.error().message();
     it = cache.emplace(key, std::move(r)).first;
   }

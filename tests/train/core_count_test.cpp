@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "herd/core/cores.h"
-#include "herd/train/job/launch.h"
+#include "herd/train/job/job.h"
 
 namespace herd::train {
 namespace {

@@ -16,8 +16,7 @@
 #include <string>
 
 #include "herd/train/checkpoint/checkpoint.h"
-#include "herd/train/step/dist_model.h"
-#include "herd/train/step/pipeline_model.h"
+#include "herd/train/job/job.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {
@@ -67,8 +66,7 @@ JobResult<T> run(TrainConfig c, const Layout& l, std::int64_t stop_after = 0) {
   c = config_for(l, c.train.steps);
   c.checkpoint = base.checkpoint;
   JobResult<T> out;
-  Status s = run_local_job<T>(c, parity_model(l.layers()), {parity_docs(80, 7), nullptr},
-                              distributed_llama_factory<T>(), &out, stop_after);
+  Status s = run_local_job<T>(c, parity_model(l.layers()), {parity_docs(80, 7), nullptr}, &out, stop_after);
   EXPECT_TRUE(s.ok()) << l.name() << ": " << s.error().message();
   return out;
 }
@@ -166,7 +164,7 @@ std::vector<Layout> all_layouts(int world) {
                 Layout l{tp, cp, dp, sp, pp, v, m, n};
                 if (n == pp && m == n && n != l.n) continue;
                 if (n > m) continue;
-                if (!check_pipeline(config_for(l, 1), parity_model(l.layers())).ok()) continue;
+                if (!check_layout(config_for(l, 1), parity_model(l.layers()), 0).ok()) continue;
                 bool dup = false;
                 for (const Layout& o : out) dup = dup || o.name() == l.name();
                 if (!dup) out.push_back(l);

@@ -4,11 +4,6 @@
 // independently of the Trainer (no slicing, no collectives): the loss of a step is the sum over every
 // micro-batch / the real tokens of the step. A distributed run must reproduce its loss curve and its
 // final weights by name (1e-10 relative in double, 1e-5 in fp32).
-//
-// ReplicaModel<T> is the test-only stand-in RankModel: a full nn::LlamaModel replica per rank, its
-// gradients summed over the DP group (plain data parallelism; TP ranks compute the same thing twice).
-// It checks the trainer's plumbing (slicing, token counting, checkpoints, faults) independently of
-// the TP+FSDP model, and it shards its checkpoint pieces by TP rows and DP ranges like a real layout.
 #pragma once
 
 #include <cmath>
@@ -23,10 +18,10 @@
 #include "herd/comm/communicator.h"
 #include "herd/data/loader.h"
 #include "herd/nn/model.h"
+#include "herd/parallel/rank_model.h"
 #include "herd/train/job/config.h"
-#include "herd/train/job/launch.h"
+#include "herd/train/job/job.h"
 #include "herd/train/step/lr_schedule.h"
-#include "herd/train/step/rank_model.h"
 #include "train/reference_adamw.h"
 
 namespace herd::train::testing {
@@ -148,94 +143,12 @@ double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
+// The model of one rank of cfg's layout, as the job builds it (the layout checked first).
 template <typename T>
-class ReplicaModel final : public RankModel<T> {
- public:
-  ReplicaModel(const parallel::ParallelContext& ctx, const model::LlamaConfig& m, const TrainConfig& cfg)
-      : ctx_(ctx),
-        model_(m, model::Recompute::kNone, resolve_layout(cfg).value().layout.microbatch, cfg.data.seq_len),
-        opt_(model_.param_count()) {}
-
-  void init_weights(std::uint64_t seed) override { model_.init_weights(seed); }
-  void zero_grads() override { model_.zero_grads(); }
-  Result<kernels::CrossEntropyLoss> forward_backward(const nn::MicroBatch& mb, T loss_scale, bool) override {
-    return model_.forward_backward(mb, loss_scale);
-  }
-  Result<double> grad_norm() override {
-    HERD_RETURN_IF_ERROR(
-        ctx_.dp->all_reduce(model_.grads(), static_cast<std::size_t>(model_.param_count()), comm::ReduceOp::kSum));
-    return opt_.grad_norm(model_.grads());
-  }
-  Status apply_update(const kernels::AdamWConfig& cfg, double lr, double max_norm, double norm) override {
-    opt_.apply(model_.params(), model_.grads(), cfg, lr, max_norm, norm);
-    return Status::Ok();
-  }
-  std::int64_t optimizer_steps() const override { return opt_.steps(); }
-  void set_optimizer_steps(std::int64_t s) override { opt_.set_steps(s); }
-
-  // TP rank t keeps rows [t R / tp, (t+1) R / tp) of each tensor; DP rank d a range of that block.
-  std::vector<ShardPiece<T>> shard_pieces() override {
-    std::vector<ShardPiece<T>> out;
-    const std::int64_t tp = ctx_.tp_size(), dp = ctx_.dp_size(), t = ctx_.tp_rank(), d = ctx_.dp_rank();
-    for (const nn::NamedParam& p : model_.named_params()) {
-      ShardPiece<T> s = piece(p);
-      s.r0 = t * p.rows / tp;
-      s.r1 = (t + 1) * p.rows / tp;
-      const std::int64_t n = (s.r1 - s.r0) * p.cols;
-      s.e0 = d * n / dp;
-      s.e1 = (d + 1) * n / dp;
-      set_pointers(s, p.offset + s.r0 * p.cols + s.e0);
-      out.push_back(s);
-    }
-    return out;
-  }
-  // A replica needs every element back, whatever it saved.
-  std::vector<ShardPiece<T>> load_pieces() override {
-    std::vector<ShardPiece<T>> out;
-    for (const nn::NamedParam& p : model_.named_params()) {
-      ShardPiece<T> s = piece(p);
-      s.r0 = 0, s.r1 = p.rows, s.e0 = 0, s.e1 = p.count();
-      set_pointers(s, p.offset);
-      out.push_back(s);
-    }
-    return out;
-  }
-  Result<std::vector<std::pair<std::string, std::vector<T>>>> gather_full_weights() override {
-    std::vector<std::pair<std::string, std::vector<T>>> out;
-    for (const nn::NamedParam& p : model_.named_params()) {
-      out.emplace_back(p.name, std::vector<T>(model_.params() + p.offset, model_.params() + p.offset + p.count()));
-    }
-    return out;
-  }
-
- private:
-  ShardPiece<T> piece(const nn::NamedParam& p) const {
-    ShardPiece<T> s;
-    s.name = p.name;
-    s.rows = p.rows;
-    s.cols = p.cols;
-    s.c0 = 0;
-    s.c1 = p.cols;
-    return s;
-  }
-  void set_pointers(ShardPiece<T>& s, std::int64_t flat) {
-    s.param = model_.params() + flat;
-    s.m = opt_.m() + flat;
-    s.v = opt_.v() + flat;
-    s.g = model_.grads() + flat;
-  }
-
-  parallel::ParallelContext ctx_;
-  nn::LlamaModel<T> model_;
-  AdamW<T> opt_;
-};
-
-template <typename T>
-RankModelFactory<T> replica_factory() {
-  return [](const parallel::ParallelContext& ctx, const model::LlamaConfig& m,
-            const TrainConfig& cfg) -> Result<std::unique_ptr<RankModel<T>>> {
-    return std::unique_ptr<RankModel<T>>(new ReplicaModel<T>(ctx, m, cfg));
-  };
+Result<std::unique_ptr<parallel::RankModel<T>>> rank_model(const parallel::ParallelContext& ctx,
+                                                           const model::LlamaConfig& m, const TrainConfig& cfg) {
+  HERD_ASSIGN_OR_RETURN(const JobLayout layout, check_layout(cfg, m, 0));
+  return parallel::RankModel<T>::make(ctx, m, layout.model_options(cfg.data.seq_len));
 }
 
 }  // namespace herd::train::testing

@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "herd/train/checkpoint/checkpoint.h"
-#include "herd/train/step/dist_model.h"
+#include "herd/train/job/job.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {
@@ -25,8 +25,7 @@ JobResult<T> run(TrainConfig c, std::int64_t tp, std::int64_t dp, bool sp, std::
   testing::set_layout(c, tp, 1, 1, dp);
   c.parallel.sequence_parallel = sp;
   JobResult<T> out;
-  Status s = run_local_job<T>(c, parity_model(), {parity_docs(80, 7), nullptr}, distributed_llama_factory<T>(), &out,
-                              stop_after);
+  Status s = run_local_job<T>(c, parity_model(), {parity_docs(80, 7), nullptr}, &out, stop_after);
   EXPECT_TRUE(s.ok()) << s.error().message();
   return out;
 }

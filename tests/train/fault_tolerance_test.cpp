@@ -30,9 +30,8 @@
 #include "common/scratch_dir.h"
 #include "herd/train/checkpoint/checkpoint.h"
 #include "herd/train/checkpoint/checkpoint_writer.h"
-#include "herd/train/job/launch.h"
+#include "herd/train/job/job.h"
 #include "herd/train/job/preempt.h"
-#include "herd/train/step/dist_model.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {
@@ -59,8 +58,8 @@ Result<JobResult<float>> run(const TrainConfig& c, std::int64_t stop_after = 0,
   out.quiet = true;
   out.step_clock = std::move(step_clock);
   HERD_RETURN_IF_ERROR(run_local_job<float>(c, testing::parity_model(),
-                                            {testing::parity_docs(40, 1), testing::parity_docs(10, 2)},
-                                            distributed_llama_factory<float>(), &out, stop_after, /*gather=*/true));
+                                            {testing::parity_docs(40, 1), testing::parity_docs(10, 2)}, &out,
+                                            stop_after, /*gather=*/true));
   return out;
 }
 
@@ -154,9 +153,9 @@ TEST(Preemption, TheSigtermFlagStopsEveryRankWithACheckpointThatResumesBitExactl
 // The pieces of a fake rank whose values say which step saved them.
 struct FakeRank {
   std::vector<float> param, m, v;
-  std::vector<ShardPiece<float>> pieces;
+  std::vector<parallel::ShardPiece<float>> pieces;
   explicit FakeRank(std::int64_t n) : param(static_cast<std::size_t>(n)), m(param.size()), v(param.size()) {
-    ShardPiece<float> p;
+    parallel::ShardPiece<float> p;
     p.name = "w";
     p.rows = n;
     p.cols = 1;

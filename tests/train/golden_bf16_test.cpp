@@ -1,6 +1,6 @@
 // bf16 golden parity with PyTorch's bf16 autocast (tools/llama_golden_bf16.py,
 // tests/train/golden/llama_tiny_bf16.bin): the tiny Llama 3 and packed batch of golden_test.cpp, run
-// through herd's production path in `train.precision = bf16` (parallel::DistributedLlama<float> at
+// through herd's production path in `train.precision = bf16` (parallel::RankModel<float> at
 // degree 1 with ctx.precision bf16: bf16 weight copies, gemm_bf16, bf16 saved activations, fp32 elsewhere).
 //
 // Tolerances (docs/precision.md derives them): both sides round the same fp32 weights to bf16 and feed
@@ -26,7 +26,7 @@
 #include "golden_file.h"
 #include "herd/nn/init.h"
 #include "herd/nn/model.h"
-#include "herd/parallel/model.h"
+#include "herd/parallel/rank_model.h"
 
 namespace herd {
 namespace {
@@ -69,15 +69,19 @@ HerdRun run_herd(bool bf16, model::Recompute recompute) {
                           parallel::ParallelGroups::make(world, *topology::ParallelDims::make(1, 1, 1, 1)));
     parallel::ParallelContext ctx = groups->context();
     ctx.precision = bf16 ? Precision::kBF16 : Precision::kFP32;
-    parallel::DistributedLlama<float> m(cfg, ctx, recompute, mb.batch, mb.seq_len);
-    m.load_full(layout.params());
+    parallel::RankModelOptions o;
+    o.recompute = recompute;
+    o.micro_batch = mb.batch;
+    o.seq_len = mb.seq_len;
+    HERD_ASSIGN_OR_RETURN(auto m, parallel::RankModel<float>::make(ctx, cfg, o));
+    m->load_full(layout.params());
     out.logits.resize(static_cast<std::size_t>(mb.rows() * cfg.vocab));
-    HERD_RETURN_IF_ERROR(m.logits(mb, out.logits.data()));
-    m.zero_grads();
-    HERD_ASSIGN_OR_RETURN(auto l, m.forward_backward(mb, 1.0f / static_cast<float>(count), true));
+    HERD_RETURN_IF_ERROR(m->logits(mb, out.logits.data()));
+    m->zero_grads();
+    HERD_ASSIGN_OR_RETURN(auto l, m->forward_backward_step({mb}, 1.0f / static_cast<float>(count)));
     COMM_EXPECT(l.count == count);
     out.loss = l.loss_sum / static_cast<double>(l.count);
-    HERD_ASSIGN_OR_RETURN(out.grads, m.gather_full_grads());
+    HERD_ASSIGN_OR_RETURN(out.grads, m->gather_full(true));
     return Status::Ok();
   });
   return out;

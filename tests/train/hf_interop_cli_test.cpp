@@ -18,11 +18,12 @@
 #include "herd/data/loader.h"
 #include "herd/parallel/context.h"
 #include "herd/train/checkpoint/checkpoint.h"
-#include "herd/train/step/dist_model.h"
-#include "herd/train/generate.h"
 #include "herd/train/checkpoint/hf_checkpoint.h"
 #include "herd/train/checkpoint/interop.h"
+#include "herd/train/generate.h"
+#include "herd/train/job/job.h"
 #include "herd/train/step/trainer.h"
+#include "train/dist_harness.h"
 #include "train/parity_run_dir.h"
 
 namespace herd::train {
@@ -135,11 +136,11 @@ LayoutRun run_layout(const std::string& name, std::int64_t tp, std::int64_t pp, 
     HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims, topology::ParallelDims::make(tp, cp, pp, 1, w.size()));
     HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelGroups> g, parallel::ParallelGroups::make(w, dims));
     const parallel::ParallelContext ctx = g->context(true, false);
-    HERD_ASSIGN_OR_RETURN(std::unique_ptr<RankModel<float>> model, distributed_llama_factory<float>()(ctx, m, cfg));
+    HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::RankModel<float>> model, testing::rank_model<float>(ctx, m, cfg));
     model->init_weights(99);  // overwritten below
-    std::vector<ShardPiece<float>> pieces = model->load_pieces();
+    std::vector<parallel::ShardPiece<float>> pieces = model->load_pieces();
     HERD_RETURN_IF_ERROR((*hf)->load_into<float>(pieces));
-    HERD_RETURN_IF_ERROR(model->after_load());
+    model->after_load();
     // This rank's CP slice of the batch (chunks r and 2 cp - 1 - r of every sequence, data::slice_batch).
     data::Batch global;
     global.rows = e.b, global.seq_len = e.t, global.tokens = b.tokens, global.targets = b.targets;

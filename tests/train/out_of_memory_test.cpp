@@ -1,7 +1,7 @@
 // A rank whose allocation fails is one error naming the rank, the bytes asked for and the planner's
 // estimate of the layout, not an abort, and not its peer's "rank 1 exited" (the victim's view). The
 // failing rank asks aligned_array for 2^61 + 1 floats, a real request the allocator layer refuses
-// (core/aligned.h), on rank 1 of a DP2 job whose rank 0 trains normally.
+// (core/aligned.h), on one rank of a DP2 job whose other rank trains normally.
 #include "herd/train/step/out_of_memory.h"
 
 #include <gtest/gtest.h>
@@ -16,16 +16,14 @@ using testing::parity_config;
 using testing::parity_docs;
 using testing::parity_model;
 
-template <typename T>
-RankModelFactory<T> failing_on_rank(int bad_rank) {
-  return [bad_rank](const parallel::ParallelContext& ctx, const model::LlamaConfig& m,
-                    const TrainConfig& cfg) -> Result<std::unique_ptr<RankModel<T>>> {
-    if (ctx.rank == bad_rank) {
-      AlignedPtr<float> huge = aligned_array<float>((std::size_t{1} << 61) + 1);
-      ADD_FAILURE() << "the allocation of 2^63 bytes succeeded";
-    }
-    return testing::replica_factory<T>()(ctx, m, cfg);
-  };
+// Rank bad_rank asks for 2^61 + 1 floats where the launcher hands it its step clock, inside the rank's
+// guarded region after its model and trainer are built; the other rank goes on into the first step.
+std::unique_ptr<StepClock> failing_on_rank(int rank, int bad_rank) {
+  if (rank == bad_rank) {
+    AlignedPtr<float> huge = aligned_array<float>((std::size_t{1} << 61) + 1);
+    ADD_FAILURE() << "the allocation of 2^63 bytes succeeded";
+  }
+  return nullptr;
 }
 
 TEST(OutOfMemory, TheRankThatRanOutIsNamedWithTheBytesAndThePlan) {
@@ -33,8 +31,8 @@ TEST(OutOfMemory, TheRankThatRanOutIsNamedWithTheBytesAndThePlan) {
   testing::set_layout(c, 1, 1, 1, 2);
   for (int bad : {1, 0}) {
     JobResult<float> out;
-    const Status s =
-        run_local_job<float>(c, parity_model(), {parity_docs(40, 7), nullptr}, failing_on_rank<float>(bad), &out);
+    out.step_clock = [bad](int rank) { return failing_on_rank(rank, bad); };
+    const Status s = run_local_job<float>(c, parity_model(), {parity_docs(40, 7), nullptr}, &out);
     ASSERT_FALSE(s.ok());
     const std::string& m = s.error().message();
     EXPECT_EQ(m.rfind("rank " + std::to_string(bad) + ": out of memory: an allocation of 8192.0 PiB (" +

@@ -19,9 +19,9 @@
 #include "herd/model/weights.h"
 #include "herd/parallel/context.h"
 #include "herd/topology/cluster.h"
-#include "herd/train/step/dist_model.h"
 #include "herd/train/checkpoint/hf_checkpoint.h"
 #include "herd/train/checkpoint/interop.h"
+#include "herd/train/job/job.h"
 #include "herd/train/plan/projection.h"
 #include "herd/train/step/trainer.h"
 #include "train/dist_harness.h"
@@ -54,7 +54,7 @@ void run_ranks(const model::LlamaConfig& m, const Dims& d, Fn each) {
     HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims, topology::ParallelDims::make(d.tp, d.cp, d.pp, d.dp, w.size()));
     HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelGroups> g, parallel::ParallelGroups::make(w, dims));
     const parallel::ParallelContext ctx = g->context(true, false);
-    HERD_ASSIGN_OR_RETURN(std::unique_ptr<RankModel<float>> model, distributed_llama_factory<float>()(ctx, m, cfg));
+    HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::RankModel<float>> model, testing::rank_model<float>(ctx, m, cfg));
     model->init_weights(4321);
     return each(w, *model);
   });
@@ -70,7 +70,7 @@ TEST(ShardedInit, EveryLayoutStartsFromTheSingleRankWeightsBitForBit) {
     SCOPED_TRACE(std::to_string(d.tp) + "x" + std::to_string(d.cp) + "x" + std::to_string(d.pp) + "x" +
                  std::to_string(d.dp));
     std::vector<std::pair<std::string, std::vector<float>>> got;
-    run_ranks(m, d, [&](comm::Communicator& w, RankModel<float>& model) -> Status {
+    run_ranks(m, d, [&](comm::Communicator& w, parallel::RankModel<float>& model) -> Status {
       HERD_ASSIGN_OR_RETURN(auto weights, model.gather_full_weights());
       if (w.rank() == 0) got = std::move(weights);
       return Status::Ok();
@@ -116,18 +116,18 @@ InitMemory measure_init(const model::LlamaConfig& m, const Dims& d, const std::s
     std::int64_t max_held = 0;
     std::pair<std::int64_t, std::int64_t> fullest;  // its (tp, pp) coordinate
     std::map<std::pair<std::int64_t, std::int64_t>, std::map<std::string, std::int64_t>> blocks;  // TP blocks
-    run_ranks(m, d, [&](comm::Communicator& w, RankModel<float>& model) -> Status {
+    run_ranks(m, d, [&](comm::Communicator& w, parallel::RankModel<float>& model) -> Status {
       if (!load_from.empty()) HERD_RETURN_IF_ERROR(load_initial_weights<float>(load_from, m, model));
       HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims,
                             topology::ParallelDims::make(d.tp, d.cp, d.pp, d.dp, w.size()));
       const topology::Coord c = dims.coord(w.rank());
       std::int64_t saved = 0, held = 0;
-      for (const ShardPiece<float>& p : model.shard_pieces()) saved += p.count();  // each element once
+      for (const parallel::ShardPiece<float>& p : model.shard_pieces()) saved += p.count();  // each element once
       const std::int64_t elem = static_cast<std::int64_t>(sizeof(float));
       shard_bytes += 4 * saved * elem;  // parameters, gradients, m and v
       {
         std::lock_guard<std::mutex> lock(mu);
-        for (const ShardPiece<float>& p : model.load_pieces()) {
+        for (const parallel::ShardPiece<float>& p : model.load_pieces()) {
           held += p.count();
           blocks[{c.tp, c.pp}][p.name] = (p.r1 - p.r0) * (p.c1 - p.c0);  // every DP rank of (tp, pp) together
         }

@@ -22,7 +22,7 @@
 #include <utility>
 
 #include "herd/comm/stragglers.h"
-#include "herd/train/step/dist_model.h"
+#include "herd/train/job/job.h"
 #include "train/dist_harness.h"
 
 namespace herd::train {
@@ -261,8 +261,7 @@ JobResult<float> run_job_of(const TrainConfig& c, ScriptedJob* job = nullptr) {
   out.quiet = true;
   if (job != nullptr) out.step_clock = job->clocks();
   const Status s =
-      run_local_job<float>(c, herd::test_models::straggler_llama(), {testing::parity_docs(200, 3), nullptr},
-                           distributed_llama_factory<float>(), &out);
+      run_local_job<float>(c, herd::test_models::straggler_llama(), {testing::parity_docs(200, 3), nullptr}, &out);
   EXPECT_TRUE(s.ok()) << s.error().message();
   EXPECT_EQ(static_cast<std::int64_t>(out.history.size()), c.train.steps);
   return out;

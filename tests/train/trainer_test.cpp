@@ -18,8 +18,7 @@
 #include "common/test_model.h"
 #include "herd/train/checkpoint/checkpoint.h"
 #include "herd/train/generate.h"
-#include "herd/train/job/launch.h"
-#include "herd/train/step/dist_model.h"
+#include "herd/train/job/job.h"
 
 namespace herd::train {
 namespace {
@@ -82,8 +81,8 @@ Result<JobResult<float>> run(TrainConfig c, TpDp l, std::int64_t stop_after = 0,
   c.train.global_batch = 8;
   JobResult<float> out;
   out.quiet = true;
-  HERD_RETURN_IF_ERROR(run_local_job<float>(c, m, {synthetic_docs(60, 1), synthetic_docs(10, 2)},
-                                            distributed_llama_factory<float>(), &out, stop_after, /*gather=*/true));
+  HERD_RETURN_IF_ERROR(
+      run_local_job<float>(c, m, {synthetic_docs(60, 1), synthetic_docs(10, 2)}, &out, stop_after, /*gather=*/true));
   return out;
 }
 

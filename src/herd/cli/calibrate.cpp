@@ -28,8 +28,8 @@
 // recorded, and `herd train` plans at the ratio of its own probe to it.
 // The committed preset's numbers came from this command; docs/projection.md. The timers, the communicator's
 // timing and fit and the host readers are measure/'s; the kernel and communicator stage is
-// cli/calibrate_kernels.{h,cpp}, the reference steps and what they make of the kernel rates
-// cli/calibrate_steps.{h,cpp}; this file runs both and writes the cluster.
+// train/plan/calibrate_kernels.{h,cpp}, the reference steps and what they make of the kernel rates
+// train/plan/calibrate_steps.{h,cpp}; this file runs both and writes the cluster.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -40,8 +40,6 @@
 
 #include "herd/cli/app.h"
 #include "herd/cli/calibrate_device.h"
-#include "herd/cli/calibrate_kernels.h"
-#include "herd/cli/calibrate_steps.h"
 #include "herd/cli/table.h"
 #include "herd/core/cores.h"
 #include "herd/core/file_write.h"
@@ -56,10 +54,11 @@
 #include "herd/model/config.h"
 #include "herd/planner/cost.h"
 #include "herd/topology/cluster.h"
+#include "herd/train/job/job.h"
+#include "herd/train/plan/calibrate_kernels.h"
+#include "herd/train/plan/calibrate_steps.h"
 #include "herd/train/plan/calibration_store.h"
-#include "herd/train/step/dist_model.h"
 #include "herd/train/plan/host_speed.h"
-#include "herd/train/job/launch.h"
 #include "herd/train/plan/projection.h"
 #include "herd/train/step/trainer.h"
 
@@ -67,15 +66,15 @@ namespace herd::cli {
 
 namespace {
 
-using calibration::AttentionRates;
-using calibration::CalibrateOptions;
-using calibration::CommCalibration;
-using calibration::far_from_last;
-using calibration::GemmRates;
-using calibration::kLowestScaling;
-using calibration::ReferenceSteps;
-using calibration::RuntimeFit;
-using calibration::Session;
+using train::calibration::AttentionRates;
+using train::calibration::CalibrateOptions;
+using train::calibration::CommCalibration;
+using train::calibration::far_from_last;
+using train::calibration::GemmRates;
+using train::calibration::kLowestScaling;
+using train::calibration::ReferenceSteps;
+using train::calibration::RuntimeFit;
+using train::calibration::Session;
 
 // This machine's last calibration of the same model and shapes, to compare rates with; nullopt when
 // there is none (or --previous none). A comparison that cannot be read is no comparison, said once.
@@ -122,37 +121,42 @@ Json report(Session& s, const topology::Cluster& c, const Measured& x) {
   const ReferenceSteps& ref = x.ref;
   const RuntimeFit& fit = x.fit;
   const std::string shape = std::to_string(s.o.micro_batch) + "x" + std::to_string(s.o.seq_len);
-  s.table.add({"training step (1 rank, 1 thread)", shape, format_fixed(1e3 * ref.one.step_s, 1) + " ms",
-               "kernels alone " + format_fixed(1e3 * fit.kernels_only_s, 1) + " ms: runtime " +
-                   format_fixed(100 * fit.efficiency, 1) + "%"});
+  s.table_rows.push_back({"training step (1 rank, 1 thread)", shape, format_fixed(1e3 * ref.one.step_s, 1) + " ms",
+                          "kernels alone " + format_fixed(1e3 * fit.kernels_only_s, 1) + " ms: runtime " +
+                              format_fixed(100 * fit.efficiency, 1) + "%"});
   if (ref.all_cores.step_s > 0) {
-    s.table.add({"training step (1 rank, " + std::to_string(s.cores) + " threads)", shape,
-                 format_fixed(1e3 * ref.all_cores.step_s, 1) + " ms",
-                 "thread scaling " +
-                     format_fixed((ref.one.step_s / ref.all_cores.step_s - 1.0) / static_cast<double>(s.cores - 1), 2) +
-                     " (GEMM " + format_fixed(x.gemm_scaling, 2) + ")"});
+    s.table_rows.push_back(
+        {"training step (1 rank, " + std::to_string(s.cores) + " threads)", shape,
+         format_fixed(1e3 * ref.all_cores.step_s, 1) + " ms",
+         "thread scaling " +
+             format_fixed((ref.one.step_s / ref.all_cores.step_s - 1.0) / static_cast<double>(s.cores - 1), 2) +
+             " (GEMM " + format_fixed(x.gemm_scaling, 2) + ")"});
   }
-  s.table.add({"training step (1 rank, 1 thread), bf16", shape, format_fixed(1e3 * ref.bf16.step_s, 1) + " ms",
-               "kernels alone " + format_fixed(1e3 * fit.bf16_kernels_only_s, 1) + " ms: runtime " +
-                   format_fixed(100 * fit.bf16_efficiency, 1) + "%"});
-  s.table.add({"same per rank, 2 ranks (DP)", shape, format_fixed(1e3 * ref.two_ranks.step_s, 1) + " ms",
-               "comm " + format_fixed(1e3 * ref.two_ranks.comm_s, 1) + " ms: multi-rank " +
-                   format_fixed(100 * a.multi_rank_efficiency, 1) + "%"});
-  s.table.add({"  of which waiting for the other rank", shape, format_fixed(1e3 * fit.rank_wait_s, 1) + " ms",
-               "collectives " + format_fixed(1e3 * fit.planned_two_rank_comm_s, 1) + " ms: speed_variation " +
-                   format_fixed(100 * a.speed_variation, 1) + "%"});
+  s.table_rows.push_back({"training step (1 rank, 1 thread), bf16", shape,
+                          format_fixed(1e3 * ref.bf16.step_s, 1) + " ms",
+                          "kernels alone " + format_fixed(1e3 * fit.bf16_kernels_only_s, 1) + " ms: runtime " +
+                              format_fixed(100 * fit.bf16_efficiency, 1) + "%"});
+  s.table_rows.push_back({"same per rank, 2 ranks (DP)", shape, format_fixed(1e3 * ref.two_ranks.step_s, 1) + " ms",
+                          "comm " + format_fixed(1e3 * ref.two_ranks.comm_s, 1) + " ms: multi-rank " +
+                              format_fixed(100 * a.multi_rank_efficiency, 1) + "%"});
+  s.table_rows.push_back({"  of which waiting for the other rank", shape,
+                          format_fixed(1e3 * fit.rank_wait_s, 1) + " ms",
+                          "collectives " + format_fixed(1e3 * fit.planned_two_rank_comm_s, 1) +
+                              " ms: speed_variation " + format_fixed(100 * a.speed_variation, 1) + "%"});
   Json raw = Json::array();
   for (const measure::CommSample& cs : x.comm.samples) {
     topology::Cluster storage;
     const topology::Cluster& sh = topology::host_share(c, cs.ranks, &storage);
     Result<topology::GroupLink> link = topology::link_for_group(sh, 1, cs.ranks);
     const double pred = link.ok() ? cs.steps * link->latency_s + cs.volume / link->bw_bytes_per_s : 0;
-    s.table.add({cs.op + " x" + std::to_string(cs.ranks), format_bytes(cs.bytes),
-                 format_fixed(1e6 * cs.seconds, 1) + " us", "model " + format_fixed(1e6 * pred, 1) + " us"});
+    s.table_rows.push_back({cs.op + " x" + std::to_string(cs.ranks), format_bytes(cs.bytes),
+                            format_fixed(1e6 * cs.seconds, 1) + " us", "model " + format_fixed(1e6 * pred, 1) + " us"});
     raw.push_back(
         {{"op", cs.op}, {"ranks", cs.ranks}, {"bytes", cs.bytes}, {"seconds", cs.seconds}, {"model_s", pred}});
   }
-  s.table.print(std::cout);
+  Table table({"what", "shape", "median", "rate"});
+  for (const std::vector<std::string>& row : s.table_rows) table.add(row);
+  table.print(std::cout);
   std::cout << "\nper core: GEMM " << format_fixed(x.gemm.one_thread / 1e9, 1) << " GFLOP/s (all " << s.cores
             << " cores " << format_fixed(x.gemm.all_cores / 1e9, 1) << "; thread_scaling "
             << format_fixed(fit.thread_scaling, 2)
@@ -315,7 +319,7 @@ int run_calibrate(const CalibrateOptions& o) {
   Result<ReferenceSteps> ref = measure_reference_steps(s);
   if (!ref.ok()) return report_error("calibrate", ref.error());
   x.ref = *ref;
-  s.table.add(
+  s.table_rows.push_back(
       {"host speed probe (all cores)", "512^3 x " + std::to_string(s.cores),
        "before " + format_fixed(x.ref.probe_before / 1e9, 1) + ", after " + format_fixed(x.ref.probe_after / 1e9, 1),
        format_fixed(0.5 * (x.ref.probe_before + x.ref.probe_after) / 1e9, 1) + " GFLOP/s per core"});

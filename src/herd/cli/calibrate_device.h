@@ -2,7 +2,7 @@
 // DeviceBackend::measure_rates) and written as a cluster file: a preset (h200 by default) whose
 // accelerator's bf16 efficiencies are what herd's kernels reached on this GPU, so that `herd estimate
 // --cluster FILE --software herd` plans a run of herd's kernels rather than of the libraries the preset
-// describes. The GPU counterpart of the CPU calibration's kernel stage (cli/calibrate_kernels.h);
+// describes. The GPU counterpart of the CPU calibration's kernel stage (train/plan/calibrate_kernels.h);
 // docs/gpu.md has a run.
 #pragma once
 #include <string>

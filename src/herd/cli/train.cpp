@@ -49,7 +49,6 @@
 #include "herd/train/job/supervisor.h"
 #include "herd/train/plan/calibration_store.h"
 #include "herd/train/plan/projection.h"
-#include "herd/train/step/dist_model.h"
 #include "herd/train/step/trainer.h"
 
 namespace herd::cli {
@@ -223,17 +222,8 @@ Status choose_layout(const TrainOptions& o, train::TrainConfig& cfg, const model
     ++rank;
     train::TrainConfig trial = cfg;
     const planner::Layout& l = e.layout;
-    trial.parallel.tp = l.tp;
-    trial.parallel.cp = l.cp;
-    trial.parallel.pp = l.pp;
-    trial.parallel.dp = l.dp;
-    trial.parallel.v = l.v;
-    trial.parallel.microbatch = l.microbatch;
-    trial.parallel.n = l.n;
-    trial.parallel.recompute = l.recompute;
-    trial.parallel.sequence_parallel = l.sequence_parallel;
-    Status ok = train::validate(trial);
-    if (ok.ok()) ok = train::check_layout(trial, m, world > 0 ? 0 : trial.parallel.world());
+    static_cast<planner::Layout&>(trial.parallel) = planner::with_searched(trial.parallel, l);
+    const Result<train::JobLayout> ok = train::check_layout(trial, m, world > 0 ? 0 : trial.parallel.world());
     if (!ok.ok()) {
       if (lead) std::cout << "layout auto: #" << rank << " cannot train here: " << ok.error().message() << "\n";
       continue;
@@ -348,10 +338,10 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   if (Status s = choose_layout(o, *cfg, in->model, world, lead); !s.ok()) {
     return report_error("train", s.error());
   }
-  if (Status s = train::check_layout(*cfg, in->model, *backend == comm::Backend::kMpi ? 0 : cfg->parallel.world());
-      !s.ok()) {
-    return report_error("train", s.error());
-  }
+  // The layout, resolved and checked once for the whole start: every rank builds from it.
+  const Result<train::JobLayout> layout =
+      train::check_layout(*cfg, in->model, *backend == comm::Backend::kMpi ? world : cfg->parallel.world());
+  if (!layout.ok()) return report_error("train", layout.error());
   if (lead) {
     print_resolved(*cfg, in->model);
     if (in->data.val) {
@@ -374,7 +364,7 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
     using T = decltype(tag);
     train::JobResult<T> out;
     out.exit_on_hang = true;  // this process is the job: a hung rank must not keep it alive
-    Status s = train::run_job<T>(*cfg, *in, train::distributed_llama_factory<T>(), &out, o.stop_after, samples);
+    Status s = train::run_job<T>(*cfg, *in, *layout, &out, o.stop_after, samples);
     if (!s.ok()) return report_error("train", s.error());
     if (out.preempted) return train::preemption_exit_code();
     if (lead && samples) print_samples<T>(*cfg, in->model, out.weights);

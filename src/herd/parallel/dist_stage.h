@@ -2,8 +2,8 @@
 // head) on one rank of a TP x CP x DP group, with its FSDP units, TP and CP hooks and optimizer state.
 //
 // Its units and weights are those of the weight table (model::llama_weights at this TP degree).
-// It is the one place that holds the per-unit logic of the distributed runtime: DistributedLlama
-// (parallel/model.h) is a single stage holding every unit, and each chunk of a pipeline rank
+// It is the one place that holds the per-unit logic of the distributed runtime: at pp = 1 the rank
+// model (parallel/rank_model.h) is a single stage holding every unit, and each chunk of a pipeline rank
 // (pp/executor.h) is one stage holding the units of its virtual stage's layers. A unit holds this TP
 // rank's part of its weights (q/k/v and gate/up rows, o and down columns, vocabulary rows of the
 // embedding and head; norms replicated) as one flat buffer, FSDP-sharded over ctx.fsdp() (CP x DP).
@@ -14,7 +14,7 @@
 // seq_len / cp, n_loc = its 1/tp with sequence parallelism). forward() keeps exactly the tensors
 // model/activations.h lists (the embedding ids, each layer's list, the head's list) in the caller's
 // arena; backward() frees them. On the last stage the head either runs its backward right after its
-// forward (fuse_head: one pass, DistributedLlama) or keeps its saved tensors for a later backward
+// forward (fuse_head: one pass, the training step) or keeps its saved tensors for a later backward
 // (pipelines: the loss is computed in the forward, the logits again in the backward).
 //
 // FSDP: forward waits for each unit's gather and prefetches the next; backward re-gathers when the

@@ -373,6 +373,16 @@ Result<FamilyChoice> choose(const Ctx& c, const Layout& degrees, bool hints) {
 
 }  // namespace
 
+Layout with_searched(const Layout& run, const Layout& chosen) {
+  Layout l = run;
+  l.tp = chosen.tp;
+  l.cp = chosen.cp;
+  l.pp = chosen.pp;
+  l.dp = chosen.dp;
+  for (const Knob& k : knobs()) k.set(l, k.get(chosen));
+  return l;
+}
+
 Result<FamilyChoice> choose_layout(const model::LlamaConfig& cfg, const topology::Cluster& cluster,
                                    const TrainingSpec& train, const Layout& degrees, std::int64_t gpus,
                                    const SearchSpace& space) {

@@ -92,6 +92,11 @@ struct FamilyChoice {
   std::string to_fit;  // when nothing fits: what would make it fit
 };
 
+// `run` with the degrees and every knob the search sets (search_knobs.h) taken from `chosen`; run's
+// other fields (the ZeRO stage, resharding, layer split and schedule) stay: what `--layout auto`
+// trains.
+Layout with_searched(const Layout& run, const Layout& chosen);
+
 // The layout of the degrees in `degrees` (tp, cp, pp, dp) with every knob `space` leaves open chosen
 // by the family search above (`space` fixes the rest, and the ZeRO stage and resharding). Errors:
 // the degrees or a given knob break a constraint (the first one, as validate_layout words it).

@@ -69,13 +69,13 @@ namespace {
 
 // Every named weight of `model` as one piece covering the whole tensor, its moments into scratch.
 template <typename T>
-std::vector<ShardPiece<T>> whole_pieces(const nn::LlamaModel<float>& model, std::vector<T>& params,
-                                        std::vector<T>& scratch) {
+std::vector<parallel::ShardPiece<T>> whole_pieces(const nn::LlamaModel<float>& model, std::vector<T>& params,
+                                                  std::vector<T>& scratch) {
   params.assign(static_cast<std::size_t>(model.param_count()), T(0));
   scratch.assign(2 * static_cast<std::size_t>(model.param_count()), T(0));
-  std::vector<ShardPiece<T>> out;
+  std::vector<parallel::ShardPiece<T>> out;
   for (const nn::NamedParam& p : model.named_params()) {
-    ShardPiece<T> s;
+    parallel::ShardPiece<T> s;
     s.name = p.name;
     s.rows = p.rows;
     s.cols = p.cols;
@@ -93,7 +93,7 @@ std::vector<ShardPiece<T>> whole_pieces(const nn::LlamaModel<float>& model, std:
 template <typename T>
 Status load_whole(const DistCheckpoint& ck, nn::LlamaModel<float>& model) {
   std::vector<T> params, scratch;
-  std::vector<ShardPiece<T>> pieces = whole_pieces<T>(model, params, scratch);
+  std::vector<parallel::ShardPiece<T>> pieces = whole_pieces<T>(model, params, scratch);
   HERD_RETURN_IF_ERROR(ck.load_into<T>(pieces));
   for (std::size_t i = 0; i < params.size(); ++i) model.params()[i] = static_cast<float>(params[i]);
   return Status::Ok();
@@ -109,7 +109,7 @@ Result<LoadedModel> load_model(const std::string& dir) {
     const std::int64_t ctx = std::min<std::int64_t>(hf->config().max_seq_len, 4096);
     lm.model = std::make_unique<nn::LlamaModel<float>>(hf->config(), model::Recompute::kNone, 1, ctx);
     std::vector<float> params, scratch;
-    std::vector<ShardPiece<float>> pieces = whole_pieces<float>(*lm.model, params, scratch);
+    std::vector<parallel::ShardPiece<float>> pieces = whole_pieces<float>(*lm.model, params, scratch);
     HERD_RETURN_IF_ERROR(hf->load_into<float>(pieces));
     std::copy(params.begin(), params.end(), lm.model->params());
     lm.meta = Json{{"model", model::config_to_hf_json(hf->config())}, {"source", {{"hf_dir", dir}}}};

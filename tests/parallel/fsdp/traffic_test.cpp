@@ -22,15 +22,15 @@ Counts count_step(bool sp, bool reshard, int micro_batches) {
   const Batch batch = make_batch(4, 8, cfg.vocab, 9);
   Counts rank0;
   run_layout(2, 2, sp, reshard, [&](const ParallelContext& ctx) -> Status {
-    DistributedLlama<double> model(cfg, ctx, model::Recompute::kNone, 1, 8);
+    HERD_ASSIGN_OR_RETURN(auto model_ptr, rank_model<double>(ctx, cfg, model::Recompute::kNone, 1, 8, micro_batches));
+    RankModel<double>& model = *model_ptr;
     model.init_weights(2);
     const std::size_t before = ctx.tp->recorder().entries().size();
     model.zero_grads();
-    for (int m = 0; m < micro_batches; ++m) {
-      HERD_ASSIGN_OR_RETURN(auto loss,
-                            model.forward_backward(batch.rows(ctx.dp_rank() * 2 + m, 1), 0.01, m == micro_batches - 1));
-      COMM_EXPECT(loss.count >= 0);
-    }
+    std::vector<nn::MicroBatch> mbs;
+    for (int m = 0; m < micro_batches; ++m) mbs.push_back(batch.rows(ctx.dp_rank() * 2 + m, 1));
+    HERD_ASSIGN_OR_RETURN(auto loss, model.forward_backward_step(mbs, 0.01));
+    COMM_EXPECT(loss.count >= 0);
     HERD_ASSIGN_OR_RETURN(const double norm, model.step(kernels::AdamWConfig{}, 1e-3, 1.0));
     COMM_EXPECT(norm > 0);
     if (ctx.rank == 0) {

@@ -75,18 +75,13 @@ void run_case(const Case& c) {
   comm::testing::run_ranks(static_cast<int>(dims.world()), [&](comm::Communicator& world) -> Status {
     HERD_ASSIGN_OR_RETURN(auto groups, ParallelGroups::make(world, dims));
     const ParallelContext ctx = groups->context(/*sequence_parallel=*/true);
-    tp::TpCollectives<double> tpc(*ctx.tp, true);
-    cp::CpAttentionHooks<double> cph(*ctx.cp);
-    auto rope = std::make_shared<const kernels::RopeTable<double>>(nn::rope_config(cfg), cfg.max_seq_len);
-    ExecutorOptions opt;
+    RankModelOptions opt;
     opt.micro_batch = rows;
-    opt.seq_len = seq / kCp;
+    opt.seq_len = seq;  // the full length: each CP rank holds seq / cp of it
     opt.recompute = c.recompute;
-    using Ex = PipelineExecutor<double>;
-    typename Ex::StageFactory factory = [&](int, std::vector<int> layers, bool first, bool last) {
-      return DistributedStage<double>(cfg, ctx, c.recompute, std::move(layers), first, last, &tpc, &cph, rope, false);
-    };
-    HERD_ASSIGN_OR_RETURN(auto ex, Ex::make(ctx, cfg, c.spec, opt, factory));
+    opt.schedule = c.spec;
+    HERD_ASSIGN_OR_RETURN(auto model, RankModel<double>::make(ctx, cfg, opt));
+    PipelineExecutor<double>* ex = &model->executor();
     for (DistributedStage<double>& ch : ex->chunks()) ch.load_full(ref.params());
     const parallel::testing::Batch local = cp_slice(batch, kCp, ctx.cp_rank());
     std::vector<nn::MicroBatch> mbs;

@@ -110,7 +110,7 @@ TEST(PipelinePlan, RefusesLayoutsThatCannotRun) {
   EXPECT_NE(message(cfg, {4, 0, 4, 4, ScheduleKind::kFlexible}).find("v (0)"), std::string::npos);
   EXPECT_NE(message(cfg, {4, 2, 3, 4, ScheduleKind::kFlexible}).find("n (4)"), std::string::npos);
   EXPECT_NE(message(cfg, {4, 2, 6, 4, ScheduleKind::kInterleaved}).find("microbatches (6)"), std::string::npos);
-  EXPECT_NE(message(cfg, {1, 1, 4, 1, ScheduleKind::k1F1B}).find("pp (1)"), std::string::npos);
+  EXPECT_NE(message(cfg, {0, 1, 4, 1, ScheduleKind::k1F1B}).find("pp (0)"), std::string::npos);
   const std::string layers = message(pp_model(5), {4, 2, 8, 4, ScheduleKind::kFlexible});
   EXPECT_NE(layers.find("layers (5)"), std::string::npos) << layers;
   EXPECT_NE(layers.find("8"), std::string::npos) << layers;
@@ -123,9 +123,10 @@ TEST(PipelinePlan, ExecutorRefusesAGroupOfTheWrongSize) {
   const topology::ParallelDims dims = *topology::ParallelDims::make(1, 1, 2, 1);
   comm::testing::run_ranks(2, [&](comm::Communicator& world) -> Status {
     HERD_ASSIGN_OR_RETURN(auto groups, ParallelGroups::make(world, dims));
-    ExecutorOptions opt;
+    RankModelOptions opt;
     opt.seq_len = 8;
-    const auto ex = PipelineExecutor<double>::make(groups->context(), cfg, {4, 1, 4, 1, ScheduleKind::k1F1B}, opt);
+    opt.schedule = {4, 1, 4, 1, ScheduleKind::k1F1B};
+    const auto ex = RankModel<double>::make(groups->context(), cfg, opt);
     COMM_EXPECT(!ex.ok());
     COMM_EXPECT(ex.error().message().find("pp (4)") != std::string::npos, ex.error().message());
     return Status::Ok();

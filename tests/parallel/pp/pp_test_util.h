@@ -14,6 +14,7 @@
 #include "herd/kernels/optim.h"
 #include "herd/nn/model.h"
 #include "herd/parallel/pp/executor.h"
+#include "herd/parallel/rank_model.h"
 #include "parallel/model_test_util.h"
 
 namespace herd::parallel::pp::testing {
@@ -124,13 +125,15 @@ RunOutput run_pipeline(const model::LlamaConfig& cfg, const schedule::ScheduleSp
   comm::testing::run_ranks(static_cast<int>(dims.world()), [&](comm::Communicator& world) -> Status {
     HERD_ASSIGN_OR_RETURN(auto groups, ParallelGroups::make(world, dims));
     const ParallelContext ctx = groups->context();
-    ExecutorOptions opt;
+    RankModelOptions opt;
     opt.micro_batch = rs.rows_per_mb;
     opt.seq_len = rs.seq_len;
     opt.recompute = rs.recompute;
+    opt.schedule = spec;
     opt.lighter_ends = lighter_ends;
     opt.recv_lookahead = rs.recv_lookahead;
-    HERD_ASSIGN_OR_RETURN(auto ex, PipelineExecutor<T>::make(ctx, cfg, spec, opt));
+    HERD_ASSIGN_OR_RETURN(auto model, RankModel<T>::make(ctx, cfg, opt));
+    PipelineExecutor<T>* ex = &model->executor();
     for (DistributedStage<T>& c : ex->chunks()) c.load_full(init.params());
     for (int step = 0; step < rs.steps; ++step) {
       const parallel::testing::Batch b = parallel::testing::make_batch(

@@ -1,5 +1,4 @@
-// One rank of a TP x CP x PP x DP parity run under mpirun: every rank trains parallel::DistributedLlama (or, with
-// --impl replica, the test stand-in) with the MPI
+// One rank of a TP x CP x PP x DP parity run under mpirun: every rank trains its parallel::RankModel with the MPI
 // backend (deterministic reductions) through the same run_rank as `herd train`, and rank 0 compares the
 // loss curve and the gathered weights with the single-rank reference (1e-10 relative, double). With
 // --precision bf16 the ranks train in float with bf16 compute (FSDP's bf16 all-gathers in place over
@@ -15,18 +14,17 @@
 #include <string>
 
 #include "herd/comm/world.h"
-#include "herd/train/step/dist_model.h"
+#include "herd/train/job/job.h"
 #include "train/dist_harness.h"
 
 int main(int argc, char** argv) {
   using namespace herd;
   using namespace herd::train;
   TrainConfig cfg = testing::parity_config();
-  std::string impl = "tpfsdp", precision = "fp64";
+  std::string precision = "fp64";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const std::int64_t v = std::atoll(argv[i + 1]);
-    if (k == "--impl") impl = argv[i + 1];
     if (k == "--precision") precision = argv[i + 1];
     if (k == "--tp") cfg.parallel.tp = v;
     if (k == "--cp") cfg.parallel.cp = v;
@@ -47,10 +45,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto docs = testing::parity_docs(80, 7);
+  const Result<JobLayout> layout = check_layout(cfg, model_cfg, (*world)->size());
+  if (!layout.ok()) {
+    std::fprintf(stderr, "%s\n", layout.error().message().c_str());
+    return 2;
+  }
   if (precision == "bf16") {
     cfg.train.precision = Precision::kBF16;
     JobResult<float> got;
-    Status s = run_rank<float>(**world, cfg, model_cfg, {docs, nullptr}, distributed_llama_factory<float>(), &got);
+    Status s = run_rank<float>(**world, cfg, *layout, model_cfg, {docs, nullptr}, &got);
     if (!s.ok()) {
       std::fprintf(stderr, "rank %d: %s\n", (*world)->rank(), s.error().message().c_str());
       return 1;
@@ -62,7 +65,7 @@ int main(int argc, char** argv) {
     one.parallel.v = 1;
     one.parallel.n = 0;
     JobResult<float> ref;
-    s = run_local_job<float>(one, model_cfg, {docs, nullptr}, distributed_llama_factory<float>(), &ref);
+    s = run_local_job<float>(one, model_cfg, {docs, nullptr}, &ref);
     if (!s.ok() || ref.history.size() != got.history.size() || ref.weights.size() != got.weights.size()) {
       std::fprintf(stderr, "rank 0: the one-rank bf16 run: %s\n",
                    s.ok() ? "sizes differ" : s.error().message().c_str());
@@ -81,9 +84,7 @@ int main(int argc, char** argv) {
     return ok ? 0 : 1;
   }
   JobResult<double> out;
-  Status s = run_rank<double>(
-      **world, cfg, model_cfg, {docs, nullptr},
-      impl == "replica" ? testing::replica_factory<double>() : distributed_llama_factory<double>(), &out);
+  Status s = run_rank<double>(**world, cfg, *layout, model_cfg, {docs, nullptr}, &out);
   if (!s.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", (*world)->rank(), s.error().message().c_str());
     return 1;

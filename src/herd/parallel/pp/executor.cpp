@@ -6,7 +6,6 @@
 
 #include "herd/comm/types.h"
 #include "herd/core/check.h"
-#include "herd/nn/model.h"
 
 namespace herd::parallel::pp {
 
@@ -21,61 +20,43 @@ constexpr int kHandshakeTag = 32767;
 bool is_compute(ActionType t) { return t == ActionType::kForward || t == ActionType::kBackward; }
 bool is_recv(ActionType t) { return t == ActionType::kRecvActivation || t == ActionType::kRecvGrad; }
 
-template <typename T>
-std::shared_ptr<const kernels::RopeTable<T>> make_rope(const model::LlamaConfig& cfg) {
-  const kernels::RopeConfig rc = nn::rope_config(cfg);
-  return std::make_shared<const kernels::RopeTable<T>>(rc, cfg.max_seq_len);
-}
-
 }  // namespace
 
 template <typename T>
-Result<std::unique_ptr<PipelineExecutor<T>>> PipelineExecutor<T>::make(const ParallelContext& ctx,
-                                                                       const model::LlamaConfig& cfg,
-                                                                       const schedule::ScheduleSpec& spec,
-                                                                       const ExecutorOptions& options,
-                                                                       StageFactory factory) {
-  HERD_ASSIGN_OR_RETURN(PipelinePlan plan, plan_pipeline(cfg, spec, options.lighter_ends));
-  if (ctx.pp == nullptr || ctx.pp->size() != spec.pp) {
-    return make_error("pp (", spec.pp, ") must equal the pipeline group's size (", ctx.pp ? ctx.pp->size() : 0, ")");
+Result<std::unique_ptr<PipelineExecutor<T>>> PipelineExecutor<T>::make(comm::Communicator* pp,
+                                                                       const model::LlamaConfig& cfg, PipelinePlan plan,
+                                                                       std::vector<Stage> chunks,
+                                                                       const ExecutorOptions& options) {
+  const schedule::ScheduleSpec& spec = plan.schedule.spec;
+  if (pp == nullptr || pp->size() != spec.pp) {
+    return make_error("pp (", spec.pp, ") must equal the pipeline group's size (", pp ? pp->size() : 0, ")");
+  }
+  if (static_cast<int>(chunks.size()) != spec.v) {
+    return make_error("a pipeline rank of v = ", spec.v, " holds ", spec.v, " chunks, not ", chunks.size());
   }
   if (options.seq_len < 1 || options.seq_len > cfg.max_seq_len || options.micro_batch < 1) {
     return make_error("micro-batch shape (", options.micro_batch, ", ", options.seq_len,
                       ") must be positive with seq_len at most max_seq_len (", cfg.max_seq_len, ")");
   }
   if (options.recv_lookahead < 0) return make_error("recv_lookahead (", options.recv_lookahead, ") must be >= 0");
-  std::unique_ptr<PipelineExecutor> ex(new PipelineExecutor(ctx, cfg, std::move(plan), options, factory));
-  HERD_RETURN_IF_ERROR(ex->open_channels());
+  std::unique_ptr<PipelineExecutor> ex(new PipelineExecutor(pp, cfg, std::move(plan), std::move(chunks), options));
+  if (spec.pp > 1) HERD_RETURN_IF_ERROR(ex->open_channels());
   return ex;
 }
 
 template <typename T>
-PipelineExecutor<T>::PipelineExecutor(const ParallelContext& ctx, const model::LlamaConfig& cfg, PipelinePlan plan,
-                                      const ExecutorOptions& options, const StageFactory& factory)
-    : comm_(ctx.pp),
+PipelineExecutor<T>::PipelineExecutor(comm::Communicator* pp, const model::LlamaConfig& cfg, PipelinePlan plan,
+                                      std::vector<Stage> chunks, const ExecutorOptions& options)
+    : comm_(pp),
       cfg_(cfg),
       plan_(std::move(plan)),
       opt_(options),
-      rank_(ctx.pp->rank()),
+      rank_(pp->rank()),
       pp_(plan_.schedule.spec.pp),
-      v_(plan_.schedule.spec.v) {
-  const int n_st = pp_ * v_;
-  StageFactory build = factory;
-  if (!build) {
-    tpc_ = std::make_unique<tp::TpCollectives<T>>(*ctx.tp, ctx.sequence_parallel);
-    if (ctx.cp_size() > 1) cph_ = std::make_unique<cp::CpAttentionHooks<T>>(*ctx.cp);
-    rope_ = make_rope<T>(cfg);
-    build = [this, ctx](int, std::vector<int> layers, bool first, bool last) {
-      return Stage(cfg_, ctx, opt_.recompute, std::move(layers), first, last, tpc_.get(), cph_.get(), rope_,
-                   /*release_after_backward=*/false);
-    };
-  }
+      v_(plan_.schedule.spec.v),
+      chunks_(std::move(chunks)) {
   std::int64_t slot_bytes = 0;
-  for (int c = 0; c < v_; ++c) {
-    const int s = rank_ + c * pp_;
-    chunks_.push_back(build(s, plan_.layers.layers[static_cast<std::size_t>(s)], s == 0, s == n_st - 1));
-    slot_bytes = std::max(slot_bytes, chunks_.back().slot_bytes(opt_.micro_batch, opt_.seq_len));
-  }
+  for (const Stage& c : chunks_) slot_bytes = std::max(slot_bytes, c.slot_bytes(opt_.micro_batch, opt_.seq_len));
   // The step's last backward of each chunk: where its FSDP units reduce-scatter.
   last_backward_.assign(static_cast<std::size_t>(v_), 0);
   const std::vector<Action>& acts = plan_.schedule.ranks[static_cast<std::size_t>(rank_)];
@@ -204,6 +185,31 @@ Status PipelineExecutor<T>::backward_action(StepRun& run, const Action& a, bool 
 }
 
 template <typename T>
+Result<kernels::CrossEntropyLoss> PipelineExecutor<T>::forward_only(const nn::MicroBatch& mb, T* logits) {
+  HERD_CHECK(pp_ == 1 && v_ == 1, "forward_only needs one chunk holding the whole model; this rank has pp = ", pp_,
+             ", v = ", v_);
+  if (mb.seq_len > opt_.seq_len || mb.rows() > opt_.micro_batch * opt_.seq_len) {
+    return make_error("micro-batch (", mb.batch, ", ", mb.seq_len, ") exceeds the executor's sizing (",
+                      opt_.micro_batch, ", ", opt_.seq_len, ")");
+  }
+  Stage& chunk = chunks_.front();
+  HERD_RETURN_IF_ERROR(chunk.prepare_micro_batches({mb}));
+  chunk.select_micro_batch(0);
+  tensor::Arena& slot = *slots_.front();
+  const tensor::Arena::Mark start = slot.mark();
+  T* x = acquire_buffer();
+  // Without fusing the head, the forward computes the loss only (no gradient GEMMs).
+  Result<typename Stage::State> st = chunk.forward(slot, mb, x, T(0), /*fuse_head=*/false);
+  if (st.ok() && logits != nullptr) chunk.head_logits(slot, mb.rows(), *st, logits);
+  slot.reset(start);
+  release_buffer(x);
+  // What a backward would have released: the units this forward gathered.
+  for (std::int64_t u = 0; u < chunk.unit_count(); ++u) chunk.unit(u).release();
+  if (!st.ok()) return st.error();
+  return st->loss;
+}
+
+template <typename T>
 Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& mbs, std::optional<T> external_scale) {
   const schedule::ScheduleSpec& spec = plan_.schedule.spec;
   const int n_st = pp_ * v_;
@@ -321,7 +327,7 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
 
   // Every pipeline rank reports the step's loss: broadcast from the rank holding the last stage.
   double totals[2] = {run.loss_sum, static_cast<double>(stats.tokens)};
-  HERD_RETURN_IF_ERROR(comm_->broadcast(totals, 2, DType::kF64, (n_st - 1) % pp_));
+  if (pp_ > 1) HERD_RETURN_IF_ERROR(comm_->broadcast(totals, 2, DType::kF64, (n_st - 1) % pp_));
   stats.loss_sum = totals[0];
   stats.tokens = static_cast<std::int64_t>(totals[1]);
   return stats;

@@ -1,9 +1,10 @@
 // PipelineExecutor: runs one pipeline rank's action list from schedule/ verbatim.
 //
-// Each rank holds V model chunks (virtual stages r, r + PP, ...) and walks its list. A chunk is the
-// production stage, a DistributedStage (parallel/dist_stage.h: TP-local, FSDP-sharded over CP x DP,
-// with the TP and CP hooks), which is how the 4D runtime composes PP with the other axes; at degree 1
-// on TP, CP and DP it is the plain pipeline stage the pp tests compare with the single-rank model. The
+// Each rank holds V model chunks (virtual stages r, r + PP, ...) and walks its list. A chunk is a
+// DistributedStage (parallel/dist_stage.h: TP-local, FSDP-sharded over CP x DP, with the TP and CP
+// hooks) built by the rank's model (parallel/rank_model.h), which is how the 4D runtime composes PP
+// with the other axes; at degree 1 on TP, CP and DP it is the plain pipeline stage the pp tests
+// compare with the single-rank model, and at pp = 1 one chunk holds the whole model. The
 // executor builds the step's CP masks once (prepare_micro_batches) and selects the micro-batch's
 // before each compute, tells each chunk which backward is its last of the step (FSDP reduce-scatters
 // its units there) and waits for those reduce-scatters at the end of the step. The last chunk runs its
@@ -29,7 +30,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -49,9 +49,7 @@ namespace herd::parallel::pp {
 struct ExecutorOptions {
   std::int64_t micro_batch = 1;  // B: largest micro-batch (rows) the buffers are sized for
   std::int64_t seq_len = 0;      // T
-  model::Recompute recompute = model::Recompute::kSelective;
-  bool lighter_ends = true;  // first and last virtual stage one layer lighter (Llama 3)
-  int recv_lookahead = 1;    // receives posted this many compute actions ahead
+  int recv_lookahead = 1;        // receives posted this many compute actions ahead
 };
 
 struct StepStats {
@@ -70,16 +68,13 @@ template <typename T>
 class PipelineExecutor {
  public:
   using Stage = DistributedStage<T>;
-  // Builds the chunk of virtual stage `stage` holding `layers` (first / last: embedding / head).
-  using StageFactory = std::function<Stage(int stage, std::vector<int> layers, bool first, bool last)>;
 
-  // Plans (refusing bad layouts with one line), builds this rank's chunks and opens the channels.
-  // ctx.pp must have spec.pp members; every pipeline rank calls make() with the same arguments.
-  // factory: empty builds DistributedStages over ctx with TP and CP hooks and a RoPE table owned by
-  // the executor (units stay gathered across the step's micro-batches).
-  static Result<std::unique_ptr<PipelineExecutor>> make(const ParallelContext& ctx, const model::LlamaConfig& cfg,
-                                                        const schedule::ScheduleSpec& spec,
-                                                        const ExecutorOptions& options, StageFactory factory = {});
+  // Takes this rank's chunks of the plan (chunk c holds virtual stage pp_rank + c x PP's layers of
+  // plan.layers) and opens the channels. pp must have plan's PP members; every pipeline rank calls
+  // make() with the same plan.
+  static Result<std::unique_ptr<PipelineExecutor>> make(comm::Communicator* pp, const model::LlamaConfig& cfg,
+                                                        PipelinePlan plan, std::vector<Stage> chunks,
+                                                        const ExecutorOptions& options);
 
   // One training step over spec.microbatches micro-batches (all ranks pass the same list; stage 0
   // reads tokens, the last stage targets). Gradients accumulate into the chunks' buffers: the caller
@@ -87,17 +82,24 @@ class PipelineExecutor {
   // these micro-batches (a data-parallel caller passes 1 / the global step's).
   Result<StepStats> step(const std::vector<nn::MicroBatch>& micro_batches, std::optional<T> loss_scale = {});
 
+  // One chunk holding the whole model (pp = 1): the forward of one micro-batch alone, for evaluation.
+  // Returns its loss sum and real tokens with the gradients untouched, and with `logits` set, this TP
+  // rank's vocabulary rows of the logits (rows, vocab / tp). Every unit is released after.
+  Result<kernels::CrossEntropyLoss> forward_only(const nn::MicroBatch& mb, T* logits = nullptr);
+
   void zero_grads();
   int pp_rank() const { return rank_; }
   const PipelinePlan& plan() const { return plan_; }
   // This rank's chunks, chunk c = virtual stage rank + c * PP.
   std::vector<Stage>& chunks() { return chunks_; }
+  // Activation slot i (its tags name the saved tensors, tensor/arena.h).
+  const tensor::Arena& slot(int i) const { return *slots_[static_cast<std::size_t>(i)]; }
   // Bytes each chunk's slot held after its last forward (its saved activations, measured).
   const std::vector<std::int64_t>& chunk_saved_bytes() const { return chunk_saved_; }
 
  private:
-  PipelineExecutor(const ParallelContext& ctx, const model::LlamaConfig& cfg, PipelinePlan plan,
-                   const ExecutorOptions& options, const StageFactory& factory);
+  PipelineExecutor(comm::Communicator* pp, const model::LlamaConfig& cfg, PipelinePlan plan, std::vector<Stage> chunks,
+                   const ExecutorOptions& options);
   Status open_channels();
   T* acquire_buffer();
   void release_buffer(T* b);
@@ -107,10 +109,6 @@ class PipelineExecutor {
 
   comm::Communicator* comm_;
   model::LlamaConfig cfg_;
-  // The default factory's shared pieces (they must outlive the chunks, declared first).
-  std::unique_ptr<tp::TpCollectives<T>> tpc_;
-  std::unique_ptr<cp::CpAttentionHooks<T>> cph_;
-  std::shared_ptr<const kernels::RopeTable<T>> rope_;
   PipelinePlan plan_;
   ExecutorOptions opt_;
   int rank_, pp_, v_;

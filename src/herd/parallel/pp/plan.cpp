@@ -10,10 +10,6 @@ namespace herd::parallel::pp {
 Result<PipelinePlan> plan_pipeline(const model::LlamaConfig& cfg, const schedule::ScheduleSpec& spec,
                                    bool lighter_ends) {
   HERD_RETURN_IF_ERROR(schedule::validate(spec));
-  if (spec.pp < 2) {
-    return make_error("pp (", spec.pp, ") must be at least 2 for the pipeline executor; with pp = 1 train the ",
-                      "single-rank model");
-  }
   if (cfg.n_layers > std::numeric_limits<int>::max()) return make_error("layers (", cfg.n_layers, ") too many");
   PipelinePlan plan;
   HERD_ASSIGN_OR_RETURN(plan.layers,

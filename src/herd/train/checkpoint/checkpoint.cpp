@@ -131,15 +131,15 @@ Status barrier(comm::Communicator& world, const char* what) {
 std::string tmp_dir_name(std::int64_t step) { return ".tmp-" + step_dir_name(step); }
 
 template <typename T>
-void snapshot_pieces(const std::vector<ShardPiece<T>>& pieces, ShardSnapshot& out) {
+void snapshot_pieces(const std::vector<parallel::ShardPiece<T>>& pieces, ShardSnapshot& out) {
   std::size_t total = 0;
-  for (const ShardPiece<T>& p : pieces) total += 3 * static_cast<std::size_t>(p.count());
+  for (const parallel::ShardPiece<T>& p : pieces) total += 3 * static_cast<std::size_t>(p.count());
   out.bytes.resize(total * sizeof(T));
   out.pieces = Json::array();
   out.elem = elem_tag<T>();
   T* dst = reinterpret_cast<T*>(out.bytes.data());
   std::int64_t offset = 0;
-  for (const ShardPiece<T>& p : pieces) {
+  for (const parallel::ShardPiece<T>& p : pieces) {
     out.pieces.push_back({{"name", p.name},
                           {"rows", p.rows},
                           {"cols", p.cols},
@@ -279,7 +279,8 @@ Status check_checkpoint_dir(const std::string& dir) {
 
 template <typename T>
 Status save_dist_checkpoint(const std::string& dir, std::int64_t step, const Json& meta, const Json& layout,
-                            comm::Communicator& world, const std::vector<ShardPiece<T>>& pieces, std::int64_t keep) {
+                            comm::Communicator& world, const std::vector<parallel::ShardPiece<T>>& pieces,
+                            std::int64_t keep) {
   const fs::path tmp = fs::path(dir) / tmp_dir_name(step);
   Status made = Status::Ok();
   if (world.rank() == 0) {
@@ -443,12 +444,12 @@ Result<DistCheckpoint> open_checkpoint(const std::string& dir) {
 }
 
 template <typename T>
-Status DistCheckpoint::load_into(std::vector<ShardPiece<T>>& pieces) const {
+Status DistCheckpoint::load_into(std::vector<parallel::ShardPiece<T>>& pieces) const {
   if (manifest["elem"] != elem_tag<T>()) {
     return make_error(path, ": holds ", manifest["elem"].get<std::string>(), " tensors but this run trains in ",
                       elem_tag<T>(), "; train with the checkpoint's precision");
   }
-  for (const ShardPiece<T>& dst : pieces) {
+  for (const parallel::ShardPiece<T>& dst : pieces) {
     const bool inside = (0 <= dst.r0) && (dst.r1 <= dst.rows) && (0 <= dst.c0) && (dst.c1 <= dst.cols) &&
                         (0 <= dst.e0) && (dst.e1 <= (dst.r1 - dst.r0) * (dst.c1 - dst.c0));
     if (!inside) {
@@ -474,7 +475,7 @@ Status DistCheckpoint::load_into(std::vector<ShardPiece<T>>& pieces) const {
     }
     return reinterpret_cast<const T*>(it->second.data());
   };
-  for (ShardPiece<T>& dst : pieces) {
+  for (parallel::ShardPiece<T>& dst : pieces) {
     auto src_it = sources.find(dst.name);
     if (src_it == sources.end())
       return make_error(path, ": has no tensor '", dst.name, "'; it was saved by another model");
@@ -515,12 +516,14 @@ Status DistCheckpoint::load_into(std::vector<ShardPiece<T>>& pieces) const {
 }
 
 template Status save_dist_checkpoint<float>(const std::string&, std::int64_t, const Json&, const Json&,
-                                            comm::Communicator&, const std::vector<ShardPiece<float>>&, std::int64_t);
+                                            comm::Communicator&, const std::vector<parallel::ShardPiece<float>>&,
+                                            std::int64_t);
 template Status save_dist_checkpoint<double>(const std::string&, std::int64_t, const Json&, const Json&,
-                                             comm::Communicator&, const std::vector<ShardPiece<double>>&, std::int64_t);
-template void snapshot_pieces<float>(const std::vector<ShardPiece<float>>&, ShardSnapshot&);
-template void snapshot_pieces<double>(const std::vector<ShardPiece<double>>&, ShardSnapshot&);
-template Status DistCheckpoint::load_into<float>(std::vector<ShardPiece<float>>&) const;
-template Status DistCheckpoint::load_into<double>(std::vector<ShardPiece<double>>&) const;
+                                             comm::Communicator&, const std::vector<parallel::ShardPiece<double>>&,
+                                             std::int64_t);
+template void snapshot_pieces<float>(const std::vector<parallel::ShardPiece<float>>&, ShardSnapshot&);
+template void snapshot_pieces<double>(const std::vector<parallel::ShardPiece<double>>&, ShardSnapshot&);
+template Status DistCheckpoint::load_into<float>(std::vector<parallel::ShardPiece<float>>&) const;
+template Status DistCheckpoint::load_into<double>(std::vector<parallel::ShardPiece<double>>&) const;
 
 }  // namespace herd::train

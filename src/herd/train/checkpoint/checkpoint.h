@@ -36,7 +36,7 @@
 #include "herd/comm/communicator.h"
 #include "herd/core/error.h"
 #include "herd/core/json.h"
-#include "herd/train/step/rank_model.h"
+#include "herd/parallel/rank_model.h"
 
 namespace herd::train {
 
@@ -57,7 +57,7 @@ struct ShardSnapshot {
 };
 // Copies the pieces into `out`, reusing its buffer (one snapshot per save, no allocation after the first).
 template <typename T>
-void snapshot_pieces(const std::vector<ShardPiece<T>>& pieces, ShardSnapshot& out);
+void snapshot_pieces(const std::vector<parallel::ShardPiece<T>>& pieces, ShardSnapshot& out);
 
 // Writes and fsyncs rank's shard into the temporary directory `tmp` (which must exist) and then publishes
 // its index. Errors name the path and the errno text.
@@ -95,7 +95,8 @@ Status check_checkpoint_dir(const std::string& dir);
 
 template <typename T>
 Status save_dist_checkpoint(const std::string& dir, std::int64_t step, const Json& meta, const Json& layout,
-                            comm::Communicator& world, const std::vector<ShardPiece<T>>& pieces, std::int64_t keep);
+                            comm::Communicator& world, const std::vector<parallel::ShardPiece<T>>& pieces,
+                            std::int64_t keep);
 
 struct DistCheckpoint {
   std::string path;  // the step directory
@@ -106,7 +107,7 @@ struct DistCheckpoint {
   std::string elem() const { return manifest["elem"].get<std::string>(); }  // "fp32" or "fp64"
   // Fills every piece (parameters and both moments) from the checkpoint's shards.
   template <typename T>
-  Status load_into(std::vector<ShardPiece<T>>& pieces) const;
+  Status load_into(std::vector<parallel::ShardPiece<T>>& pieces) const;
 };
 
 // Reads the manifest of one step directory, checks its fields and verifies every shard file.

@@ -166,8 +166,8 @@ Result<std::unique_ptr<HfModelDir>> HfModelDir::open(const std::string& dir) {
 }
 
 template <typename T>
-Status HfModelDir::load_into(std::vector<ShardPiece<T>>& pieces) const {
-  for (ShardPiece<T>& p : pieces) {
+Status HfModelDir::load_into(std::vector<parallel::ShardPiece<T>>& pieces) const {
+  for (parallel::ShardPiece<T>& p : pieces) {
     auto it = refs_.find(p.name);
     if (it == refs_.end()) return make_error(dir_, ": the model has no weight '", p.name, "'");
     const SafetensorsEntry& e = *it->second.entry;
@@ -192,8 +192,8 @@ Status HfModelDir::load_into(std::vector<ShardPiece<T>>& pieces) const {
   return Status::Ok();
 }
 
-template Status HfModelDir::load_into<float>(std::vector<ShardPiece<float>>&) const;
-template Status HfModelDir::load_into<double>(std::vector<ShardPiece<double>>&) const;
+template Status HfModelDir::load_into<float>(std::vector<parallel::ShardPiece<float>>&) const;
+template Status HfModelDir::load_into<double>(std::vector<parallel::ShardPiece<double>>&) const;
 
 namespace {
 

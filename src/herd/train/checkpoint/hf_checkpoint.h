@@ -33,7 +33,7 @@
 #include "herd/core/error.h"
 #include "herd/core/safetensors.h"
 #include "herd/model/config.h"
-#include "herd/train/step/rank_model.h"
+#include "herd/parallel/rank_model.h"
 
 namespace herd::train {
 
@@ -54,7 +54,7 @@ class HfModelDir {
   // Fills every piece's parameters from the directory and zeroes its moments. A piece naming a weight
   // the model does not have is an error.
   template <typename T>
-  Status load_into(std::vector<ShardPiece<T>>& pieces) const;
+  Status load_into(std::vector<parallel::ShardPiece<T>>& pieces) const;
 
  private:
   std::string dir_;

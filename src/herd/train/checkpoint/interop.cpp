@@ -8,8 +8,8 @@
 #include "herd/comm/local/local_world.h"
 #include "herd/parallel/context.h"
 #include "herd/train/checkpoint/checkpoint.h"
-#include "herd/train/step/dist_model.h"
 #include "herd/train/checkpoint/hf_checkpoint.h"
+#include "herd/train/job/job.h"
 #include "herd/train/step/trainer.h"
 
 namespace herd::train {
@@ -41,8 +41,9 @@ std::string model_mismatch(const model::LlamaConfig& a, const model::LlamaConfig
 }
 
 template <typename T>
-Status load_initial_weights(const std::string& dir, const model::LlamaConfig& model_cfg, RankModel<T>& model) {
-  std::vector<ShardPiece<T>> pieces = model.load_pieces();
+Status load_initial_weights(const std::string& dir, const model::LlamaConfig& model_cfg,
+                            parallel::RankModel<T>& model) {
+  std::vector<parallel::ShardPiece<T>> pieces = model.load_pieces();
   auto mismatch = [&](const model::LlamaConfig& src, const std::string& what) -> Status {
     const std::string m = model_mismatch(src, model_cfg);
     if (m.empty()) return Status::Ok();
@@ -73,10 +74,10 @@ Status load_initial_weights(const std::string& dir, const model::LlamaConfig& mo
     } else {
       using U = std::conditional_t<sizeof(T) == 8, float, double>;
       std::vector<std::vector<U>> store;
-      std::vector<ShardPiece<U>> other;
-      for (const ShardPiece<T>& p : pieces) {
+      std::vector<parallel::ShardPiece<U>> other;
+      for (const parallel::ShardPiece<T>& p : pieces) {
         store.emplace_back(3 * static_cast<std::size_t>(p.count()));
-        ShardPiece<U> q;
+        parallel::ShardPiece<U> q;
         q.name = p.name, q.rows = p.rows, q.cols = p.cols, q.r0 = p.r0, q.r1 = p.r1, q.c0 = p.c0, q.c1 = p.c1;
         q.e0 = p.e0, q.e1 = p.e1;
         q.param = store.back().data();
@@ -90,17 +91,19 @@ Status load_initial_weights(const std::string& dir, const model::LlamaConfig& mo
         for (std::int64_t k = 0; k < pieces[i].count(); ++k) pieces[i].param[k] = static_cast<T>(other[i].param[k]);
       }
     }
-    for (ShardPiece<T>& p : pieces) {  // weights only: a fresh optimizer
+    for (parallel::ShardPiece<T>& p : pieces) {  // weights only: a fresh optimizer
       std::fill(p.m, p.m + p.count(), T(0));
       std::fill(p.v, p.v + p.count(), T(0));
     }
   }
   model.set_optimizer_steps(0);
-  return model.after_load();
+  model.after_load();
+  return Status::Ok();
 }
 
-template Status load_initial_weights<float>(const std::string&, const model::LlamaConfig&, RankModel<float>&);
-template Status load_initial_weights<double>(const std::string&, const model::LlamaConfig&, RankModel<double>&);
+template Status load_initial_weights<float>(const std::string&, const model::LlamaConfig&, parallel::RankModel<float>&);
+template Status load_initial_weights<double>(const std::string&, const model::LlamaConfig&,
+                                             parallel::RankModel<double>&);
 
 Status convert_from_hf(const std::string& hf_dir, const std::string& out_dir, const ConvertLayout& layout) {
   std::error_code ec;
@@ -121,11 +124,9 @@ Status convert_from_hf(const std::string& hf_dir, const std::string& out_dir, co
   cfg.train.global_batch = layout.dp * layout.pp;
   cfg.data.seq_len = std::min<std::int64_t>(m.max_seq_len, 2 * layout.cp * layout.tp);
   const std::int64_t world = layout.tp * layout.cp * layout.pp * layout.dp;
-  {
-    Status s = check_layout(cfg, m, world);
-    if (!s.ok()) return s.error().with_context("--tp/--cp/--pp/--dp");
-  }
-  HERD_ASSIGN_OR_RETURN(ResolvedLayout resolved, resolve_layout(cfg));
+  Result<JobLayout> checked = check_layout(cfg, m, world);
+  if (!checked.ok()) return checked.error().with_context("--tp/--cp/--pp/--dp");
+  const ResolvedLayout& resolved = checked->resolved;
   const Json layout_json = {{"tp", layout.tp}, {"cp", layout.cp}, {"pp", layout.pp},
                             {"dp", layout.dp}, {"world", world},  {"layout", resolved.layout.to_string()}};
   Json model_json = model::config_to_hf_json(m);
@@ -135,17 +136,16 @@ Status convert_from_hf(const std::string& hf_dir, const std::string& out_dir, co
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) return make_error("--out '", out_dir, "': cannot create ", tmp, " (", ec.message(), ")");
-  const RankModelFactory<float> factory = distributed_llama_factory<float>();
   comm::CommOptions opts = comm_options(cfg);
   comm::LocalWorld lw(static_cast<int>(world), opts);
   const std::vector<Status> st = lw.run([&](comm::Communicator& w) -> Status {
-    HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims,
-                          topology::ParallelDims::make(layout.tp, layout.cp, layout.pp, layout.dp, w.size()));
-    HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelGroups> groups, parallel::ParallelGroups::make(w, dims));
+    HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelGroups> groups,
+                          parallel::ParallelGroups::make(w, checked->dims));
     const parallel::ParallelContext ctx =
         groups->context(cfg.parallel.sequence_parallel, cfg.parallel.reshard_after_forward);
-    HERD_ASSIGN_OR_RETURN(std::unique_ptr<RankModel<float>> model, factory(ctx, m, cfg));
-    std::vector<ShardPiece<float>> load = model->load_pieces();
+    HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::RankModel<float>> model,
+                          parallel::RankModel<float>::make(ctx, m, checked->model_options(cfg.data.seq_len)));
+    std::vector<parallel::ShardPiece<float>> load = model->load_pieces();
     HERD_RETURN_IF_ERROR(hf->load_into<float>(load));
     return save_dist_checkpoint<float>(tmp, 0, meta, layout_json, w, model->shard_pieces(), 1);
   });

@@ -8,7 +8,7 @@
 //
 // convert_from_hf is `herd convert --from-hf HF_DIR --out DIR --tp T --cp C --pp P --dp D`: the ranks
 // of that layout run as threads of this process, each builds the model of its coordinate (the
-// trainer's factory, dist_model.h) and fills its pieces from the mapped Hugging Face files, and they
+// trainer's parallel::RankModel) and fills its pieces from the mapped Hugging Face files, and they
 // save one checkpoint of step 0 collectively, exactly as a training run of that layout would (AdamW
 // moments zero). No rank holds more than its shard. The directory is checked whole before any rank
 // starts, and the output is written as DIR.tmp-convert and renamed at the end: a failure leaves nothing.
@@ -19,12 +19,12 @@
 
 #include "herd/core/error.h"
 #include "herd/model/config.h"
-#include "herd/train/step/rank_model.h"
+#include "herd/parallel/rank_model.h"
 
 namespace herd::train {
 
 template <typename T>
-Status load_initial_weights(const std::string& dir, const model::LlamaConfig& model_cfg, RankModel<T>& model);
+Status load_initial_weights(const std::string& dir, const model::LlamaConfig& model_cfg, parallel::RankModel<T>& model);
 
 // The model settings two configurations must share for weights to move between them; empty when they do,
 // else "field: a vs b".

@@ -576,26 +576,4 @@ Json to_json(const TrainConfig& cfg) {
   return j;
 }
 
-comm::CommOptions comm_options(const TrainConfig& cfg) {
-  comm::CommOptions o;
-  o.timeout_s = cfg.parallel.comm_timeout_s;
-  o.deterministic = cfg.comm.deterministic;
-  o.dump_dir = diagnostics_dir(cfg);
-  o.job_id = cfg.diagnostics.job_id;
-  o.recorder_capacity = static_cast<std::size_t>(cfg.comm.recorder_size);
-  return o;
-}
-
-std::string diagnostics_dir(const TrainConfig& cfg) {
-  namespace fs = std::filesystem;
-  if (!cfg.diagnostics.dir.empty()) return cfg.diagnostics.dir;
-  if (!cfg.checkpoint.dir.empty()) return (fs::path(cfg.checkpoint.dir) / "diagnostics").string();
-  if (!cfg.train.metrics_file.empty()) {
-    const fs::path parent = fs::path(cfg.train.metrics_file).parent_path();
-    return parent.empty() ? std::string(".") : parent.string();
-  }
-  std::error_code ec;
-  return fs::temp_directory_path(ec).string();
-}
-
 }  // namespace herd::train

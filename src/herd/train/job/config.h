@@ -141,8 +141,7 @@ struct FaultSection {
   double restart_backoff_s = 1;       // wait before the first restart; doubles for each further one (max 60 s)
 };
 
-// Communicator behaviour (comm::CommOptions; the timeout is parallel.comm_timeout_s). These were the
-// HERD_COMM_* environment variables.
+// Communicator behaviour (comm::CommOptions; the timeout is parallel.comm_timeout_s).
 struct CommSection {
   bool deterministic = true;          // fixed rank-order reductions (bit-exact across backends); false: MPI's own
   std::int64_t recorder_size = 2048;  // entries kept per rank by the flight recorder
@@ -164,8 +163,7 @@ struct DiagnosticsSection {
   double straggler_stall_threshold = 2.0;
 };
 
-// The planner's "planned" and "planned vs measured" lines (train/plan/projection.h). These were the
-// HERD_CLUSTER_FILE and HERD_BACKGROUND_JOBS environment variables.
+// The planner's "planned" and "planned vs measured" lines (train/plan/projection.h).
 struct ProjectionSection {
   std::string cluster_file = "";  // a `herd calibrate` output; empty: the committed local-cpu preset
   double background_jobs = -1;    // other jobs sharing the cores; -1: measured from /proc, 0: an idle host
@@ -245,13 +243,5 @@ Status validate(const TrainConfig& cfg);
 
 // The resolved configuration as nested JSON (for manifests and --print-config).
 Json to_json(const TrainConfig& cfg);
-
-// The communicator options of a run: comm.*, parallel.comm_timeout_s (as given: resolve 0 first, see
-// train/job/watchdog.h), the diagnostics directory and the job id.
-comm::CommOptions comm_options(const TrainConfig& cfg);
-
-// diagnostics.dir resolved: as given, else <checkpoint.dir>/diagnostics, else the directory of
-// train.metrics_file, else the system temp directory.
-std::string diagnostics_dir(const TrainConfig& cfg);
 
 }  // namespace herd::train

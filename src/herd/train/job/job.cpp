@@ -1,18 +1,105 @@
-// run_job: shards -> model config -> layout check -> ranks on the chosen backend.
+// The start-up path (job.h): the layout checked once, the backend, and the ranks, as threads of this
+// process or as this mpirun-started process, each running the Trainer on its parallel::RankModel.
 #include "herd/train/job/job.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 
+#include "herd/comm/local/local_world.h"
+#include "herd/core/cores.h"
 #include "herd/core/log.h"
 #include "herd/kernels/gemm.h"
-#include "herd/train/step/out_of_memory.h"
-#include "herd/train/step/trainer.h"
+#include "herd/measure/comm_timer.h"
+#include "herd/model/shard.h"
+#include "herd/parallel/pp/plan.h"
+#include "herd/train/job/fault_injector.h"
 #include "herd/train/job/watchdog.h"
+#include "herd/train/step/out_of_memory.h"
 
 namespace herd::train {
+
+parallel::RankModelOptions JobLayout::model_options(std::int64_t seq_len) const {
+  parallel::RankModelOptions o;
+  o.recompute = resolved.layout.recompute;
+  o.micro_batch = resolved.layout.microbatch;
+  o.seq_len = seq_len;
+  o.schedule = schedule;
+  return o;
+}
+
+namespace {
+
+// The model's shard rules at these degrees, and dp dividing the batch.
+Status check_shards(const model::LlamaConfig& m, const topology::ParallelDims& dims, std::int64_t global_batch,
+                    std::int64_t seq_len, bool sequence_parallel) {
+  HERD_RETURN_IF_ERROR(model::check_shardable(
+      m,
+      model::ShardSpec{.tp = dims.tp(), .cp = dims.cp(), .seq_len = seq_len, .sequence_parallel = sequence_parallel}));
+  return model::check_dp_divides_batch(global_batch, dims.dp());
+}
+
+}  // namespace
+
+Result<JobLayout> check_layout(const TrainConfig& cfg, const model::LlamaConfig& m, std::int64_t world_size) {
+  HERD_RETURN_IF_ERROR(validate(cfg));
+  const ParallelSection& p = cfg.parallel;
+  JobLayout j;
+  HERD_ASSIGN_OR_RETURN(j.dims, topology::ParallelDims::make(p.tp, p.cp, p.pp, p.dp, world_size));
+  HERD_ASSIGN_OR_RETURN(j.resolved, resolve_layout(cfg));
+  const planner::Layout& l = j.resolved.layout;
+  const bool sp = p.sequence_parallel && p.tp > 1;
+  HERD_RETURN_IF_ERROR(check_shards(m, j.dims, cfg.train.global_batch, cfg.data.seq_len, sp));
+  j.schedule.pp = static_cast<int>(l.pp);
+  j.schedule.v = l.v;
+  j.schedule.microbatches = static_cast<int>(j.resolved.microbatches);
+  j.schedule.n = l.n;
+  j.schedule.kind = l.schedule;
+  if (l.pp == 1) {
+    if (l.v != 1) return make_error("parallel.v (", l.v, ") needs parallel.pp > 1; set v = 1");
+  } else if (Result<parallel::pp::PipelinePlan> plan = parallel::pp::plan_pipeline(m, j.schedule); !plan.ok()) {
+    const schedule::ScheduleSpec& s = j.schedule;
+    return plan.error().with_context("pipeline pp=" + std::to_string(s.pp) + " v=" + std::to_string(s.v) +
+                                     " M=" + std::to_string(s.microbatches) + " n=" + std::to_string(s.n));
+  }
+  if (cfg.schedule.ramp) {
+    // The ramp's first stages run half the micro-batch (every rank keeps its M), the first at half length.
+    if (l.microbatch % 2 != 0) {
+      return make_error(
+          "schedule.ramp halves the micro-batch of every data-parallel rank, but "
+          "parallel.microbatch_size is ",
+          l.microbatch, "; use an even micro-batch size or schedule.ramp=false");
+    }
+    Status half = check_shards(m, j.dims, cfg.train.global_batch / 2, cfg.data.seq_len / 2, sp);
+    if (!half.ok()) return half.error().with_context("schedule.ramp's first stage (half the sequence length)");
+  }
+  return j;
+}
+
+comm::CommOptions comm_options(const TrainConfig& cfg) {
+  comm::CommOptions o;
+  o.timeout_s = cfg.parallel.comm_timeout_s;
+  o.deterministic = cfg.comm.deterministic;
+  o.dump_dir = diagnostics_dir(cfg);
+  o.job_id = cfg.diagnostics.job_id;
+  o.recorder_capacity = static_cast<std::size_t>(cfg.comm.recorder_size);
+  return o;
+}
+
+std::string diagnostics_dir(const TrainConfig& cfg) {
+  namespace fs = std::filesystem;
+  if (!cfg.diagnostics.dir.empty()) return cfg.diagnostics.dir;
+  if (!cfg.checkpoint.dir.empty()) return (fs::path(cfg.checkpoint.dir) / "diagnostics").string();
+  if (!cfg.train.metrics_file.empty()) {
+    const fs::path parent = fs::path(cfg.train.metrics_file).parent_path();
+    return parent.empty() ? std::string(".") : parent.string();
+  }
+  std::error_code ec;
+  return fs::temp_directory_path(ec).string();
+}
 
 std::string make_job_id() {
   const std::time_t now = std::time(nullptr);
@@ -49,8 +136,141 @@ Result<JobInputs> load_job_inputs(const TrainConfig& cfg) {
   return in;
 }
 
+int blas_threads_per_rank(int ranks) {
+  const int cores = usable_cores();
+  return std::max(1, cores / std::max(1, ranks));
+}
+
+namespace {
+
 template <typename T>
-Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const RankModelFactory<T>& factory, JobResult<T>* out,
+Status run_rank_unguarded(comm::Communicator& world_in, const TrainConfig& cfg, const JobLayout& layout,
+                          const model::LlamaConfig& m, const JobData& data, JobResult<T>* out, std::int64_t stop_after,
+                          bool gather) {
+  // Every group is split from the timed world, so the time spent waiting on any collective is counted.
+  measure::TimedCommunicator world(world_in);
+  HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelGroups> groups,
+                        parallel::ParallelGroups::make(world, layout.dims));
+  parallel::ParallelContext ctx = groups->context(cfg.parallel.sequence_parallel, cfg.parallel.reshard_after_forward);
+  ctx.precision = cfg.train.precision;
+  HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::RankModel<T>> model,
+                        parallel::RankModel<T>::make(ctx, m, layout.model_options(cfg.data.seq_len)));
+  HERD_ASSIGN_OR_RETURN(std::unique_ptr<Trainer<T>> trainer,
+                        Trainer<T>::make(cfg, layout.resolved, m, ctx, std::move(model), data.train, data.val));
+  trainer->quiet = out != nullptr && (world.rank() != 0 || out->quiet);
+  trainer->step_clock = out != nullptr && out->step_clock ? out->step_clock(world.rank())
+                                                          : measured_step_clock([&world] { return world.totals(); });
+  trainer->heartbeat = [beat = world_in.recorder_ptr()](const std::string& what) { beat->beat(what); };
+  trainer->recorder = world_in.recorder_ptr();
+  trainer->hooks =
+      make_fault_injector<T>(cfg, ctx, trainer->resumed_from(), [t = trainer.get()] { t->wait_for_saves(); });
+  HERD_RETURN_IF_ERROR(trainer->run(stop_after));
+  std::vector<std::pair<std::string, std::vector<T>>> weights;
+  if (gather) {
+    HERD_ASSIGN_OR_RETURN(weights, trainer->model().gather_full_weights());
+  }
+  if (world.rank() == 0 && out != nullptr) {
+    out->history = trainer->history();
+    out->weights = std::move(weights);
+    out->step_seconds = trainer->step_seconds_total;
+    out->comm_seconds = world.wait_seconds();
+    out->resumed_from = trainer->resumed_from();
+  }
+  // Every rank agreed on the stop; with MPI each process reports it for its own exit code.
+  if (out != nullptr && (world.rank() == 0 || std::string(world.backend()) == "mpi")) {
+    out->preempted = trainer->preempted();
+  }
+  return Status::Ok();
+}
+
+// Every rank as a thread of this process, of a layout already checked.
+template <typename T>
+Status run_threads(const TrainConfig& cfg_in, const JobLayout& layout, const model::LlamaConfig& m, const JobData& data,
+                   JobResult<T>* out, std::int64_t stop_after, bool gather) {
+  const TrainConfig cfg = with_comm_timeout(cfg_in, m, false);
+  const std::int64_t world_size = layout.dims.world();
+  // Every rank is a thread of this process, so all of them share this host's memory.
+  HERD_RETURN_IF_ERROR(check_host_memory(cfg, m, world_size));
+  const comm::CommOptions opts = comm_options(cfg);
+  const int saved_threads = kernels::num_threads();
+  const int threads =
+      cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads) : blas_threads_per_rank(static_cast<int>(world_size));
+  kernels::set_num_threads(threads);
+  comm::LocalWorld lw(static_cast<int>(world_size), opts);
+  std::vector<std::shared_ptr<comm::FlightRecorder>> heartbeats;
+  for (int r = 0; r < lw.size(); ++r) heartbeats.push_back(lw.recorder(r));
+  WatchdogOptions wo;
+  // A second past the collectives' own timeout: where a peer waits on the hung rank, its error (which
+  // names the missing ranks) comes first; the watchdog catches ranks that no collective waits on.
+  wo.timeout_s = cfg.parallel.comm_timeout_s + 1;
+  wo.grace_s = 1.5;
+  wo.exit_process = out != nullptr && out->exit_on_hang;
+  wo.on_dump = [&lw](const std::string& reason) {
+    const std::vector<std::string> files = lw.dump(reason);
+    log_info(reason, "; flight recorders dumped to ", files.empty() ? "nowhere" : files.front(),
+             files.size() > 1 ? " and " + std::to_string(files.size() - 1) + " more" : "");
+  };
+  // A rank out of memory is the cause; the peers' errors (a collective it never joined) are the effect.
+  std::vector<char> out_of_memory(static_cast<std::size_t>(world_size), 0);
+  std::vector<Status> st;
+  std::string fired;
+  {
+    Watchdog dog(
+        heartbeats, 0, wo, [&lw](const std::string& reason) { lw.abort(reason); }, [&lw] { return lw.aborted(); });
+    st = lw.run([&](comm::Communicator& world) -> Status {
+      struct Done {  // the rank is no longer watched once it returns, however it returns
+        Watchdog& d;
+        int r;
+        ~Done() { d.rank_done(r); }
+      } done{dog, world.rank()};
+      // OpenMP's team size is per thread: a rank's thread starts with the process default (every core),
+      // so without this each rank's element-wise and attention kernels ran teams of all cores, ranks x
+      // cores threads on the cores (2 thread ranks on 2 cores: 4), and a one-thread rank's GEMMs skipped
+      // oneDNN (gemm.cpp picks it for a team of one).
+      kernels::set_num_threads(threads);
+      try {
+        return run_rank_unguarded<T>(world, cfg, layout, m, data, out, stop_after, gather);
+      } catch (const std::bad_alloc& e) {
+        out_of_memory[static_cast<std::size_t>(world.rank())] = 1;
+        return out_of_memory_error(e, cfg, m);
+      }
+    });
+    fired = dog.fired();
+  }
+  kernels::set_num_threads(saved_threads);
+  if (out != nullptr) out->dump_paths = lw.dump_paths();
+  for (std::size_t r = 0; r < st.size(); ++r) {
+    if (out_of_memory[r]) return st[r].error().with_context("rank " + std::to_string(r));
+  }
+  Status s = comm::first_error(st);
+  if (!fired.empty() && !s.ok()) return make_error(fired, "; ", s.error().message());
+  return s;
+}
+
+}  // namespace
+
+template <typename T>
+Status run_rank(comm::Communicator& world_in, const TrainConfig& cfg, const JobLayout& layout,
+                const model::LlamaConfig& m, const JobData& data, JobResult<T>* out, std::int64_t stop_after,
+                bool gather) {
+  // The rank boundary: running out of memory is a one-line error (out_of_memory.h), not an abort. The
+  // rank's objects are gone by the time the handler runs, so what it allocates is small.
+  try {
+    return run_rank_unguarded<T>(world_in, cfg, layout, m, data, out, stop_after, gather);
+  } catch (const std::bad_alloc& e) {
+    return out_of_memory_error(e, cfg, m);
+  }
+}
+
+template <typename T>
+Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m, const JobData& data, JobResult<T>* out,
+                     std::int64_t stop_after, bool gather) {
+  HERD_ASSIGN_OR_RETURN(const JobLayout layout, check_layout(cfg, m, cfg.parallel.world()));
+  return run_threads<T>(cfg, layout, m, data, out, stop_after, gather);
+}
+
+template <typename T>
+Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const JobLayout& layout, JobResult<T>* out,
                std::int64_t stop_after, bool gather) {
   HERD_ASSIGN_OR_RETURN(comm::Backend backend, resolve_backend(cfg_in));
   const bool lead = backend != comm::Backend::kMpi || comm::launcher_rank() == 0;
@@ -61,7 +281,7 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const RankModelFa
       log_info("training ", cfg.parallel.tp, " (tp) x ", cfg.parallel.cp, " (cp) x ", cfg.parallel.pp, " (pp) x ",
                cfg.parallel.dp, " (dp) ranks as threads (local backend)");
     }
-    return run_local_job<T>(cfg, in.model, in.data, factory, out, stop_after, gather);
+    return run_threads<T>(cfg, layout, in.model, in.data, out, stop_after, gather);
   }
   // Every rank names its dump after the same job: rank 0's id, broadcast once before training. The
   // first world holds the MPI runtime (MPI is finalised with its last communicator) until the world
@@ -97,13 +317,11 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const RankModelFa
                                                 "; flight recorder: " + (path.ok() ? *path : path.error().message()));
                },
                {});
-  // Every rank checks the layout before the first collective, so a bad layout stops all of them alike.
-  HERD_RETURN_IF_ERROR(check_layout(cfg, in.model, world->size()));
   // One rank per process; how many share this host is mpirun's business, so the check is per rank.
   HERD_RETURN_IF_ERROR(check_host_memory(cfg, in.model, 1));
   kernels::set_num_threads(cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads)
                                                  : blas_threads_per_rank(world->size()));
-  Status s = run_rank<T>(*world, cfg, in.model, in.data, factory, out, stop_after, gather);
+  Status s = run_rank<T>(*world, cfg, layout, in.model, in.data, out, stop_after, gather);
   dog.rank_done(0);
   if (s.ok()) return s;
   const Error e = s.error().with_context("rank " + std::to_string(world->rank()));
@@ -117,9 +335,15 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const RankModelFa
   return e;
 }
 
-template Status run_job<float>(const TrainConfig&, const JobInputs&, const RankModelFactory<float>&, JobResult<float>*,
-                               std::int64_t, bool);
-template Status run_job<double>(const TrainConfig&, const JobInputs&, const RankModelFactory<double>&,
-                                JobResult<double>*, std::int64_t, bool);
+#define HERD_JOB_INSTANTIATE(T)                                                                                     \
+  template Status run_rank<T>(comm::Communicator&, const TrainConfig&, const JobLayout&, const model::LlamaConfig&, \
+                              const JobData&, JobResult<T>*, std::int64_t, bool);                                   \
+  template Status run_job<T>(const TrainConfig&, const JobInputs&, const JobLayout&, JobResult<T>*, std::int64_t,   \
+                             bool);                                                                                 \
+  template Status run_local_job<T>(const TrainConfig&, const model::LlamaConfig&, const JobData&, JobResult<T>*,    \
+                                   std::int64_t, bool);
+HERD_JOB_INSTANTIATE(float)
+HERD_JOB_INSTANTIATE(double)
+#undef HERD_JOB_INSTANTIATE
 
 }  // namespace herd::train

@@ -25,8 +25,8 @@
 #include "herd/core/format.h"
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
-#include "herd/train/step/metrics.h"
 #include "herd/train/job/preempt.h"
+#include "herd/train/step/metrics.h"
 
 namespace herd::train {
 

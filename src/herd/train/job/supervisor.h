@@ -15,8 +15,8 @@
 // restarts it stops. SIGTERM, SIGINT and SIGUSR1 are forwarded to the child's process group (a
 // preemption: the child checkpoints and exits 143, or 130 after SIGINT); a child that exits after a
 // forwarded signal is not restarted and the supervisor exits 143, or 130 after SIGINT. SIGUSR2 is forwarded too: the
-// child dumps its flight recorders and trains on. At the end it prints the time accounting (train/job/ett.h), whose last
-// line contains "ETT", and appends the same as the last record of the metrics file.
+// child dumps its flight recorders and trains on. At the end it prints the time accounting (train/job/ett.h), whose
+// last line contains "ETT", and appends the same as the last record of the metrics file.
 #pragma once
 
 #include <string>

@@ -112,7 +112,7 @@ double median_step_seconds(const std::vector<StepRecord>& history) {
   return median(std::move(dt));
 }
 
-MeasuredRun measured_run(const std::vector<StepRecord>& history, const RankMemoryUse& memory) {
+MeasuredRun measured_run(const std::vector<StepRecord>& history, const parallel::RankMemoryUse& memory) {
   MeasuredRun r;
   r.step_s = median_step_seconds(history);
   r.steps = static_cast<std::int64_t>(history.size());
@@ -159,7 +159,7 @@ std::string planned_line(const Projection& p) {
 }
 
 std::string planned_vs_measured_line(const Projection& p, const MeasuredRun& run) {
-  const RankMemoryUse& mem = run.memory;
+  const parallel::RankMemoryUse& mem = run.memory;
   const double comm = p.estimate.time.exposed_comm_s();
   return "planned vs measured (" + format_fixed(p.background_jobs, 1) + " background jobs over the run" +
          speed_note(p) + "): step " + secs(p.step_s()) + " s vs " + secs(run.step_s) + " s (" +
@@ -178,7 +178,7 @@ std::string planned_vs_measured_line(const Projection& p, const MeasuredRun& run
 
 Json projection_json(const Projection& p, const MeasuredRun& run) {
   const planner::Layout& l = p.layout.layout;
-  const RankMemoryUse& mem = run.memory;
+  const parallel::RankMemoryUse& mem = run.memory;
   const planner::TimeBreakdown& t = p.estimate.time;
   return {{"cluster", p.cluster},
           {"layout",
@@ -274,7 +274,7 @@ Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m,
 }
 
 void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const std::vector<StepRecord>& history,
-                const RankMemoryUse& mem, bool print) {
+                const parallel::RankMemoryUse& mem, bool print) {
   if (!plan.ok() || history.empty()) return;
   MeasuredRun measured = measured_run(history, mem);
   Projection at_run = *plan;

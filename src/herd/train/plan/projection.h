@@ -6,7 +6,7 @@
 // planner::estimate, so the numbers printed at the start of `herd train` ("planned") are exactly the
 // planner's; at the end the same numbers stand next to the measured median step time and the rank's
 // memory ("planned vs measured"). Measured memory is the activation arena's peak plus the parameter,
-// gradient and optimizer bytes the rank holds (RankMemoryUse, reported by the trainers).
+// gradient and optimizer bytes the rank holds (parallel::RankMemoryUse, reported by the trainers).
 // The harness bench/projection/ runs many layouts and reports the error; docs/projection.md.
 #pragma once
 
@@ -20,10 +20,10 @@
 #include "herd/measure/host.h"
 #include "herd/model/config.h"
 #include "herd/model/flops.h"
+#include "herd/parallel/rank_model.h"
 #include "herd/planner/estimate.h"
 #include "herd/topology/cluster.h"
 #include "herd/train/job/config.h"
-#include "herd/train/step/memory_use.h"
 #include "herd/train/step/trainer.h"
 
 namespace herd::train {
@@ -99,9 +99,9 @@ struct MeasuredRun {
   // the background load it says whether a loaded host cost the job more than the cores it lost.
   double job_cores = -1;
   std::int64_t steps = 0;
-  RankMemoryUse memory;
+  parallel::RankMemoryUse memory;
 };
-MeasuredRun measured_run(const std::vector<StepRecord>& history, const RankMemoryUse& memory);
+MeasuredRun measured_run(const std::vector<StepRecord>& history, const parallel::RankMemoryUse& memory);
 
 // "planned: step 1.23 s (compute 1.10, comm 0.08, bubble 0.00, optimizer 0.05) | memory 312.4 MiB ..."
 std::string planned_line(const Projection& p);
@@ -120,6 +120,6 @@ Json projection_json(const Projection& p, const MeasuredRun& run);
 // writes train.projection_file when set.
 Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m, bool print, bool probe_host = false);
 void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const std::vector<StepRecord>& history,
-                const RankMemoryUse& mem, bool print);
+                const parallel::RankMemoryUse& mem, bool print);
 
 }  // namespace herd::train

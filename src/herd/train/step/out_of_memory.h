@@ -3,8 +3,8 @@
 // Before any rank starts, check_host_memory refuses a run whose planned memory (train/plan/projection.h, the
 // same numbers as the "planned" line) is well beyond this host's physical memory: such a run (the 8B
 // model on a 24 GiB machine) would otherwise allocate tensor by tensor until the kernel killed it.
-// Should an allocation still fail, std::bad_alloc escaping a rank used to end the process with exit
-// 134; the launcher now catches it at the rank boundary (launch.cpp) and turns it into
+// Should an allocation still fail, std::bad_alloc escaping a rank would end the process with exit
+// 134; the launcher catches it at the rank boundary (train/job/job.cpp) and turns it into
 // out_of_memory_error: the bytes the failed allocation asked for (known when it came from
 // aligned_bytes, core/aligned.h, which is where the weights, gradients and activation arenas live),
 // the planner's figure for the layout, the host's memory, and what to change.

@@ -1,5 +1,5 @@
-// Trainer: the step loop of one rank, evaluation, the batch ramp and layout checks, the same for every
-// layout; its checkpoints and resume are trainer_checkpoints.cpp, its fault injection trainer_faults.cpp.
+// Trainer: the step loop of one rank, evaluation and the batch ramp, the same for every
+// layout; its checkpoints and resume are trainer_checkpoints.cpp.
 #include "herd/train/step/trainer.h"
 
 #include <unistd.h>
@@ -17,14 +17,13 @@
 #include "herd/measure/timing.h"
 #include "herd/model/flops.h"
 #include "herd/model/weights.h"
-#include "herd/parallel/model.h"
+#include "herd/parallel/rank_model.h"
 #include "herd/train/checkpoint/checkpoint.h"
 #include "herd/train/checkpoint/interop.h"
-#include "herd/train/job/fault_log.h"
+#include "herd/train/job/job.h"
 #include "herd/train/job/preempt.h"
 #include "herd/train/plan/projection.h"
 #include "herd/train/step/micro_batch_data.h"
-#include "herd/train/step/pipeline_model.h"
 
 namespace herd::train {
 
@@ -43,28 +42,6 @@ Result<model::LlamaConfig> resolve_model_config(const TrainConfig& cfg, std::int
   return m;
 }
 
-Status check_layout(const TrainConfig& cfg, const model::LlamaConfig& m, std::int64_t world_size) {
-  const ParallelSection& p = cfg.parallel;
-  HERD_ASSIGN_OR_RETURN(topology::ParallelDims dims, topology::ParallelDims::make(p.tp, p.cp, p.pp, p.dp, world_size));
-  HERD_ASSIGN_OR_RETURN(ResolvedLayout r, resolve_layout(cfg));
-  HERD_RETURN_IF_ERROR(parallel::validate_layout(m, dims, dims.world(), cfg.train.global_batch, cfg.data.seq_len,
-                                                 p.sequence_parallel && p.tp > 1));
-  HERD_RETURN_IF_ERROR(check_pipeline(cfg, m));
-  if (cfg.schedule.ramp) {
-    // The ramp's first stages run half the micro-batch (every rank keeps its M), the first at half length.
-    if (r.layout.microbatch % 2 != 0) {
-      return make_error(
-          "schedule.ramp halves the micro-batch of every data-parallel rank, but "
-          "parallel.microbatch_size is ",
-          r.layout.microbatch, "; use an even micro-batch size or schedule.ramp=false");
-    }
-    Status half = parallel::validate_layout(m, dims, dims.world(), cfg.train.global_batch / 2, cfg.data.seq_len / 2,
-                                            p.sequence_parallel && p.tp > 1);
-    if (!half.ok()) return half.error().with_context("schedule.ramp's first stage (half the sequence length)");
-  }
-  return Status::Ok();
-}
-
 double unigram_entropy(const data::TokenDocuments& docs) {
   std::vector<std::int64_t> counts(static_cast<std::size_t>(std::max<std::int64_t>(docs.vocab_size, 1)), 0);
   for (std::int32_t t : docs.tokens) {
@@ -79,17 +56,16 @@ double unigram_entropy(const data::TokenDocuments& docs) {
 }
 
 template <typename T>
-Result<std::unique_ptr<Trainer<T>>> Trainer<T>::make(const TrainConfig& cfg, const model::LlamaConfig& model_cfg,
+Result<std::unique_ptr<Trainer<T>>> Trainer<T>::make(const TrainConfig& cfg, const ResolvedLayout& layout,
+                                                     const model::LlamaConfig& model_cfg,
                                                      const parallel::ParallelContext& ctx,
-                                                     std::unique_ptr<RankModel<T>> model,
+                                                     std::unique_ptr<parallel::RankModel<T>> model,
                                                      std::shared_ptr<const data::TokenDocuments> train_docs,
                                                      std::shared_ptr<const data::TokenDocuments> val_docs) {
-  HERD_RETURN_IF_ERROR(validate(cfg));
-  HERD_RETURN_IF_ERROR(check_layout(cfg, model_cfg, ctx.dims.world()));
   if (!train_docs || train_docs->n_tokens() == 0) return make_error("data.dir: the training split has no tokens");
   std::unique_ptr<Trainer> t(new Trainer());
   t->cfg_ = cfg;
-  HERD_ASSIGN_OR_RETURN(t->layout_, resolve_layout(cfg));
+  t->layout_ = layout;
   t->model_cfg_ = model_cfg;
   t->ctx_ = ctx;
   t->model_ = std::move(model);
@@ -309,8 +285,8 @@ void Trainer<T>::log_progress(const StepRecord& rec, double avg_tokens_per_s, st
 }
 
 template <typename T>
-Result<RankMemoryUse> Trainer<T>::busiest_rank_memory() {
-  RankMemoryUse mine = model_->memory_use();
+Result<parallel::RankMemoryUse> Trainer<T>::busiest_rank_memory() {
+  parallel::RankMemoryUse mine = model_->memory_use();
   mine.kernel_scratch_bytes = static_cast<double>(kernels::this_thread_scratch_bytes());
   const int world = ctx_.world->size();
   if (world == 1) return mine;
@@ -318,14 +294,61 @@ Result<RankMemoryUse> Trainer<T>::busiest_rank_memory() {
                           mine.kernel_scratch_bytes};
   std::vector<double> all(4 * static_cast<std::size_t>(world));
   HERD_RETURN_IF_ERROR(ctx_.world->all_gather(send, all.data(), 4, DType::kF64));
-  RankMemoryUse busiest;
+  parallel::RankMemoryUse busiest;
   for (int r = 0; r < world; ++r) {
     const double* v = all.data() + 4 * r;
-    RankMemoryUse m;
+    parallel::RankMemoryUse m;
     m.state_bytes = v[0], m.arena_peak_bytes = v[1], m.saved_activation_bytes = v[2], m.kernel_scratch_bytes = v[3];
     if (r == 0 || m.total() > busiest.total()) busiest = m;
   }
   return busiest;
+}
+
+template <typename T>
+Result<typename Trainer<T>::StepOutcome> Trainer<T>::train_step(const kernels::AdamWConfig& ac, StepSlices& step,
+                                                                StepClock& clock) {
+  StepOutcome out;
+  HERD_ASSIGN_OR_RETURN(data::Loader * next, loader_for(ramp_.at(tokens_)));
+  if (next != current_) {
+    HERD_RETURN_IF_ERROR(next->restore(current_->state()));
+    current_ = next;
+  }
+  HERD_ASSIGN_OR_RETURN(bool any, next_slices(*current_, step));
+  HERD_CHECK(any, "a looping loader ran out of batches");
+  const std::int64_t real = step.real;
+  out.tokens = step.tokens;
+  model_->zero_grads();
+  const T scale = real > 0 ? T(1) / static_cast<T>(real) : T(0);
+  HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss local, model_->forward_backward_step(step.views, scale));
+  HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss loss, reduce_loss(local, real));
+  const double lr = lr_.at(step_);
+  StepRecord& rec = out.rec;
+  const double loss_value = real > 0 ? loss.loss_sum / static_cast<double>(real) : 0.0;
+  if (hooks) hooks->after_backward(step_ + 1, *model_);
+  HERD_ASSIGN_OR_RETURN(rec.grad_norm, model_->grad_norm());
+  if (writer_) note_checkpoint_outcome(writer_->poll());
+  HERD_ASSIGN_OR_RETURN(out.ctl, agree_step(!std::isfinite(loss_value) || !std::isfinite(rec.grad_norm)));
+  const StepControl& ctl = out.ctl;
+  if (ctl.metrics_failed) {
+    // Rank 0 could not write the previous step's record: every rank ends here, rank 0 with the reason.
+    if (!metrics_error_.ok()) return metrics_error_.error();
+    return make_error("rank 0 could not write train.metrics_file '", cfg_.train.metrics_file, "'; the job ends");
+  }
+  if (ctl.nonfinite) {
+    HERD_RETURN_IF_ERROR(skip_nonfinite_step(loss_value, rec));
+  } else {
+    nonfinite_run_ = 0;
+    model_->apply_update(ac, lr, cfg_.optim.grad_clip, rec.grad_norm);
+  }
+  if (ctl.checkpoint_failed) HERD_RETURN_IF_ERROR(checkpoint_failed(": training on, the next save retries"));
+  ++step_;
+  tokens_ += out.tokens;
+  if (hooks) hooks->after_update(step_, clock);  // inside the step's time
+  rec.step = step_;
+  rec.loss = loss_value;
+  rec.lr = lr;
+  rec.tokens = tokens_;
+  return out;
 }
 
 template <typename T>
@@ -351,47 +374,12 @@ Status Trainer<T>::run(std::int64_t stop_after) {
   StepClock& clock = step_clock ? *step_clock : *unrecorded;
   while (step_ < steps) {
     if (heartbeat) heartbeat("step " + std::to_string(step_ + 1));
-    HERD_RETURN_IF_ERROR(maybe_inject_fault());
+    if (hooks) HERD_RETURN_IF_ERROR(hooks->before_step(step_ + 1));
     Timer step_timer;
-    // The step's split for the straggler watch (straggler_monitor.h).
-    clock.start_step();
-    HERD_ASSIGN_OR_RETURN(data::Loader * next, loader_for(ramp_.at(tokens_)));
-    if (next != current_) {
-      HERD_RETURN_IF_ERROR(next->restore(current_->state()));
-      current_ = next;
-    }
-    HERD_ASSIGN_OR_RETURN(bool any, next_slices(*current_, step));
-    HERD_CHECK(any, "a looping loader ran out of batches");
-    const std::int64_t real = step.real, step_tokens = step.tokens;
-    model_->zero_grads();
-    const T scale = real > 0 ? T(1) / static_cast<T>(real) : T(0);
-    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss local, model_->forward_backward_step(step.views, scale));
-    HERD_ASSIGN_OR_RETURN(kernels::CrossEntropyLoss loss, reduce_loss(local, real));
-    const double lr = lr_.at(step_);
-    StepRecord rec;
-    const double loss_value = real > 0 ? loss.loss_sum / static_cast<double>(real) : 0.0;
-    maybe_inject_nan();
-    HERD_ASSIGN_OR_RETURN(rec.grad_norm, model_->grad_norm());
-    if (writer_) note_checkpoint_outcome(writer_->poll());
-    HERD_ASSIGN_OR_RETURN(const StepControl ctl,
-                          agree_step(!std::isfinite(loss_value) || !std::isfinite(rec.grad_norm)));
-    if (ctl.metrics_failed) {
-      // Rank 0 could not write the previous step's record: every rank ends here, rank 0 with the reason.
-      if (!metrics_error_.ok()) return metrics_error_;
-      return make_error("rank 0 could not write train.metrics_file '", cfg_.train.metrics_file, "'; the job ends");
-    }
-    if (ctl.nonfinite) {
-      HERD_RETURN_IF_ERROR(skip_nonfinite_step(loss_value, rec));
-    } else {
-      nonfinite_run_ = 0;
-      HERD_RETURN_IF_ERROR(model_->apply_update(ac, lr, cfg_.optim.grad_clip, rec.grad_norm));
-    }
-    if (ctl.checkpoint_failed) HERD_RETURN_IF_ERROR(checkpoint_failed(": training on, the next save retries"));
-    ++step_;
-    tokens_ += step_tokens;
-    // fault.slow_rank stretches this rank's step by its compute so far (inside its step time, as a slow
-    // host's would be).
-    maybe_slow_down(clock);
+    clock.start_step();  // the step's split for the straggler watch (straggler_monitor.h)
+    HERD_ASSIGN_OR_RETURN(StepOutcome done, train_step(ac, step, clock));
+    StepRecord& rec = done.rec;
+    const StepControl& ctl = done.ctl;
     if (step_clock) {
       // Every collective of the step counts, the control all-reduce included.
       const comm::FlightRecorder::StepTimes split = clock.split(step_);
@@ -415,11 +403,7 @@ Status Trainer<T>::run(std::int64_t stop_after) {
       HERD_RETURN_IF_ERROR(finish_checkpoints());
       rec.checkpoint_s += wait.seconds();
     }
-    rec.step = step_;
-    rec.loss = loss_value;
-    rec.lr = lr;
-    rec.tokens = tokens_;
-    rec.tokens_per_s = static_cast<double>(step_tokens) / dt;
+    rec.tokens_per_s = static_cast<double>(done.tokens) / dt;
     rec.mfu = rec.tokens_per_s * flops_per_token_ / peak_flops_;
     if ((cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) || step_ == steps) {
       HERD_ASSIGN_OR_RETURN(double v, evaluate());
@@ -428,7 +412,7 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     history_.push_back(rec);
     write_metrics(rec, wall.seconds(), dt);
     if (!quiet && lead && (step_ % cfg_.train.log_every == 0 || last || rec.val_loss)) {
-      log_progress(rec, static_cast<double>(tokens_ - tokens_at_start) / wall.seconds(), step_tokens);
+      log_progress(rec, static_cast<double>(tokens_ - tokens_at_start) / wall.seconds(), done.tokens);
     }
     if (ctl.stop) {
       preempted_ = true;
@@ -444,7 +428,7 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     }
     if (step_ == stop_after) break;
   }
-  HERD_ASSIGN_OR_RETURN(const RankMemoryUse memory, busiest_rank_memory());
+  HERD_ASSIGN_OR_RETURN(const parallel::RankMemoryUse memory, busiest_rank_memory());
   // The last step's record, which no later step boundary agreed on: rank 0 alone reports it.
   if (!metrics_error_.ok()) return metrics_error_;
   report_run(plan, cfg_, history_, memory, !quiet && lead);
@@ -486,7 +470,7 @@ template <typename T>
 Result<std::string> Trainer<T>::locate_nonfinite(double loss, double norm) {
   constexpr std::size_t kGroups = std::size(model::kWeightGroups);
   double flags[kGroups] = {};
-  for (const ShardPiece<T>& p : model_->shard_pieces()) {
+  for (const parallel::ShardPiece<T>& p : model_->shard_pieces()) {
     if (p.g == nullptr) continue;
     const char* g = model::weight_group(p.name);
     std::size_t k = 0;

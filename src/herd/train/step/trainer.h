@@ -37,13 +37,14 @@
 #include "herd/data/shard.h"
 #include "herd/model/config.h"
 #include "herd/parallel/context.h"
+#include "herd/parallel/rank_model.h"
 #include "herd/train/checkpoint/checkpoint_lock.h"
 #include "herd/train/checkpoint/checkpoint_writer.h"
 #include "herd/train/job/config.h"
 #include "herd/train/step/lr_schedule.h"
 #include "herd/train/step/metrics.h"
 #include "herd/train/step/micro_batch_data.h"
-#include "herd/train/step/rank_model.h"
+#include "herd/train/step/step_hooks.h"
 #include "herd/train/step/straggler_monitor.h"
 
 namespace herd::train {
@@ -69,13 +70,6 @@ struct StepRecord {
 // data: a sequence longer than the model allows is an error naming data.seq_len.
 Result<model::LlamaConfig> resolve_model_config(const TrainConfig& cfg, std::int64_t data_vocab);
 
-// Everything about a layout that can be refused before any rank starts, with the numbers: the degrees
-// and their product against the world (world_size 0: unchecked), the batch split (resolve_layout), the
-// model's shard rules (heads, KV heads, FFN and vocabulary by tp; the sequence by 2 x cp and, with
-// sequence parallelism, the CP-local sequence by tp), the pipeline's schedule and layer split, and the
-// batch ramp's shapes.
-Status check_layout(const TrainConfig& cfg, const model::LlamaConfig& m, std::int64_t world_size);
-
 // Entropy of the token frequencies (nats/token): the loss of the best model that ignores context.
 double unigram_entropy(const data::TokenDocuments& docs);
 
@@ -84,9 +78,11 @@ class Trainer {
  public:
   // val_docs may be empty (no evaluation). Resumes from the newest checkpoint in checkpoint.dir when
   // checkpoint.resume and one exists. Collective: every rank calls it.
-  static Result<std::unique_ptr<Trainer>> make(const TrainConfig& cfg, const model::LlamaConfig& model_cfg,
+  // layout: the config's, resolved and checked against the model and the world (train/job/job.h).
+  static Result<std::unique_ptr<Trainer>> make(const TrainConfig& cfg, const ResolvedLayout& layout,
+                                               const model::LlamaConfig& model_cfg,
                                                const parallel::ParallelContext& ctx,
-                                               std::unique_ptr<RankModel<T>> model,
+                                               std::unique_ptr<parallel::RankModel<T>> model,
                                                std::shared_ptr<const data::TokenDocuments> train_docs,
                                                std::shared_ptr<const data::TokenDocuments> val_docs);
 
@@ -103,7 +99,7 @@ class Trainer {
   std::int64_t step() const { return step_; }
   std::int64_t resumed_from() const { return resumed_from_; }
   const std::vector<StepRecord>& history() const { return history_; }
-  RankModel<T>& model() { return *model_; }
+  parallel::RankModel<T>& model() { return *model_; }
   bool quiet = false;             // no progress or projection lines (tests; ranks other than 0)
   double step_seconds_total = 0;  // wall time of the steps run so far (benchmarks)
   // The source of each step's split (straggler_monitor.h); run_rank sets measured_step_clock over the
@@ -119,11 +115,15 @@ class Trainer {
   // noted in it (its dumps carry them, for `herd trace`), and every diagnostics.dump_every steps it is
   // dumped. run_rank points it at the world's recorder.
   std::shared_ptr<comm::FlightRecorder> recorder;
+  // When set, called at its points of every step (step_hooks.h): run_rank sets the config's fault
+  // injection (train/job/fault_injector.h) here.
+  std::unique_ptr<StepHooks<T>> hooks;
+  // Completes this rank's checkpoint writes in flight.
+  void wait_for_saves();
 
  private:
   Trainer() = default;
   Status resume();
-  Status maybe_inject_fault();
   // Checkpoints (checkpoint_writer.h): copies this rank's pieces into the writer's snapshot and starts
   // the write (asynchronous unless checkpoint.async=false); returns the seconds this took on the step's
   // critical path. A non-finite weight refuses the save.
@@ -133,8 +133,7 @@ class Trainer {
   Status finish_checkpoints();
   // The outcome of a finished write on this rank: a warning or a pending failure for the control vector.
   void note_checkpoint_outcome(const std::optional<CheckpointWriter::Outcome>& o);
-  // The NaN guard: fault.nan_step's poisoned gradient, and where the non-finite values are (collective).
-  void maybe_inject_nan();
+  // The NaN guard: where the non-finite values are (collective).
   Result<std::string> locate_nonfinite(double loss, double norm);
   // The per-step control all-reduce over the world (one small collective per step): preemption, a
   // non-finite loss or norm, a failed checkpoint, a failed metrics write; every rank takes the same decision from the
@@ -146,6 +145,14 @@ class Trainer {
     std::vector<comm::Straggler> stragglers;
   };
   Result<StepControl> agree_step(bool nonfinite_here);
+  // One training step of this rank: the step's slices of the global batch, forward and backward, the
+  // loss and gradient norm agreed by every rank, the update (or the NaN guard's skip), the hooks at
+  // their points. Returns the step's record so far, its control and its tokens.
+  struct StepOutcome {
+    StepRecord rec;
+    StepControl ctl;
+    std::int64_t tokens = 0;
+  };
   // A step whose loss or gradient norm is not finite (agreed by every rank): located, warned and skipped,
   // or the job ends (train.nonfinite=stop, or more than train.max_nonfinite_skips in a row).
   Status skip_nonfinite_step(double loss_value, StepRecord& rec);
@@ -157,11 +164,9 @@ class Trainer {
   void log_progress(const StepRecord& rec, double avg_tokens_per_s, std::int64_t step_tokens) const;
   // The memory of the rank that holds the most (collective): the planner's figure is its busiest rank's
   // (the worst pipeline stage), so "planned vs measured" compares that rank with it.
-  Result<RankMemoryUse> busiest_rank_memory();
+  Result<parallel::RankMemoryUse> busiest_rank_memory();
   // diagnostics.dump_every, SIGUSR1/SIGUSR2 (preempt.h): this rank's flight recorder, dumped.
   void dump_recorder(const std::string& reason);
-  Status inject_kill(std::int64_t step, const std::string& why);
-  void maybe_slow_down(StepClock& clock);
   Result<data::Loader*> loader_for(const BatchShape& shape);
   // This rank's part of one global step: M global micro-batches from a loader, each cut to this rank's
   // rows, and the real and total tokens of the whole global step.
@@ -173,6 +178,7 @@ class Trainer {
   // Fills `out` (padded with empty micro-batches once a one-pass loader runs out); false once the loader
   // had nothing left.
   Result<bool> next_slices(data::Loader& loader, StepSlices& out);
+  Result<StepOutcome> train_step(const kernels::AdamWConfig& ac, StepSlices& step, StepClock& clock);
   // Loss sum and real tokens summed over the DP and CP groups, checked against the global count.
   Result<kernels::CrossEntropyLoss> reduce_loss(const kernels::CrossEntropyLoss& local, std::int64_t real);
 
@@ -180,7 +186,7 @@ class Trainer {
   ResolvedLayout layout_;
   model::LlamaConfig model_cfg_;
   parallel::ParallelContext ctx_;
-  std::unique_ptr<RankModel<T>> model_;
+  std::unique_ptr<parallel::RankModel<T>> model_;
   std::shared_ptr<const data::TokenDocuments> train_docs_, val_docs_;
   std::vector<std::unique_ptr<data::Loader>> loaders_;  // one per batch shape of the ramp
   data::Loader* current_ = nullptr;

@@ -9,7 +9,6 @@
 #include "herd/core/timer.h"
 #include "herd/model/weights.h"
 #include "herd/train/checkpoint/checkpoint.h"
-#include "herd/train/job/fault_log.h"
 #include "herd/train/checkpoint/interop.h"
 #include "herd/train/step/trainer.h"
 
@@ -66,6 +65,11 @@ Status check_resumable(const DistCheckpoint& ck, const TrainConfig& cfg, const m
 }  // namespace
 
 template <typename T>
+void Trainer<T>::wait_for_saves() {
+  if (writer_) writer_->wait_idle();
+}
+
+template <typename T>
 Status Trainer<T>::save_checkpoint() {
   if (!writer_) return make_error("checkpoint.dir is empty; set it to save checkpoints");
   Result<double> started = start_checkpoint();
@@ -78,8 +82,8 @@ Result<double> Trainer<T>::start_checkpoint() {
   Timer t;
   writer_->wait_idle();  // at most one write in flight; its snapshot buffer is reused
   note_checkpoint_outcome(writer_->poll());
-  const std::vector<ShardPiece<T>> pieces = model_->shard_pieces();
-  for (const ShardPiece<T>& p : pieces) {
+  const std::vector<parallel::ShardPiece<T>> pieces = model_->shard_pieces();
+  for (const parallel::ShardPiece<T>& p : pieces) {
     for (std::int64_t i = 0; i < p.count(); ++i) {
       if (!std::isfinite(p.param[i])) {
         return make_error("step ", step_, ": weight '", p.name, "' (", model::weight_group(p.name),
@@ -97,14 +101,7 @@ Result<double> Trainer<T>::start_checkpoint() {
                      {"data", {{"train_documents", train_docs_->n_docs()}, {"train_tokens", train_docs_->n_tokens()}}}};
   const Json layout = {{"tp", ctx_.dims.tp()}, {"cp", ctx_.dims.cp()},       {"pp", ctx_.dims.pp()},
                        {"dp", ctx_.dims.dp()}, {"world", ctx_.dims.world()}, {"layout", layout_.layout.to_string()}};
-  const std::string key = "ckptfail@" + std::to_string(step_);
-  bool fail = false;
-  if (cfg_.fault.fail_checkpoint_step == step_ && ctx_.rank == 0 && !fault_fired(cfg_.checkpoint.dir, key)) {
-    mark_fault_fired(cfg_.checkpoint.dir, key);
-    log_warning("fault.fail_checkpoint_step: the save of step ", step_, " fails as a full disk would");
-    fail = true;
-  }
-  writer_->start(step_, meta, layout, fail);
+  writer_->start(step_, meta, layout, hooks != nullptr && hooks->fail_save(step_));
   if (!cfg_.checkpoint.async) note_checkpoint_outcome(writer_->poll());
   return t.seconds();
 }
@@ -176,9 +173,9 @@ Status Trainer<T>::resume() {
   }
   const DistCheckpoint& ck = *found;
   HERD_RETURN_IF_ERROR(check_resumable(ck, cfg_, model_cfg_, *train_docs_));
-  std::vector<ShardPiece<T>> pieces = model_->load_pieces();
+  std::vector<parallel::ShardPiece<T>> pieces = model_->load_pieces();
   HERD_RETURN_IF_ERROR(ck.load_into<T>(pieces));
-  HERD_RETURN_IF_ERROR(model_->after_load());
+  model_->after_load();
   const Json& meta = ck.meta();
   HERD_ASSIGN_OR_RETURN(std::int64_t opt_steps, json_int(meta, ck.path + "/manifest.json: meta", "optimizer_steps"));
   HERD_ASSIGN_OR_RETURN(std::int64_t tokens, json_int(meta, ck.path + "/manifest.json: meta", "tokens"));
@@ -199,6 +196,7 @@ Status Trainer<T>::resume() {
 }
 
 #define HERD_TRAINER_CHECKPOINTS(T)                                                                   \
+  template void Trainer<T>::wait_for_saves();                                                         \
   template Status Trainer<T>::save_checkpoint();                                                      \
   template Result<double> Trainer<T>::start_checkpoint();                                             \
   template void Trainer<T>::note_checkpoint_outcome(const std::optional<CheckpointWriter::Outcome>&); \

@@ -1,4 +1,4 @@
-#include "herd/cli/calibrate_steps.h"
+#include "herd/train/plan/calibrate_steps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,13 +7,12 @@
 #include "herd/core/format.h"
 #include "herd/kernels/gemm.h"
 #include "herd/measure/steady.h"
-#include "herd/train/job/launch.h"
+#include "herd/train/job/job.h"
 #include "herd/train/plan/host_speed.h"
 #include "herd/train/plan/projection.h"
-#include "herd/train/step/dist_model.h"
 #include "herd/train/step/trainer.h"
 
-namespace herd::cli::calibration {
+namespace herd::train::calibration {
 
 namespace {
 
@@ -37,7 +36,7 @@ std::shared_ptr<const data::TokenDocuments> random_documents(std::int64_t vocab,
 Result<ReferenceStep> reference_step(const model::LlamaConfig& m, std::int64_t micro_batch, std::int64_t seq_len,
                                      int steps, int ranks, Precision precision = Precision::kFP32, int threads = 1) {
   const auto docs = random_documents(m.vocab, 4 * (steps + 1) * ranks * micro_batch * seq_len);
-  train::TrainConfig cfg;
+  TrainConfig cfg;
   cfg.data.seq_len = seq_len;
   cfg.train.global_batch = ranks * micro_batch;
   cfg.parallel.dp = ranks;
@@ -48,11 +47,10 @@ Result<ReferenceStep> reference_step(const model::LlamaConfig& m, std::int64_t m
   cfg.eval.every = 0;
   cfg.eval.batches = 1;
   cfg.train.precision = precision;
-  train::JobResult<float> r;
+  JobResult<float> r;
   r.quiet = true;
-  HERD_RETURN_IF_ERROR(
-      train::run_local_job<float>(cfg, m, {docs, nullptr}, train::distributed_llama_factory<float>(), &r, 0, false));
-  const train::MeasuredRun run = train::measured_run(r.history, {});
+  HERD_RETURN_IF_ERROR(run_local_job<float>(cfg, m, {docs, nullptr}, &r, 0, false));
+  const MeasuredRun run = measured_run(r.history, {});
   return ReferenceStep{run.step_s, std::max(0.0, run.comm_s), r.history.empty() ? 0.0 : r.history.back().loss};
 }
 
@@ -95,7 +93,7 @@ Result<ReferenceSteps> measure_reference_steps(Session& s) {
   ReferenceSteps r;
   // The host's speed around the reference steps, which anchor every plan: `herd train` probes the same
   // way and plans at the ratio (train/plan/host_speed.h).
-  r.probe_before = train::probe_host_flops(s.cores);
+  r.probe_before = probe_host_flops(s.cores);
   r.one = measure_step("training step, 1 rank", 1, Precision::kFP32, 1, [&](double secs) {
     return far_from_last("reference step", secs, s.last_step("reference_step_s"), s.last_taken_at());
   });
@@ -127,7 +125,7 @@ Result<ReferenceSteps> measure_reference_steps(Session& s) {
       return far_from_last("bf16 reference step", secs, s.last_step("reference_step_bf16_s"), s.last_taken_at());
     });
   }
-  r.probe_after = train::probe_host_flops(s.cores);
+  r.probe_after = probe_host_flops(s.cores);
   kernels::set_num_threads(1);
   if (!failed.ok()) return failed.error().with_context("reference training step");
   return r;
@@ -136,18 +134,18 @@ Result<ReferenceSteps> measure_reference_steps(Session& s) {
 Result<RuntimeFit> fit_runtime(const Session& s, const ReferenceSteps& ref, double gemm_scaling, bool idle,
                                topology::Cluster& c) {
   RuntimeFit f;
-  train::ResolvedLayout one;
+  ResolvedLayout one;
   one.layout.microbatch = s.o.micro_batch;
   one.spec.seq_len = s.o.seq_len;
   one.spec.global_batch = s.o.micro_batch;
   one.spec.precision = planner::Precision::kFP32;
-  Result<train::Projection> kernel_plan = train::project(s.m, one, /*threads=*/1, c);
+  Result<Projection> kernel_plan = project(s.m, one, /*threads=*/1, c);
   if (!kernel_plan.ok()) return kernel_plan.error().with_context("reference projection");
   f.kernels_only_s = kernel_plan->step_s();
   f.efficiency = std::clamp(f.kernels_only_s / ref.one.step_s, 0.05, 1.0);
-  train::ResolvedLayout one16 = one;
+  ResolvedLayout one16 = one;
   one16.spec.precision = planner::Precision::kBF16;
-  Result<train::Projection> kernel_plan16 = train::project(s.m, one16, /*threads=*/1, c);
+  Result<Projection> kernel_plan16 = project(s.m, one16, /*threads=*/1, c);
   if (!kernel_plan16.ok()) return kernel_plan16.error().with_context("bf16 reference projection");
   f.bf16_kernels_only_s = kernel_plan16->step_s();
   f.bf16_efficiency = std::clamp(f.bf16_kernels_only_s / ref.bf16.step_s, 0.05, 1.0);
@@ -179,12 +177,12 @@ Result<RuntimeFit> fit_runtime(const Session& s, const ReferenceSteps& ref, doub
   // wanders (the cores are time-shared with the hypervisor and other guests). The planner charges a
   // synchronous job compute x sigma x sqrt(2 ln G) for it (planner/estimate.cpp, `speed_variation`),
   // so sigma is that wait over the compute, divided by sqrt(2 ln 2) for these two ranks.
-  train::ResolvedLayout dp2 = one;
+  ResolvedLayout dp2 = one;
   dp2.layout.dp = 2;
   dp2.spec.global_batch = 2 * s.o.micro_batch;
   topology::Cluster no_skew = c;
   no_skew.accelerator.speed_variation = 0;
-  Result<train::Projection> p2 = train::project(s.m, dp2, /*threads=*/1, no_skew);
+  Result<Projection> p2 = project(s.m, dp2, /*threads=*/1, no_skew);
   if (!p2.ok()) return p2.error().with_context("two-rank reference projection");
   f.planned_two_rank_comm_s = p2->estimate.time.exposed_comm_s();
   f.rank_wait_s = std::max(0.0, ref.two_ranks.comm_s - f.planned_two_rank_comm_s);
@@ -192,4 +190,4 @@ Result<RuntimeFit> fit_runtime(const Session& s, const ReferenceSteps& ref, doub
   return f;
 }
 
-}  // namespace herd::cli::calibration
+}  // namespace herd::train::calibration

@@ -9,14 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "herd/cli/table.h"
 #include "herd/measure/comm_fit.h"
 #include "herd/measure/steady.h"
 #include "herd/model/config.h"
 #include "herd/topology/cluster.h"
 #include "herd/train/plan/calibration_store.h"
 
-namespace herd::cli::calibration {
+namespace herd::train::calibration {
 
 struct CalibrateOptions {
   std::string model = "tiny";
@@ -52,10 +51,10 @@ struct Session {
   const model::LlamaConfig& m;
   std::int64_t rows = 0;  // tokens of one micro-batch: the GEMMs' m
   int cores = 1;
-  std::optional<train::StoredCalibration> last;
+  std::optional<StoredCalibration> last;
   measure::LoadProbe probe;
   std::vector<measure::SteadyResult> steady;
-  Table table{{"what", "shape", "median", "rate"}};
+  std::vector<std::vector<std::string>> table_rows;  // what, shape, median, rate: the table `herd calibrate` prints
 
   std::string last_taken_at() const { return last ? last->taken_at : ""; }
   double last_number(const char* key) const {
@@ -116,4 +115,4 @@ topology::Cluster kernel_cluster(const topology::Cluster& preset, int cores, con
                                  const AttentionRates& at, double stream, double overhead_us, double gemm_scaling,
                                  const measure::LinkFit& fit);
 
-}  // namespace herd::cli::calibration
+}  // namespace herd::train::calibration

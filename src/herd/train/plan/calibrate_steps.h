@@ -4,11 +4,11 @@
 // the multi-rank efficiency and the rank skew).
 #pragma once
 
-#include "herd/cli/calibrate_kernels.h"
 #include "herd/core/error.h"
 #include "herd/topology/cluster.h"
+#include "herd/train/plan/calibrate_kernels.h"
 
-namespace herd::cli::calibration {
+namespace herd::train::calibration {
 
 struct ReferenceStep {
   double step_s = 0;  // median step (the first left out)
@@ -50,4 +50,4 @@ struct RuntimeFit {
 Result<RuntimeFit> fit_runtime(const Session& s, const ReferenceSteps& ref, double gemm_scaling, bool idle,
                                topology::Cluster& c);
 
-}  // namespace herd::cli::calibration
+}  // namespace herd::train::calibration

@@ -1,5 +1,5 @@
-// The trainer's plumbing on the local backend, with the replica stand-in model: every
-// TP x DP layout reproduces the single-rank reference (loss curve and final weights), a checkpoint
+// The trainer's plumbing on the local backend (the loss and weight parity of every layout is
+// dist_parity_test.cpp and dist_4d_parity_test.cpp): a checkpoint
 // written at TP2 x DP2 resumes at TP1 x DP4 and TP4 x DP1 onto the uninterrupted curve, bad layouts are
 // refused before any rank starts, and a stalled or dead rank stops the job with an error naming it.
 #include <gtest/gtest.h>
@@ -43,31 +43,14 @@ template <typename T>
 JobResult<T> run_layout(TrainConfig c, std::int64_t tp, std::int64_t dp, std::int64_t stop_after = 0) {
   testing::set_layout(c, tp, 1, 1, dp);
   JobResult<T> out;
-  Status s = run_local_job<T>(c, parity_model(), {parity_docs(80, 7), nullptr}, testing::replica_factory<T>(), &out,
-                              stop_after);
+  Status s = run_local_job<T>(c, parity_model(), {parity_docs(80, 7), nullptr}, &out, stop_after);
   EXPECT_TRUE(s.ok()) << s.error().message();
   return out;
 }
 
-TEST(ReplicaTrainer, ReplicaLayoutsMatchTheSingleRankRunInDouble) {
-  const TrainConfig c = parity_config();
-  const auto ref = testing::reference_run<double>(c, parity_model(), parity_docs(80, 7));
-  EXPECT_LT(ref.losses.back(), ref.losses.front() - 0.5);  // it learns: the comparison is not of noise
-  for (auto [tp, dp] : {std::pair{1, 1}, {1, 2}, {2, 2}, {1, 4}}) {
-    expect_matches(ref, run_layout<double>(c, tp, dp), 1e-10, "tp" + std::to_string(tp) + " dp" + std::to_string(dp));
-  }
-}
-
-TEST(ReplicaTrainer, ReplicaLayoutMatchesInFloat) {
-  const TrainConfig c = parity_config();
-  const auto ref = testing::reference_run<float>(c, parity_model(), parity_docs(80, 7));
-  // Loss 1e-5, weights 3e-5: the fp32 bound of the parity matrix (dist_4d_parity_test.cpp).
-  expect_matches(ref, run_layout<float>(c, 2, 2), 1e-5, "tp2 dp2 fp32", 3e-5);
-}
-
 using herd::testing::ScratchDir;
 
-TEST(ReplicaTrainer, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
+TEST(TrainerLayouts, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
   TrainConfig c = parity_config(10);
   const auto ref = testing::reference_run<double>(c, parity_model(), parity_docs(80, 7));
   for (auto [tp, dp] : {std::pair{1, 4}, {4, 1}}) {
@@ -90,7 +73,7 @@ TEST(ReplicaTrainer, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
   }
 }
 
-TEST(ReplicaTrainer, CorruptShardIsRefusedNamingTheFile) {
+TEST(TrainerLayouts, CorruptShardIsRefusedNamingTheFile) {
   ScratchDir dir("herd_dist_corrupt");
   TrainConfig c = parity_config(2);
   c.checkpoint.dir = dir.path.string();
@@ -110,7 +93,7 @@ TEST(ReplicaTrainer, CorruptShardIsRefusedNamingTheFile) {
 
 // The bytes a load uses are the bytes it checked: a shard that changes after the checkpoint was opened
 // (and verified) is refused by load_into, naming the file and both checksums.
-TEST(ReplicaTrainer, AShardChangedAfterTheCheckpointWasOpenedIsRefusedWhenLoaded) {
+TEST(TrainerLayouts, AShardChangedAfterTheCheckpointWasOpenedIsRefusedWhenLoaded) {
   ScratchDir dir("herd_dist_changed");
   TrainConfig c = parity_config(2);
   c.checkpoint.dir = dir.path.string();
@@ -125,9 +108,9 @@ TEST(ReplicaTrainer, AShardChangedAfterTheCheckpointWasOpenedIsRefusedWhenLoaded
       shapes[p["name"].get<std::string>()] = {p["rows"].get<std::int64_t>(), p["cols"].get<std::int64_t>()};
   }
   std::vector<std::vector<double>> buffers;
-  std::vector<ShardPiece<double>> pieces;
+  std::vector<parallel::ShardPiece<double>> pieces;
   for (const auto& [name, rc] : shapes) {
-    ShardPiece<double> p;
+    parallel::ShardPiece<double> p;
     p.name = name;
     p.rows = p.r1 = rc.first;
     p.cols = p.c1 = rc.second;
@@ -150,14 +133,14 @@ TEST(ReplicaTrainer, AShardChangedAfterTheCheckpointWasOpenedIsRefusedWhenLoaded
       << s.error().message();
 }
 
-TEST(ReplicaTrainer, BadLayoutsAreRefusedWithTheNumbers) {
+TEST(TrainerLayouts, BadLayoutsAreRefusedWithTheNumbers) {
   const model::LlamaConfig m = parity_model();  // 8 heads, 4 KV heads, vocab 64, batch 4
   auto err = [&](std::int64_t tp, std::int64_t dp, std::int64_t world) {
     TrainConfig c = parity_config();
     c.parallel.tp = tp;
     c.parallel.dp = dp;
     c.parallel.microbatch = 0;
-    Status s = check_layout(c, m, world);
+    const Result<JobLayout> s = check_layout(c, m, world);
     return s.ok() ? std::string() : s.error().message();
   };
   EXPECT_NE(err(3, 1, 3).find("num_attention_heads (8) is not divisible by tp (3)"), std::string::npos) << err(3, 1, 3);
@@ -173,15 +156,23 @@ TEST(ReplicaTrainer, BadLayoutsAreRefusedWithTheNumbers) {
   EXPECT_NE(check_layout(c, odd_vocab, 4).error().message().find("vocab_size (66) is not divisible by tp (4)"),
             std::string::npos);
   EXPECT_TRUE(check_layout(c, m, 4).ok());
+  // Under sequence parallelism tp divides the CP-local sequence; without it, it need not.
+  c.data.seq_len = 6;
+  EXPECT_NE(check_layout(c, m, 4).error().message().find("seq_len / cp (6 / 1 = 6) is not divisible by tp (4)"),
+            std::string::npos);
+  c.parallel.sequence_parallel = false;
+  EXPECT_TRUE(check_layout(c, m, 4).ok()) << check_layout(c, m, 4).error().message();
+  c.parallel.sequence_parallel = true;
+  c.data.seq_len = parity_config().data.seq_len;
   // The launcher refuses before starting threads (no rank runs, so no flight recorder is dumped).
   c.parallel.tp = 3;
   JobResult<double> out;
-  Status s = run_local_job<double>(c, m, {parity_docs(10, 1), nullptr}, testing::replica_factory<double>(), &out);
+  Status s = run_local_job<double>(c, m, {parity_docs(10, 1), nullptr}, &out);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(out.dump_paths.empty());
 }
 
-TEST(ReplicaTrainer, AStalledRankStopsTheJobNamingIt) {
+TEST(TrainerLayouts, AStalledRankStopsTheJobNamingIt) {
   TrainConfig c = parity_config(4);
   testing::set_layout(c, 2, 1, 1, 2);
   c.parallel.comm_timeout_s = 2;  // headroom for a loaded (or sanitized) machine
@@ -189,8 +180,7 @@ TEST(ReplicaTrainer, AStalledRankStopsTheJobNamingIt) {
   c.fault.hang_step = 2;
   c.fault.hang_seconds = 6;
   JobResult<double> out;
-  Status s =
-      run_local_job<double>(c, parity_model(), {parity_docs(40, 3), nullptr}, testing::replica_factory<double>(), &out);
+  Status s = run_local_job<double>(c, parity_model(), {parity_docs(40, 3), nullptr}, &out);
   ASSERT_FALSE(s.ok());
   const std::string msg = s.error().message();
   EXPECT_NE(msg.find("timeout"), std::string::npos) << msg;
@@ -205,15 +195,14 @@ TEST(ReplicaTrainer, AStalledRankStopsTheJobNamingIt) {
   for (const std::string& p : out.dump_paths) fs::remove(p);
 }
 
-TEST(ReplicaTrainer, ADeadRankStopsTheJob) {
+TEST(TrainerLayouts, ADeadRankStopsTheJob) {
   TrainConfig c = parity_config(4);
   testing::set_layout(c, 1, 1, 1, 2);
   c.parallel.comm_timeout_s = 5;
   c.fault.kill_rank = 1;
   c.fault.kill_step = 3;
   JobResult<double> out;
-  Status s =
-      run_local_job<double>(c, parity_model(), {parity_docs(40, 3), nullptr}, testing::replica_factory<double>(), &out);
+  Status s = run_local_job<double>(c, parity_model(), {parity_docs(40, 3), nullptr}, &out);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message().find("global ranks 1 exited"), std::string::npos) << s.error().message();
   for (const std::string& p : out.dump_paths) fs::remove(p);

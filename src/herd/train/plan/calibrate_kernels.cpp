@@ -1,4 +1,4 @@
-#include "herd/cli/calibrate_kernels.h"
+#include "herd/train/plan/calibrate_kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "herd/measure/timing.h"
 #include "herd/model/flops.h"
 
-namespace herd::cli::calibration {
+namespace herd::train::calibration {
 
 namespace {
 
@@ -120,7 +120,7 @@ GemmRates measure_gemms(Session& s) {
   });
   r.bf16_one_thread = g16.flops / g16.seconds;
   for (const GemmTake* g : {&g1, &gall, &g16}) {
-    for (const auto& row : g->rows) s.table.add(row);
+    for (const auto& row : g->rows) s.table_rows.push_back(row);
   }
   return r;
 }
@@ -188,7 +188,8 @@ AttentionRates measure_attention(Session& s, const GemmRates& g) {
                              std::to_string(m.n_heads) + "/" + std::to_string(m.n_kv_heads) + "x" +
                              std::to_string(m.head_dim);
   auto row = [&](const char* what, double secs, double eff, const char* of) {
-    s.table.add({what, ashape, format_fixed(1e3 * secs, 3) + " ms", format_fixed(100 * eff, 1) + "% of " + of});
+    s.table_rows.push_back(
+        {what, ashape, format_fixed(1e3 * secs, 3) + " ms", format_fixed(100 * eff, 1) + "% of " + of});
   };
   row("attention fwd", af, r.fwd, "gemm");
   row("attention bwd", ab, r.bwd, "gemm");
@@ -213,8 +214,8 @@ double measure_stream(Session& s) {
          return nf + nbw;
        }).seconds;
   const double stream = 5.0 * 4.0 * static_cast<double>(rows * h) / norm;
-  s.table.add({"rmsnorm fwd+bwd", std::to_string(rows) + "x" + std::to_string(h), format_fixed(1e3 * norm, 3) + " ms",
-               format_fixed(stream / 1e9, 1) + " GB/s"});
+  s.table_rows.push_back({"rmsnorm fwd+bwd", std::to_string(rows) + "x" + std::to_string(h),
+                          format_fixed(1e3 * norm, 3) + " ms", format_fixed(stream / 1e9, 1) + " GB/s"});
   return stream;
 }
 
@@ -230,7 +231,7 @@ double measure_op_overhead(Session& s, double gemm_one_thread) {
                          });
                        }).seconds;
   const double overhead_us = std::max(0.0, tiny / 1000 * 1e6 - 8192.0 / gemm_one_thread * 1e6);
-  s.table.add({"op overhead", "gemm 16^3", format_fixed(overhead_us, 2) + " us", ""});
+  s.table_rows.push_back({"op overhead", "gemm 16^3", format_fixed(overhead_us, 2) + " us", ""});
   return overhead_us;
 }
 
@@ -274,4 +275,4 @@ topology::Cluster kernel_cluster(const topology::Cluster& preset, int cores, con
   return c;
 }
 
-}  // namespace herd::cli::calibration
+}  // namespace herd::train::calibration
