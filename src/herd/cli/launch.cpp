@@ -1,10 +1,12 @@
-// herd launch -np N [--max-restarts K] [--restart-backoff S] [mpirun options] -- herd train CONFIG ...:
+// herd launch -np N [--max-restarts K] [--restart-backoff S] [--elastic] [mpirun options] -- herd train CONFIG ...:
 // an MPI training job under the supervisor (train/job/supervisor.h). One dead MPI rank takes its whole
 // mpirun down, so the supervisor sits outside: it runs `mpirun --oversubscribe -np N [options] herd
 // train ... --supervised` as its child, restarts it from the newest checkpoint that verifies when it
 // fails, forwards SIGTERM/SIGINT/SIGUSR1, and ends with the time accounting (ETT) as herd train
 // --max-restarts does for ranks as threads. The train command's configuration (metrics file,
 // checkpoint and diagnostics directories, fault.max_restarts) is read by running it with --print-config.
+// With --elastic (or fault.elastic), a rank lost for good is followed by mpirun on the survivors at
+// the fastest layout the planner finds for them (cli/elastic.h).
 // docs/reliability.md.
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include <optional>
 
 #include "herd/cli/app.h"
+#include "herd/cli/elastic.h"
 #include "herd/core/json.h"
 #include "herd/core/log.h"
 #include "herd/train/checkpoint/checkpoint_lock.h"
@@ -55,6 +58,7 @@ int run_launch(const std::vector<std::string>& args) {
   std::int64_t np = 0;
   std::optional<std::int64_t> max_restarts;
   std::optional<double> backoff;
+  bool elastic = false;
   std::vector<std::string> mpirun_opts, train_cmd;
   bool after = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -82,6 +86,8 @@ int run_launch(const std::vector<std::string>& args) {
         Result<std::string> v = value(a);
         if (!v.ok()) return report_error("launch", v.error());
         np = std::stoll(*v);
+      } else if (a == "--elastic") {
+        elastic = true;
       } else if (a == "--max-restarts") {
         Result<std::string> v = value(a);
         if (!v.ok()) return report_error("launch", v.error());
@@ -141,6 +147,22 @@ int run_launch(const std::vector<std::string>& args) {
     so.metrics_file = (std::filesystem::path(diag) / ("metrics_" + so.job_id + ".jsonl")).string();
     so.command.push_back("--train.metrics_file=" + so.metrics_file);
   }
+  if (elastic || c["fault"]["elastic"].get<bool>()) {
+    // The planner needs the run's configuration and model: the train command's own, as it resolved them.
+    train::TrainConfig tc;
+    if (Status s = train::apply_json(tc, c, "the train command's configuration"); !s.ok()) {
+      return report_error("launch", s.error());
+    }
+    Result<train::JobInputs> in = train::load_job_inputs(tc);
+    if (!in.ok()) return report_error("launch", in.error());
+    if (so.max_restarts < 1) {
+      return report_error("launch", make_error("--elastic restarts the job on the surviving ranks, but "
+                                               "--max-restarts is ",
+                                               so.max_restarts, "; give --max-restarts K (K >= 1)"));
+    }
+    so.ranks = np;
+    so.replan = elastic_replan(tc, in->model, so.command);
+  }
   if (ckpt.empty()) {
     log_warning("herd launch without checkpoint.dir: every restart starts again from step 0");
     return train::run_supervised(so);
@@ -159,10 +181,12 @@ Subcommand add_launch_command(CLI::App& root) {
   // subcommand is here for `herd --help` and `herd launch --help`.
   app->allow_extras();
   app->footer(
-      "Usage: herd launch -np N [--max-restarts K] [--restart-backoff S] [mpirun options] -- herd train CONFIG "
+      "Usage: herd launch -np N [--max-restarts K] [--restart-backoff S] [--elastic] [mpirun options] -- herd "
+      "train CONFIG "
       "[train options]. Runs mpirun --oversubscribe -np N ... herd train ..., restarts it from the newest "
       "checkpoint that verifies after a failure (at most K times; K defaults to the config's "
       "fault.max_restarts), forwards SIGTERM/SIGINT/SIGUSR1, and prints the effective training time (ETT). "
+      "--elastic: after ranks are lost for good, restart on the survivors at a re-planned layout. "
       "See docs/reliability.md.");
   return {app, [app] { return run_launch(app->remaining()); }};
 }

@@ -27,6 +27,7 @@
 #include <optional>
 
 #include "herd/cli/app.h"
+#include "herd/cli/elastic.h"
 #include "herd/cli/planner_options.h"
 #include "herd/cli/table.h"
 #include "herd/core/cores.h"
@@ -191,21 +192,13 @@ Status choose_layout(const TrainOptions& o, train::TrainConfig& cfg, const model
   } else if (!o.ranks) {
     ranks = usable_cores();
   }
-  HERD_ASSIGN_OR_RETURN(const topology::Cluster cluster, train::local_cpu_cluster(cfg.projection.cluster_file));
-  planner::TrainingSpec spec;
-  spec.seq_len = cfg.data.seq_len;
-  spec.global_batch = cfg.train.global_batch;
-  spec.precision = train::planned_precision(cfg);
-  spec.system.software = planner::Software::kHerd;
   planner::SearchSpace space;
   if (o.knobs.v) space.v = static_cast<int>(*o.knobs.v);
   if (o.knobs.microbatch) space.microbatch = *o.knobs.microbatch;
   if (o.knobs.n) space.n = static_cast<int>(*o.knobs.n);
   if (o.knobs.recompute) space.recompute = cfg.parallel.recompute;
   if (o.knobs.sequence_parallel) space.sequence_parallel = cfg.parallel.sequence_parallel;
-  space.reshard_after_forward = cfg.parallel.reshard_after_forward;
-  space.zero = ranks > 1 ? 3 : 0;  // herd's FSDP flat units; one rank is plain AdamW (train/plan/projection.h)
-  Result<planner::PlanResult> searched = planner::plan(m, cluster, spec, ranks, space, 100);
+  Result<planner::PlanResult> searched = plan_for_run(cfg, m, ranks, space);
   if (!searched.ok()) return searched.error().with_context("--layout auto (" + std::to_string(ranks) + " ranks)");
   const planner::PlanResult& r = *searched;
   const std::string source =
@@ -277,7 +270,8 @@ void print_samples(const train::TrainConfig& cfg, const model::LlamaConfig& m,
 }
 
 // --max-restarts: this process supervises a child running the same command line (train/job/supervisor.h).
-int supervise(const train::TrainConfig& cfg) {
+// `ranks`: the job's rank count (with fault.elastic, the supervisor re-plans when ranks are lost).
+int supervise(const train::TrainConfig& cfg, std::int64_t ranks) {
   train::SupervisorOptions so;
   so.command = command_line();
   if (so.command.empty()) return report_error("train", make_error("no command line to rerun"));
@@ -294,6 +288,13 @@ int supervise(const train::TrainConfig& cfg) {
     std::filesystem::create_directories(so.diagnostics_dir, ec);
     so.metrics_file = (std::filesystem::path(so.diagnostics_dir) / ("metrics_" + so.job_id + ".jsonl")).string();
     so.command.push_back("--train.metrics_file=" + so.metrics_file);
+  }
+  if (cfg.fault.elastic) {
+    // The planner needs the model the run trains: the config's, checked against the data.
+    Result<train::JobInputs> in = train::load_job_inputs(cfg);
+    if (!in.ok()) return report_error("train", in.error());
+    so.ranks = ranks;
+    so.replan = elastic_replan(cfg, in->model, so.command);
   }
   if (cfg.checkpoint.dir.empty()) {
     log_warning(
@@ -321,6 +322,11 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   if (!backend.ok()) return report_error("train", backend.error());
   const std::int64_t world = *backend == comm::Backend::kMpi ? launcher_world_size() : 0;
   if (Status s = check_layout_flags(o, world); !s.ok()) return report_error("train", s.error());
+  if (cfg->fault.elastic && cfg->fault.max_restarts < 1 && !o.supervised) {
+    return report_error("train", make_error("fault.elastic restarts the job on the surviving ranks, but "
+                                            "fault.max_restarts is ",
+                                            cfg->fault.max_restarts, "; give --max-restarts K (K >= 1)"));
+  }
   if (cfg->fault.max_restarts > 0 && !o.supervised) {
     if (*backend == comm::Backend::kMpi) {
       return report_error("train", make_error("fault.max_restarts (", cfg->fault.max_restarts,
@@ -328,7 +334,7 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
                                               "must sit outside it; run `herd launch -np N --max-restarts ",
                                               cfg->fault.max_restarts, " -- herd train ...`"));
     }
-    return supervise(*cfg);
+    return supervise(*cfg, o.layout ? o.ranks.value_or(usable_cores()) : cfg->parallel.world());
   }
   if (o.supervised) train::end_with_supervisor();  // an MPI rank under herd launch dies with it
   Result<train::JobInputs> in = train::load_job_inputs(*cfg);

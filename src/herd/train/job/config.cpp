@@ -226,6 +226,12 @@ const std::vector<Field>& registry() {
       bind_field("fault.seed", &C::fault, &FaultSection::seed, "draws the ranks of fault.kill_every"),
       bind_field("fault.corrupt_checkpoint", &C::fault, &FaultSection::corrupt_checkpoint,
                  "an injected kill first flips a byte of its shard of the newest checkpoint"),
+      bind_field("fault.lose_rank", &C::fault, &FaultSection::lose_rank,
+                 "rank lost for good (its host does not come back) at fault.lose_step; -1: none"),
+      bind_field("fault.lose_step", &C::fault, &FaultSection::lose_step, "step at whose start the rank is lost"),
+      bind_field("fault.elastic", &C::fault, &FaultSection::elastic,
+                 "after a rank is lost for good, the supervisor restarts on the survivors at the fastest layout "
+                 "that fits (same global batch); false: it waits for the same layout"),
       bind_field("fault.max_restarts", &C::fault, &FaultSection::max_restarts,
                  "restarts of a failed job by the supervisor (herd train --max-restarts); 0: none"),
       bind_field("fault.restart_backoff_s", &C::fault, &FaultSection::restart_backoff_s,
@@ -418,7 +424,8 @@ Status validate(const TrainConfig& c) {
   }
   for (const auto& [rank, key] : {std::pair{c.fault.kill_rank, "fault.kill_rank"},
                                   {c.fault.hang_rank, "fault.hang_rank"},
-                                  {c.fault.slow_rank, "fault.slow_rank"}}) {
+                                  {c.fault.slow_rank, "fault.slow_rank"},
+                                  {c.fault.lose_rank, "fault.lose_rank"}}) {
     if (rank < -1 || rank >= c.parallel.world()) {
       return make_error(key, " (", rank, ") is not a rank of the ", c.parallel.world(), "-rank job; use -1 (none) to ",
                         c.parallel.world() - 1);
@@ -430,6 +437,11 @@ Status validate(const TrainConfig& c) {
                       "-rank job; use 0 to ", c.parallel.world() - 1);
   }
   if (c.fault.nan_step < 0) return make_error("fault.nan_step: must be >= 0 (0: none), got ", c.fault.nan_step);
+  if (c.fault.lose_rank >= 0 && c.fault.lose_step < 1) {
+    return make_error("fault.lose_rank (", c.fault.lose_rank, ") needs fault.lose_step >= 1, got ", c.fault.lose_step,
+                      "; set --fault.lose_step=S");
+  }
+
   if (c.fault.fail_checkpoint_step < 0) {
     return make_error("fault.fail_checkpoint_step: must be >= 0 (0: none), got ", c.fault.fail_checkpoint_step);
   }

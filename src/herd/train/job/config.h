@@ -137,6 +137,9 @@ struct FaultSection {
   std::int64_t kill_every = 0;        // every K steps a rank drawn from fault.seed exits; 0: never
   std::int64_t seed = 1;              // draws the ranks of fault.kill_every
   bool corrupt_checkpoint = false;    // an injected kill first flips a byte of its shard of the newest checkpoint
+  std::int64_t lose_rank = -1;        // this rank is lost for good (its host does not come back) at fault.lose_step
+  std::int64_t lose_step = 0;         //
+  bool elastic = false;               // a rank lost for good: restart on the survivors at a re-planned layout
   std::int64_t max_restarts = 0;      // > 0: run under a supervisor that restarts a failed job up to K times
   double restart_backoff_s = 1;       // wait before the first restart; doubles for each further one (max 60 s)
 };

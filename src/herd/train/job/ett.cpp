@@ -23,6 +23,11 @@ EttSummary account_ett(const std::vector<Attempt>& attempts, double wall_start, 
   EttSummary s;
   s.wall_s = std::max(0.0, wall_end - wall_start);
   s.restarts = attempts.empty() ? 0 : static_cast<std::int64_t>(attempts.size()) - 1;
+  // The job's full size: the most ranks any step ran on (records without "ranks" count as full).
+  double full_ranks = 0;
+  for (const Attempt& a : attempts) {
+    for (const Json& r : a.records) full_ranks = std::max(full_ranks, num(r, "ranks"));
+  }
   for (std::size_t k = 0; k < attempts.size(); ++k) {
     const Attempt& a = attempts[k];
     std::set<std::int64_t> redone_later;
@@ -52,6 +57,10 @@ EttSummary account_ett(const std::vector<Attempt>& attempts, double wall_start, 
         const double ck = std::clamp(num(r, "checkpoint_s"), 0.0, interval);
         s.checkpoint_s += ck;
         s.productive_s += interval - ck;
+        if (num(r, "ranks") > 0 && num(r, "ranks") < full_ranks) {
+          s.degraded_s += interval - ck;
+          ++s.degraded_steps;
+        }
       }
     }
     // After the last step: lost when the attempt failed, the run's end otherwise.
@@ -74,24 +83,31 @@ Json EttSummary::to_json() const {
               {"other_s", other_s},
               {"wall_s", wall_s},
               {"steps", steps},
-              {"redone_steps", redone_steps}};
+              {"redone_steps", redone_steps},
+              {"degraded_s", degraded_s},
+              {"degraded_steps", degraded_steps}};
 }
 
 std::vector<std::string> EttSummary::lines() const {
   auto row = [&](const char* what, double v) {
     return std::string(what) + format_seconds(v) + " (" + pct(v, wall_s) + ")";
   };
-  return {"wall time      " + format_seconds(wall_s) + ", " + std::to_string(restarts) + " restart(s), " +
-              std::to_string(steps) + " steps, " + std::to_string(redone_steps) + " redone",
-          row("productive     ", productive_s),
-          row("lost (redone)  ", lost_s),
-          row("startup        ", startup_s),
-          row("restarts       ", restart_s),
-          row("checkpoints    ", checkpoint_s),
-          row("backoff        ", backoff_s),
-          row("other          ", other_s),
-          "ETT " + pct(productive_s, wall_s) + " (productive " + format_seconds(productive_s) + " of " +
-              format_seconds(wall_s) + " wall)"};
+  std::vector<std::string> out = {"wall time      " + format_seconds(wall_s) + ", " + std::to_string(restarts) +
+                                      " restart(s), " + std::to_string(steps) + " steps, " +
+                                      std::to_string(redone_steps) + " redone",
+                                  row("productive     ", productive_s)};
+  if (degraded_steps > 0) {
+    out.push_back(row("  of which on fewer ranks ", degraded_s) + ", " + std::to_string(degraded_steps) +
+                  " steps after an elastic restart");
+  }
+  for (const std::string& r :
+       {row("lost (redone)  ", lost_s), row("startup        ", startup_s), row("restarts       ", restart_s),
+        row("checkpoints    ", checkpoint_s), row("backoff        ", backoff_s), row("other          ", other_s)}) {
+    out.push_back(r);
+  }
+  out.push_back("ETT " + pct(productive_s, wall_s) + " (productive " + format_seconds(productive_s) + " of " +
+                format_seconds(wall_s) + " wall)");
+  return out;
 }
 
 std::vector<Json> read_step_records(const std::string& metrics_file, double since) {

@@ -7,7 +7,8 @@
 //   startup_s     the first attempt's start to its first step's start (process start, data, model, plan)
 //   restart_s     the same for every later attempt, plus attempts that failed before any step
 //   productive_s  the kept steps, from the previous record's end to their own (evaluations included),
-//                 less their checkpoint_s
+//                 less their checkpoint_s; degraded_s is the part run on fewer ranks than the job's
+//                 most (after an elastic restart; the records' "ranks")
 //   checkpoint_s  time on the critical path spent checkpointing by kept steps
 //   lost_s        the steps that were redone, and a failed attempt's time after its last step (the
 //                 partial step, the detection: a collective's timeout or the watchdog)
@@ -36,9 +37,11 @@ struct EttSummary {
   std::int64_t restarts = 0;
   std::int64_t steps = 0;         // the last step reached
   std::int64_t redone_steps = 0;  // step records that were run again later
+  double degraded_s = 0;          // of productive_s: steps on fewer ranks than the job's most
+  std::int64_t degraded_steps = 0;
   double ett() const { return wall_s > 0 ? productive_s / wall_s : 0; }
   // {"ett", "restarts", "lost_s", "restart_s", "startup_s", "productive_s", "checkpoint_s", "backoff_s",
-  //  "other_s", "wall_s", "steps", "redone_steps"}
+  //  "other_s", "wall_s", "steps", "redone_steps", "degraded_s", "degraded_steps"}
   Json to_json() const;
   // The summary lines; the last one contains "ETT".
   std::vector<std::string> lines() const;

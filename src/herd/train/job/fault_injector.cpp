@@ -90,6 +90,13 @@ class FaultInjector final : public StepHooks<T> {
         wait_for_saves_(std::move(wait_for_saves)) {}
 
   Status before_step(std::int64_t step) override {
+    if (f_.lose_rank == rank_ && f_.lose_step == step && !fault_fired(dir_, "lost@" + std::to_string(step))) {
+      // Recorded first: the restarted job, on fewer ranks, does not lose it again.
+      mark_fault_fired(dir_, "lost@" + std::to_string(step));
+      log_warning("fault.lose_rank: rank ", rank_, " is lost for good at step ", step);
+      if (mpi_) std::_Exit(3);
+      return make_error("rank ", rank_, " is lost for good (fault.lose_rank) at step ", step);
+    }
     if (f_.kill_rank == rank_ && f_.kill_step == step) HERD_RETURN_IF_ERROR(kill(step, "fault.kill_rank"));
     if (f_.kill_every > 0 && step % f_.kill_every == 0 && drawn_rank(f_.seed, step, world_) == rank_) {
       HERD_RETURN_IF_ERROR(kill(step, "fault.kill_every"));
@@ -188,7 +195,7 @@ std::unique_ptr<StepHooks<T>> make_fault_injector(const TrainConfig& cfg, const 
                                                   std::int64_t resumed_from, std::function<void()> wait_for_saves) {
   const FaultSection& f = cfg.fault;
   const bool any = f.kill_rank >= 0 || f.kill_every > 0 || f.hang_rank >= 0 || f.nan_step > 0 || f.slow_rank >= 0 ||
-                   f.fail_checkpoint_step > 0;
+                   f.fail_checkpoint_step > 0 || f.lose_rank >= 0;
   if (!any) return nullptr;
   return std::make_unique<FaultInjector<T>>(cfg, ctx, resumed_from, std::move(wait_for_saves));
 }

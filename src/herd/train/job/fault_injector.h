@@ -2,8 +2,9 @@
 // (train/step/step_hooks.h): a rank killed or hung at a step (fault.kill_rank / kill_step, kill_every,
 // hang_rank / hang_step), a corrupted checkpoint shard before a kill (fault.corrupt_checkpoint), a NaN
 // in a gradient (fault.nan_rank / nan_step), a slowed rank (fault.slow_*), a failing save
-// (fault.fail_checkpoint_step). Each one-shot fault is recorded in the checkpoint directory's fault
-// log (fault_log.h) so that a restarted job does not repeat it; a slowed rank stays slow across
+// (fault.fail_checkpoint_step), a rank lost for good (fault.lose_rank / lose_step: it reports
+// "rank R is lost for good", which an elastic supervisor reads). Each one-shot fault is recorded in the checkpoint
+// directory's fault log (fault_log.h) so that a restarted job does not repeat it; a slowed rank stays slow across
 // restarts, as a slow host would.
 #pragma once
 

@@ -105,7 +105,8 @@ int run_child(const std::vector<std::string>& args, std::vector<std::string>* er
         line += buf[i];
         continue;
       }
-      if (line.find("error") != std::string::npos || line.find("exits at step") != std::string::npos) {
+      if (line.find("error") != std::string::npos || line.find("exits at step") != std::string::npos ||
+          line.find("lost for good") != std::string::npos) {
         errors->push_back(line);
       }
       line.clear();
@@ -204,6 +205,24 @@ bool sleep_unless_signalled(double seconds) {
 
 }  // namespace
 
+std::vector<std::int64_t> lost_ranks(const std::vector<std::string>& lines) {
+  static const std::string kPrefix = "rank ", kSuffix = " is lost for good";
+  std::vector<std::int64_t> out;
+  for (const std::string& l : lines) {
+    for (std::size_t at = l.find(kSuffix); at != std::string::npos; at = l.find(kSuffix, at + 1)) {
+      std::size_t b = at;
+      while (b > 0 && std::isdigit(static_cast<unsigned char>(l[b - 1]))) --b;
+      if (b == at || b < kPrefix.size() || l.compare(b - kPrefix.size(), kPrefix.size(), kPrefix) != 0) continue;
+      const std::size_t word = b - kPrefix.size();  // "rank" is a word of its own, not the end of one
+      if (word > 0 && std::isalnum(static_cast<unsigned char>(l[word - 1]))) continue;
+      const std::int64_t r = std::stoll(l.substr(b, at - b));
+      if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::string self_executable() {
   std::error_code ec;
   const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -245,9 +264,11 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
   say("job " + o.job_id + ": up to " + std::to_string(o.max_restarts) + " restart(s); metrics " + o.metrics_file +
       ", diagnostics " + o.diagnostics_dir);
   std::int64_t stalled = 0;  // failed attempts in a row that trained no step
+  std::vector<std::string> command = o.command;
+  std::int64_t ranks = o.ranks;
   for (std::int64_t k = 0;; ++k) {
     const std::string attempt_id = o.job_id + "-" + std::to_string(k);
-    std::vector<std::string> args = o.command;
+    std::vector<std::string> args = command;
     args.push_back("--diagnostics.job_id=" + attempt_id);
     if (k > 0) args.push_back("--checkpoint.fallback=true");
     Attempt a;
@@ -272,6 +293,21 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
     say("attempt " + std::to_string(k) + " failed: " + describe_exit(code) +
         (rank.empty() ? "" : "; failed rank(s): " + rank) + (errors.empty() ? "" : "; " + errors.front()));
     report_dumps(o.diagnostics_dir, attempt_id);
+    const std::vector<std::int64_t> lost = o.replan ? lost_ranks(errors) : std::vector<std::int64_t>{};
+    if (!lost.empty() && k < o.max_restarts) {
+      const std::int64_t survivors = ranks - static_cast<std::int64_t>(lost.size());
+      Result<std::vector<std::string>> next =
+          survivors > 0 ? o.replan(survivors) : Result<std::vector<std::string>>(make_error("no rank survives"));
+      if (next.ok()) {
+        command = std::move(*next);
+        say("elastic: " + std::to_string(lost.size()) + " rank(s) lost for good; the next attempt runs on " +
+            std::to_string(survivors) + " of " + std::to_string(ranks));
+        ranks = survivors;
+      } else {
+        say("elastic: no layout on the " + std::to_string(survivors) + " surviving rank(s) (" + next.error().message() +
+            "); restarting at the same layout");
+      }
+    }
     if (k >= o.max_restarts) {
       say("giving up: " + std::to_string(o.max_restarts) + " restart(s) used (fault.max_restarts)");
       result = code > 0 && code != kPreemptedExitCode && code != kInterruptedExitCode ? code : 1;

@@ -12,13 +12,15 @@
 // reasons), waits a backoff (fault.restart_backoff_s, doubling while attempts fail before their first step, at most 60
 // s) and restarts with
 // --checkpoint.fallback=true, so the job resumes from the newest checkpoint that verifies. After K
-// restarts it stops. SIGTERM, SIGINT and SIGUSR1 are forwarded to the child's process group (a
-// preemption: the child checkpoints and exits 143, or 130 after SIGINT); a child that exits after a
-// forwarded signal is not restarted and the supervisor exits 143, or 130 after SIGINT. SIGUSR2 is forwarded too: the
-// child dumps its flight recorders and trains on. At the end it prints the time accounting (train/job/ett.h), whose
-// last line contains "ETT", and appends the same as the last record of the metrics file.
+// restarts it stops. With elastic restarts, an attempt whose ranks were lost for good is followed by
+// attempts on the survivors at a re-planned layout (SupervisorOptions::replan). SIGTERM, SIGINT and SIGUSR1 are
+// forwarded to the child's process group (a preemption: the child checkpoints and exits 143, or 130 after SIGINT); a
+// child that exits after a forwarded signal is not restarted and the supervisor exits 143, or 130 after SIGINT. SIGUSR2
+// is forwarded too: the child dumps its flight recorders and trains on. At the end it prints the time accounting
+// (train/job/ett.h), whose last line contains "ETT", and appends the same as the last record of the metrics file.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,7 +36,16 @@ struct SupervisorOptions {
   std::string metrics_file;     // where the job's rank 0 writes its step records (required)
   std::string diagnostics_dir;  // where its ranks dump their flight recorders
   std::string job_id;           // the attempts are <job_id>-0, <job_id>-1, ...
+  // Elastic restarts (fault.elastic): the job's rank count, and the command for fewer ranks. When a
+  // failed attempt reports ranks lost for good ("rank R is lost for good"), replan gets the surviving
+  // count and returns the next attempts' command (the re-planned layout, resuming from the newest
+  // checkpoint), or an error, after which the job restarts at its layout as without elastic.
+  std::int64_t ranks = 0;
+  std::function<Result<std::vector<std::string>>(std::int64_t survivors)> replan;
 };
+
+// The distinct ranks the lines name as lost for good ("rank R is lost for good").
+std::vector<std::int64_t> lost_ranks(const std::vector<std::string>& lines);
 
 // Runs the job to completion or exhaustion; returns the exit status for the supervisor's process:
 // 0 when the job finished, 143 when it was preempted by a forwarded signal (130 for SIGINT), else the last failure's

@@ -252,7 +252,8 @@ void Trainer<T>::write_metrics(const StepRecord& rec, double elapsed_s, double s
             {"elapsed_s", elapsed_s},
             {"step_s", step_s},
             {"time", unix_time()},
-            {"layout", ctx_.dims.to_string()}};
+            {"layout", ctx_.dims.to_string()},
+            {"ranks", ctx_.dims.world()}};
   // JSON has no NaN or Inf: a non-finite number is written as null, and the record says why.
   for (const char* k : {"loss", "grad_norm", "tokens_per_s", "mfu"}) {
     if (!std::isfinite(j[k].get<double>())) j[k] = nullptr;
