@@ -64,10 +64,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       total += rc.first <= kMaxLoadElements / rc.second ? rc.first * rc.second : kMaxLoadElements + 1;
     if (total <= kMaxLoadElements) {
       std::vector<float> buf(static_cast<std::size_t>(3 * total));
-      std::vector<train::ShardPiece<float>> pieces;
+      std::vector<parallel::ShardPiece<float>> pieces;
       std::int64_t at = 0;
       for (const auto& [name, rc] : shapes) {
-        train::ShardPiece<float> p;
+        parallel::ShardPiece<float> p;
         p.name = name;
         p.rows = rc.first;
         p.cols = rc.second;

@@ -193,6 +193,38 @@ void expect_straggler_named(const fs::path& dir, const std::string& name, const 
 
 TEST_F(TraceCli, PeriodicDumpsOfAJobWithASlowRankNameTheStraggler) { expect_straggler_named(dir_, "threads", ""); }
 
+// herd trace --plan: a PP2 x DP2 job (stage 1 holds the head: the plan costs it more than stage 0) whose
+// rank 3 computes 3x its work from step 5 leaves periodic dumps and its projection file; held against
+// the plan, rank 3 is the one that departs (about 3x beyond the run's ratio, where scheduler noise moves
+// healthy ranks by tens of percent), not stage 1 for being heavier, in text and in JSON.
+TEST_F(TraceCli, AgainstThePlanTheSlowRankOfAPipelineIsNamed) {
+  const std::string model = (dir_ / "straggler.json").string();
+  std::ofstream(model) << model::config_to_hf_json(herd::test_models::straggler_llama()).dump();
+  const std::string dumps = (dir_ / "plan_dumps").string(), proj = (dir_ / "plan.json").string();
+  const herd::testing::CliResult r =
+      run_herd("train --data.dir=" + dir_.string() + " --model.name=" + model +
+               " --data.seq_len=64 --train.global_batch=8 --parallel.microbatch_size=2 --pp 2 --dp 2 --train.steps=20"
+               " --train.threads=1 --eval.every=0 --generate.samples=0 --fault.slow_rank=3 --fault.slow_factor=3"
+               " --fault.slow_from_step=5 --diagnostics.dump_every=20 --diagnostics.job_id=plan --diagnostics.dir=" +
+               dumps + " --train.projection_file=" + proj);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const herd::testing::CliResult t = run_herd("trace " + dumps + " --plan " + proj + " --json");
+  ASSERT_EQ(t.status, 0) << t.err;
+  const Json j = Json::parse(t.out);
+  ASSERT_TRUE(j.contains("plan")) << t.out;
+  EXPECT_EQ(j["plan"]["departing_rank"], 3) << t.out;
+  EXPECT_EQ(j["plan"]["departing_stage"], -1) << t.out;
+  EXPECT_GT(j["plan"]["ranks"][3]["departure"].get<double>(), 2.0) << t.out;
+  EXPECT_EQ(j["plan"]["ranks"][3]["stage"], 1) << t.out;
+  const herd::testing::CliResult text = run_herd("trace " + dumps + " --plan " + proj);
+  std::cout << text.out;
+  EXPECT_NE(text.out.find("rank 3 (stage 1) departs most from the plan"), std::string::npos) << text.out;
+  const herd::testing::CliResult bad = run_herd("trace " + dumps + " --plan " + model);
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("no \"planned\" object"), std::string::npos) << bad.err;
+  EXPECT_EQ(herd::testing::count_lines(bad.err), 1) << bad.err;
+}
+
 #if HERD_HAVE_MPI
 // The pid of the MPI rank `rank` whose command line names `marker` (-1 when there is none yet).
 pid_t mpi_rank_pid(int rank, const std::string& marker) {

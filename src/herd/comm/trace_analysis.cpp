@@ -173,37 +173,9 @@ Result<RankDump> parse_dump_json(const Json& j) {
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// Stragglers from the dumps' step times: each rank's medians over its last kStragglerWindow steps, its
-// pipeline stage its place in its 'pp' group (stage 0 for every rank without one).
+// Stragglers from the dumps' step times (dump_step_times), judged as the trainer judges them live.
 void find_dump_stragglers(const std::vector<RankDump>& dumps, TraceReport& rep) {
-  std::vector<RankStepTimes> ranks;
-  int used = 0;
-  for (const RankDump& d : dumps) {
-    if (d.steps.empty()) continue;
-    RankStepTimes t;
-    t.rank = d.rank;
-    t.host = d.host;
-    for (const GroupInfo& g : d.groups) {
-      const auto at = std::find(g.members.begin(), g.members.end(), d.rank);
-      if (g.name == "pp" && at != g.members.end()) t.stage = static_cast<int>(at - g.members.begin());
-    }
-    const std::size_t n = std::min<std::size_t>(d.steps.size(), kStragglerWindow);
-    std::vector<double> busy, stall, queued, wait;
-    for (std::size_t i = d.steps.size() - n; i < d.steps.size(); ++i) {
-      busy.push_back(d.steps[i].busy_s);
-      stall.push_back(d.steps[i].stall_s);
-      queued.push_back(d.steps[i].queued_s);
-      wait.push_back(d.steps[i].wait_s);
-    }
-    t.busy_s = median(busy);
-    t.stall_s = median(stall);
-    t.queued_s = median(queued);
-    t.wait_s = mean(wait);  // a mean, as the trainer's (comm::RankStepTimes says why)
-    used = std::max(used, static_cast<int>(n));
-    ranks.push_back(std::move(t));
-  }
-  rep.straggler_steps = used;
-  rep.stragglers = find_stragglers(ranks);
+  rep.stragglers = find_stragglers(dump_step_times(dumps, &rep.straggler_steps));
 }
 
 // Strongly connected components (Tarjan's algorithm with an explicit stack: a wait-for chain may be as
@@ -577,6 +549,37 @@ void assign_roles(const std::vector<std::vector<int>>& adj, TraceReport& rep) {
 }
 
 }  // namespace
+
+std::vector<RankStepTimes> dump_step_times(const std::vector<RankDump>& dumps, int* steps_used) {
+  std::vector<RankStepTimes> ranks;
+  int used = 0;
+  for (const RankDump& d : dumps) {
+    if (d.steps.empty()) continue;
+    RankStepTimes t;
+    t.rank = d.rank;
+    t.host = d.host;
+    for (const GroupInfo& g : d.groups) {
+      const auto at = std::find(g.members.begin(), g.members.end(), d.rank);
+      if (g.name == "pp" && at != g.members.end()) t.stage = static_cast<int>(at - g.members.begin());
+    }
+    const std::size_t n = std::min<std::size_t>(d.steps.size(), kStragglerWindow);
+    std::vector<double> busy, stall, queued, wait;
+    for (std::size_t i = d.steps.size() - n; i < d.steps.size(); ++i) {
+      busy.push_back(d.steps[i].busy_s);
+      stall.push_back(d.steps[i].stall_s);
+      queued.push_back(d.steps[i].queued_s);
+      wait.push_back(d.steps[i].wait_s);
+    }
+    t.busy_s = median(busy);
+    t.stall_s = median(stall);
+    t.queued_s = median(queued);
+    t.wait_s = mean(wait);  // a mean, as the trainer's (comm::RankStepTimes says why)
+    used = std::max(used, static_cast<int>(n));
+    ranks.push_back(std::move(t));
+  }
+  if (steps_used != nullptr) *steps_used = used;
+  return ranks;
+}
 
 TraceReport analyze_dumps(const std::vector<RankDump>& dumps, const std::string& job, double min_wait_s) {
   TraceReport rep;

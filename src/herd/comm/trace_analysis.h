@@ -135,6 +135,11 @@ struct TraceReport {
 // Steps of each dump's "steps" the straggler medians use (the trainer's default window).
 inline constexpr int kStragglerWindow = 10;
 
+// Each dumped rank's figures over its last kStragglerWindow steps (medians; the wait a mean), its
+// pipeline stage its place in its 'pp' group (stage 0 for every rank without one). steps_used: the
+// most steps any rank's figures cover (0: the dumps carry none).
+std::vector<RankStepTimes> dump_step_times(const std::vector<RankDump>& dumps, int* steps_used = nullptr);
+
 // An unfinished call posted less than min_wait_s before its rank's dump is in flight, not stuck: it makes
 // no rank wait for another (a dump taken on request, SIGUSR1/SIGUSR2 or diagnostics.dump_every, catches a
 // running job mid-call; a hang's calls are as old as the timeout). Dumps without "time_now_s" have no age.

@@ -215,6 +215,7 @@ Json projection_json(const Projection& p, const MeasuredRun& run) {
             {"dp_s", t.dp_s},
             {"bubble_s", t.bubble_s},
             {"optimizer_s", t.optimizer_s},
+            {"pipeline_rank_busy_s", p.estimate.pipeline_rank_busy_s},
             {"memory_bytes", p.memory_bytes()},
             {"state_bytes", p.state_bytes},
             {"activation_bytes", p.activation_bytes},
