@@ -23,6 +23,7 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -70,6 +71,25 @@ def control_text(first, control, drift):
         return "did not run"
     return (f"{first['measured']['step_s']:.3f} s then {control['measured']['step_s']:.3f} s, "
             f"{drift:+.1f}% (the host's speed moved by that much during the run)")
+
+
+def part_errors(rows):
+    """Per part (compute, tp, cp, dp, pp + bubble, optimizer): its error over the rows that planned and
+    measured it, as a MAPE and a mean signed error, with the medians of both sides."""
+    by = {}
+    for r in rows:
+        for p in r.get("parts", []):
+            if p.get("planned_s") is None or p.get("measured_s") is None or p["measured_s"] <= 0:
+                continue
+            by.setdefault(p["part"], []).append((p["planned_s"], p["measured_s"]))
+    out = {}
+    for name, pairs in by.items():
+        errs = [(pl - me) / me for pl, me in pairs]
+        out[name] = {"layouts": len(pairs), "mape_percent": 100 * sum(abs(e) for e in errs) / len(errs),
+                     "mean_error_percent": 100 * sum(errs) / len(errs),
+                     "planned_median_s": statistics.median(pl for pl, _ in pairs),
+                     "measured_median_s": statistics.median(me for _, me in pairs)}
+    return out
 
 
 def main():
@@ -124,6 +144,7 @@ def main():
              "step_error_calibrated_speed":
                  (pl.get("step_s_calibrated_speed", pl["step_s"]) - me["step_s"]) / me["step_s"],
              "memory_error": (pl["memory_bytes"] - me["memory_bytes"]) / me["memory_bytes"],
+             "parts": s.get("parts", []),
              "load_average": [before, after]}
         print(f"{name:28s} step {pl['step_s']:.3f} vs {me['step_s']:.3f} s ({100 * r['step_error']:+.1f}%)  "
               f"memory {pl['memory_bytes'] / 2**20:.1f} vs {me['memory_bytes'] / 2**20:.1f} MiB "
@@ -157,6 +178,7 @@ def main():
     idle_mape = 100 * sum(abs(r["step_error_idle"]) for r in results) / len(results)
     cal_mape = 100 * sum(abs(r["step_error_calibrated_speed"]) for r in results) / len(results)
     cal_multi_mape = (100 * sum(abs(r["step_error_calibrated_speed"]) for r in multi) / len(multi)) if multi else 0.0
+    parts = part_errors(multi)
     doc = {"figure": "planner projection vs herd train on this machine (local-cpu)", "machine": machine(),
            "commit": commit(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "cluster_file": cluster_label, "calibration": calibration,
@@ -165,7 +187,7 @@ def main():
            "step_time_mean_error_percent_multi_rank": multi_bias, "step_time_mape_percent_idle_host": idle_mape,
            "step_time_mape_percent_calibrated_speed": cal_mape,
            "step_time_mape_percent_multi_rank_calibrated_speed": cal_multi_mape,
-           "memory_mape_percent": mem_mape,
+           "memory_mape_percent": mem_mape, "part_errors_multi_rank": parts,
            "control": control, "host_drift_percent": drift, "host_drifted": drifted, "results": results}
     with open(os.path.join(a.out_dir, "results.json"), "w") as f:
         json.dump(doc, f, indent=2)
@@ -195,6 +217,13 @@ def main():
                  f"Control ({first['name']} again at the end): {control_text(first, control, drift)}"
                  f"{'; more than 10%: this run measures the host as much as the plan' if drifted else ''}. "
                  f"Commit {doc['commit']}, {doc['date']}, {doc['cluster_file']}.")
+    lines += ["", "Each part of the step on rank 0 (`herd train`'s \"by part\" line), planned vs measured per step, "
+              f"over the {len(multi)} multi-rank layouts (error = (planned - measured) / measured):", "",
+              "| part | layouts | MAPE | mean error | planned (median, s) | measured (median, s) |",
+              "|---|---|---|---|---|---|"]
+    for name, e in parts.items():
+        lines.append(f"| {name} | {e['layouts']} | {e['mape_percent']:.1f}% | {e['mean_error_percent']:+.1f}% | "
+                     f"{e['planned_median_s']:.4f} | {e['measured_median_s']:.4f} |")
     with open(os.path.join(a.out_dir, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

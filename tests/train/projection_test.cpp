@@ -322,6 +322,55 @@ TEST(Projection, MeasuredRunTakesTheMedianCommWaitOfTheSameSteps) {
   EXPECT_EQ(measured_run(h, {}).comm_s, -1.0);
 }
 
+// The parts of a step: each collective kind's time, the update and the rest (compute), medians of the
+// same steps as the step; the checkpoints a mean per step. Hand-made records of a TP2 x PP2 rank.
+TEST(Projection, MeasuredPartsAreTheMediansOfEachStepsSplit) {
+  std::vector<StepRecord> h(4);
+  for (int i = 0; i < 4; ++i) {
+    StepRecord& r = h[static_cast<std::size_t>(i)];
+    r.tokens = 1000 * (i + 1);
+    r.tokens_per_s = 1000;
+    r.step_s = 1.0 + 0.1 * i;                                            // 1.1, 1.2, 1.3 counted
+    r.comm_by_kind_s = std::array<double, 5>{0.1 * i, 0, 0.2, 0, 0.01};  // tp, cp, pp, dp, other
+    r.optimizer_s = 0.05;
+    r.checkpoint_s = i == 3 ? 0.3 : -1;
+  }
+  const MeasuredRun m = measured_run(h, {});
+  EXPECT_NEAR(m.comm_by_kind_s[0], 0.2, 1e-12);  // median of 0.1, 0.2, 0.3
+  EXPECT_NEAR(m.comm_by_kind_s[2], 0.2, 1e-12);
+  EXPECT_NEAR(m.optimizer_s, 0.05, 1e-12);
+  EXPECT_NEAR(m.checkpoint_s, 0.1, 1e-12);  // 0.3 over 3 steps
+  // compute per step: 1.1 - 0.31 - 0.05 = 0.74; 1.2 - 0.41 - 0.05 = 0.74; 1.3 - 0.51 - 0.05 - 0.3 = 0.44.
+  EXPECT_NEAR(m.compute_s, 0.74, 1e-12);
+
+  Projection p;
+  p.layout.layout.tp = 2;
+  p.layout.layout.pp = 2;
+  p.estimate.time.compute_s = 0.6;
+  p.estimate.time.straggler_s = 0.1;
+  p.estimate.time.tp_s = 0.25;
+  p.estimate.time.pp_s = 0.05;
+  p.estimate.time.bubble_s = 0.1;
+  p.estimate.time.optimizer_s = 0.04;
+  const std::vector<StepPart> parts = step_parts(p, m);
+  ASSERT_EQ(parts.size(), 6u);
+  EXPECT_EQ(parts[0].name, "compute");
+  EXPECT_NEAR(parts[0].planned_s, 0.7, 1e-12);
+  EXPECT_EQ(parts[1].name, "tp");
+  EXPECT_EQ(parts[2].name, "pp + bubble");
+  EXPECT_NEAR(parts[2].planned_s, 0.15, 1e-12);
+  EXPECT_EQ(parts[3].name, "optimizer");
+  EXPECT_EQ(parts[4].name, "control");
+  EXPECT_LT(parts[4].planned_s, 0);
+  EXPECT_EQ(parts[5].name, "checkpoint");
+  const std::string line = parts_line(parts);
+  EXPECT_NE(line.find("compute 700.000 ms vs 740.000 ms (-5.4%)"), std::string::npos) << line;
+  EXPECT_NE(line.find("control 10.000 ms (not planned)"), std::string::npos) << line;
+  const Json j = parts_json(parts);
+  EXPECT_TRUE(j[4]["planned_s"].is_null());
+  EXPECT_NEAR(j[1]["measured_s"].get<double>(), 0.2, 1e-12);
+}
+
 TEST(Projection, CalibrationFileOverridesThePresetAndErrorsNameTheField) {
   Result<topology::Cluster> preset = local_cpu_cluster();
   ASSERT_TRUE(preset.ok()) << preset.error().message();

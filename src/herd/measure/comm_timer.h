@@ -15,6 +15,7 @@
 // base class requires one.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,14 @@
 #include "herd/comm/communicator.h"
 
 namespace herd::measure {
+
+// The groups a rank's time in collectives is told apart by: the mesh's axes (FSDP's group, "dp" or
+// "cp+dp", counts as dp), and the rest ("world": the trainer's per-step control all-reduce and loss
+// reduction, set-up).
+enum class GroupKind { kTp, kCp, kPp, kDp, kOther };
+inline constexpr int kGroupKinds = 5;
+GroupKind group_kind(const std::string& group_name);
+const char* group_kind_name(GroupKind k);  // "tp", "cp", "pp", "dp", "other"
 
 class TimedCommunicator final : public comm::Communicator {
  public:
@@ -32,6 +41,7 @@ class TimedCommunicator final : public comm::Communicator {
     double wall_s = 0;    // wall seconds inside the communicator
     double cpu_s = 0;     // the calling thread's CPU seconds inside it (measure::thread_clock)
     double queued_s = 0;  // its seconds inside it runnable but waiting for a core
+    std::array<double, kGroupKinds> wall_by_kind{};  // wall_s split by the group's kind
   };
   TimedCommunicator(std::unique_ptr<comm::Communicator> owned, std::shared_ptr<Totals> totals);
 
@@ -49,6 +59,7 @@ class TimedCommunicator final : public comm::Communicator {
   std::unique_ptr<comm::Communicator> owned_;
   comm::Communicator* inner_;
   std::shared_ptr<Totals> totals_;
+  GroupKind kind_ = GroupKind::kOther;
 };
 
 }  // namespace herd::measure

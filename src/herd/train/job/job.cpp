@@ -162,6 +162,7 @@ Status run_rank_unguarded(comm::Communicator& world_in, const TrainConfig& cfg, 
                                                           : measured_step_clock([&world] { return world.totals(); });
   trainer->heartbeat = [beat = world_in.recorder_ptr()](const std::string& what) { beat->beat(what); };
   trainer->recorder = world_in.recorder_ptr();
+  trainer->comm_by_kind = [&world] { return world.totals().wall_by_kind; };
   trainer->hooks =
       make_fault_injector<T>(cfg, ctx, trainer->resumed_from(), [t = trainer.get()] { t->wait_for_saves(); });
   HERD_RETURN_IF_ERROR(trainer->run(stop_after));

@@ -123,7 +123,80 @@ MeasuredRun measured_run(const std::vector<StepRecord>& history, const parallel:
     if (history[i].comm_wait_s >= 0) wait.push_back(history[i].comm_wait_s);
   }
   if (!wait.empty()) r.comm_s = median(std::move(wait));
+  // The parts: each a median over the steps that measured it; the checkpoints a mean per step.
+  std::array<std::vector<double>, measure::kGroupKinds> by_kind;
+  std::vector<double> optimizer, compute;
+  double checkpoints = 0;
+  std::size_t counted = 0;
+  for (std::size_t i = history.size() > 1 ? 1 : 0; i < history.size(); ++i) {
+    const StepRecord& h = history[i];
+    ++counted;
+    const double ck = std::max(0.0, h.checkpoint_s);
+    checkpoints += ck;
+    if (h.optimizer_s >= 0) optimizer.push_back(h.optimizer_s);
+    if (!h.comm_by_kind_s) continue;
+    double comm = 0;
+    for (int k = 0; k < measure::kGroupKinds; ++k) {
+      by_kind[static_cast<std::size_t>(k)].push_back((*h.comm_by_kind_s)[static_cast<std::size_t>(k)]);
+      comm += (*h.comm_by_kind_s)[static_cast<std::size_t>(k)];
+    }
+    if (h.step_s > 0) compute.push_back(std::max(0.0, h.step_s - comm - std::max(0.0, h.optimizer_s) - ck));
+  }
+  for (int k = 0; k < measure::kGroupKinds; ++k) {
+    if (!by_kind[static_cast<std::size_t>(k)].empty()) {
+      r.comm_by_kind_s[static_cast<std::size_t>(k)] = median(by_kind[static_cast<std::size_t>(k)]);
+    }
+  }
+  if (!optimizer.empty()) r.optimizer_s = median(std::move(optimizer));
+  if (!compute.empty()) r.compute_s = median(std::move(compute));
+  if (counted > 0) r.checkpoint_s = checkpoints / static_cast<double>(counted);
   return r;
+}
+
+std::vector<StepPart> step_parts(const Projection& p, const MeasuredRun& run) {
+  const planner::TimeBreakdown& t = p.estimate.time;
+  const planner::Layout& l = p.layout.layout;
+  auto kind = [&](measure::GroupKind k) { return run.comm_by_kind_s[static_cast<std::size_t>(k)]; };
+  std::vector<StepPart> parts = {{"compute", t.compute_s + t.straggler_s, run.compute_s}};
+  if (l.tp > 1) parts.push_back({"tp", t.tp_s, kind(measure::GroupKind::kTp)});
+  if (l.cp > 1) parts.push_back({"cp", t.cp_s, kind(measure::GroupKind::kCp)});
+  if (l.dp * l.cp > 1) parts.push_back({"dp", t.dp_s, kind(measure::GroupKind::kDp)});
+  if (l.pp > 1) parts.push_back({"pp + bubble", t.pp_s + t.bubble_s, kind(measure::GroupKind::kPp)});
+  parts.push_back({"optimizer", t.optimizer_s, run.optimizer_s});
+  if (l.gpus() > 1) parts.push_back({"control", -1, kind(measure::GroupKind::kOther)});
+  if (run.checkpoint_s > 0) parts.push_back({"checkpoint", -1, run.checkpoint_s});
+  return parts;
+}
+
+Json parts_json(const std::vector<StepPart>& parts) {
+  Json out = Json::array();
+  for (const StepPart& x : parts) {
+    out.push_back({{"part", x.name},
+                   {"planned_s", x.planned_s < 0 ? Json() : Json(x.planned_s)},
+                   {"measured_s", x.measured_s < 0 ? Json() : Json(x.measured_s)}});
+  }
+  return out;
+}
+
+std::string parts_line(const std::vector<StepPart>& parts) {
+  std::string out = "by part (rank 0, per step):";
+  bool first = true;
+  for (const StepPart& x : parts) {
+    if (x.measured_s < 0 && x.planned_s < 0) continue;
+    out += first ? " " : " | ";
+    first = false;
+    out += x.name + " ";
+    if (x.planned_s < 0) {
+      out += format_seconds(x.measured_s) + " (not planned)";
+    } else if (x.measured_s < 0) {
+      out += format_seconds(x.planned_s) + " planned (not measured)";
+    } else {
+      const double e = x.measured_s > 0 ? 100.0 * (x.planned_s - x.measured_s) / x.measured_s : 0.0;
+      out += format_seconds(x.planned_s) + " vs " + format_seconds(x.measured_s) +
+             (x.measured_s > 0 ? " (" + std::string(e >= 0 ? "+" : "") + format_fixed(e, 1) + "%)" : "");
+    }
+  }
+  return out;
 }
 
 namespace {
@@ -230,7 +303,8 @@ Json projection_json(const Projection& p, const MeasuredRun& run) {
             {"activation_bytes", mem.activation_bytes()},
             {"arena_peak_bytes", mem.arena_peak_bytes},
             {"kernel_scratch_bytes", mem.kernel_scratch_bytes},
-            {"saved_activation_bytes", mem.saved_activation_bytes}}}};
+            {"saved_activation_bytes", mem.saved_activation_bytes}}},
+          {"parts", parts_json(step_parts(p, run))}};
 }
 
 namespace {
@@ -305,7 +379,10 @@ void report_run(const Result<Projection>& plan, const TrainConfig& cfg, const st
       at_run.host_speed_at_end = at_end;
     }
   }
-  if (print) log_info(planned_vs_measured_line(at_run, measured));
+  if (print) {
+    log_info(planned_vs_measured_line(at_run, measured));
+    log_info(parts_line(step_parts(at_run, measured)));
+  }
   if (print && !cfg.train.projection_file.empty()) {
     Json j = projection_json(at_run, measured);
     j["planned"]["step_s_at_start"] = plan->step_s();

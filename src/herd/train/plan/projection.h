@@ -10,6 +10,7 @@
 // The harness bench/projection/ runs many layouts and reports the error; docs/projection.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -100,8 +101,29 @@ struct MeasuredRun {
   double job_cores = -1;
   std::int64_t steps = 0;
   parallel::RankMemoryUse memory;
+  // The step's parts on this rank, medians over the same steps (-1 where not measured): the time in
+  // collectives by kind of group, the update, the checkpoints' critical-path time (a mean per step:
+  // most steps write none), and the rest of the step, computing.
+  std::array<double, measure::kGroupKinds> comm_by_kind_s{-1, -1, -1, -1, -1};
+  double optimizer_s = -1, checkpoint_s = -1, compute_s = -1;
 };
 MeasuredRun measured_run(const std::vector<StepRecord>& history, const parallel::RankMemoryUse& memory);
+
+// One part of a step as the planner costs it, beside what rank 0 measured (seconds per step).
+// planned_s < 0: the planner has no such part; measured_s < 0: not measured.
+struct StepPart {
+  std::string name;  // "compute", "tp", "cp", "dp", "pp + bubble", "optimizer", "control", "checkpoint"
+  double planned_s = -1, measured_s = -1;
+};
+// The parts of the run's layout: compute (the planner's compute and straggler wait; measured, the step
+// less everything below), the exposed collectives of each axis with a degree above one (pp with the
+// bubble, which a rank spends waiting on its pipeline peers), the optimizer, and what the planner does
+// not cost per step: the trainer's control collectives and the checkpoints.
+std::vector<StepPart> step_parts(const Projection& p, const MeasuredRun& run);
+// "by part (rank 0, per step): compute 0.30 vs 0.28 s (+7.1%) | dp 0.02 vs 0.05 s (-60.0%) | ..."
+std::string parts_line(const std::vector<StepPart>& parts);
+// [{"part", "planned_s", "measured_s"}], null where a side has none: the projection file's "parts".
+Json parts_json(const std::vector<StepPart>& parts);
 
 // "planned: step 1.23 s (compute 1.10, comm 0.08, bubble 0.00, optimizer 0.05) | memory 312.4 MiB ..."
 std::string planned_line(const Projection& p);

@@ -339,7 +339,9 @@ Result<typename Trainer<T>::StepOutcome> Trainer<T>::train_step(const kernels::A
     HERD_RETURN_IF_ERROR(skip_nonfinite_step(loss_value, rec));
   } else {
     nonfinite_run_ = 0;
+    const Timer update;
     model_->apply_update(ac, lr, cfg_.optim.grad_clip, rec.grad_norm);
+    rec.optimizer_s = update.seconds();
   }
   if (ctl.checkpoint_failed) HERD_RETURN_IF_ERROR(checkpoint_failed(": training on, the next save retries"));
   ++step_;
@@ -378,8 +380,15 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     if (hooks) HERD_RETURN_IF_ERROR(hooks->before_step(step_ + 1));
     Timer step_timer;
     clock.start_step();  // the step's split for the straggler watch (straggler_monitor.h)
+    const std::optional<std::array<double, measure::kGroupKinds>> comm_at_start =
+        comm_by_kind ? std::optional(comm_by_kind()) : std::nullopt;
     HERD_ASSIGN_OR_RETURN(StepOutcome done, train_step(ac, step, clock));
     StepRecord& rec = done.rec;
+    if (comm_at_start) {
+      std::array<double, measure::kGroupKinds> now = comm_by_kind();
+      for (int k = 0; k < measure::kGroupKinds; ++k) now[k] -= (*comm_at_start)[k];
+      rec.comm_by_kind_s = now;
+    }
     const StepControl& ctl = done.ctl;
     if (step_clock) {
       // Every collective of the step counts, the control all-reduce included.
@@ -390,6 +399,7 @@ Status Trainer<T>::run(std::int64_t stop_after) {
     }
     const double dt = step_timer.seconds();
     step_seconds_total += dt;
+    rec.step_s = dt;
     rec.straggler_check = ctl.straggler_check;
     rec.stragglers = ctl.stragglers;
     if (lead && !quiet && ctl.straggler_check) {

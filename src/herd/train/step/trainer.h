@@ -24,6 +24,7 @@
 // loader's position; there is no other randomness in a step, so a resumed run continues bit for bit.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,6 +36,7 @@
 #include "herd/comm/stragglers.h"
 #include "herd/data/loader.h"
 #include "herd/data/shard.h"
+#include "herd/measure/comm_timer.h"
 #include "herd/model/config.h"
 #include "herd/parallel/context.h"
 #include "herd/parallel/rank_model.h"
@@ -58,6 +60,10 @@ struct StepRecord {
   double tokens_per_s = 0;
   double mfu = 0;
   double comm_wait_s = -1;  // this rank's time blocked in collectives during the step; -1: not measured
+  double step_s = 0;        // the step's wall time
+  // comm_wait_s by the kind of group (measure::GroupKind: tp, cp, pp, dp, other), where measured.
+  std::optional<std::array<double, measure::kGroupKinds>> comm_by_kind_s;
+  double optimizer_s = -1;  // the update's wall time (clipping and AdamW on this rank's shards); -1: skipped
   std::optional<double> val_loss;
   double checkpoint_s = -1;                 // the step's critical-path seconds spent on a checkpoint; -1: none
   bool skipped = false;                     // the NaN guard skipped the update (a non-finite loss or gradient norm)
@@ -115,6 +121,9 @@ class Trainer {
   // noted in it (its dumps carry them, for `herd trace`), and every diagnostics.dump_every steps it is
   // dumped. run_rank points it at the world's recorder.
   std::shared_ptr<comm::FlightRecorder> recorder;
+  // When set, this rank's seconds in collectives so far by kind of group: run_rank points it at the
+  // launcher's TimedCommunicator, and each StepRecord gets its step's split (the planner's parts).
+  std::function<std::array<double, measure::kGroupKinds>()> comm_by_kind;
   // When set, called at its points of every step (step_hooks.h): run_rank sets the config's fault
   // injection (train/job/fault_injector.h) here.
   std::unique_ptr<StepHooks<T>> hooks;
