@@ -108,7 +108,7 @@ struct Measured {
   double background = 0;    // other jobs sharing the cores (measured or declared)
   bool idle = false;        // no other jobs and the all-core GEMM undisturbed
   AttentionRates attention;
-  double stream = 0, overhead_us = 0;
+  double stream = 0, optimizer_bw = 0, overhead_us = 0;
   CommCalibration comm;
   ReferenceSteps ref;
   RuntimeFit fit;
@@ -309,12 +309,13 @@ int run_calibrate(const CalibrateOptions& o) {
           : 1.0;
   x.attention = measure_attention(s, x.gemm);
   x.stream = measure_stream(s);
+  x.optimizer_bw = measure_optimizer(s);
   x.overhead_us = measure_op_overhead(s, x.gemm.one_thread);
   Result<CommCalibration> comm = measure_comm(s);
   if (!comm.ok()) return report_error("calibrate", comm.error().with_context("timing the local communicator"));
   x.comm = std::move(*comm);
-  topology::Cluster c =
-      kernel_cluster(preset, s.cores, x.gemm, x.attention, x.stream, x.overhead_us, x.gemm_scaling, x.comm.fit);
+  topology::Cluster c = kernel_cluster(preset, s.cores, x.gemm, x.attention, x.stream, x.optimizer_bw, x.overhead_us,
+                                       x.gemm_scaling, x.comm.fit);
 
   Result<ReferenceSteps> ref = measure_reference_steps(s);
   if (!ref.ok()) return report_error("calibrate", ref.error());

@@ -8,9 +8,11 @@
 #include "herd/kernels/attention.h"
 #include "herd/kernels/convert.h"
 #include "herd/kernels/gemm.h"
+#include "herd/kernels/optim.h"
 #include "herd/kernels/rmsnorm.h"
 #include "herd/measure/timing.h"
 #include "herd/model/flops.h"
+#include "herd/model/params.h"
 
 namespace herd::train::calibration {
 
@@ -219,6 +221,23 @@ double measure_stream(Session& s) {
   return stream;
 }
 
+double measure_optimizer(Session& s) {
+  // The model's parameters, at most 64 Mi (1.8 GB of traffic a pass): far beyond any cache either way.
+  const std::int64_t n = std::min<std::int64_t>(model::model_params(s.m).total(), std::int64_t{64} << 20);
+  AlignedVector<float> p = filled(n, 0.01f), g = filled(n, 0.001f), m = filled(n, 0.f), v = filled(n, 0.f);
+  kernels::AdamWConfig cfg;
+  std::int64_t step = 0;
+  const double secs = s.measure("adamw", false, [&] {
+                         return time_median(s.o.repeats, [&] {
+                           kernels::adamw_step<float>(p.data(), g.data(), m.data(), v.data(), n, cfg, ++step);
+                         });
+                       }).seconds;
+  const double bw = 28.0 * static_cast<double>(n) / secs;
+  s.table_rows.push_back({"adamw", std::to_string(n) + " params", format_fixed(1e3 * secs, 3) + " ms",
+                          format_fixed(bw / 1e9, 1) + " GB/s"});
+  return bw;
+}
+
 // Per-op overhead in microseconds: a 16^3 GEMM is all call and threading cost.
 double measure_op_overhead(Session& s, double gemm_one_thread) {
   AlignedVector<float> sa = filled(256, 1.f), sb = filled(256, 1.f), sc = filled(256, 0.f);
@@ -250,8 +269,8 @@ Result<CommCalibration> measure_comm(const Session& s) {
 }
 
 topology::Cluster kernel_cluster(const topology::Cluster& preset, int cores, const GemmRates& g,
-                                 const AttentionRates& at, double stream, double overhead_us, double gemm_scaling,
-                                 const measure::LinkFit& fit) {
+                                 const AttentionRates& at, double stream, double optimizer_bw, double overhead_us,
+                                 double gemm_scaling, const measure::LinkFit& fit) {
   topology::Cluster c = preset;
   c.name = "local-cpu";
   topology::Accelerator& a = c.accelerator;
@@ -266,6 +285,7 @@ topology::Cluster kernel_cluster(const topology::Cluster& preset, int cores, con
   a.attention_bwd_efficiency = at.bwd;
   a.memory_bw_gb_per_s = stream / 1e9;
   a.memory_bw_efficiency = 1.0;
+  a.optimizer_bw_efficiency = std::clamp(optimizer_bw / stream, 0.01, 1.0);
   a.kernel_overhead_us = overhead_us;
   a.host_cores = cores;
   a.thread_scaling = gemm_scaling;

@@ -96,6 +96,11 @@ AttentionRates measure_attention(Session& s, const GemmRates& g);
 // (read dy, x; write dx), bytes per second.
 double measure_stream(Session& s);
 
+// herd's AdamW (kernels::adamw_step) over the model's parameters on one thread, bytes per second of
+// its traffic (fp32 p, g, m, v read and p, m, v written: 28 bytes a parameter). Unlike the
+// elementwise kernels' rows, its state does not fit in a cache: it streams from memory.
+double measure_optimizer(Session& s);
+
 // Per-op overhead in microseconds: a 16^3 GEMM is all call and threading cost.
 double measure_op_overhead(Session& s, double gemm_one_thread);
 
@@ -111,8 +116,9 @@ Result<CommCalibration> measure_comm(const Session& s);
 
 // The local-cpu cluster from the kernel and communicator rates alone, before the runtime around the
 // kernels is measured (fit_runtime derates it).
+// optimizer_bw: measure_optimizer's rate, set as the optimizer's share of the streaming rate.
 topology::Cluster kernel_cluster(const topology::Cluster& preset, int cores, const GemmRates& g,
-                                 const AttentionRates& at, double stream, double overhead_us, double gemm_scaling,
-                                 const measure::LinkFit& fit);
+                                 const AttentionRates& at, double stream, double optimizer_bw, double overhead_us,
+                                 double gemm_scaling, const measure::LinkFit& fit);
 
 }  // namespace herd::train::calibration
