@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -186,6 +187,23 @@ TEST_F(DistCli, MpiBackendOutsideMpirunIsRefused) {
   auto r = train("--dp 2 --backend mpi");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("not started by mpirun"), std::string::npos) << r.err;
+}
+
+// srun without PMIx and torchrun start processes that have no transport between them: one line naming
+// the launcher and what to run instead, before any data is read.
+TEST_F(DistCli, SeveralProcessesWithoutMpiAreRefusedNamingTheLauncher) {
+  const std::string args = "train --data.dir=" + dir_.string() + " --model.vocab=64 --data.seq_len=64 --dp 2";
+  auto r = herd::testing::run_herd_env("env SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_NTASKS=2", args);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("herd train: error: srun started 2 tasks without PMIx (SLURM_PROCID=1 SLURM_NTASKS=2", 0), 0u)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = herd::testing::run_herd_env("env RANK=0 WORLD_SIZE=2", args);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("torchrun started 2 processes (RANK=0 WORLD_SIZE=2)"), std::string::npos) << r.err;
+  r = herd::testing::run_herd_env("env RANK=0", args);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("RANK=0 without WORLD_SIZE: torchrun sets both"), std::string::npos) << r.err;
 }
 
 TEST_F(DistCli, ParallelKeysComeFromTheConfigFileAndFlagsWin) {

@@ -1,7 +1,8 @@
 // herd train [CONFIG.json] [--section.field=value ...] [layout flags]: trains a Llama 3 model from the
 // token shards `herd data` writes, on one rank or as a TP x CP x PP x FSDP job, through one trainer
-// (train/step/trainer.h): ranks as threads of this process, or, under `mpirun -np N herd train ...`, this
-// process as one rank (detected from the environment). Prints the resolved configuration, the planner's
+// (train/step/trainer.h): ranks as threads of this process, or, under `mpirun -np N herd train ...` or
+// `srun --mpi=pmix herd train ...`, this process as one rank (the launcher's variables:
+// core/launch_env.h). Prints the resolved configuration, the planner's
 // projection, a progress line, held-out losses, planned vs measured, and samples at the end.
 //
 // The layout flags are the planner's (--tp --cp --pp --dp --v --microbatch-size --n --recompute
@@ -21,7 +22,6 @@
 // --max-restarts K (fault.max_restarts) with ranks as threads: this process becomes the supervisor of
 // a child that is this same command line plus the hidden --supervised (train/job/supervisor.h); under
 // mpirun the supervisor is `herd launch` (cli/launch.cpp). docs/reliability.md.
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -33,6 +33,7 @@
 #include "herd/core/cores.h"
 #include "herd/core/format.h"
 #include "herd/core/json_text.h"
+#include "herd/core/launch_env.h"
 #include "herd/core/log.h"
 #include "herd/data/tokenizer.h"
 #include "herd/data/verify.h"
@@ -111,14 +112,6 @@ void print_resolved(const train::TrainConfig& cfg, const model::LlamaConfig& m) 
     std::cout << "; precision bf16, matmuls: " << kernels::bf16_gemm_description();
   std::cout << "\n" << kernels::openmp_wait_description() << "\n" << kernels::blas_core_description() << "\n\n";
   std::cout.flush();
-}
-
-// The rank count mpirun started (launcher detection, as comm::launched_by_mpirun); 0 when unknown.
-std::int64_t launcher_world_size() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
-    if (const char* v = std::getenv(var); v != nullptr) return std::atoll(v);
-  }
-  return 0;
 }
 
 // projection.cluster_file empty: this machine's stored calibration when there is one (said with its
@@ -318,9 +311,11 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
     return 0;
   }
   if (Status s = train::check_run_device(*cfg); !s.ok()) return report_error("train", s.error());
-  Result<comm::Backend> backend = train::resolve_backend(*cfg);
-  if (!backend.ok()) return report_error("train", backend.error());
-  const std::int64_t world = *backend == comm::Backend::kMpi ? launcher_world_size() : 0;
+  const Result<train::JobLaunch> launch = train::resolve_launch(*cfg, process_environment());
+  if (!launch.ok()) return report_error("train", launch.error());
+  const bool mpi = launch->backend == comm::Backend::kMpi;
+  // The launcher's rank count under MPI (0 where it exports none: MPI_Init gives it).
+  const std::int64_t world = mpi ? launch->env.world_size : 0;
   if (Status s = check_layout_flags(o, world); !s.ok()) return report_error("train", s.error());
   if (cfg->fault.elastic && cfg->fault.max_restarts < 1 && !o.supervised) {
     return report_error("train", make_error("fault.elastic restarts the job on the surviving ranks, but "
@@ -328,7 +323,7 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
                                             cfg->fault.max_restarts, "; give --max-restarts K (K >= 1)"));
   }
   if (cfg->fault.max_restarts > 0 && !o.supervised) {
-    if (*backend == comm::Backend::kMpi) {
+    if (mpi) {
       return report_error("train", make_error("fault.max_restarts (", cfg->fault.max_restarts,
                                               ") under mpirun: one dead rank ends mpirun itself, so the supervisor "
                                               "must sit outside it; run `herd launch -np N --max-restarts ",
@@ -339,14 +334,13 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   if (o.supervised) train::end_with_supervisor();  // an MPI rank under herd launch dies with it
   Result<train::JobInputs> in = train::load_job_inputs(*cfg);
   if (!in.ok()) return report_error("train", in.error());
-  const bool lead = *backend != comm::Backend::kMpi || comm::launcher_rank() == 0;
+  const bool lead = launch->lead();
   resolve_calibration(o, *cfg, lead && !o.print_config);
   if (Status s = choose_layout(o, *cfg, in->model, world, lead); !s.ok()) {
     return report_error("train", s.error());
   }
   // The layout, resolved and checked once for the whole start: every rank builds from it.
-  const Result<train::JobLayout> layout =
-      train::check_layout(*cfg, in->model, *backend == comm::Backend::kMpi ? world : cfg->parallel.world());
+  const Result<train::JobLayout> layout = train::check_layout(*cfg, in->model, mpi ? world : cfg->parallel.world());
   if (!layout.ok()) return report_error("train", layout.error());
   if (lead) {
     print_resolved(*cfg, in->model);
@@ -425,7 +419,7 @@ Subcommand add_train_command(CLI::App& root) {
   app->add_option("--schedule", opts->schedule,
                   "Pipeline schedule: flexible (Llama 3, default), interleaved, 1f1b, gpipe (parallel.schedule)");
   app->add_option("--backend", opts->backend,
-                  "local (ranks as threads), mpi (under mpirun) or auto (parallel.backend)");
+                  "local (ranks as threads), mpi (under mpirun or srun --mpi=pmix) or auto (parallel.backend)");
   app->add_option("--precision", opts->precision,
                   "fp32 (default), bf16 (the Llama 3 recipe: bf16 weight copies and matmul inputs, fp32 master "
                   "weights, optimizer, gradient accumulation and reduce-scatter) or fp64 (train.precision; "

@@ -1,7 +1,6 @@
-// Names of element types, reductions and ops; the mpirun check and the pipeline tags.
+// Names of element types, reductions and ops; the pipeline tags.
 #include "herd/comm/types.h"
 
-#include <cstdlib>
 #include <string>
 
 namespace herd::comm {
@@ -31,20 +30,6 @@ const char* op_name(OpKind op) {
 }
 
 bool is_collective(OpKind op) { return op != OpKind::kSend && op != OpKind::kRecv; }
-
-bool launched_by_mpirun() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
-    if (std::getenv(var) != nullptr) return true;
-  }
-  return false;
-}
-
-int launcher_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
-    if (const char* v = std::getenv(var); v != nullptr) return std::atoi(v);
-  }
-  return 0;
-}
 
 Result<int> p2p_tag(int micro_batch, int virtual_stage, bool backward, int n_virtual_stages) {
   if (micro_batch < 0 || virtual_stage < 0 || virtual_stage >= n_virtual_stages) {

@@ -43,13 +43,6 @@ struct CommOptions {
   std::size_t recorder_capacity = 2048;
 };
 
-// True when this process was started by mpirun/mpiexec (OpenMPI, MPICH or a PMIx launcher), so that
-// `herd train` picks the MPI backend without a flag.
-bool launched_by_mpirun();
-// This process's rank as the launcher's environment gives it (OMPI_COMM_WORLD_RANK, PMI_RANK,
-// PMIX_RANK), before MPI is initialised; 0 when not started by a launcher.
-int launcher_rank();
-
 // A point-to-point tag for pipeline traffic, unique per (micro-batch, virtual stage, direction), and
 // below 32768, the smallest MPI_TAG_UB the MPI standard allows. Errors when it would not fit.
 Result<int> p2p_tag(int micro_batch, int virtual_stage, bool backward, int n_virtual_stages);

@@ -16,8 +16,6 @@ Result<Backend> parse_backend(const std::string& name) {
   return make_error("comm backend '", name, "' is unknown; use local or mpi");
 }
 
-Backend default_backend() { return launched_by_mpirun() ? Backend::kMpi : Backend::kLocal; }
-
 bool mpi_compiled_in() {
 #if HERD_HAVE_MPI
   return true;

@@ -1,6 +1,6 @@
-// Choosing a backend: `local` (ranks as threads; see local/local_world.h) or `mpi` (one rank per
-// process, started by mpirun). `herd train` calls default_backend(), which picks mpi when the process
-// was launched by mpirun and local otherwise.
+// The backends: `local` (ranks as threads; see local/local_world.h) or `mpi` (one rank per process,
+// started by mpirun or srun --mpi=pmix). `herd train` picks one from how the process was started
+// (core/launch_env.h, train::resolve_launch).
 #pragma once
 
 #include <memory>
@@ -13,7 +13,6 @@ namespace herd::comm {
 enum class Backend { kLocal, kMpi };
 const char* backend_name(Backend b);  // "local", "mpi"
 Result<Backend> parse_backend(const std::string& name);
-Backend default_backend();
 bool mpi_compiled_in();
 
 // This process's world communicator over MPI, or an error when herd was built without MPI.

@@ -32,7 +32,7 @@ SpinChoice choose_spin(int cores, int processes, int threads, double busy_cores 
 double busy_cores_now();
 
 // When this process has not settled it yet and neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set:
-// sets GOMP_SPINCOUNT to choose_spin's budget for this host (the processes from mpirun's
+// sets GOMP_SPINCOUNT to choose_spin's budget for this host (the processes from the launcher's
 // environment, the threads from OMP_NUM_THREADS or herd's default) and returns true; the caller
 // re-executes the program (settle_library_env). False when nothing changed.
 bool set_openmp_wait_env();

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "herd/core/cores.h"
+#include "herd/core/launch_env.h"
 #include "herd/core/proc_stat.h"
 
 namespace herd::kernels {
@@ -46,13 +47,11 @@ int env_int(const char* name, int fallback) {
 
 int host_cores() { return usable_cores(); }
 
-// herd processes started on this host by the launcher: Open MPI, MPICH/Hydra or Slurm say how many.
+// herd processes started on this host by the launcher (core/launch_env.h); 1 where it says nothing or
+// its variables are refused (herd train then reports them).
 int local_processes() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
-    const int n = env_int(name, 0);
-    if (n > 0) return n;
-  }
-  return 1;
+  const Result<LaunchEnv> launch = read_launch_env(process_environment());
+  return launch.ok() ? launch->local_size : 1;
 }
 
 }  // namespace

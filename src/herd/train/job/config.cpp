@@ -142,7 +142,8 @@ const std::vector<Field>& registry() {
                   "FSDP: free gathered weights after forward, gather again for backward"),
       named_layout_field("parallel.schedule", "pipeline schedule: flexible (Llama 3), interleaved, 1f1b or gpipe",
                          &planner::Layout::schedule, schedule::parse_schedule_kind, schedule::schedule_kind_name),
-      bind_field("parallel.backend", &C::parallel, &ParallelSection::backend, "local, mpi or auto (mpi iff mpirun)"),
+      bind_field("parallel.backend", &C::parallel, &ParallelSection::backend,
+                 "local, mpi or auto (mpi iff mpirun or srun --mpi=pmix)"),
       bind_field("parallel.comm_timeout_s", &C::parallel, &ParallelSection::comm_timeout_s,
                  "seconds a collective may wait, or a rank stay silent, before the job stops; 0: fitted to the "
                  "planner's step time"),

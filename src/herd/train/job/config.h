@@ -111,7 +111,7 @@ struct GenerateSection {
 // pipeline's M when pp > 1. microbatch 0 picks M = pp (1 without a pipeline).
 struct ParallelSection : planner::Layout {
   ParallelSection() { microbatch = 0; }
-  std::string backend = "auto";  // local (ranks as threads), mpi (started by mpirun), auto: mpi iff mpirun
+  std::string backend = "auto";  // local (ranks as threads), mpi (mpirun, srun --mpi=pmix), auto: mpi iff either
   // A collective waiting longer, or a rank silent longer (no step, no comm call), stops the job; 0: fitted
   // to the run (max(60 s, 20 x the planner's step time + the checkpoint write time); train/job/watchdog.h).
   double comm_timeout_s = 0;

@@ -111,14 +111,49 @@ std::string make_job_id() {
   return buf;
 }
 
-Result<comm::Backend> resolve_backend(const TrainConfig& cfg) {
-  if (cfg.parallel.backend == "auto") return comm::default_backend();
-  HERD_ASSIGN_OR_RETURN(comm::Backend b, comm::parse_backend(cfg.parallel.backend));
-  if (b == comm::Backend::kMpi && !comm::launched_by_mpirun()) {
-    return make_error("parallel.backend=mpi but this process was not started by mpirun; run it as ",
+namespace {
+
+// A launcher of several processes that are not MPI's: what to run instead.
+Error no_mpi_launcher(const LaunchEnv& e) {
+  const std::string n = std::to_string(e.world_size);
+  if (e.source == LaunchSource::kSlurm) {
+    return make_error("srun started ", n, " tasks without PMIx (", e.variables,
+                      ", no PMIX_RANK), and herd's processes talk over MPI, which needs it; run srun --mpi=pmix ",
+                      "herd train ... (or MpiDefault=pmix in slurm.conf), mpirun -np ", n,
+                      " herd train ... inside the allocation, or herd launch -np ", n, " -- herd train ...");
+  }
+  return make_error(launch_source_name(e.source), " started ", n, " processes (", e.variables,
+                    "), and herd's processes talk over MPI only; run mpirun -np ", n,
+                    " herd train ..., herd launch -np ", n,
+                    " -- herd train ..., or under Slurm srun --mpi=pmix herd train ...");
+}
+
+}  // namespace
+
+Result<JobLaunch> resolve_launch(const TrainConfig& cfg, const Environment& env) {
+  JobLaunch j;
+  Result<LaunchEnv> found = read_launch_env(env);
+  if (cfg.parallel.backend == "local") {
+    if (found.ok() && found->world_size > 1) {
+      return make_error("parallel.backend=local runs every rank as a thread of this process, but ",
+                        launch_source_name(found->source), " started ", found->world_size, " processes (",
+                        found->variables, "), each of which would run the whole job; start one process, or set ",
+                        "parallel.backend=auto");
+    }
+    return j;
+  }
+  HERD_ASSIGN_OR_RETURN(j.env, std::move(found));
+  if (cfg.parallel.backend != "auto") HERD_RETURN_IF_ERROR(comm::parse_backend(cfg.parallel.backend));
+  if (j.env.mpi()) {
+    j.backend = comm::Backend::kMpi;
+    return j;
+  }
+  if (j.env.world_size > 1) return no_mpi_launcher(j.env);
+  if (cfg.parallel.backend == "mpi") {
+    return make_error("parallel.backend=mpi but this process was not started by mpirun or srun --mpi=pmix; run it as ",
                       "`mpirun -np N herd train ...` or use parallel.backend=local");
   }
-  return b;
+  return j;
 }
 
 Result<JobInputs> load_job_inputs(const TrainConfig& cfg) {
@@ -273,10 +308,9 @@ Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m, const 
 template <typename T>
 Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const JobLayout& layout, JobResult<T>* out,
                std::int64_t stop_after, bool gather) {
-  HERD_ASSIGN_OR_RETURN(comm::Backend backend, resolve_backend(cfg_in));
-  const bool lead = backend != comm::Backend::kMpi || comm::launcher_rank() == 0;
-  TrainConfig cfg = with_comm_timeout(cfg_in, in.model, lead && (out == nullptr || !out->quiet));
-  if (backend == comm::Backend::kLocal) {
+  HERD_ASSIGN_OR_RETURN(const JobLaunch launch, resolve_launch(cfg_in, process_environment()));
+  TrainConfig cfg = with_comm_timeout(cfg_in, in.model, launch.lead() && (out == nullptr || !out->quiet));
+  if (launch.backend == comm::Backend::kLocal) {
     if (cfg.diagnostics.job_id.empty()) cfg.diagnostics.job_id = make_job_id();
     if (cfg.parallel.world() > 1) {
       log_info("training ", cfg.parallel.tp, " (tp) x ", cfg.parallel.cp, " (cp) x ", cfg.parallel.pp, " (pp) x ",
@@ -299,6 +333,9 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const JobLayout& 
   const comm::CommOptions opts = comm_options(cfg);
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::make_mpi_world(opts));
   first.reset();
+  if (world->rank() == 0 && (out == nullptr || !out->quiet)) {
+    log_info("training ", world->size(), " ranks as MPI processes; ", launch.env.describe());
+  }
   // This process watches itself: a rank silent past the timeout (hung outside communication; one in a
   // collective is ended by the collective's own timeout first) dumps its recorder and exits, and mpirun
   // then ends the others.

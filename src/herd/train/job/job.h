@@ -3,8 +3,8 @@
 // Start-up is one path. check_layout resolves the layout from the config (batch split, schedule) and
 // refuses one that does not fit the model, the batch or the world, once, before any rank starts; it
 // returns the JobLayout every rank builds from. run_job picks the backend (parallel.backend; auto means
-// mpi when mpirun started this process) and runs every rank of this process: all of them as threads
-// of this process over shared memory (local; one rank is a local job of one thread, and the tests use
+// mpi when mpirun or srun --mpi=pmix started this process: resolve_launch) and runs every rank of this process: all of
+// them as threads of this process over shared memory (local; one rank is a local job of one thread, and the tests use
 // it), or the one rank this process is (mpi). Each rank (run_rank) splits its world into the mesh's
 // axis groups in one call (parallel::ParallelGroups::make), builds its parallel::RankModel and runs the
 // Trainer; rank 0 collects the loss history and the full weights for the caller.
@@ -21,6 +21,7 @@
 
 #include "herd/comm/communicator.h"
 #include "herd/comm/world.h"
+#include "herd/core/launch_env.h"
 #include "herd/data/shard.h"
 #include "herd/model/config.h"
 #include "herd/parallel/context.h"
@@ -59,8 +60,22 @@ std::string diagnostics_dir(const TrainConfig& cfg);
 // A job id for dump names and the supervisor's records: "<yyyymmdd-hhmmss>-<pid>".
 std::string make_job_id();
 
-// The backend a config asks for, resolved against how this process was started.
-Result<comm::Backend> resolve_backend(const TrainConfig& cfg);
+// How this process was started (core/launch_env.h) and the backend parallel.backend asks for,
+// resolved against it.
+struct JobLaunch {
+  comm::Backend backend = comm::Backend::kLocal;
+  LaunchEnv env;  // the launcher's view of this process (source kNone for ranks as threads)
+  // Prints, owns the checkpoint directory's lock and the other duties of rank 0: every local job,
+  // and rank 0 of an MPI job.
+  bool lead() const { return backend != comm::Backend::kMpi || env.rank == 0; }
+};
+
+// auto: mpi under an MPI launcher (mpirun, srun --mpi=pmix), local otherwise. A launcher that started
+// several processes without MPI (srun without PMIx, torchrun) is refused, naming it and what to run
+// instead: herd's processes talk over MPI only. mpi outside an MPI launcher is refused. local under a
+// launcher of several processes is refused (each would run the whole job); launcher variables that
+// are malformed or disagree do not stop an explicit local job (ranks as threads read none of them).
+Result<JobLaunch> resolve_launch(const TrainConfig& cfg, const Environment& env);
 
 // The documents a job trains on and evaluates on (val may be empty: no evaluation).
 struct JobData {
