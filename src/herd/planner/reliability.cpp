@@ -47,16 +47,18 @@ double daly_interval_s(double d, double m) {
 }
 
 TimeShares expected_time_shares(double interval_s, double stall_s, double lag_s, double restart_s, double mtbf_s) {
-  // One segment is interval_s of training and its checkpoint's stall, w seconds, retried from its start
-  // until it runs without an interruption. With Poisson interruptions at rate 1/M, a segment expects
-  // e^(w/M) - 1 interruptions; each loses the part of the segment done (their sum is
-  // M (e^(w/M) - 1) - w), the durable lag (the newest checkpoint may still be on its way to storage,
-  // so one more segment is redone with probability lag / w), and a restart, itself interrupted and
-  // retried: M (e^(R/M) - 1). In all, Daly's M e^(R/M) (e^(w/M) - 1) plus the lag term.
+  // One segment is interval_s of training and its checkpoint's stall, w seconds. With Poisson
+  // interruptions at rate 1/M, the job runs M between interruptions and completes 1 / (e^(w/M) - 1)
+  // segments in that time; the newest is lost with the rest when the interruption comes within the
+  // durable lag L of its end (its checkpoint was not on storage yet), which happens with probability
+  // 1 - e^(-L/M) at each completed segment: e^(-L/M) / (e^(w/M) - 1) segments are kept. Each
+  // interruption costs a restart that is itself interrupted and retried: M (e^(R/M) - 1). Per kept
+  // segment, f = (e^(w/M) - 1) e^(L/M) interruptions, M f of running (the segment and the lost work)
+  // and f M (e^(R/M) - 1) of restarts; for L = 0 Daly's M e^(R/M) (e^(w/M) - 1) in all.
   const double w = interval_s + stall_s;
-  const double failures = std::expm1(w / mtbf_s);
-  const double lost = mtbf_s * failures - w + failures * lag_s;
-  const double restart = failures * mtbf_s * std::expm1(restart_s / mtbf_s);
+  const double interruptions = std::expm1(w / mtbf_s) * std::exp(lag_s / mtbf_s);
+  const double lost = mtbf_s * interruptions - w;
+  const double restart = interruptions * mtbf_s * std::expm1(restart_s / mtbf_s);
   const double total = w + lost + restart;
   TimeShares t;
   t.productive = interval_s / total;
