@@ -1,12 +1,15 @@
 // The family search that `herd plan` and `herd estimate` share: its step-time bounds skip work but
 // change no answer (the same rows and rejections as costing everything), its choice within a family
 // is held against simulating every variant, given knobs stay fixed, each knob's reason names a
-// simulated runner-up, and a family where nothing fits says what would.
+// simulated runner-up, and a family where nothing fits says what would. plan_up_to ranks every count
+// up to its limit, its bounds again changing no answer.
 #include "herd/planner/search.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace herd::planner {
@@ -26,33 +29,69 @@ const KnobChoice& knob(const FamilyChoice& c, const std::string& name) {
   return c.knobs.front();
 }
 
+// Runs a search with its bounds and costing everything: the same rows, in the same order, and the
+// bounds skip work. Returns {pruned, full}.
+template <class Search>
+std::pair<PlanResult, PlanResult> pruned_and_full(Search search, std::size_t rows) {
+  SearchSpace pruned, full;
+  full.prune = false;
+  Result<PlanResult> a = search(pruned);
+  Result<PlanResult> b = search(full);
+  HERD_CHECK(a.ok() && b.ok(), "search failed");
+  EXPECT_EQ(a->ranked.size(), rows);
+  EXPECT_EQ(a->ranked.size(), b->ranked.size());
+  for (std::size_t i = 0; i < std::min(a->ranked.size(), b->ranked.size()); ++i) {
+    EXPECT_EQ(a->ranked[i].layout.to_string(), b->ranked[i].layout.to_string()) << i;
+    EXPECT_EQ(a->ranked[i].gpus, b->ranked[i].gpus) << i;
+    EXPECT_EQ(a->ranked[i].time.step_s, b->ranked[i].time.step_s) << i;
+  }
+  EXPECT_EQ(b->layouts_pruned, 0);
+  EXPECT_LT(a->layouts_costed, b->layouts_costed);
+  return {std::move(*a), std::move(*b)};
+}
+
 // A mid-size case: Llama 3 70B over 1,024 H100s (many families, some out of memory, some ranked).
 TEST(Search, PrunedSearchRanksAndRejectsExactlyAsTheFullOne) {
   const auto cfg = *model::preset("llama3-70b");
   const auto cluster = *topology::cluster_preset("dgx-h100");
   const TrainingSpec t{8192, 512, Precision::kBF16};
-  SearchSpace pruned, full;
-  full.prune = false;
-  Result<PlanResult> a = plan(cfg, cluster, t, 1024, pruned, 8);
-  Result<PlanResult> b = plan(cfg, cluster, t, 1024, full, 8);
-  ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_EQ(a->ranked.size(), 8u);
-  ASSERT_EQ(a->ranked.size(), b->ranked.size());
-  for (std::size_t i = 0; i < a->ranked.size(); ++i) {
-    EXPECT_EQ(a->ranked[i].layout.to_string(), b->ranked[i].layout.to_string()) << i;
-    EXPECT_EQ(a->ranked[i].time.step_s, b->ranked[i].time.step_s) << i;
-  }
-  ASSERT_EQ(a->rejected.size(), b->rejected.size());
+  const auto [a, b] = pruned_and_full([&](const SearchSpace& s) { return plan(cfg, cluster, t, 1024, s, 8); }, 8);
+  ASSERT_EQ(a.rejected.size(), b.rejected.size());
   bool out_of_memory = false;
-  for (std::size_t i = 0; i < a->rejected.size(); ++i) {
-    EXPECT_EQ(a->rejected[i].reason, b->rejected[i].reason) << i;
-    EXPECT_EQ(a->rejected[i].tp * 1000000 + a->rejected[i].pp, b->rejected[i].tp * 1000000 + b->rejected[i].pp);
-    out_of_memory = out_of_memory || a->rejected[i].reason.rfind("out of memory", 0) == 0;
+  for (std::size_t i = 0; i < a.rejected.size(); ++i) {
+    EXPECT_EQ(a.rejected[i].reason, b.rejected[i].reason) << i;
+    EXPECT_EQ(a.rejected[i].tp * 1000000 + a.rejected[i].pp, b.rejected[i].tp * 1000000 + b.rejected[i].pp);
+    out_of_memory = out_of_memory || a.rejected[i].reason.rfind("out of memory", 0) == 0;
   }
   EXPECT_TRUE(out_of_memory);  // the case exercises the rejected families' leanest-variant search
-  EXPECT_EQ(b->layouts_pruned, 0);
-  EXPECT_GT(a->layouts_pruned, 0);
-  EXPECT_LT(a->layouts_costed, b->layouts_costed);
+  EXPECT_GT(a.layouts_pruned, 0);
+}
+
+// Up to 60 accelerators (a job of 64 that lost a node of 4): every count at once. 60 = 4 x 15 leaves
+// Llama 3 8B with 128 sequences only pipelines of 15 or 30 stages, so the best is on fewer.
+TEST(Search, PlanUpToRanksEveryCountAsTheFullSearchDoes) {
+  const auto cfg = *model::preset("llama3-8b");
+  const auto cluster = *topology::cluster_preset("dgx-h100");
+  const TrainingSpec t{8192, 128, Precision::kBF16};
+  const auto [a, b] = pruned_and_full([&](const SearchSpace& s) { return plan_up_to(cfg, cluster, t, 60, s, 4); }, 4);
+  for (std::size_t i = 0; i < a.ranked.size(); ++i) {
+    EXPECT_LE(a.ranked[i].gpus, 60) << i;
+    EXPECT_EQ(a.ranked[i].layout.gpus(), a.ranked[i].gpus) << i;
+    EXPECT_TRUE(a.ranked[i].fits()) << i;
+    if (i > 0) {
+      EXPECT_LE(a.ranked[i - 1].time.step_s, a.ranked[i].time.step_s);
+    }
+  }
+  EXPECT_EQ(a.families, b.families);
+  EXPECT_TRUE(a.rejected.empty());
+  ASSERT_FALSE(a.ranked.empty());
+  EXPECT_LT(a.ranked.front().gpus, 60);
+  // No count is left out: the best of exactly 32 accelerators (plan's own) is no faster.
+  Result<PlanResult> at32 = plan(cfg, cluster, t, 32, SearchSpace{}, 1);
+  ASSERT_TRUE(at32.ok() && !at32->ranked.empty());
+  EXPECT_LE(a.ranked.front().time.step_s, at32->ranked.front().time.step_s);
+  EXPECT_FALSE(plan_up_to(cfg, cluster, t, 0, SearchSpace{}, 1).ok());
+  EXPECT_FALSE(plan_up_to(cfg, cluster, t, 1 << 20, SearchSpace{}, 1).ok());
 }
 
 // Within one family the choice is held against the simulator over every variant: the quick pass

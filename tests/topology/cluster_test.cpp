@@ -17,8 +17,16 @@ TEST(Cluster, PresetsValidateAndRoundTrip) {
     EXPECT_EQ(back->tiers.size(), c->tiers.size());
     EXPECT_EQ(back->max_accelerators(), c->max_accelerators());
     EXPECT_EQ(back->storage_bw_gb_per_s, c->storage_bw_gb_per_s);
+    EXPECT_EQ(back->node_size(), c->node_size());
   }
   EXPECT_EQ(cluster_preset("llama3-h100")->storage_bw_gb_per_s, 2000);  // Tectonic, 2 TB/s sustained
+  // A node: an 8-GPU server (the NVLink tier), a 4-chip TPU host.
+  EXPECT_EQ(cluster_preset("llama3-h100")->node_size(), 8);
+  EXPECT_EQ(cluster_preset("dgx-a100")->node_size(), 8);
+  EXPECT_EQ(cluster_preset("tpu-v5p")->node_size(), 4);
+  Json given = llama3_json();
+  given["gpus_per_node"] = 16;
+  EXPECT_EQ(cluster_from_json(given)->node_size(), 16);
   EXPECT_EQ(cluster_preset("llama3-h100")->max_accelerators(), 24576);
   EXPECT_EQ(cluster_preset("tpu-v5p")->max_accelerators(), 8960);
 }
@@ -38,6 +46,9 @@ TEST(Cluster, MalformedFieldsAreNamed) {
       {"/tiers/3/efficiency", 1.5, "tiers[3].efficiency"},
       {"/storage_bw_gb_per_s", -1.0, "storage_bw_gb_per_s: must be 0"},
       {"/storage_bw_gb_per_s", "fast", "storage_bw_gb_per_s: expected a number"},
+      {"/gpus_per_node", -8, "gpus_per_node: must be 0"},
+      {"/gpus_per_node", 1 << 20, "gpus_per_node: must be 0"},
+      {"/gpus_per_node", "eight", "gpus_per_node: expected"},
       {"/accelerator/bf16", 0.5, "accelerator.bf16: expected an object"},
       {"/accelerator/bf16/matmul_efficiency", 1.5, "accelerator.bf16.matmul_efficiency: must be in [0, 1]"},
       {"/accelerator/bf16/attention_bwd_efficiency", "fast", "accelerator.bf16.attention_bwd_efficiency: expected"},

@@ -117,6 +117,31 @@ void print_reliability(std::ostream& os, const planner::Reliability& r) {
      << format_fixed(r.interruptions_per_day, r.interruptions_per_day < 10 ? 2 : 1) << " interruptions a day, "
      << format_fixed(100 * x.lost_work, 2) << " redo work lost since the last checkpoint, "
      << format_fixed(100 * x.checkpoint, 2) << " wait for checkpoints\n";
+  if (!r.elastic) return;
+  const planner::ElasticRecovery& el = *r.elastic;
+  os << "  Recovery from a node failure (" << el.node_accelerators << " accelerators lost), ETT with "
+     << planner::checkpoint_mode_name(s.mode) << " checkpoints:\n";
+  os << "    replacement  " << format_fixed(100 * x.productive, 2) << "%  wait " << format_seconds(s.restart_s)
+     << " for a spare or a requeue (--restart-s), resume on all " << r.accelerators << "\n";
+  if (!el.possible) {
+    os << "    elastic      not possible: " << el.why_not << "\n";
+    return;
+  }
+  const planner::ElasticShares& y = el.shares;
+  const double gain = 100 * (y.productive - x.productive);
+  os << "    elastic      " << format_fixed(100 * y.productive, 2) << "%  restart in "
+     << format_seconds(s.elastic_restart_s) << " on the " << el.survivors
+     << " survivors (--elastic-restart-s), run degraded until the node is repaired (" << format_seconds(s.repair_s)
+     << " on average, --repair-s), then grow back; " << (gain >= 0 ? "+" : "") << format_fixed(gain, 2) << " points\n";
+  os << "  degraded layout: " << el.layout.to_flags() << " on " << el.accelerators << " accelerators, step "
+     << format_fixed(el.step_s, 3) << " s (" << format_fixed(el.slowdown, 3) << "x the full layout's, "
+     << format_fixed(100 / el.slowdown, 1) << "% of its throughput), an interruption every "
+     << format_seconds(el.mtbf_s) << "\n";
+  os << "  elastic: of every 100 hours, " << format_fixed(100 * y.productive, 2) << " train (full-layout time), "
+     << format_fixed(100 * y.on_degraded, 2) << " run degraded and lose " << format_fixed(100 * y.degraded, 2)
+     << " to its slowdown, " << format_fixed(100 * y.restart, 2) << " restart, " << format_fixed(100 * y.regrow, 2)
+     << " grow back, " << format_fixed(100 * y.lost_work, 2) << " redo lost work, "
+     << format_fixed(100 * y.checkpoint, 2) << " wait for checkpoints\n";
 }
 
 namespace {
@@ -205,7 +230,9 @@ int run_estimate(const EstimateOptions& o) {
   if (!sources.ok()) return report_error("estimate", sources.error());
   const planner::StepBand band = planner::step_band(e->time.step_s, *sources);
   const bool summary = o.checkpoints_per_layer > 0 || o.train_tokens > 0;
-  const planner::Reliability rel = planner::project_reliability(*e, in->cluster, in->reliability);
+  const planner::DegradedLayout degraded =
+      planner::degraded_layout(in->cfg, in->cluster, in->train, o.p.gpus, search_space(o.p, *in));
+  const planner::Reliability rel = planner::project_reliability(*e, in->cluster, in->reliability, &degraded);
   if (o.p.json) {
     Json j = planner::estimate_to_json(*e);
     j["chosen"] = planner::chosen_to_json(*choice);

@@ -59,6 +59,8 @@ int run_plan(const PlanOptions& o) {
         return report_error("plan", s.error());
     }
   }
+  // What the job runs after losing a node (elastic recovery), the same for every ranked layout.
+  const planner::DegradedLayout degraded = planner::degraded_layout(in->cfg, in->cluster, in->train, o.p.gpus, space);
   // Every layout's step-time band; the ranking stays by the point estimate, and layouts whose bands
   // overlap are marked (their order is within the planner's uncertainty).
   std::vector<planner::StepBand> bands;
@@ -73,7 +75,8 @@ int run_plan(const PlanOptions& o) {
       const planner::Estimate& e = r->ranked[i];
       Json j = planner::estimate_to_json(e);
       j["rank"] = static_cast<int>(i) + 1;
-      j["reliability"] = planner::reliability_to_json(planner::project_reliability(e, in->cluster, in->reliability));
+      j["reliability"] =
+          planner::reliability_to_json(planner::project_reliability(e, in->cluster, in->reliability, &degraded));
       planner::add_band_json(j, bands[i], e, in->cluster, in->reliability);
       j["band_overlaps"] = planner::overlapping_ranks(bands, i);
       list.push_back(j);
@@ -124,7 +127,8 @@ int run_plan(const PlanOptions& o) {
   // The winner as flags: `herd estimate` and `herd train` take this line as it is.
   std::cout << "\nlayout #1: " << r->ranked.front().layout.to_flags() << " --seq-len " << in->train.seq_len
             << " --global-batch " << in->train.global_batch << "\n";
-  print_reliability(std::cout, planner::project_reliability(r->ranked.front(), in->cluster, in->reliability));
+  print_reliability(std::cout,
+                    planner::project_reliability(r->ranked.front(), in->cluster, in->reliability, &degraded));
   if (!r->rejected.empty()) {
     std::cout << "\nRejected families (" << r->rejected.size() << ")\n";
     Table rej({"tp", "cp", "pp", "dp", "reason"});

@@ -110,6 +110,13 @@ void add_planner_options(CLI::App* app, PlannerOptions& o) {
   app->add_option("--checkpoint-mode", o.checkpoint_mode,
                   "Checkpointing the reliability figures assume: async (snapshot, background write) or sync")
       ->capture_default_str();
+  app->add_option("--elastic-restart-s", o.elastic_restart_s,
+                  "Elastic recovery: seconds from a node failure to the first step on the surviving accelerators "
+                  "(detection, re-plan, start-up, checkpoint load; no wait for a spare)")
+      ->capture_default_str();
+  app->add_option("--repair-s", o.repair_s,
+                  "Elastic recovery: mean seconds until a failed node is back and the job grows to its full layout")
+      ->capture_default_str();
 }
 
 Result<bool> parse_bool_option(const std::string& name, const std::string& value) {
@@ -180,6 +187,8 @@ Result<PlannerInputs> resolve_planner_inputs(const PlannerOptions& o) {
   in.reliability.checkpoint_bw_gb_per_s = o.checkpoint_bw.value_or(0.0);
   in.reliability.snapshot_bw_gb_per_s = o.snapshot_bw;
   in.reliability.restart_s = o.restart_s;
+  in.reliability.elastic_restart_s = o.elastic_restart_s;
+  in.reliability.repair_s = o.repair_s;
   HERD_ASSIGN_OR_RETURN(in.reliability.mode, planner::parse_checkpoint_mode(o.checkpoint_mode));
   HERD_RETURN_IF_ERROR(planner::validate(in.reliability));
   if (in.base.reshard_after_forward && in.base.zero != 3) {

@@ -58,6 +58,8 @@ struct PlannerOptions {
   double snapshot_bw = planner::kDefaultSnapshotGbPerS;
   double restart_s = planner::kDefaultRestartS;
   std::string checkpoint_mode = "async";
+  double elastic_restart_s = planner::kDefaultElasticRestartS;
+  double repair_s = planner::kDefaultRepairS;
 };
 
 // Adds the shared options to a subcommand.

@@ -169,6 +169,34 @@ Json policy_to_json(const CheckpointPolicy& p) {
           {"wall_time_shares", shares_to_json(p.shares)}};
 }
 
+Json elastic_to_json(const Reliability& r) {
+  const ElasticRecovery& x = *r.elastic;
+  Json j;
+  j["possible"] = x.possible;
+  j["lost_accelerators"] = x.node_accelerators;
+  j["survivors"] = x.survivors;
+  j["restart_s"] = r.spec.elastic_restart_s;
+  j["repair_s"] = r.spec.repair_s;
+  if (!x.possible) {
+    j["why_not"] = x.why_not;
+    return j;
+  }
+  const ElasticShares& t = x.shares;
+  j["ett"] = t.productive;
+  j["degraded_layout"] = x.layout.to_string();
+  j["degraded_layout_flags"] = x.layout.to_flags();
+  j["degraded_accelerators"] = x.accelerators;
+  j["degraded_step_s"] = x.step_s;
+  j["slowdown"] = x.slowdown;
+  j["degraded_mtbf_s"] = x.mtbf_s;
+  j["degraded_checkpoint_interval_s"] = x.policy.interval_s;
+  j["degraded_checkpoint_interval_steps"] = x.policy.interval_steps;
+  j["on_degraded"] = t.on_degraded;
+  j["wall_time_shares"] = {{"productive", t.productive}, {"degraded", t.degraded}, {"checkpoint", t.checkpoint},
+                           {"lost_work", t.lost_work},   {"restart", t.restart},   {"regrow", t.regrow}};
+  return j;
+}
+
 }  // namespace
 
 Json reliability_to_json(const Reliability& r) {
@@ -198,6 +226,9 @@ Json reliability_to_json(const Reliability& r) {
   j["wall_time_shares"] = shares_to_json(c.shares);
   j["sync"] = policy_to_json(r.sync);
   j["async"] = policy_to_json(r.async);
+  j["replacement"] = {
+      {"ett", c.shares.productive}, {"restart_s", r.spec.restart_s}, {"wall_time_shares", shares_to_json(c.shares)}};
+  if (r.elastic) j["elastic"] = elastic_to_json(r);
   return j;
 }
 

@@ -16,7 +16,9 @@ namespace herd::planner {
 
 Json estimate_to_json(const Estimate& e);
 // The `reliability` object of `herd estimate --json` and of each `herd plan --json` entry (field names
-// fixed by the fault-tolerance issue: ett, checkpoint_interval_s, interruptions_per_day).
+// fixed by the fault-tolerance issue: ett, checkpoint_interval_s, interruptions_per_day), with
+// `replacement` {ett, restart_s, wall_time_shares} and, when projected, `elastic` {possible, ett,
+// degraded_layout, degraded_step_s, slowdown, restart_s, repair_s, wall_time_shares, ...}.
 Json reliability_to_json(const Reliability& r);
 // `herd estimate --json`'s `chosen` object: knob -> {value, given, why[, runner_up]}, one entry per
 // knob the search knows (planner/search.h), and its `search` object (variants costed, fitting,

@@ -1,6 +1,7 @@
 #include "herd/planner/search.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <queue>
@@ -73,6 +74,18 @@ double mean_rank_work_s(const model::LlamaConfig& cfg, const StepCosts& c, const
   return static_cast<double>(l.microbatches(t)) * per_mb / static_cast<double>(l.pp);
 }
 
+// The quick pass's step time is at least the busiest pipeline rank's work plus its closed-form
+// bubble, busy x (pp - 1) / (V M) (estimate.cpp, pipeline_time): a family's variants take at least
+// their mean rank work times this factor, at the largest V they may use (pp x V <= layers + 2) and
+// their M. Ranks that time-slice a CPU host's cores give the bubble's cores away (share_host_cores):
+// there the bound is the work alone.
+double bubble_factor(const Ctx& c, std::int64_t gpus, std::int64_t pp, double microbatches) {
+  if (pp == 1 || topology::host_oversubscription(c.cluster.accelerator, gpus) > 1.0) return 1.0;
+  const double v =
+      c.space.v ? static_cast<double>(*c.space.v) : std::floor(static_cast<double>(c.cfg.n_layers + 2) / pp);
+  return 1.0 + static_cast<double>(pp - 1) / (std::max(1.0, v) * microbatches);
+}
+
 // A combination of the kCosts knobs that passes validate_layout, with its step costs and a lower
 // bound on the quick pass's step time of every variant built on it.
 struct Outer {
@@ -104,7 +117,8 @@ FamilyCosts family_costs(const Ctx& c, const Layout& base) {
       out.last_error = costs.error().message();
       return;
     }
-    const double bound = mean_rank_work_s(c.cfg, *costs, x, c.train);
+    const double bound = mean_rank_work_s(c.cfg, *costs, x, c.train) *
+                         bubble_factor(c, c.gpus, x.pp, static_cast<double>(x.microbatches(c.train)));
     out.outers.push_back({x, std::move(*costs), bound});
   });
   std::stable_sort(out.outers.begin(), out.outers.end(),
@@ -187,7 +201,7 @@ std::vector<const Variant*> fitting_by_time(const std::vector<Variant>& variants
   return f;
 }
 
-// Simulated estimates, each layout once.
+// Simulated estimates, each layout once (on the accelerators its degrees multiply to).
 class Simulations {
  public:
   explicit Simulations(const Ctx& c) : c_(c) {}
@@ -196,7 +210,7 @@ class Simulations {
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       ++count;
-      it = cache_.emplace(key, estimate(c_.cfg, c_.cluster, c_.train, l, c_.gpus)).first;
+      it = cache_.emplace(key, estimate(c_.cfg, c_.cluster, c_.train, l, l.gpus())).first;
     }
     return it->second;
   }
@@ -217,6 +231,63 @@ class Simulations {
   const Ctx& c_;
   std::map<std::string, Result<Estimate>> cache_;
 };
+
+// The families whose best quick-pass time is among the n best so far, kept for simulation.
+class Ranking {
+ public:
+  explicit Ranking(std::size_t n) : n_(n) {}
+  // Whether a family whose step time is at least `bound_s` cannot be among the n best.
+  bool out_of_reach(double bound_s) const { return best_.size() == n_ && bound_s * (1 - 1e-9) > best_.top(); }
+  // A family's variants that fit (not empty).
+  void add(std::vector<Variant> variants) {
+    double best_s = std::numeric_limits<double>::infinity();
+    for (const Variant& v : variants) best_s = std::min(best_s, v.step_s);
+    best_.push(best_s);
+    if (best_.size() > n_) best_.pop();
+    families_.push_back({std::move(variants), best_s});
+  }
+  // The n families with the best quick-pass times each choose their layout as `herd estimate` does
+  // (the simulator over their best variants); those layouts by simulated step time, at most top_k.
+  std::vector<Estimate> simulate(Simulations& sims, int top_k) {
+    std::stable_sort(families_.begin(), families_.end(),
+                     [](const Family& a, const Family& b) { return a.best_s < b.best_s; });
+    std::vector<Estimate> ranked;
+    for (std::size_t i = 0; i < std::min(n_, families_.size()); ++i) {
+      std::optional<Estimate> e = sims.fastest(fitting_by_time(families_[i].variants), kFamilySimulated, false);
+      if (e) ranked.push_back(std::move(*e));
+    }
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const Estimate& a, const Estimate& b) { return a.time.step_s < b.time.step_s; });
+    if (ranked.size() > static_cast<std::size_t>(top_k)) ranked.resize(static_cast<std::size_t>(top_k));
+    return ranked;
+  }
+
+ private:
+  struct Family {
+    std::vector<Variant> variants;  // those that fit (quick pass)
+    double best_s;
+  };
+  std::size_t n_;
+  std::priority_queue<double> best_;  // the n best family times (max on top)
+  std::vector<Family> families_;
+};
+
+// Families simulated for a plan of top_k rows.
+std::size_t simulated_families(int top_k) { return static_cast<std::size_t>(std::max(2 * top_k, 12)); }
+
+// The weakest form of a family of degrees, as plan() validates it: sequence parallelism (when
+// searched) only narrows the shapes.
+Layout family_base(const SearchSpace& space, std::int64_t tp, std::int64_t cp, std::int64_t pp, std::int64_t dp) {
+  Layout base;
+  base.tp = tp, base.cp = cp, base.pp = pp, base.dp = dp;
+  base.sequence_parallel = space.sequence_parallel.value_or(false);
+  base.zero = space.zero;
+  base.reshard_after_forward = space.reshard_after_forward;
+  base.layer_split = space.layer_split;
+  base.microbatch = space.microbatch.value_or(1);
+  base.v = 1;
+  return base;
+}
 
 std::string percent_slower(double s, double best) {
   const double d = 100.0 * (s / best - 1.0);
@@ -413,15 +484,7 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
       for (std::int64_t pp : divisors(gpus / (tp * cp))) {
         const std::int64_t dp = gpus / (tp * cp * pp);
         ++out.families;
-        // The family's weakest form: sequence parallelism (when searched) only narrows the shapes.
-        Layout base;
-        base.tp = tp, base.cp = cp, base.pp = pp, base.dp = dp;
-        base.sequence_parallel = space.sequence_parallel.value_or(false);
-        base.zero = space.zero;
-        base.reshard_after_forward = space.reshard_after_forward;
-        base.layer_split = space.layer_split;
-        base.microbatch = space.microbatch.value_or(1);
-        base.v = 1;
+        const Layout base = family_base(space, tp, cp, pp, dp);
         if (Status s = validate_layout(cfg, cluster, train, base, gpus); !s.ok()) {
           out.rejected.push_back({tp, cp, pp, dp, s.error().message()});
           continue;
@@ -430,22 +493,15 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
       }
     }
   }
-  // Families in order of their bound. Only the n_families with the best quick-pass times are
-  // simulated: once n_families have a best time below a family's bound, that family cannot be one of
+  // Families in order of their bound. Only the simulated_families with the best quick-pass times are
+  // simulated: once that many have a best time below a family's bound, that family cannot be one of
   // them, and all that is left to learn is whether anything fits (else it is rejected, with its
   // leanest variant).
-  const std::size_t n_families = static_cast<std::size_t>(std::max(2 * top_k, 12));
   std::stable_sort(pending.begin(), pending.end(),
                    [](const Pending& a, const Pending& b) { return a.costs.bound_s() < b.costs.bound_s(); });
-  struct Family {
-    std::vector<Variant> variants;  // those that fit (quick pass)
-    double best_s;
-  };
-  std::vector<Family> families;
-  std::priority_queue<double> best_families;  // the n_families best family times (max on top)
+  Ranking ranking(simulated_families(top_k));
   for (Pending& f : pending) {
-    const bool out_of_reach =
-        space.prune && best_families.size() == n_families && f.costs.bound_s() * (1 - 1e-9) > best_families.top();
+    const bool out_of_reach = space.prune && ranking.out_of_reach(f.costs.bound_s());
     FamilyScan scan = scan_family(c, f.costs, /*keep_all=*/false,
                                   out_of_reach  ? ScanMode::kUntilOneFits
                                   : space.prune ? ScanMode::kPrune
@@ -463,30 +519,116 @@ Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& 
       out.rejected.push_back(d);
       continue;
     }
-    if (out_of_reach) continue;
-    double best_s = std::numeric_limits<double>::infinity();
-    for (const Variant& v : scan.variants) best_s = std::min(best_s, v.step_s);
-    best_families.push(best_s);
-    if (best_families.size() > n_families) best_families.pop();
-    families.push_back({std::move(scan.variants), best_s});
+    if (!out_of_reach) ranking.add(std::move(scan.variants));
   }
   std::stable_sort(out.rejected.begin(), out.rejected.end(), [](const Rejection& a, const Rejection& b) {
     return std::tie(a.tp, a.cp, a.pp) < std::tie(b.tp, b.cp, b.pp);
   });
-
-  // The families with the best quick-pass times each choose their layout as `herd estimate` does (the
-  // simulator over their best variants); the rows are those layouts by simulated step time.
-  std::stable_sort(families.begin(), families.end(),
-                   [](const Family& a, const Family& b) { return a.best_s < b.best_s; });
   Simulations sims(c);
-  for (std::size_t i = 0; i < std::min(n_families, families.size()); ++i) {
-    std::optional<Estimate> e = sims.fastest(fitting_by_time(families[i].variants), kFamilySimulated, false);
-    if (e) out.ranked.push_back(std::move(*e));
-  }
+  out.ranked = ranking.simulate(sims, top_k);
   out.layouts_simulated = sims.count;
-  std::stable_sort(out.ranked.begin(), out.ranked.end(),
-                   [](const Estimate& a, const Estimate& b) { return a.time.step_s < b.time.step_s; });
-  if (out.ranked.size() > static_cast<std::size_t>(top_k)) out.ranked.resize(static_cast<std::size_t>(top_k));
+  out.search_s = timer.seconds();
+  return out;
+}
+
+Result<PlanResult> plan_up_to(const model::LlamaConfig& cfg, const topology::Cluster& cluster,
+                              const TrainingSpec& train, std::int64_t max_gpus, const SearchSpace& space, int top_k) {
+  const Timer timer;
+  if (max_gpus < 1) return make_error("accelerators (", max_gpus, ") must be at least 1");
+  if (max_gpus > cluster.max_accelerators()) {
+    return make_error("--gpus (", max_gpus, ") exceeds cluster ", cluster.name, " (", cluster.max_accelerators(),
+                      " accelerators)");
+  }
+  if (top_k < 1) return make_error("--top (", top_k, ") must be at least 1");
+  PlanResult out;
+  // Each degree's values that pass the checks with the other three at 1: a family fails when any
+  // of its degrees does (the checks only tighten as degrees combine).
+  auto alone = [&](int which) {
+    std::vector<std::int64_t> ok;
+    for (std::int64_t x = 1; x <= max_gpus; ++x) {
+      std::int64_t d[4] = {1, 1, 1, 1};
+      d[which] = x;
+      if (validate_layout(cfg, cluster, train, family_base(space, d[0], d[1], d[2], d[3]), x).ok()) ok.push_back(x);
+    }
+    return ok;
+  };
+  const std::vector<std::int64_t> tps = alone(0), cps = alone(1), pps = alone(2), dps = alone(3);
+  // A lower bound on each family's step-time bound, its pipeline ranks' mean work (M x the work of a
+  // micro-batch / pp = B x the work of a sequence / (dp x pp)) times its bubble factor at the most
+  // micro-batches it may run. The layer, embedding and output costs depend on tp, cp and the cost
+  // knobs, not on pp and dp (on a CPU host, which shares its cores among the ranks, a job of tp x cp
+  // ranks is faster than one of more), so the family of the same (tp, cp) on tp x cp accelerators
+  // bounds the work of every family of that (tp, cp) by its bound / (pp x dp).
+  struct Candidate {
+    std::int64_t tp, cp, pp, dp;
+    double lower_s;
+  };
+  std::vector<Candidate> candidates;
+  for (std::int64_t tp : tps) {
+    for (std::int64_t cp : cps) {
+      if (tp * cp > max_gpus) break;
+      double per_sequence_s = 0;
+      if (space.prune) {
+        const Ctx one{cfg, cluster, train, tp * cp, space};
+        per_sequence_s = family_costs(one, family_base(space, tp, cp, 1, 1)).bound_s();
+        if (!std::isfinite(per_sequence_s)) continue;  // no family of this (tp, cp) passes the checks
+      }
+      for (std::int64_t pp : pps) {
+        if (tp * cp * pp > max_gpus) break;
+        for (std::int64_t dp : dps) {
+          const std::int64_t gpus = tp * cp * pp * dp;
+          if (gpus > max_gpus) break;
+          if (!validate_layout(cfg, cluster, train, family_base(space, tp, cp, pp, dp), gpus).ok()) continue;
+          const double most_microbatches =
+              static_cast<double>(train.global_batch) / static_cast<double>(dp * space.microbatch.value_or(1));
+          const Ctx c{cfg, cluster, train, gpus, space};
+          candidates.push_back(
+              {tp, cp, pp, dp,
+               per_sequence_s / static_cast<double>(pp * dp) * bubble_factor(c, gpus, pp, most_microbatches)});
+        }
+      }
+    }
+  }
+  out.families = static_cast<std::int64_t>(candidates.size());
+  // Best first, as plan() scans its families in the order of their bounds: the next family is the
+  // one with the least bound, its lower bound until its costs are known and its own after. A family
+  // whose bound is out of reach ends the search: every other's is at least as high.
+  struct Next {
+    double bound_s;
+    std::size_t candidate;
+    bool costed;
+    bool operator<(const Next& o) const {
+      return std::tie(o.bound_s, o.candidate, o.costed) < std::tie(bound_s, candidate, costed);  // least on top
+    }
+  };
+  std::priority_queue<Next> next;
+  for (std::size_t i = 0; i < candidates.size(); ++i) next.push({candidates[i].lower_s, i, false});
+  std::vector<FamilyCosts> costs(candidates.size());
+  Assignments assignments(cfg.n_layers);
+  Ranking ranking(simulated_families(top_k));
+  while (!next.empty()) {
+    const Next n = next.top();
+    next.pop();
+    if (space.prune && ranking.out_of_reach(n.bound_s)) break;
+    const Candidate& f = candidates[n.candidate];
+    const Ctx c{cfg, cluster, train, f.tp * f.cp * f.pp * f.dp, space};
+    if (!n.costed) {
+      costs[n.candidate] = family_costs(c, family_base(space, f.tp, f.cp, f.pp, f.dp));
+      next.push({costs[n.candidate].bound_s(), n.candidate, true});
+      continue;
+    }
+    FamilyScan scan = scan_family(c, costs[n.candidate], /*keep_all=*/false,
+                                  space.prune ? ScanMode::kPrune : ScanMode::kAll, assignments);
+    costs[n.candidate] = FamilyCosts{};  // scanned: its step costs are no longer needed
+    out.layouts_costed += scan.costed;
+    out.layouts_fitting += scan.fitting;
+    out.layouts_pruned += scan.pruned;
+    if (scan.fitting > 0) ranking.add(std::move(scan.variants));
+  }
+  const Ctx c{cfg, cluster, train, max_gpus, space};
+  Simulations sims(c);
+  out.ranked = ranking.simulate(sims, top_k);
+  out.layouts_simulated = sims.count;
   out.search_s = timer.seconds();
   return out;
 }

@@ -62,6 +62,14 @@ struct PlanResult {
 Result<PlanResult> plan(const model::LlamaConfig& cfg, const topology::Cluster& cluster, const TrainingSpec& train,
                         std::int64_t gpus, const SearchSpace& space, int top_k);
 
+// plan() over every accelerator count up to `max_gpus` at once: the families of degrees whose product
+// is at most max_gpus, ranked together by step time (each Estimate's `gpus` is its count). What a job
+// that lost accelerators can run with its global batch (reliability.h, elastic recovery). Families
+// are costed in the order of a lower bound on their step time, so that those no faster than the best
+// found are not costed; `families` counts those that pass the checks, and none is listed as rejected.
+Result<PlanResult> plan_up_to(const model::LlamaConfig& cfg, const topology::Cluster& cluster,
+                              const TrainingSpec& train, std::int64_t max_gpus, const SearchSpace& space, int top_k);
+
 // How the family search settled one knob for `herd estimate`.
 struct KnobChoice {
   enum class Type { kInteger, kBoolean, kName };

@@ -65,6 +65,10 @@ Status validate(const Cluster& c) {
                       c.storage_bw_gb_per_s);
   }
   if (c.tiers.empty()) return make_error("tiers: the cluster needs at least one network tier");
+  if (c.gpus_per_node < 0 || c.gpus_per_node > c.max_accelerators()) {
+    return make_error("gpus_per_node: must be 0 (not given) or accelerators per node, at most the cluster's ",
+                      c.max_accelerators(), ", got ", c.gpus_per_node);
+  }
   std::int64_t prev = 1;
   for (std::size_t i = 0; i < c.tiers.size(); ++i) {
     const Tier& t = c.tiers[i];
@@ -207,6 +211,7 @@ Result<Cluster> cluster_from_json(const Json& j) {
     c.tiers.push_back(std::move(t));
   }
   HERD_ASSIGN_OR_RETURN(c.storage_bw_gb_per_s, json_number_or(j, "", "storage_bw_gb_per_s", 0.0));
+  HERD_ASSIGN_OR_RETURN(c.gpus_per_node, json_int_or(j, "", "gpus_per_node", 0));
   HERD_RETURN_IF_ERROR(validate(c));
   return c;
 }
@@ -254,6 +259,7 @@ Json cluster_to_json(const Cluster& c) {
                                 {"memory_bw_efficiency", a.bf16_memory_bw_efficiency}};
   }
   if (c.storage_bw_gb_per_s > 0) j["storage_bw_gb_per_s"] = c.storage_bw_gb_per_s;
+  if (c.gpus_per_node > 0) j["gpus_per_node"] = c.gpus_per_node;
   j["tiers"] = Json::array();
   for (const Tier& t : c.tiers) {
     Json tj = {{"name", t.name},

@@ -94,7 +94,16 @@ struct Cluster {
   // Aggregate write bandwidth of the storage checkpoints go to, GB/s, shared by the job's accelerators
   // (the planner's reliability projection); 0 when the cluster file gives none.
   double storage_bw_gb_per_s = 0;
+  // Accelerators in one node (a server, a TPU host): what one node failure takes out of a job (the
+  // planner's elastic recovery); 0 when the cluster file gives none, see node_size().
+  std::int64_t gpus_per_node = 0;
   std::int64_t max_accelerators() const { return tiers.empty() ? 1 : tiers.back().size; }
+  // gpus_per_node, or else the innermost tier's size when it is a switched one (a server's NVLink
+  // domain), else 1.
+  std::int64_t node_size() const {
+    if (gpus_per_node > 0) return gpus_per_node;
+    return !tiers.empty() && tiers.front().torus.empty() ? tiers.front().size : 1;
+  }
   double memory_bytes() const { return accelerator.memory_gib * 1024.0 * 1024.0 * 1024.0; }
 };
 

@@ -167,6 +167,7 @@ Result<Cluster> cluster_preset(const std::string& name) {
                      .memory_bw_efficiency = 0.80,
                      .speed_variation = 0.01};
     c.tiers = {{"ici", 8960, 45, 1, 0.80, 1, {16, 20, 28}}};
+    c.gpus_per_node = 4;  // a v5p host (VM) holds 4 chips
   } else if (name == "local-cpu") {
     c.accelerator = local_cpu();
     c.tiers = {local_shm()};
