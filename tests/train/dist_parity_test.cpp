@@ -11,6 +11,7 @@
 #include "herd/train/checkpoint/checkpoint.h"
 #include "herd/train/job/job.h"
 #include "train/dist_harness.h"
+#include "train/parity_layout.h"
 
 namespace herd::train {
 namespace {
@@ -22,12 +23,8 @@ using testing::parity_model;
 
 template <typename T>
 JobResult<T> run(TrainConfig c, std::int64_t tp, std::int64_t dp, bool sp, std::int64_t stop_after = 0) {
-  testing::set_layout(c, tp, 1, 1, dp);
   c.parallel.sequence_parallel = sp;
-  JobResult<T> out;
-  Status s = run_local_job<T>(c, parity_model(), {parity_docs(80, 7), nullptr}, &out, stop_after);
-  EXPECT_TRUE(s.ok()) << s.error().message();
-  return out;
+  return testing::run_parity_layout<T>(c, tp, dp, stop_after);
 }
 
 template <typename T>

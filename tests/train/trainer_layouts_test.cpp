@@ -15,6 +15,7 @@
 #include "herd/train/checkpoint/checkpoint.h"
 #include "herd/train/step/trainer.h"
 #include "train/dist_harness.h"
+#include "train/parity_layout.h"
 
 namespace herd::train {
 namespace {
@@ -24,15 +25,6 @@ using testing::parity_config;
 using testing::parity_docs;
 using testing::parity_model;
 
-template <typename T>
-JobResult<T> run_layout(TrainConfig c, std::int64_t tp, std::int64_t dp, std::int64_t stop_after = 0) {
-  testing::set_layout(c, tp, 1, 1, dp);
-  JobResult<T> out;
-  Status s = run_local_job<T>(c, parity_model(), {parity_docs(80, 7), nullptr}, &out, stop_after);
-  EXPECT_TRUE(s.ok()) << s.error().message();
-  return out;
-}
-
 using herd::testing::ScratchDir;
 
 TEST(TrainerLayouts, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
@@ -41,12 +33,12 @@ TEST(TrainerLayouts, CheckpointAtTp2Dp2ResumesInOtherLayouts) {
   for (auto [tp, dp] : {std::pair{1, 4}, {4, 1}}) {
     ScratchDir dir("herd_dist_ckpt");
     c.checkpoint.dir = dir.path.string();
-    run_layout<double>(c, 2, 2, 5);
+    testing::run_parity_layout<double>(c, 2, 2, 5);
     Result<DistCheckpoint> ck = open_checkpoint(c.checkpoint.dir);
     ASSERT_TRUE(ck.ok()) << ck.error().message();
     EXPECT_EQ(ck->step, 5);
     EXPECT_EQ(ck->manifest["files"].size(), 4u);
-    const JobResult<double> rest = run_layout<double>(c, tp, dp);
+    const JobResult<double> rest = testing::run_parity_layout<double>(c, tp, dp);
     ASSERT_EQ(rest.history.size(), 5u);
     for (std::size_t i = 0; i < 5; ++i) {
       EXPECT_LE(std::fabs(rest.history[i].loss - ref.losses[5 + i]) / ref.losses[5 + i], 1e-10)
@@ -62,7 +54,7 @@ TEST(TrainerLayouts, CorruptShardIsRefusedNamingTheFile) {
   ScratchDir dir("herd_dist_corrupt");
   TrainConfig c = parity_config(2);
   c.checkpoint.dir = dir.path.string();
-  run_layout<double>(c, 1, 2);
+  testing::run_parity_layout<double>(c, 1, 2);
   const std::vector<std::string> all = list_checkpoints(c.checkpoint.dir);
   ASSERT_FALSE(all.empty());
   const std::string latest = all.front();
@@ -82,7 +74,7 @@ TEST(TrainerLayouts, AShardChangedAfterTheCheckpointWasOpenedIsRefusedWhenLoaded
   ScratchDir dir("herd_dist_changed");
   TrainConfig c = parity_config(2);
   c.checkpoint.dir = dir.path.string();
-  run_layout<double>(c, 1, 2);
+  testing::run_parity_layout<double>(c, 1, 2);
   const std::string latest = list_checkpoints(c.checkpoint.dir).front();
   Result<DistCheckpoint> ck = open_dist_checkpoint(latest);
   ASSERT_TRUE(ck.ok()) << ck.error().message();

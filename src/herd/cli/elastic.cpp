@@ -49,34 +49,25 @@ Result<planner::PlanResult> plan_for_run(const train::TrainConfig& cfg, const mo
 
 Result<ElasticChoice> best_layout_within(const train::TrainConfig& cfg, const model::LlamaConfig& m,
                                          std::int64_t ranks) {
-  std::optional<ElasticChoice> best;
-  std::string why;
   train::TrainConfig base = cfg;
   base.fault.lose_rank = -1;  // that loss has happened: the command for the survivors drops it
   base.fault.lose_step = 0;
-  for (std::int64_t n = ranks; n >= 1; --n) {
-    Result<planner::PlanResult> r = plan_for_run(base, m, n, {});
-    if (!r.ok()) {
-      why = r.error().message();
-      continue;
-    }
-    if (r->ranked.empty() && !r->rejected.empty()) why = r->rejected.back().reason;
-    for (const planner::Estimate& e : r->ranked) {
-      train::TrainConfig trial = base;
-      static_cast<planner::Layout&>(trial.parallel) = planner::with_searched(trial.parallel, e.layout);
-      if (Result<train::JobLayout> ok = train::check_layout(trial, m, n); !ok.ok()) {
-        why = ok.error().message();
-        continue;
-      }
-      if (!best || e.time.step_s < best->step_s) best = ElasticChoice{trial.parallel, e.time.step_s};
-      break;  // ranked best first: the first runnable one is this count's
-    }
+  HERD_ASSIGN_OR_RETURN(const topology::Cluster cluster, train::local_cpu_cluster(cfg.projection.cluster_file));
+  planner::SearchSpace space;
+  space.reshard_after_forward = cfg.parallel.reshard_after_forward;
+  // Every count up to `ranks` ranked together, best first: the first layout the runtime accepts wins.
+  HERD_ASSIGN_OR_RETURN(const planner::PlanResult r,
+                        planner::plan_up_to(m, cluster, training_spec(base), ranks, space, 100));
+  std::string why = r.ranked.empty() && !r.rejected.empty() ? r.rejected.back().reason : "";
+  for (const planner::Estimate& e : r.ranked) {
+    train::TrainConfig trial = base;
+    static_cast<planner::Layout&>(trial.parallel) = planner::with_searched(trial.parallel, e.layout);
+    Result<train::JobLayout> ok = train::check_layout(trial, m, e.gpus);
+    if (ok.ok()) return ElasticChoice{trial.parallel, e.time.step_s};
+    why = ok.error().message();
   }
-  if (!best) {
-    return make_error("no layout of ", m.name, " on ", ranks, " rank(s) or fewer fits and keeps train.global_batch (",
-                      cfg.train.global_batch, ")", why.empty() ? "" : "; " + why);
-  }
-  return *best;
+  return make_error("no layout of ", m.name, " on ", ranks, " rank(s) or fewer fits and keeps train.global_batch (",
+                    cfg.train.global_batch, ")", why.empty() ? "" : "; " + why);
 }
 
 std::vector<std::string> with_layout(std::vector<std::string> command, const planner::Layout& layout) {
