@@ -25,6 +25,7 @@
 #include <vector>
 #ifdef HERD_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
+#include <signal.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
@@ -50,6 +51,30 @@ void check_dims(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t
   HERD_CHECK(m < (std::int64_t{1} << 31) && n < (std::int64_t{1} << 31) && k < (std::int64_t{1} << 31),
              "gemm dimension beyond the 32-bit BLAS interface");
 }
+
+#ifdef HERD_HAVE_DNNL
+// Holds the calling thread's asynchronous signals while a oneDNN kernel runs, and delivers them after.
+// oneDNN's JIT GEMM kernels (2.6 in Debian 12, and up to 3.11) point rsp into the heap while they run,
+// so the frame of a signal handled on their thread lands in the heap and corrupts it (oneDNN issue 4845,
+// fixed in 3.12): a SIGTERM to a training rank, or SIGUSR2 for a dump, aborted it in a later malloc or
+// free in 1 of 4 tries. Held, a signal goes to a thread that is not in such a kernel, or waits for this
+// one's return. The faults a kernel itself raises (SIGSEGV, SIGBUS, SIGFPE, SIGILL) stay deliverable.
+class AsyncSignalsHeld {
+ public:
+  AsyncSignalsHeld() {
+    sigset_t held;
+    sigfillset(&held);
+    for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) sigdelset(&held, s);
+    pthread_sigmask(SIG_BLOCK, &held, &previous_);
+  }
+  ~AsyncSignalsHeld() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  AsyncSignalsHeld(const AsyncSignalsHeld&) = delete;
+  AsyncSignalsHeld& operator=(const AsyncSignalsHeld&) = delete;
+
+ private:
+  sigset_t previous_;
+};
+#endif
 
 std::atomic<GemmPolicy> g_policy{GemmPolicy::kAuto};
 std::atomic<int> g_threads{0};  // herd's thread count for GEMM splitting; 0 until first set or use
@@ -85,6 +110,7 @@ void library_gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64
                   bool single) {
 #ifdef HERD_HAVE_DNNL
   if (use_onednn(ta, single)) {
+    const AsyncSignalsHeld held;
     const dnnl_status_t st = dnnl_sgemm(ta == Trans::kYes ? 'T' : 'N', tb == Trans::kYes ? 'T' : 'N', m, n, k, alpha, a,
                                         lda, b, ldb, beta, c, ldc);
     HERD_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(st));
@@ -287,6 +313,7 @@ bool onednn_bf16(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_
   if (!mm.ok) return false;
   const dnnl::engine& eng = cpu_engine();
   dnnl::memory am(mm.a, eng, const_cast<bf16*>(a)), bm(mm.b, eng, const_cast<bf16*>(b)), cm(mm.c, eng, c);
+  const AsyncSignalsHeld held;
   mm.prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   stream.wait();
   return true;
