@@ -9,10 +9,11 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
-#include "herd/comm/reduce.h"
+#include "herd/comm/direct.h"
 #include "herd/core/format.h"
 #include "herd/core/log.h"
 
@@ -116,7 +117,10 @@ class MpiWork final : public Work {
 
   void start() {
     g_->rt->recorder->set_state(op_.record_id, OpState::kStarted);
-    if (opts_.deterministic || !is_collective(op_.kind)) {
+    if (opts_.deterministic && is_collective(op_.kind)) {
+      direct_.emplace(op_, grank_, n_);
+      post_stage();
+    } else if (!is_collective(op_.kind)) {
       post_stage();
     } else {
       post_native();
@@ -177,12 +181,8 @@ class MpiWork final : public Work {
 
  private:
   std::size_t eb() const { return dtype_bytes(op_.elem); }
-  std::pair<std::size_t, std::size_t> chunk(int i) const {
-    return {op_.count * static_cast<std::size_t>(i) / n_, op_.count * static_cast<std::size_t>(i + 1) / n_};
-  }
-  int tag() const { return static_cast<int>((op_.seq % 8192) * 2 + stage_); }
+  int tag() const { return static_cast<int>((op_.seq % 8192) * 2 + (direct_ ? direct_->stage() : 0)); }
   const char* cptr(const void* p, std::size_t elems) const { return static_cast<const char*>(p) + elems * eb(); }
-  char* ptr(void* p, std::size_t elems) const { return static_cast<char*>(p) + elems * eb(); }
 
   void isend(const void* buf, std::size_t count, int peer, MPI_Comm comm, int tag) {
     reqs_.emplace_back();
@@ -195,87 +195,30 @@ class MpiWork final : public Work {
     peers_.push_back(peer), is_recv_.push_back(true);
   }
 
-  // Posts the requests of the current stage of herd's point-to-point algorithms.
+  // Posts the requests of the current stage: the op itself for send and recv, else the messages of
+  // herd's direct algorithm (comm/direct.h).
   void post_stage() {
-    const MPI_Comm c = g_->coll;
     switch (op_.kind) {
       case OpKind::kSend: isend(op_.send, op_.count, op_.peer, g_->p2p, op_.tag); return;
       case OpKind::kRecv: irecv(op_.recv, op_.count, op_.peer, g_->p2p, op_.tag); return;
-      case OpKind::kBarrier:
-        for (int j = 0; j < n_; ++j) {
-          if (j == grank_) continue;
-          irecv(nullptr, 0, j, c, tag());
-          isend(nullptr, 0, j, c, tag());
-        }
-        return;
-      case OpKind::kBroadcast:
-        for (int j = 0; j < n_; ++j) {
-          if (grank_ == op_.peer && j != grank_) isend(op_.recv, op_.count, j, c, tag());
-        }
-        if (grank_ != op_.peer) irecv(op_.recv, op_.count, op_.peer, c, tag());
-        return;
-      case OpKind::kAllGather:
-        if (cptr(op_.recv, grank_ * op_.count) != op_.send && op_.count > 0) {
-          std::memcpy(ptr(op_.recv, grank_ * op_.count), op_.send, op_.count * eb());
-        }
-        for (int j = 0; j < n_; ++j) {
-          if (j == grank_) continue;
-          irecv(ptr(op_.recv, j * op_.count), op_.count, j, c, tag());
-          isend(op_.send, op_.count, j, c, tag());
-        }
-        return;
-      case OpKind::kReduceScatter:
-        scratch_.resize(n_ * op_.count * eb());
-        for (int j = 0; j < n_; ++j) {
-          if (j == grank_) continue;
-          irecv(scratch_.data() + j * op_.count * eb(), op_.count, j, c, tag());
-          isend(cptr(op_.send, j * op_.count), op_.count, j, c, tag());
-        }
-        return;
-      case OpKind::kAllReduce: {
-        const auto [b, e] = chunk(grank_);
-        if (stage_ == 0) {
-          // Stage 0, a direct reduce-scatter: chunk j of this rank's input goes to rank j.
-          scratch_.resize(n_ * (e - b) * eb());
-          for (int j = 0; j < n_; ++j) {
-            if (j == grank_) continue;
-            const auto [bj, ej] = chunk(j);
-            irecv(scratch_.data() + j * (e - b) * eb(), e - b, j, c, tag());
-            isend(cptr(op_.send, bj), ej - bj, j, c, tag());
-          }
-        } else {
-          // Stage 1, a direct all-gather of the reduced chunks.
-          for (int j = 0; j < n_; ++j) {
-            if (j == grank_) continue;
-            const auto [bj, ej] = chunk(j);
-            irecv(ptr(op_.recv, bj), ej - bj, j, c, tag());
-            isend(cptr(op_.recv, b), e - b, j, c, tag());
-          }
-        }
-        return;
+      default: break;
+    }
+    const int t = tag();
+    for (const Transfer& x : direct_->transfers()) {
+      if (x.recv) {
+        irecv(x.into, x.count, x.peer, g_->coll, t);
+      } else {
+        isend(x.send, x.count, x.peer, g_->coll, t);
       }
     }
   }
 
   void stage_done() {
-    std::vector<const void*> srcs(n_);
-    if (opts_.deterministic || !is_collective(op_.kind)) {
-      if (op_.kind == OpKind::kAllReduce && stage_ == 0) {
-        const auto [b, e] = chunk(grank_);
-        for (int j = 0; j < n_; ++j) srcs[j] = j == grank_ ? cptr(op_.send, b) : scratch_.data() + j * (e - b) * eb();
-        if (e > b) reduce_ordered(op_.elem, op_.reduce, srcs.data(), n_, ptr(op_.recv, b), e - b);
-        scratch_.clear();
-        stage_ = 1;
-        post_stage();
-        return;
-      }
-      if (op_.kind == OpKind::kReduceScatter) {
-        for (int j = 0; j < n_; ++j) {
-          srcs[j] = j == grank_ ? cptr(op_.send, grank_ * op_.count) : scratch_.data() + j * op_.count * eb();
-        }
-        if (op_.count > 0) reduce_ordered(op_.elem, op_.reduce, srcs.data(), n_, op_.recv, op_.count);
-      }
-    } else if (op_.kind == OpKind::kReduceScatter && !scratch_.empty()) {
+    if (direct_ && !direct_->finish_stage()) {
+      post_stage();
+      return;
+    }
+    if (!direct_ && op_.kind == OpKind::kReduceScatter && !scratch_.empty()) {
       std::memcpy(op_.recv, scratch_.data(), op_.count * eb());
     }
     finish(Status::Ok(), OpState::kCompleted);
@@ -349,7 +292,7 @@ class MpiWork final : public Work {
         who += (who.empty() ? "" : "; ") + std::string("global ranks ") + rank_list(not_taken) +
                " had not received this rank's data";
       if (who.empty()) who = "every request completed but the op did not advance";
-      if (op_.kind == OpKind::kAllReduce) who += " (step " + std::to_string(stage_ + 1) + " of 2)";
+      if (op_.kind == OpKind::kAllReduce && direct_) who += " (step " + std::to_string(direct_->stage() + 1) + " of 2)";
     }
     g_->rt->recorder->set_state(op_.record_id, OpState::kTimedOut);
     const std::string reason = "timeout after " + format_seconds(opts_.timeout_s) + " on global rank " +
@@ -369,7 +312,7 @@ class MpiWork final : public Work {
   CommOptions opts_;
   int grank_;
   int n_;
-  int stage_ = 0;
+  std::optional<DirectCollective> direct_;  // herd's algorithm of a collective in deterministic mode
   bool done_ = false;
   Status status_;
   std::vector<MPI_Request> reqs_;
