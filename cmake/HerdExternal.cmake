@@ -100,6 +100,23 @@ if(HERD_ENABLE_MPI)
   endif()
 endif()
 
+# gloo (Debian's libgloo-dev): the backend of jobs whose launcher is not MPI (torchrun, srun without
+# PMIx). comm/gloo/ is compiled only when it is found; herd_comm then carries HERD_HAVE_GLOO=1.
+option(HERD_ENABLE_GLOO "Build the gloo communicator backend when gloo is found" ON)
+set(HERD_HAVE_GLOO OFF)
+if(HERD_ENABLE_GLOO)
+  find_package(Gloo QUIET CONFIG)
+  if(TARGET gloo)
+    set(HERD_HAVE_GLOO ON)
+    add_library(herd_gloo_flag INTERFACE)
+    target_compile_definitions(herd_gloo_flag INTERFACE HERD_HAVE_GLOO=1)
+    list(APPEND HERD_EXTERNAL_comm gloo herd_gloo_flag)
+    message(STATUS "herd: gloo found; building comm/gloo (torchrun and srun without PMIx)")
+  else()
+    message(STATUS "herd: gloo not found; comm/gloo is skipped (apt-get install libgloo-dev)")
+  endif()
+endif()
+
 # NCCL (the CUDA toolkit's NCCL): comm/nccl/ is compiled into its own library, herd_comm_nccl, when
 # the toolkit and libnccl are found, so herd_comm and everything above it still build without CUDA.
 # Its sources are plain C++ against cuda_runtime.h and nccl.h; no nvcc is needed.

@@ -13,11 +13,11 @@ source scripts/lib/common.sh
 
 start=$SECONDS
 # Compilers and build tools; JSON and the command line; OpenBLAS and oneDNN for the kernels
-# (docs/blas.md); OpenMPI; PCRE2 and liblzma for the tokenizer and shards; ccache; python3 and pip
+# (docs/blas.md); OpenMPI and gloo (the two transports between processes); PCRE2 and liblzma for the tokenizer and shards; ccache; python3 and pip
 # for scripts/fetch-assets.sh.
 install_packages build-essential cmake ninja-build ccache git ca-certificates xz-utils pkg-config \
   python3 python3-pip nlohmann-json3-dev libcli11-dev libopenblas-dev libdnnl-dev libopenmpi-dev \
-  openmpi-bin libpcre2-dev liblzma-dev
+  openmpi-bin libgloo-dev libpcre2-dev liblzma-dev
 echo "setup: packages ready ($((SECONDS - start)) s)"
 
 # Assets herd may not commit (the Llama 3 tokenizer): scripts/fetch-assets.sh.

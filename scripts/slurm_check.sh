@@ -6,8 +6,9 @@
 #      installed);
 #   3. finds build/herd (or builds it with scripts/setup.sh) and the demo data (scripts/demo_data.sh);
 #   4. runs the TP2 x DP2 demo (configs/demo_tp2_dp2.json, shortened to HERD_SLURM_STEPS steps) as 4
-#      tasks with srun --mpi=pmix and with sbatch (scripts/slurm/herd.sbatch), and checks each against
-#      the one-rank run of the same config: every step's loss within 1e-5 relative (fp32);
+#      tasks with srun --mpi=pmix (MPI), srun --mpi=none (gloo) and sbatch (scripts/slurm/herd.sbatch), and
+#      checks each against the one-rank run of the same config: every step's loss within 1e-5 relative
+#      (fp32);
 #   5. requeues the sbatch job once mid-run (scontrol requeue, after its first checkpoint), then, in its
 #      second run, sends its step the SIGTERM that --signal sends before a time limit (herd checkpoints
 #      and exits 143, herd.sbatch requeues the job itself), and checks that each run resumed from the
@@ -173,10 +174,18 @@ say "one-rank run done"
 # srun: 4 tasks, ranks as MPI processes through PMIx.
 srun --mpi=pmix -n 4 --chdir="$repo" build/herd train "${args[@]}" "--checkpoint.dir=$work/ck_srun" \
   "--train.metrics_file=$work/srun.jsonl" >"$work/srun.out" 2>&1 || fail "the srun job failed: $(tail -1 "$work/srun.out")"
-grep -q "training 4 ranks as MPI processes; srun with PMIx" "$work/srun.out" ||
+grep -q "training 4 ranks as processes over mpi; srun with PMIx" "$work/srun.out" ||
   fail "the srun job did not say it ran 4 MPI ranks started by srun with PMIx (see $work/srun.out)"
 compare_losses "$work/srun.jsonl" "$work/one.jsonl" 1e-5 "srun TP2 x DP2 vs one rank"
 say "srun job done"
+
+# srun without an MPI plugin: 4 tasks, ranks as processes over gloo, meeting in the checkpoint directory.
+srun --mpi=none -n 4 --chdir="$repo" build/herd train "${args[@]}" "--checkpoint.dir=$work/ck_gloo" \
+  "--train.metrics_file=$work/gloo.jsonl" >"$work/gloo.out" 2>&1 || fail "the srun --mpi=none job failed: $(tail -1 "$work/gloo.out")"
+grep -q "training 4 ranks as processes over gloo; srun without PMIx" "$work/gloo.out" ||
+  fail "the srun --mpi=none job did not say it ran 4 gloo ranks started by srun without PMIx (see $work/gloo.out)"
+compare_losses "$work/gloo.jsonl" "$work/one.jsonl" 1e-5 "srun --mpi=none (gloo) TP2 x DP2 vs one rank"
+say "srun --mpi=none job done"
 
 # sbatch, requeued once by scontrol after its first checkpoint, then stopped by SIGTERM to its step
 # (what --signal=TERM@120 sends before the time limit): herd checkpoints that step and exits 143, and

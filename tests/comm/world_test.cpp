@@ -13,9 +13,11 @@ namespace {
 TEST(World, BackendNames) {
   EXPECT_EQ(*parse_backend("local"), Backend::kLocal);
   EXPECT_EQ(*parse_backend("mpi"), Backend::kMpi);
-  auto bad = parse_backend("gloo");
+  EXPECT_EQ(*parse_backend("gloo"), Backend::kGloo);
+  EXPECT_STREQ(backend_name(Backend::kGloo), "gloo");
+  auto bad = parse_backend("nccl");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message(), "comm backend 'gloo' is unknown; use local or mpi");
+  EXPECT_EQ(bad.error().message(), "comm backend 'nccl' is unknown; use local, mpi or gloo");
 }
 
 TEST(World, CallerOwnedThreads) {

@@ -134,6 +134,31 @@ TEST(LaunchEnv, Torchrun) {
   EXPECT_EQ(e.master_addr, "10.0.0.7");
   EXPECT_EQ(e.master_port, 29500);
   EXPECT_EQ(e.describe(), "torchrun (RANK=5 WORLD_SIZE=8): rank 5 of 8, 4 on this host, rank 0 on 10.0.0.7:29500");
+  // torchrun's static rendezvous names no run: the job key is its address, port and restart count.
+  EXPECT_EQ(e.job_key, "torchrun-none-10.0.0.7-29500-r0");
+  EXPECT_EQ(e.socket_iface, "");
+}
+
+// Each start of a job has its own key, the same on every process: torchrun's run id and restart count,
+// Slurm's job, step and requeue count; the network interface for gloo comes from GLOO_SOCKET_IFNAME.
+TEST(LaunchEnv, JobKeysAndTheSocketInterface) {
+  const LaunchEnv t = *read_launch_env({{"RANK", "1"},
+                                        {"WORLD_SIZE", "2"},
+                                        {"MASTER_ADDR", "h/1"},
+                                        {"MASTER_PORT", "29500"},
+                                        {"TORCHELASTIC_RUN_ID", "a b"},
+                                        {"TORCHELASTIC_RESTART_COUNT", "2"},
+                                        {"GLOO_SOCKET_IFNAME", "ib0"}});
+  EXPECT_EQ(t.job_key, "torchrun-a_b-h_1-29500-r2");
+  EXPECT_EQ(t.socket_iface, "ib0");
+  Environment slurm = srun_pmix_task3();
+  slurm.erase("PMIX_RANK");
+  slurm["SLURM_JOB_ID"] = "4411";
+  slurm["SLURM_RESTART_COUNT"] = "1";
+  EXPECT_EQ(read_launch_env(slurm)->job_key, "slurm-4411." + slurm["SLURM_STEP_ID"] + "-r1");
+  slurm.erase("SLURM_JOB_ID");
+  EXPECT_EQ(read_launch_env(slurm)->job_key, "");
+  EXPECT_EQ(read_launch_env({})->job_key, "");
 }
 
 // A PMIx launcher outside Slurm that exports no size: MPI_Init gives it.

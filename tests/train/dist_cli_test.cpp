@@ -189,21 +189,13 @@ TEST_F(DistCli, MpiBackendOutsideMpirunIsRefused) {
   EXPECT_NE(r.err.find("not started by mpirun"), std::string::npos) << r.err;
 }
 
-// srun without PMIx and torchrun start processes that have no transport between them: one line naming
-// the launcher and what to run instead, before any data is read.
-TEST_F(DistCli, SeveralProcessesWithoutMpiAreRefusedNamingTheLauncher) {
+// A partial set of torchrun's variables is one line naming them, before any data is read.
+TEST_F(DistCli, PartialLauncherVariablesAreRefusedNamingThem) {
   const std::string args = "train --data.dir=" + dir_.string() + " --model.vocab=64 --data.seq_len=64 --dp 2";
-  auto r = herd::testing::run_herd_env("env SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_NTASKS=2", args);
-  EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_EQ(r.err.rfind("herd train: error: srun started 2 tasks without PMIx (SLURM_PROCID=1 SLURM_NTASKS=2", 0), 0u)
-      << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  r = herd::testing::run_herd_env("env RANK=0 WORLD_SIZE=2", args);
-  EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_NE(r.err.find("torchrun started 2 processes (RANK=0 WORLD_SIZE=2)"), std::string::npos) << r.err;
-  r = herd::testing::run_herd_env("env RANK=0", args);
+  auto r = herd::testing::run_herd_env("env RANK=0", args);
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("RANK=0 without WORLD_SIZE: torchrun sets both"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST_F(DistCli, ParallelKeysComeFromTheConfigFileAndFlagsWin) {
@@ -241,6 +233,57 @@ TEST_F(DistCli, AStalledRankStopsHerdTrainNamingIt) {
   EXPECT_NE(r.err.find("flight recorders dumped"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::is_empty(dump));
 }
+
+#if HERD_HAVE_GLOO
+// torchrun --no-python and srun without PMIx start herd's ranks as processes that talk over gloo
+// (tests/comm/process/spawn_ranks.sh sets each launcher's variables as it does): TP2 x DP2 as 4 processes
+// gives the one-rank run's losses.
+TEST_F(DistCli, Tp2Dp2UnderTorchrunAndSrunWithoutPmixReproducesTheSingleRankLoss) {
+  const std::string one = (dir_ / "one.jsonl").string();
+  auto r = herd::testing::run_herd(run_args(one));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string spawn = std::string(HERD_SOURCE_DIR) + "/tests/comm/process/spawn_ranks.sh ";
+  for (const std::string launcher : {"", "--slurm "}) {
+    const std::string name = launcher.empty() ? "torchrun" : "srun";
+    const std::string metrics = (dir_ / (name + ".jsonl")).string(), log = (dir_ / (name + ".log")).string();
+    const std::string cmd = spawn + launcher + "4 " + std::string(HERD_BINARY) + " " + run_args(metrics) +
+                            " --tp 2 --dp 2 --parallel.rendezvous_dir=" + (dir_ / "meet").string() + " > " + log +
+                            " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << herd::testing::slurp(log);
+    const auto a = losses_of(one), b = losses_of(metrics);
+    ASSERT_EQ(b.size(), 5u) << herd::testing::slurp(log);
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << name << " step " << i + 1;
+    const std::string out = herd::testing::slurp(log);
+    EXPECT_NE(out.find("training 4 ranks as processes over gloo; " +
+                       std::string(launcher.empty() ? "torchrun" : "srun without PMIx")),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("tp2 x cp1 x pp1 x dp2"), std::string::npos) << out;
+  }
+  // Rank 0 removed the meeting place of each start once every rank was connected.
+  EXPECT_TRUE(fs::is_empty(dir_ / "meet"));
+}
+
+// A gloo rank that fails alone (rank 0 cannot open the metrics file) prints its error and ends its process;
+// its peer's collective then fails on the closed connection instead of waiting out the 300 s timeout.
+TEST_F(DistCli, AGlooRankThatFailsAloneEndsTheJobAtOnce) {
+  const fs::path not_a_dir = dir_ / "a_file";
+  std::ofstream(not_a_dir) << "x";
+  const std::string metrics = (not_a_dir / "m.jsonl").string(), log = (dir_ / "g.log").string();
+  const std::string cmd =
+      std::string(HERD_SOURCE_DIR) + "/tests/comm/process/spawn_ranks.sh 2 " + std::string(HERD_BINARY) + " " +
+      run_args(metrics) +
+      " --tp 2 --parallel.comm_timeout_s=300 --parallel.rendezvous_dir=" + (dir_ / "meet").string() + " > " + log +
+      " 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  const std::string out = herd::testing::slurp(log);
+  EXPECT_NE(out.find("rank 0: train.metrics_file '" + metrics + "': cannot open for writing"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("ending the job"), std::string::npos) << out;
+  EXPECT_NE(out.find("the connection to global rank 0 failed"), std::string::npos) << out;
+  EXPECT_EQ(out.find("timeout after"), std::string::npos) << "the peer waited out its collective: " << out;
+}
+#endif
 
 #if HERD_HAVE_MPI
 TEST_F(DistCli, Tp2Dp2UnderMpirunReproducesTheSingleRankLoss) {

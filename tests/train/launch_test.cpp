@@ -1,6 +1,6 @@
 // The backend from how the process was started (train::resolve_launch): MPI under mpirun and srun with
-// PMIx, ranks as threads without a launcher, and one line naming the launcher and what to run instead
-// where several processes were started without MPI.
+// PMIx, gloo under torchrun and srun without PMIx, ranks as threads without a launcher, and one line
+// naming the launcher and what to run instead where a backend does not fit it.
 #include <gtest/gtest.h>
 
 #include "herd/train/job/job.h"
@@ -18,8 +18,15 @@ const Environment kMpirun = {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SI
 const Environment kSrunPmix = {
     {"PMIX_RANK", "2"},     {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "2"},    {"SLURM_NTASKS", "4"},
     {"SLURM_LOCALID", "2"}, {"SLURM_NODEID", "0"},  {"SLURM_NODELIST", "vm"}, {"SLURM_STEP_TASKS_PER_NODE", "4"}};
-const Environment kSlurm = {{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}};
-const Environment kTorchrun = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}};
+const Environment kSlurm = {
+    {"SLURM_JOB_ID", "812"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}};
+const Environment kTorchrun = {{"RANK", "0"},
+                               {"WORLD_SIZE", "2"},
+                               {"LOCAL_RANK", "0"},
+                               {"MASTER_ADDR", "node3"},
+                               {"MASTER_PORT", "29500"},
+                               {"TORCHELASTIC_RUN_ID", "r7"},
+                               {"TORCHELASTIC_RESTART_COUNT", "1"}};
 
 std::string error_of(const std::string& backend, const Environment& env) {
   const Result<JobLaunch> r = resolve_launch(with_backend(backend), env);
@@ -52,22 +59,61 @@ TEST(ResolveLaunch, NoLauncherOrAWorldOfOneRunsRanksAsThreads) {
   }
 }
 
-TEST(ResolveLaunch, SeveralProcessesWithoutMpiNameTheLauncherAndTheFix) {
-  const std::string slurm =
-      "srun started 4 tasks without PMIx (SLURM_PROCID=0 SLURM_NTASKS=4, no PMIX_RANK), and herd's processes talk "
-      "over MPI, which needs it; run srun --mpi=pmix herd train ... (or MpiDefault=pmix in slurm.conf), mpirun -np 4 "
-      "herd train ... inside the allocation, or herd launch -np 4 -- herd train ...";
-  EXPECT_EQ(error_of("auto", kSlurm), slurm);
-  EXPECT_EQ(error_of("mpi", kSlurm), slurm);
-  EXPECT_EQ(error_of("auto", kTorchrun),
-            "torchrun started 2 processes (RANK=0 WORLD_SIZE=2), and herd's processes talk over MPI only; run mpirun "
-            "-np 2 herd train ..., herd launch -np 2 -- herd train ..., or under Slurm srun --mpi=pmix herd train ...");
+TEST(ResolveLaunch, SeveralProcessesWithoutMpiRunTheGlooBackend) {
+  for (const Environment& env : {kSlurm, kTorchrun}) {
+    for (const char* backend : {"auto", "gloo"}) {
+      const Result<JobLaunch> j = resolve_launch(with_backend(backend), env);
+      if (!comm::gloo_compiled_in()) {
+        EXPECT_NE(j.error().message().find("herd was built without it; install libgloo-dev"), std::string::npos);
+        continue;
+      }
+      ASSERT_TRUE(j.ok()) << j.error().message();
+      EXPECT_EQ(j->backend, comm::Backend::kGloo) << backend;
+    }
+  }
+  if (!comm::gloo_compiled_in()) return;
+  const JobLaunch torchrun = *resolve_launch(with_backend("auto"), kTorchrun);
+  EXPECT_EQ(torchrun.env.job_key, "torchrun-r7-node3-29500-r1");
+  EXPECT_TRUE(torchrun.lead());
+  const JobLaunch srun = *resolve_launch(with_backend("auto"), kSlurm);
+  EXPECT_EQ(srun.env.job_key, "slurm-812.0-r0");
+  // Under an MPI launcher gloo is asked for by name, and meets under the MPI job's namespace.
+  Environment mpirun = kMpirun;
+  mpirun["PMIX_NAMESPACE"] = "prterun-vm-1234@1";
+  mpirun["PMIX_RANK"] = "1";
+  EXPECT_EQ(resolve_launch(with_backend("gloo"), mpirun)->env.job_key, "mpirun-prterun-vm-1234_1");
+  EXPECT_FALSE(resolve_launch(with_backend("gloo"), mpirun)->lead());
+}
+
+TEST(ResolveLaunch, GlooNeedsALauncherThatNamesTheJob) {
+  if (!comm::gloo_compiled_in()) GTEST_SKIP() << "built without gloo";
+  EXPECT_EQ(error_of("gloo", {}),
+            "parallel.backend=gloo runs one rank per process, but no launcher started this one (no RANK/WORLD_SIZE, "
+            "SLURM_PROCID or MPI variables); start it with torchrun --no-python or srun, or use "
+            "parallel.backend=local");
+  EXPECT_EQ(error_of("gloo", kMpirun),
+            "parallel.backend=gloo: mpirun (OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4) gives no job id for the "
+            "ranks to meet under (SLURM_JOB_ID, PMIX_NAMESPACE); start herd with torchrun or srun, or use "
+            "parallel.backend=mpi");
+}
+
+TEST(ResolveLaunch, TheRendezvousDirectoryIsSharedStorageWhereKnown) {
+  TrainConfig cfg;
+  cfg.checkpoint.dir = "/shared/run1/ckpt";
+  EXPECT_EQ(rendezvous_dir(cfg), "/shared/run1/ckpt/rendezvous");
+  cfg.parallel.rendezvous_dir = "/shared/meet";
+  EXPECT_EQ(rendezvous_dir(cfg), "/shared/meet");
+  cfg = TrainConfig{};
+  EXPECT_NE(rendezvous_dir(cfg).find("herd-rendezvous"), std::string::npos);
 }
 
 TEST(ResolveLaunch, BackendsThatDoNotFitTheLauncherAreRefused) {
-  EXPECT_EQ(error_of("mpi", {}),
-            "parallel.backend=mpi but this process was not started by mpirun or srun --mpi=pmix; run it as `mpirun -np "
-            "N herd train ...` or use parallel.backend=local");
+  for (const Environment& env : {Environment{}, kSlurm, kTorchrun}) {
+    EXPECT_EQ(error_of("mpi", env),
+              "parallel.backend=mpi but this process was not started by mpirun or srun --mpi=pmix; run it as `mpirun "
+              "-np N herd train ...`, or use parallel.backend=auto (gloo under torchrun or srun without PMIx, ranks "
+              "as threads without a launcher)");
+  }
   EXPECT_EQ(error_of("local", kSrunPmix),
             "parallel.backend=local runs every rank as a thread of this process, but srun with PMIx started 4 "
             "processes (PMIX_RANK=2 SLURM_PROCID=2 SLURM_NTASKS=4), each of which would run the whole job; start one "

@@ -1,8 +1,8 @@
 // herd train [CONFIG.json] [--section.field=value ...] [layout flags]: trains a Llama 3 model from the
 // token shards `herd data` writes, on one rank or as a TP x CP x PP x FSDP job, through one trainer
-// (train/step/trainer.h): ranks as threads of this process, or, under `mpirun -np N herd train ...` or
-// `srun --mpi=pmix herd train ...`, this process as one rank (the launcher's variables:
-// core/launch_env.h). Prints the resolved configuration, the planner's
+// (train/step/trainer.h): ranks as threads of this process, or, under `mpirun -np N herd train ...`,
+// `srun herd train ...` or `torchrun --no-python --nproc-per-node N herd train ...`, this process as one
+// rank (the launcher's variables: core/launch_env.h). Prints the resolved configuration, the planner's
 // projection, a progress line, held-out losses, planned vs measured, and samples at the end.
 //
 // The layout flags are the planner's (--tp --cp --pp --dp --v --microbatch-size --n --recompute
@@ -313,9 +313,9 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
   if (Status s = train::check_run_device(*cfg); !s.ok()) return report_error("train", s.error());
   const Result<train::JobLaunch> launch = train::resolve_launch(*cfg, process_environment());
   if (!launch.ok()) return report_error("train", launch.error());
-  const bool mpi = launch->backend == comm::Backend::kMpi;
-  // The launcher's rank count under MPI (0 where it exports none: MPI_Init gives it).
-  const std::int64_t world = mpi ? launch->env.world_size : 0;
+  // One rank per process (mpi, gloo): the launcher's rank count (0 where it exports none: MPI_Init gives it).
+  const bool processes = launch->backend != comm::Backend::kLocal;
+  const std::int64_t world = processes ? launch->env.world_size : 0;
   if (Status s = check_layout_flags(o, world); !s.ok()) return report_error("train", s.error());
   if (cfg->fault.elastic && cfg->fault.max_restarts < 1 && !o.supervised) {
     return report_error("train", make_error("fault.elastic restarts the job on the surviving ranks, but "
@@ -323,11 +323,19 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
                                             cfg->fault.max_restarts, "; give --max-restarts K (K >= 1)"));
   }
   if (cfg->fault.max_restarts > 0 && !o.supervised) {
-    if (mpi) {
+    if (launch->backend == comm::Backend::kMpi) {
       return report_error("train", make_error("fault.max_restarts (", cfg->fault.max_restarts,
                                               ") under mpirun: one dead rank ends mpirun itself, so the supervisor "
                                               "must sit outside it; run `herd launch -np N --max-restarts ",
                                               cfg->fault.max_restarts, " -- herd train ...`"));
+    }
+    if (processes) {
+      return report_error("train",
+                          make_error("fault.max_restarts (", cfg->fault.max_restarts, ") under ",
+                                     launch_source_name(launch->env.source),
+                                     ": the launcher restarts its processes, not herd; give it the restarts "
+                                     "(torchrun --max-restarts ",
+                                     cfg->fault.max_restarts, ", sbatch --requeue) and drop fault.max_restarts"));
     }
     return supervise(*cfg, o.layout ? o.ranks.value_or(usable_cores()) : cfg->parallel.world());
   }
@@ -340,7 +348,8 @@ int run_train(const TrainOptions& o, const std::vector<std::string>& overrides) 
     return report_error("train", s.error());
   }
   // The layout, resolved and checked once for the whole start: every rank builds from it.
-  const Result<train::JobLayout> layout = train::check_layout(*cfg, in->model, mpi ? world : cfg->parallel.world());
+  const Result<train::JobLayout> layout =
+      train::check_layout(*cfg, in->model, processes ? world : cfg->parallel.world());
   if (!layout.ok()) return report_error("train", layout.error());
   if (lead) {
     print_resolved(*cfg, in->model);
@@ -419,7 +428,8 @@ Subcommand add_train_command(CLI::App& root) {
   app->add_option("--schedule", opts->schedule,
                   "Pipeline schedule: flexible (Llama 3, default), interleaved, 1f1b, gpipe (parallel.schedule)");
   app->add_option("--backend", opts->backend,
-                  "local (ranks as threads), mpi (under mpirun or srun --mpi=pmix) or auto (parallel.backend)");
+                  "local (ranks as threads), mpi (under mpirun or srun --mpi=pmix), gloo (under torchrun or srun "
+                  "without PMIx) or auto (parallel.backend)");
   app->add_option("--precision", opts->precision,
                   "fp32 (default), bf16 (the Llama 3 recipe: bf16 weight copies and matmul inputs, fp32 master "
                   "weights, optimizer, gradient accumulation and reduce-scatter) or fp64 (train.precision; "

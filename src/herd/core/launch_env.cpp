@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <vector>
 
 namespace herd {
@@ -148,6 +149,40 @@ Environment process_environment() {
   return env;
 }
 
+namespace {
+
+// The launcher's name for this start of the job, kept to characters that are safe in a file name.
+std::string job_key(const Environment& env, const LaunchEnv& e) {
+  auto get = [&](const char* name, const char* otherwise) {
+    const std::string* v = find(env, name);
+    return v != nullptr && !v->empty() ? *v : std::string(otherwise);
+  };
+  std::string key;
+  switch (e.source) {
+    case LaunchSource::kSlurm:
+    case LaunchSource::kSrunMpi:
+      if (find(env, "SLURM_JOB_ID") == nullptr && find(env, "SLURM_JOBID") == nullptr) return "";
+      key = "slurm-" + get("SLURM_JOB_ID", get("SLURM_JOBID", "").c_str()) + "." +
+            get("SLURM_STEP_ID", get("SLURM_STEPID", "0").c_str()) + "-r" + get("SLURM_RESTART_COUNT", "0");
+      break;
+    case LaunchSource::kTorchrun:
+      key = "torchrun-" + get("TORCHELASTIC_RUN_ID", "none") + "-" + get("MASTER_ADDR", "local") + "-" +
+            get("MASTER_PORT", "0") + "-r" + get("TORCHELASTIC_RESTART_COUNT", "0");
+      break;
+    case LaunchSource::kMpirun:
+      if (find(env, "PMIX_NAMESPACE") == nullptr) return "";
+      key = "mpirun-" + get("PMIX_NAMESPACE", "");
+      break;
+    case LaunchSource::kNone: return "";
+  }
+  for (char& c : key) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  }
+  return key;
+}
+
+}  // namespace
+
 Result<LaunchEnv> read_launch_env(const Environment& env) {
   HERD_ASSIGN_OR_RETURN(const Numbers n, Numbers::read(env));
   const bool in_step = env.count("SLURM_STEP_ID") > 0 || env.count("SLURM_STEPID") > 0;
@@ -236,6 +271,8 @@ Result<LaunchEnv> read_launch_env(const Environment& env) {
   }
   if (const std::string* addr = find(env, "MASTER_ADDR"); addr != nullptr && !addr->empty()) e.master_addr = *addr;
   if (n.has("MASTER_PORT")) e.master_port = n.at("MASTER_PORT");
+  e.job_key = job_key(env, e);
+  if (const std::string* iface = find(env, "GLOO_SOCKET_IFNAME")) e.socket_iface = *iface;
   return e;
 }
 

@@ -16,6 +16,7 @@
 //  4. torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE.
 // The host of rank 0: MASTER_ADDR and MASTER_PORT where set, else the first host of the srun step's
 // node list (SLURM_STEP_NODELIST, SLURM_NODELIST, SLURM_JOB_NODELIST; `node[03-05,7]` is node03).
+// The job key (below) and GLOO_SOCKET_IFNAME are read here too.
 //
 // A malformed number, a partial set (RANK without WORLD_SIZE), a rank not below its world, or two
 // launchers' variables disagreeing on this process (an exported RANK beside srun's SLURM_PROCID) is
@@ -44,6 +45,12 @@ struct LaunchEnv {
   std::string master_addr;  // the host of rank 0, where known
   int master_port = 0;      // MASTER_PORT; 0 when not given
   std::string variables;    // the variables that decided, "PMIX_RANK=1 SLURM_PROCID=1 SLURM_NTASKS=4"
+  // What this start of the job is called, the same on every process and different on the next start:
+  // "slurm-<SLURM_JOB_ID>.<step>-r<SLURM_RESTART_COUNT>", "torchrun-<TORCHELASTIC_RUN_ID>-<MASTER_ADDR>-
+  // <MASTER_PORT>-r<TORCHELASTIC_RESTART_COUNT>", "mpirun-<PMIX_NAMESPACE>"; empty where the launcher
+  // gives none. The gloo backend's ranks meet under it.
+  std::string job_key;
+  std::string socket_iface;  // GLOO_SOCKET_IFNAME: the network interface gloo listens on; empty: the host's
 
   // Started by an MPI launcher: herd's MPI backend can run the job.
   bool mpi() const { return source == LaunchSource::kMpirun || source == LaunchSource::kSrunMpi; }

@@ -143,7 +143,11 @@ const std::vector<Field>& registry() {
       named_layout_field("parallel.schedule", "pipeline schedule: flexible (Llama 3), interleaved, 1f1b or gpipe",
                          &planner::Layout::schedule, schedule::parse_schedule_kind, schedule::schedule_kind_name),
       bind_field("parallel.backend", &C::parallel, &ParallelSection::backend,
-                 "local, mpi or auto (mpi iff mpirun or srun --mpi=pmix)"),
+                 "local, mpi, gloo or auto (mpi under mpirun or srun --mpi=pmix, gloo under torchrun or srun "
+                 "without PMIx)"),
+      bind_field("parallel.rendezvous_dir", &C::parallel, &ParallelSection::rendezvous_dir,
+                 "where a gloo job's processes meet: storage every host sees; empty: <checkpoint.dir>/rendezvous, "
+                 "else the temp dir"),
       bind_field("parallel.comm_timeout_s", &C::parallel, &ParallelSection::comm_timeout_s,
                  "seconds a collective may wait, or a rank stay silent, before the job stops; 0: fitted to the "
                  "planner's step time"),
@@ -238,7 +242,7 @@ const std::vector<Field>& registry() {
       bind_field("fault.restart_backoff_s", &C::fault, &FaultSection::restart_backoff_s,
                  "wait before a restart; doubles while attempts fail before their first step (at most 60 s)"),
       bind_field("comm.deterministic", &C::comm, &CommSection::deterministic,
-                 "fixed rank-order reductions, bit-exact; false: MPI's native collectives"),
+                 "fixed rank-order reductions, bit-exact; false: MPI's native collectives (gloo: always fixed-order)"),
       bind_field("comm.recorder_size", &C::comm, &CommSection::recorder_size, "flight-recorder entries per rank"),
       bind_field("diagnostics.dir", &C::diagnostics, &DiagnosticsSection::dir,
                  "flight-recorder dumps of a failed job; empty: <checkpoint.dir>/diagnostics, else beside "
@@ -406,8 +410,9 @@ Status validate(const TrainConfig& c) {
   if (c.parallel.zero != 3) {
     return make_error("parallel.zero (", c.parallel.zero, "): herd's runtime shards as FSDP (3) only; set 3");
   }
-  if (c.parallel.backend != "auto" && c.parallel.backend != "local" && c.parallel.backend != "mpi") {
-    return make_error("parallel.backend: '", c.parallel.backend, "' is unknown; use local, mpi or auto");
+  if (c.parallel.backend != "auto" && c.parallel.backend != "local" && c.parallel.backend != "mpi" &&
+      c.parallel.backend != "gloo") {
+    return make_error("parallel.backend: '", c.parallel.backend, "' is unknown; use local, mpi, gloo or auto");
   }
   if (!(c.parallel.comm_timeout_s >= 0)) {
     return make_error("parallel.comm_timeout_s: must be >= 0 (0: fitted to the run), got ", c.parallel.comm_timeout_s);

@@ -111,7 +111,12 @@ struct GenerateSection {
 // pipeline's M when pp > 1. microbatch 0 picks M = pp (1 without a pipeline).
 struct ParallelSection : planner::Layout {
   ParallelSection() { microbatch = 0; }
-  std::string backend = "auto";  // local (ranks as threads), mpi (mpirun, srun --mpi=pmix), auto: mpi iff either
+  // local (ranks as threads), mpi (mpirun, srun --mpi=pmix), gloo (torchrun, srun without PMIx), auto: by
+  // the launcher (train::resolve_launch).
+  std::string backend = "auto";
+  // Where a gloo job's processes meet: storage every host of the job sees; empty: <checkpoint.dir>/rendezvous,
+  // else the temp dir (one host).
+  std::string rendezvous_dir;
   // A collective waiting longer, or a rank silent longer (no step, no comm call), stops the job; 0: fitted
   // to the run (max(60 s, 20 x the planner's step time + the checkpoint write time); train/job/watchdog.h).
   double comm_timeout_s = 0;

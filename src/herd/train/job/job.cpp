@@ -113,19 +113,29 @@ std::string make_job_id() {
 
 namespace {
 
-// A launcher of several processes that are not MPI's: what to run instead.
-Error no_mpi_launcher(const LaunchEnv& e) {
+// A launcher of several processes that are not MPI's, in a build without gloo: what to run instead.
+Error no_gloo(const LaunchEnv& e) {
   const std::string n = std::to_string(e.world_size);
-  if (e.source == LaunchSource::kSlurm) {
-    return make_error("srun started ", n, " tasks without PMIx (", e.variables,
-                      ", no PMIX_RANK), and herd's processes talk over MPI, which needs it; run srun --mpi=pmix ",
-                      "herd train ... (or MpiDefault=pmix in slurm.conf), mpirun -np ", n,
-                      " herd train ... inside the allocation, or herd launch -np ", n, " -- herd train ...");
-  }
   return make_error(launch_source_name(e.source), " started ", n, " processes (", e.variables,
-                    "), and herd's processes talk over MPI only; run mpirun -np ", n,
-                    " herd train ..., herd launch -np ", n,
+                    "), which talk over gloo, but herd was built without it; install libgloo-dev and rebuild ",
+                    "(scripts/setup.sh), or run mpirun -np ", n, " herd train ..., herd launch -np ", n,
                     " -- herd train ..., or under Slurm srun --mpi=pmix herd train ...");
+}
+
+// The gloo backend's needs: a launcher that numbers the processes and names this start of the job.
+Status check_gloo(const LaunchEnv& e) {
+  if (!comm::gloo_compiled_in()) return no_gloo(e);
+  if (e.source == LaunchSource::kNone) {
+    return make_error("parallel.backend=gloo runs one rank per process, but no launcher started this one (no ",
+                      "RANK/WORLD_SIZE, SLURM_PROCID or MPI variables); start it with torchrun --no-python or srun, ",
+                      "or use parallel.backend=local");
+  }
+  if (e.job_key.empty()) {
+    return make_error("parallel.backend=gloo: ", launch_source_name(e.source), " (", e.variables,
+                      ") gives no job id for the ranks to meet under (SLURM_JOB_ID, PMIX_NAMESPACE); start herd ",
+                      "with torchrun or srun, or use parallel.backend=mpi");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -143,17 +153,34 @@ Result<JobLaunch> resolve_launch(const TrainConfig& cfg, const Environment& env)
     return j;
   }
   HERD_ASSIGN_OR_RETURN(j.env, std::move(found));
+  if (cfg.parallel.backend == "gloo") {
+    HERD_RETURN_IF_ERROR(check_gloo(j.env));
+    j.backend = comm::Backend::kGloo;
+    return j;
+  }
   if (cfg.parallel.backend != "auto") HERD_RETURN_IF_ERROR(comm::parse_backend(cfg.parallel.backend));
   if (j.env.mpi()) {
     j.backend = comm::Backend::kMpi;
     return j;
   }
-  if (j.env.world_size > 1) return no_mpi_launcher(j.env);
   if (cfg.parallel.backend == "mpi") {
     return make_error("parallel.backend=mpi but this process was not started by mpirun or srun --mpi=pmix; run it as ",
-                      "`mpirun -np N herd train ...` or use parallel.backend=local");
+                      "`mpirun -np N herd train ...`, or use parallel.backend=auto (gloo under torchrun or srun ",
+                      "without PMIx, ranks as threads without a launcher)");
+  }
+  if (j.env.world_size > 1) {
+    HERD_RETURN_IF_ERROR(check_gloo(j.env));
+    j.backend = comm::Backend::kGloo;
   }
   return j;
+}
+
+std::string rendezvous_dir(const TrainConfig& cfg) {
+  if (!cfg.parallel.rendezvous_dir.empty()) return cfg.parallel.rendezvous_dir;
+  namespace fs = std::filesystem;
+  if (!cfg.checkpoint.dir.empty()) return (fs::path(cfg.checkpoint.dir) / "rendezvous").string();
+  std::error_code ec;
+  return (fs::temp_directory_path(ec) / "herd-rendezvous").string();
 }
 
 Result<JobInputs> load_job_inputs(const TrainConfig& cfg) {
@@ -321,9 +348,15 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const JobLayout& 
   // Every rank names its dump after the same job: rank 0's id, broadcast once before training. The
   // first world holds the MPI runtime (MPI is finalised with its last communicator) until the world
   // that carries the id exists.
+  auto make_world = [&](const comm::CommOptions& o) -> Result<std::unique_ptr<comm::Communicator>> {
+    if (launch.backend == comm::Backend::kMpi) return comm::make_mpi_world(o);
+    comm::Rendezvous rv{launch.env.rank, launch.env.world_size, rendezvous_dir(cfg), launch.env.job_key,
+                        launch.env.socket_iface};
+    return comm::make_gloo_world(o, rv);
+  };
   std::unique_ptr<comm::Communicator> first;
   if (cfg.diagnostics.job_id.empty()) {
-    HERD_ASSIGN_OR_RETURN(first, comm::make_mpi_world(comm_options(cfg)));
+    HERD_ASSIGN_OR_RETURN(first, make_world(comm_options(cfg)));
     const std::string mine = make_job_id();
     char id[64] = {0};
     std::snprintf(id, sizeof id, "%s", mine.c_str());
@@ -331,10 +364,11 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const JobLayout& 
     cfg.diagnostics.job_id = id;
   }
   const comm::CommOptions opts = comm_options(cfg);
-  HERD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, comm::make_mpi_world(opts));
+  HERD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, make_world(opts));
   first.reset();
   if (world->rank() == 0 && (out == nullptr || !out->quiet)) {
-    log_info("training ", world->size(), " ranks as MPI processes; ", launch.env.describe());
+    log_info("training ", world->size(), " ranks as processes over ", comm::backend_name(launch.backend), "; ",
+             launch.env.describe());
   }
   // This process watches itself: a rank silent past the timeout (hung outside communication; one in a
   // collective is ended by the collective's own timeout first) dumps its recorder and exits, and mpirun
@@ -368,7 +402,7 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const JobLayout& 
     // would block this process in MPI_Finalize, so the error would be printed only after they time out
     // (or never, when their timeout aborts the job first): print it now and end the job.
     log_line(LogLevel::kError, e.message() + "; ending the job (its other ranks may be waiting for this one)");
-    comm::abort_mpi_job(1);
+    comm::abort_job(launch.backend, 1);
   }
   return e;
 }

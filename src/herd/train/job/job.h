@@ -66,16 +66,21 @@ struct JobLaunch {
   comm::Backend backend = comm::Backend::kLocal;
   LaunchEnv env;  // the launcher's view of this process (source kNone for ranks as threads)
   // Prints, owns the checkpoint directory's lock and the other duties of rank 0: every local job,
-  // and rank 0 of an MPI job.
-  bool lead() const { return backend != comm::Backend::kMpi || env.rank == 0; }
+  // and rank 0 of a job of processes (mpi, gloo).
+  bool lead() const { return backend == comm::Backend::kLocal || env.rank == 0; }
 };
 
-// auto: mpi under an MPI launcher (mpirun, srun --mpi=pmix), local otherwise. A launcher that started
-// several processes without MPI (srun without PMIx, torchrun) is refused, naming it and what to run
-// instead: herd's processes talk over MPI only. mpi outside an MPI launcher is refused. local under a
-// launcher of several processes is refused (each would run the whole job); launcher variables that
-// are malformed or disagree do not stop an explicit local job (ranks as threads read none of them).
+// auto: mpi under an MPI launcher (mpirun, srun --mpi=pmix); gloo under a launcher of several processes
+// without MPI (torchrun, srun without PMIx), refused with what to run instead in a build without gloo;
+// local otherwise. mpi outside an MPI launcher is refused; gloo needs a launcher that names the job
+// (core/launch_env.h's job key). local under a launcher of several processes is refused (each would run
+// the whole job); launcher variables that are malformed or disagree do not stop an explicit local job
+// (ranks as threads read none of them).
 Result<JobLaunch> resolve_launch(const TrainConfig& cfg, const Environment& env);
+
+// Where a gloo job's ranks meet: parallel.rendezvous_dir, else <checkpoint.dir>/rendezvous, else the
+// temp dir's herd-rendezvous (one host only).
+std::string rendezvous_dir(const TrainConfig& cfg);
 
 // The documents a job trains on and evaluates on (val may be empty: no evaluation).
 struct JobData {

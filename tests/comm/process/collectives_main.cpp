@@ -1,15 +1,20 @@
-// The MPI backend's tests, run by mpirun with 2 and 4 ranks (tests/comm/mpi/CMakeLists.txt).
+// The tests of the backends that run one rank per process (tests/comm/process/CMakeLists.txt): mpi, run
+// by mpirun with 2 and 4 ranks, and gloo (--backend=gloo), started by spawn_ranks.sh with torchrun's
+// variables.
 //
 // Each rank runs every test; data with a closed-form result checks every collective in both modes
-// (deterministic: herd's point-to-point algorithms; native: MPI's collectives), and the deterministic
-// mode must match the sequential rank-order sum bit for bit, as the local backend does. With
-// --fault=stall or --fault=die the program instead plays a hung or dying rank.
+// (deterministic: herd's point-to-point algorithms; native: MPI's collectives, and on gloo the same
+// algorithms again), and the deterministic mode must match the sequential rank-order sum bit for bit,
+// as the local backend does. With --fault=stall or --fault=die the program instead plays a hung or
+// dying rank.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -17,12 +22,14 @@
 
 #include "herd/comm/reduce.h"
 #include "herd/comm/world.h"
+#include "herd/core/launch_env.h"
 #include "herd/topology/parallel_dims.h"
 
 namespace herd::comm {
 namespace {
 
 std::unique_ptr<Communicator> g_det, g_native;  // world communicators in the two modes
+Backend g_backend = Backend::kMpi;
 
 CommOptions options(bool deterministic, double timeout_s = 120) {
   CommOptions o;
@@ -33,7 +40,17 @@ CommOptions options(bool deterministic, double timeout_s = 120) {
 
 void expect_ok(const Status& s) { ASSERT_TRUE(s.ok()) << s.error().message(); }
 
-class MpiBoth : public ::testing::TestWithParam<bool> {
+// This process's world on the backend under test; gloo's ranks meet in the temp dir under the job key
+// spawn_ranks.sh's variables give.
+Result<std::unique_ptr<Communicator>> make_world(const CommOptions& o) {
+  if (g_backend == Backend::kMpi) return make_mpi_world(o);
+  HERD_ASSIGN_OR_RETURN(const LaunchEnv env, read_launch_env(process_environment()));
+  std::error_code ec;
+  const std::string dir = (std::filesystem::temp_directory_path(ec) / "herd-rendezvous").string();
+  return make_gloo_world(o, Rendezvous{env.rank, env.world_size, dir, env.job_key, env.socket_iface});
+}
+
+class ProcessBoth : public ::testing::TestWithParam<bool> {
  protected:
   Communicator& comm() { return GetParam() ? *g_det : *g_native; }
 };
@@ -52,7 +69,7 @@ void all_reduce_sum(Communicator& c, std::size_t count) {
   }
 }
 
-TEST_P(MpiBoth, AllReduceSumEveryType) {
+TEST_P(ProcessBoth, AllReduceSumEveryType) {
   for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{70001}}) {
     all_reduce_sum<float>(comm(), count);
     all_reduce_sum<double>(comm(), count);
@@ -61,7 +78,7 @@ TEST_P(MpiBoth, AllReduceSumEveryType) {
   }
 }
 
-TEST_P(MpiBoth, MaxMin) {
+TEST_P(ProcessBoth, MaxMin) {
   Communicator& c = comm();
   std::vector<double> mx(50), mn(50);
   for (int i = 0; i < 50; ++i) mx[i] = mn[i] = (i % c.size() == c.rank()) ? 100.0 + i : -1.0 * c.rank();
@@ -74,7 +91,7 @@ TEST_P(MpiBoth, MaxMin) {
   }
 }
 
-TEST_P(MpiBoth, AllGatherReduceScatterBroadcastBarrier) {
+TEST_P(ProcessBoth, AllGatherReduceScatterBroadcastBarrier) {
   Communicator& c = comm();
   const int n = c.size();
   const std::size_t count = 513;
@@ -108,10 +125,10 @@ TEST_P(MpiBoth, AllGatherReduceScatterBroadcastBarrier) {
   expect_ok(c.barrier());
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, MpiBoth, ::testing::Values(true, false),
+INSTANTIATE_TEST_SUITE_P(Modes, ProcessBoth, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "deterministic" : "native"; });
 
-TEST(MpiDeterminism, MatchesTheRankOrderSumBitForBit) {
+TEST(ProcessDeterminism, MatchesTheRankOrderSumBitForBit) {
   Communicator& c = *g_det;
   const int n = c.size();
   const std::size_t count = 4096;
@@ -136,7 +153,7 @@ TEST(MpiDeterminism, MatchesTheRankOrderSumBitForBit) {
   EXPECT_EQ(std::memcmp(rs.data(), ref.data() + c.rank() * (count / n), (count / n) * sizeof(double)), 0);
 }
 
-TEST(MpiGroups, MeshGroupsPointToPointAndAsync) {
+TEST(ProcessGroups, MeshGroupsPointToPointAndAsync) {
   Communicator& world = *g_det;
   const int n = world.size();
   const auto dims = *topology::ParallelDims::make(2, 1, 1, n / 2);
@@ -176,18 +193,22 @@ TEST(MpiGroups, MeshGroupsPointToPointAndAsync) {
 }
 
 // --fault=stall: rank 1 sleeps before the second all-reduce; the others time out naming it.
-// --fault=die: rank 1 exits mid-job; mpirun must end the job rather than leave rank 0 waiting.
+// --fault=die: rank 1 exits mid-job; mpirun must end the job (gloo: the others' all-reduce fails naming
+// the lost connection) rather than leave rank 0 waiting.
 int run_fault(const std::string& mode) {
-  auto world = make_mpi_world(options(true, mode == "stall" ? 3.0 : 60.0));
+  auto world = make_world(options(true, mode == "stall" ? 3.0 : 60.0));
   if (!world.ok()) return 2;
   Communicator& c = **world;
   std::vector<double> v(1000, 1.0);
   if (!c.all_reduce(v.data(), v.size(), ReduceOp::kSum).ok()) return 2;
   if (c.rank() == 1) {
     if (mode == "die") _exit(7);
-    std::this_thread::sleep_for(std::chrono::seconds(30));
+    // Past the others' 3 s timeout: mpirun aborts the job first; gloo's peers exit and this rank's
+    // all-reduce then fails on the closed connection.
+    std::this_thread::sleep_for(std::chrono::seconds(g_backend == Backend::kMpi ? 30 : 5));
   }
   const Status s = c.all_reduce(v.data(), v.size(), ReduceOp::kSum);
+  if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", c.rank(), s.error().message().c_str());
   return s.ok() ? 0 : 1;
 }
 
@@ -195,14 +216,21 @@ int run_fault(const std::string& mode) {
 }  // namespace herd::comm
 
 int main(int argc, char** argv) {
+  std::string fault;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg.rfind("--fault=", 0) == 0) return herd::comm::run_fault(arg.substr(8));
+    if (arg == "--backend=gloo") herd::comm::g_backend = herd::comm::Backend::kGloo;
+    if (arg.rfind("--fault=", 0) == 0) fault = arg.substr(8);
   }
+  if (!fault.empty()) return herd::comm::run_fault(fault);
   ::testing::InitGoogleTest(&argc, argv);
-  auto det = herd::comm::make_mpi_world(herd::comm::options(true));
-  auto native = herd::comm::make_mpi_world(herd::comm::options(false));
-  if (!det.ok() || !native.ok()) return 2;
+  auto det = herd::comm::make_world(herd::comm::options(true));
+  if (!det.ok()) {
+    std::fprintf(stderr, "%s\n", det.error().message().c_str());
+    return 2;
+  }
+  auto native = herd::comm::make_world(herd::comm::options(false));
+  if (!native.ok()) return 2;
   herd::comm::g_det = std::move(*det);
   herd::comm::g_native = std::move(*native);
   int failed = RUN_ALL_TESTS();
