@@ -211,6 +211,12 @@ def mape(rs):
     return sum(errs) / len(errs) if errs else float("nan")
 
 
+def mean_signed(rs):
+    """Mean signed error in percent: negative = herd predicts faster steps than published (optimistic)."""
+    errs = [r["err_pct"] for r in rs if "err_pct" in r]
+    return sum(errs) / len(errs) if errs else float("nan")
+
+
 def band_coverage(rs):
     """(runs with a band, share of them whose derived step time lies in p10-p90, mean half-width of the band
     as a share of the point estimate), or None when no run has a band."""
@@ -335,7 +341,7 @@ def write_md(doc, results, flags, precisions, path, svg_rel, herd_desc, data_pat
              f"![predicted vs published step time]({svg_rel})", "",
              f"**MAPE {mape(results):.1f}%** over {len(ok)} runs "
              f"(within 15%: {sum(1 for r in ok if abs(r['err_pct']) <= 15)}; within 8%: "
-             f"{sum(1 for r in ok if abs(r['err_pct']) <= 8)}).", "",
+             f"{sum(1 for r in ok if abs(r['err_pct']) <= 8)}; mean signed error {mean_signed(ok):+.1f}%).", "",
              "**Step-time band** (p10-p90, an 80% band; docs/planner.md section 5.1): the share of runs whose published "
              "step time lies inside herd's band, and the band's mean half-width as a share of the point estimate.", "",
              "| runs | count | inside p10-p90 | mean half-width |", "| --- | --- | --- | --- |"]
@@ -430,7 +436,7 @@ def main():
         print(f"{r['run']['id']:<52} published {r['run']['derived_step_time_s']:9.3f} s  "
               f"predicted {r.get('predicted', float('nan')):9.3f} s  {e}")
     print(f"MAPE {mape(results):.2f}% over {sum(1 for r in results if 'err_pct' in r)} runs "
-          f"({sum(1 for r in results if 'error' in r)} errors)"
+          f"({sum(1 for r in results if 'error' in r)} errors), mean signed error {mean_signed(results):+.2f}%"
           + (" with " + ", ".join(f"{k}={v}" for k, v in what_if) + " in every run" if what_if else ""))
     print(coverage_text(results))
     if print_only:
