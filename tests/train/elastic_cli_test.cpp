@@ -22,6 +22,8 @@
 namespace herd::train {
 namespace {
 
+namespace fs = std::filesystem;
+
 class Elastic : public herd::testing::ParityRunDir {
  protected:
   Elastic() : ParityRunDir("herd_elastic_cli") {}
@@ -106,6 +108,52 @@ TEST_F(Elastic, MpiRanksUnderHerdLaunchLosingOneFinishOnFewerRanks) {
                                        args("mpi", "--tp 2 --dp 2") + " --fault.lose_rank=3 --fault.lose_step=7");
   ASSERT_EQ(r.status, 0) << r.out;
   expect_elastic_run("mpi", r.out);
+}
+
+// Host discovery (herd launch --host-discovery): the script's hosts hold 4 slots, then 3 after rank 3
+// is lost at step 7, then 4 again. The job shrinks, a rank killed at step 10 fails the smaller job, and
+// the restart finds the hosts back: it runs steps 10-12 at the job's own TP2 x DP2 on 4 ranks, on the
+// one-rank curve.
+TEST_F(Elastic, MpiRanksUnderHerdLaunchGrowBackWhenTheHostsReturn) {
+  const fs::path script = dir_ / "discover.sh", calls = dir_ / "calls";
+  std::ofstream(script) << "n=$(cat " << calls.string() << " 2>/dev/null || echo 0); echo $((n + 1)) > "
+                        << calls.string() << "\ncase $n in 1) echo localhost:3 ;; *) echo localhost:4 ;; esac\n";
+  const auto r = herd::testing::run_herd_combined(
+      "launch -np 4 --bind-to none --max-restarts 3 --elastic --host-discovery 'sh " + script.string() + "' -- herd " +
+      args("grow", "--tp 2 --dp 2") +
+      " --fault.lose_rank=3 --fault.lose_step=7 --fault.kill_rank=0 --fault.kill_step=10");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const Metrics got = metrics("grow"), ref = metrics("one_rank");
+  ASSERT_EQ(got.loss.size(), 12u) << r.out;
+  for (const auto& [step, loss] : ref.loss) {
+    EXPECT_LE(std::fabs(got.loss.at(step) - loss) / loss, 1e-5) << "step " << step;
+  }
+  EXPECT_EQ(herd::testing::slurp(calls.string()), "3\n") << r.out;
+  EXPECT_EQ(got.first_layout.at(1), "tp2 x cp1 x pp1 x dp2 (4 ranks)") << r.out;
+  // Some steps ran on fewer ranks (the records of the steps the grown-back attempt redid are its own).
+  EXPECT_NE(r.out.find("elastic: re-planned on 3 surviving rank(s)"), std::string::npos) << r.out;
+  EXPECT_GT(got.ett["degraded_steps"].get<std::int64_t>(), 0) << got.ett.dump();
+  EXPECT_EQ(got.layout.at(12), "tp2 x cp1 x pp1 x dp2 (4 ranks)") << r.out;
+  EXPECT_EQ(got.ranks.at(12), 4) << r.out;
+  EXPECT_NE(r.out.find("elastic: 4 rank(s) available again"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("elastic: the hosts hold 4 slot(s) (localhost:4); attempt 2 runs on 4 of the job's 4"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(Elastic, HostDiscoveryThatFailsOrConflictsIsNamed) {
+  auto r = herd::testing::run_herd_combined(
+      "launch -np 2 --host localhost --host-discovery 'echo localhost:2' -- herd " + args("conflict", "--dp 2"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--host-discovery gives mpirun its hosts before every attempt; drop mpirun's --host"),
+            std::string::npos)
+      << r.out;
+  r = herd::testing::run_herd_combined("launch -np 2 --bind-to none --host-discovery 'echo localhost:two' -- herd " +
+                                       args("malformed", "--dp 2"));
+  EXPECT_NE(r.out.find("host discovery failed (--host-discovery: 'localhost:two' is not host[:slots] with slots a "
+                       "whole number >= 1); attempt 0 runs on the hosts of the command"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(Elastic, BadSettingsAreOneLine) {

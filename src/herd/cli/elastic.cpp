@@ -121,18 +121,26 @@ std::function<Result<std::vector<std::string>>(std::int64_t)> elastic_replan(con
     Result<planner::Estimate> e = planner::estimate(m, *c, training_spec(cfg), running, running.gpus());
     if (e.ok()) now->step_s = e->time.step_s;
   }
-  return [now](std::int64_t survivors) -> Result<std::vector<std::string>> {
-    HERD_ASSIGN_OR_RETURN(const ElasticChoice choice, best_layout_within(now->cfg, now->m, survivors));
+  const auto own = std::make_shared<const Running>(*now);  // the job's own layout, to grow back to
+  return [now, own](std::int64_t ranks) -> Result<std::vector<std::string>> {
+    if (ranks >= own->cfg.parallel.gpus()) {
+      log_info("herd supervisor: elastic: ", ranks, " rank(s) available again: ", now->layout, " -> the job's own ",
+               own->layout, " (planned ", format_seconds(own->step_s),
+               " per step); resuming from the newest checkpoint");
+      *now = *own;
+      return now->command;
+    }
+    HERD_ASSIGN_OR_RETURN(const ElasticChoice choice, best_layout_within(now->cfg, now->m, ranks));
     const std::string slowdown =
         now->step_s > 0 ? ", " + format_fixed(choice.step_s / now->step_s, 2) + "x the step time" : "";
-    log_info("herd supervisor: elastic: re-planned on ", survivors, " surviving rank(s): ", now->layout, " (planned ",
+    log_info("herd supervisor: elastic: re-planned on ", ranks, " surviving rank(s): ", now->layout, " (planned ",
              format_seconds(now->step_s), " per step) -> ", choice.layout.to_string(), " on ", choice.layout.gpus(),
              " rank(s) (planned ", format_seconds(choice.step_s), " per step", slowdown,
              "); resuming from the newest checkpoint");
     static_cast<planner::Layout&>(now->cfg.parallel) = choice.layout;
     now->step_s = choice.step_s;
     now->layout = choice.layout.to_string();
-    now->command = with_layout(now->command, choice.layout);
+    now->command = with_layout(own->command, choice.layout);
     return now->command;
   };
 }

@@ -1,4 +1,5 @@
-// herd launch -np N [--max-restarts K] [--restart-backoff S] [--elastic] [mpirun options] -- herd train CONFIG ...:
+// herd launch -np N [--max-restarts K] [--restart-backoff S] [--elastic] [--host-discovery CMD] [mpirun options]
+//   -- herd train CONFIG ...:
 // an MPI training job under the supervisor (train/job/supervisor.h). One dead MPI rank takes its whole
 // mpirun down, so the supervisor sits outside: it runs `mpirun --oversubscribe -np N [options] herd
 // train ... --supervised` as its child, restarts it from the newest checkpoint that verifies when it
@@ -6,8 +7,12 @@
 // --max-restarts does for ranks as threads. The train command's configuration (metrics file,
 // checkpoint and diagnostics directories, fault.max_restarts) is read by running it with --print-config.
 // With --elastic (or fault.elastic), a rank lost for good is followed by mpirun on the survivors at
-// the fastest layout the planner finds for them (cli/elastic.h).
+// the fastest layout the planner finds for them (cli/elastic.h). --host-discovery CMD runs CMD before
+// every attempt (lines host[:slots], as Horovod's discovery scripts print) and gives mpirun those hosts;
+// with --elastic the attempt runs on the ranks they hold: fewer re-plan, the job's own count again grows
+// back to its own layout.
 // docs/reliability.md.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +20,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "herd/cli/app.h"
 #include "herd/cli/elastic.h"
@@ -52,6 +58,43 @@ Result<Json> train_config_of(const std::vector<std::string>& train_cmd) {
   return j;
 }
 
+// The hosts `cmd` prints, one per line as host[:slots] (slots 1 when absent; blank lines and # comments
+// skipped), as mpirun's --host list: what herd launch --host-discovery asks before every attempt.
+Result<train::SupervisorOptions::Discovered> discover_hosts(const std::string& cmd) {
+  std::unique_ptr<FILE, int (*)(FILE*)> p(::popen((cmd + " 2>/dev/null").c_str(), "r"), ::pclose);
+  if (!p) return make_error("--host-discovery: cannot run '", cmd, "'");
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p.get())) > 0;) text.append(buf, n);
+  const int status = ::pclose(p.release());
+  if (status != 0) return make_error("--host-discovery: '", cmd, "' exited with status ", WEXITSTATUS(status));
+  train::SupervisorOptions::Discovered d;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    line = line.substr(0, line.find('#'));
+    const auto b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
+    if (b == std::string::npos) continue;
+    line = line.substr(b, e - b + 1);
+    const auto colon = line.find(':');
+    std::int64_t slots = 1;
+    if (colon != std::string::npos) {
+      const std::string n = line.substr(colon + 1);
+      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 6 || std::stoll(n) < 1) {
+        return make_error("--host-discovery: '", line, "' is not host[:slots] with slots a whole number >= 1");
+      }
+      slots = std::stoll(n);
+    }
+    if (colon == 0 || line.find_first_of(" \t,") != std::string::npos) {
+      return make_error("--host-discovery: '", line, "' is not host[:slots]");
+    }
+    d.slots += slots;
+    d.hosts += (d.hosts.empty() ? "" : ",") + line.substr(0, colon) + ":" + std::to_string(slots);
+  }
+  if (d.hosts.empty()) return make_error("--host-discovery: '", cmd, "' printed no host");
+  d.launcher_args = {"--host", d.hosts};
+  return d;
+}
+
 }  // namespace
 
 int run_launch(const std::vector<std::string>& args) {
@@ -59,6 +102,7 @@ int run_launch(const std::vector<std::string>& args) {
   std::optional<std::int64_t> max_restarts;
   std::optional<double> backoff;
   bool elastic = false;
+  std::string discovery;
   std::vector<std::string> mpirun_opts, train_cmd;
   bool after = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -88,6 +132,10 @@ int run_launch(const std::vector<std::string>& args) {
         np = std::stoll(*v);
       } else if (a == "--elastic") {
         elastic = true;
+      } else if (a == "--host-discovery") {
+        Result<std::string> v = value(a);
+        if (!v.ok()) return report_error("launch", v.error());
+        discovery = *v;
       } else if (a == "--max-restarts") {
         Result<std::string> v = value(a);
         if (!v.ok()) return report_error("launch", v.error());
@@ -106,6 +154,12 @@ int run_launch(const std::vector<std::string>& args) {
   if (np <= 0)
     return report_error("launch",
                         make_error("-np: give the number of ranks, e.g. herd launch -np 4 -- herd train ..."));
+  for (const std::string& o : mpirun_opts) {
+    if (!discovery.empty() && (o == "--host" || o == "-H" || o == "--hostfile" || o == "--machinefile")) {
+      return report_error(
+          "launch", make_error("--host-discovery gives mpirun its hosts before every attempt; drop ", "mpirun's ", o));
+    }
+  }
   if (max_restarts && *max_restarts < 0) {
     return report_error("launch", make_error("--max-restarts: must be >= 0, got ", *max_restarts));
   }
@@ -163,6 +217,7 @@ int run_launch(const std::vector<std::string>& args) {
     so.ranks = np;
     so.replan = elastic_replan(tc, in->model, so.command);
   }
+  if (!discovery.empty()) so.discover = [discovery] { return discover_hosts(discovery); };
   if (ckpt.empty()) {
     log_warning("herd launch without checkpoint.dir: every restart starts again from step 0");
     return train::run_supervised(so);
@@ -181,12 +236,16 @@ Subcommand add_launch_command(CLI::App& root) {
   // subcommand is here for `herd --help` and `herd launch --help`.
   app->allow_extras();
   app->footer(
-      "Usage: herd launch -np N [--max-restarts K] [--restart-backoff S] [--elastic] [mpirun options] -- herd "
+      "Usage: herd launch -np N [--max-restarts K] [--restart-backoff S] [--elastic] [--host-discovery CMD] "
+      "[mpirun options] -- herd "
       "train CONFIG "
       "[train options]. Runs mpirun --oversubscribe -np N ... herd train ..., restarts it from the newest "
       "checkpoint that verifies after a failure (at most K times; K defaults to the config's "
       "fault.max_restarts), forwards SIGTERM/SIGINT/SIGUSR1, and prints the effective training time (ETT). "
       "--elastic: after ranks are lost for good, restart on the survivors at a re-planned layout. "
+      "--host-discovery CMD: before every attempt, CMD prints the usable hosts (host[:slots] per line); mpirun "
+      "gets them, and with --elastic the job shrinks to the slots they hold and grows back to its own layout "
+      "when they return. "
       "See docs/reliability.md.");
   return {app, [app] { return run_launch(app->remaining()); }};
 }

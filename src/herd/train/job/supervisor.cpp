@@ -268,7 +268,32 @@ int run_supervised(const SupervisorOptions& o, EttSummary* summary_out) {
   std::int64_t ranks = o.ranks;
   for (std::int64_t k = 0;; ++k) {
     const std::string attempt_id = o.job_id + "-" + std::to_string(k);
+    std::vector<std::string> launcher_args;
+    if (o.discover) {
+      Result<SupervisorOptions::Discovered> d = o.discover();
+      if (!d.ok()) {
+        say("host discovery failed (" + d.error().message() + "); attempt " + std::to_string(k) +
+            " runs on the hosts of the command");
+      } else {
+        launcher_args = d->launcher_args;
+        const std::int64_t budget = std::min(d->slots, o.ranks);
+        if (o.replan && budget > 0 && budget != ranks) {
+          Result<std::vector<std::string>> next = o.replan(budget);
+          if (next.ok()) {
+            say("elastic: the hosts hold " + std::to_string(d->slots) + " slot(s) (" + d->hosts + "); attempt " +
+                std::to_string(k) + " runs on " + std::to_string(budget) + " of the job's " + std::to_string(o.ranks) +
+                " rank(s)");
+            command = std::move(*next);
+            ranks = budget;
+          } else {
+            say("elastic: no layout on the " + std::to_string(budget) + " rank(s) the hosts hold (" +
+                next.error().message() + "); attempt " + std::to_string(k) + " keeps its layout");
+          }
+        }
+      }
+    }
     std::vector<std::string> args = command;
+    if (!args.empty()) args.insert(args.begin() + 1, launcher_args.begin(), launcher_args.end());
     args.push_back("--diagnostics.job_id=" + attempt_id);
     if (k > 0) args.push_back("--checkpoint.fallback=true");
     Attempt a;

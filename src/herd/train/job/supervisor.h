@@ -42,6 +42,17 @@ struct SupervisorOptions {
   // checkpoint), or an error, after which the job restarts at its layout as without elastic.
   std::int64_t ranks = 0;
   std::function<Result<std::vector<std::string>>(std::int64_t survivors)> replan;
+  // Where the job can run now (herd launch --host-discovery): called before every attempt. Its
+  // launcher_args go right after command[0] (mpirun's --host list). With elastic restarts the attempt's
+  // rank budget is min(slots, ranks): below the ranks running it re-plans onto the budget; back at the
+  // job's own count it runs the job's own layout again (replan returns it), so a job that shrank grows
+  // back when its hosts return.
+  struct Discovered {
+    std::int64_t slots = 0;
+    std::vector<std::string> launcher_args;
+    std::string hosts;  // for the log: "node1:4,node2:4"
+  };
+  std::function<Result<Discovered>()> discover;
 };
 
 // The distinct ranks the lines name as lost for good ("rank R is lost for good").
