@@ -142,28 +142,7 @@ args=(configs/demo_tp2_dp2.json "--train.steps=$steps" "--checkpoint.every=$ever
 # compare_losses A B TOLERANCE NAME: the metrics files A and B hold steps 1..$steps, and every loss of A
 # is within TOLERANCE (relative) of B's; 0: bit-identical.
 compare_losses() {
-  python3 - "$@" "$steps" "$work/compare.err" <<'PY' || fail "$(cat "$work/compare.err")"
-import json, sys
-def losses(path):
-    out = {}
-    for line in open(path):
-        r = json.loads(line)
-        if "step" in r and "loss" in r:
-            out[r["step"]] = r["loss"]
-    return out
-a, b, tol, name = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-steps = int(sys.argv[5])
-err = open(sys.argv[6], "w")
-if sorted(a) != list(range(1, steps + 1)) or sorted(b) != list(range(1, steps + 1)):
-    err.write(f"{name}: steps {sorted(a)[:3]}..{len(a)} and {sorted(b)[:3]}..{len(b)}, expected 1..{steps}")
-    sys.exit(1)
-worst = max(abs(a[s] - b[s]) / abs(b[s]) for s in a)
-if (tol == 0 and any(a[s] != b[s] for s in a)) or worst > tol:
-    s = max(a, key=lambda s: abs(a[s] - b[s]) / abs(b[s]))
-    err.write(f"{name}: step {s} loss {a[s]!r} vs {b[s]!r} (relative {worst:.3g}, allowed {tol:g})")
-    sys.exit(1)
-print(f"{name}: {len(a)} steps, largest relative difference {worst:.3g} (allowed {tol:g})")
-PY
+  python3 scripts/lib/compare_losses.py "$@" "$steps" 2>"$work/compare.err" || fail "$(cat "$work/compare.err")"
 }
 
 # The one-rank reference: ranks as threads, outside Slurm.
@@ -171,21 +150,20 @@ build/herd train "${args[@]}" --tp 1 --dp 1 --parallel.backend=local "--checkpoi
   "--train.metrics_file=$work/one.jsonl" >"$work/one.out" 2>&1 || fail "the one-rank run failed: $(tail -1 "$work/one.out")"
 say "one-rank run done"
 
-# srun: 4 tasks, ranks as MPI processes through PMIx.
-srun --mpi=pmix -n 4 --chdir="$repo" build/herd train "${args[@]}" "--checkpoint.dir=$work/ck_srun" \
-  "--train.metrics_file=$work/srun.jsonl" >"$work/srun.out" 2>&1 || fail "the srun job failed: $(tail -1 "$work/srun.out")"
-grep -q "training 4 ranks as processes over mpi; srun with PMIx" "$work/srun.out" ||
-  fail "the srun job did not say it ran 4 MPI ranks started by srun with PMIx (see $work/srun.out)"
-compare_losses "$work/srun.jsonl" "$work/one.jsonl" 1e-5 "srun TP2 x DP2 vs one rank"
-say "srun job done"
-
-# srun without an MPI plugin: 4 tasks, ranks as processes over gloo, meeting in the checkpoint directory.
-srun --mpi=none -n 4 --chdir="$repo" build/herd train "${args[@]}" "--checkpoint.dir=$work/ck_gloo" \
-  "--train.metrics_file=$work/gloo.jsonl" >"$work/gloo.out" 2>&1 || fail "the srun --mpi=none job failed: $(tail -1 "$work/gloo.out")"
-grep -q "training 4 ranks as processes over gloo; srun without PMIx" "$work/gloo.out" ||
-  fail "the srun --mpi=none job did not say it ran 4 gloo ranks started by srun without PMIx (see $work/gloo.out)"
-compare_losses "$work/gloo.jsonl" "$work/one.jsonl" 1e-5 "srun --mpi=none (gloo) TP2 x DP2 vs one rank"
-say "srun --mpi=none job done"
+# srun_job PLUGIN NAME BACKEND LAUNCHER: 4 tasks under srun --mpi=PLUGIN, which must say it trained 4 ranks
+# over BACKEND started by LAUNCHER, against the one-rank run.
+srun_job() {
+  srun "--mpi=$1" -n 4 --chdir="$repo" build/herd train "${args[@]}" "--checkpoint.dir=$work/ck_$2" \
+    "--train.metrics_file=$work/$2.jsonl" >"$work/$2.out" 2>&1 || fail "the srun --mpi=$1 job failed: $(tail -1 "$work/$2.out")"
+  grep -q "training 4 ranks as processes over $3; $4" "$work/$2.out" ||
+    fail "the srun --mpi=$1 job did not say it ran 4 $3 ranks started by $4 (see $work/$2.out)"
+  compare_losses "$work/$2.jsonl" "$work/one.jsonl" 1e-5 "srun --mpi=$1 ($3) TP2 x DP2 vs one rank"
+  say "srun --mpi=$1 job done"
+}
+# Ranks as MPI processes through PMIx; then without an MPI plugin, over gloo, meeting in the checkpoint
+# directory.
+srun_job pmix srun mpi "srun with PMIx"
+srun_job none gloo gloo "srun without PMIx"
 
 # sbatch, requeued once by scontrol after its first checkpoint, then stopped by SIGTERM to its step
 # (what --signal=TERM@120 sends before the time limit): herd checkpoints that step and exits 143, and

@@ -43,28 +43,7 @@ args=(configs/demo_tp2_dp2.json "--train.steps=$steps" --checkpoint.every=5 --tr
 # compare_losses A B TOLERANCE NAME: the last record of each step 1..$steps in metrics files A and B, every
 # loss of A within TOLERANCE (relative) of B's; 0: bit-identical.
 compare_losses() {
-  python3 - "$@" "$steps" "$work/compare.err" <<'PY' || fail "$(cat "$work/compare.err")"
-import json, sys
-def losses(path):
-    out = {}
-    for line in open(path):
-        r = json.loads(line)
-        if "step" in r and "loss" in r:
-            out[r["step"]] = r["loss"]
-    return out
-a, b, tol, name = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-steps = int(sys.argv[5])
-err = open(sys.argv[6], "w")
-if sorted(a) != list(range(1, steps + 1)) or sorted(b) != list(range(1, steps + 1)):
-    err.write(f"{name}: steps {sorted(a)[:3]}..{len(a)} and {sorted(b)[:3]}..{len(b)}, expected 1..{steps}")
-    sys.exit(1)
-worst = max(abs(a[s] - b[s]) / abs(b[s]) for s in a)
-if (tol == 0 and any(a[s] != b[s] for s in a)) or worst > tol:
-    s = max(a, key=lambda s: abs(a[s] - b[s]) / abs(b[s]))
-    err.write(f"{name}: step {s} loss {a[s]!r} vs {b[s]!r} (relative {worst:.3g}, allowed {tol:g})")
-    sys.exit(1)
-print(f"{name}: {len(a)} steps, largest relative difference {worst:.3g} (allowed {tol:g})")
-PY
+  python3 scripts/lib/compare_losses.py "$@" "$steps" 2>"$work/compare.err" || fail "$(cat "$work/compare.err")"
 }
 
 build/herd train "${args[@]}" --tp 1 --dp 1 --parallel.backend=local "--checkpoint.dir=$work/ck_one" \

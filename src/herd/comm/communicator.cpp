@@ -24,6 +24,14 @@ std::string rank_list(const std::vector<int>& global_ranks) {
   return out;
 }
 
+std::string describe_op(const OpDesc& op, const std::string& group, const std::vector<int>& members) {
+  std::string s = std::string(op_name(op.kind)) + " #" + std::to_string(op.seq) + " on group '" + group +
+                  "' (global ranks " + rank_list(members) + ")";
+  if (op.kind != OpKind::kBarrier) s += ", " + std::string(dtype_name(op.elem)) + " x " + std::to_string(op.count);
+  if (!is_collective(op.kind)) s += " tag " + std::to_string(op.tag);
+  return s;
+}
+
 Communicator::Communicator(Identity id, std::shared_ptr<FlightRecorder> recorder, CommOptions options)
     : id_(std::move(id)), recorder_(std::move(recorder)), options_(std::move(options)) {
   auto it = std::find(id_.members.begin(), id_.members.end(), id_.global_rank);

@@ -181,4 +181,8 @@ class Communicator {
 // "0,1,2": a rank list for error messages, comma-separated without spaces.
 std::string rank_list(const std::vector<int>& global_ranks);
 
+// An op as the process backends' errors name it: "all_reduce #1 on group 'world' (global ranks 0,1,2),
+// fp64 x 1000", with " tag T" for send and recv.
+std::string describe_op(const OpDesc& op, const std::string& group, const std::vector<int>& members);
+
 }  // namespace herd::comm

@@ -8,6 +8,7 @@
 
 #include "herd/core/file_write.h"
 #include "herd/core/json_text.h"
+#include "herd/core/launch_env.h"
 
 namespace herd::comm {
 
@@ -126,9 +127,7 @@ std::vector<GroupInfo> FlightRecorder::groups() const {
 Json FlightRecorder::to_json(const std::string& reason) const {
   Json j;
   j["rank"] = rank_;
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  j["host"] = host;
+  j["host"] = this_host();
   j["pid"] = static_cast<std::int64_t>(getpid());
   j["reason"] = reason;
   j["wall_clock_at_creation_ms"] = wall_t0_ms_;

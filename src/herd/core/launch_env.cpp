@@ -183,6 +183,12 @@ std::string job_key(const Environment& env, const LaunchEnv& e) {
 
 }  // namespace
 
+std::string this_host() {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof host - 1) != 0) return "unknown";
+  return host;
+}
+
 Result<LaunchEnv> read_launch_env(const Environment& env) {
   HERD_ASSIGN_OR_RETURN(const Numbers n, Numbers::read(env));
   const bool in_step = env.count("SLURM_STEP_ID") > 0 || env.count("SLURM_STEPID") > 0;

@@ -63,6 +63,9 @@ using Environment = std::map<std::string, std::string>;
 // This process's environment (environ).
 Environment process_environment();
 
+// This host's name (gethostname); "unknown" when it fails.
+std::string this_host();
+
 // Where the launcher that set `env` put this process.
 Result<LaunchEnv> read_launch_env(const Environment& env);
 

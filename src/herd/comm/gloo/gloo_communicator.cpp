@@ -6,7 +6,6 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -20,16 +19,11 @@
 
 #include "herd/comm/direct.h"
 #include "herd/core/format.h"
+#include "herd/core/launch_env.h"
 #include "herd/core/log.h"
 
 namespace herd::comm::gloo {
 namespace {
-
-std::string this_host() {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  return host;
-}
 
 // FNV-1a over 64-bit words: the same value on every rank, no communication.
 struct Hash {
@@ -240,13 +234,7 @@ class GlooWork final : public Work {
     g_->rt->recorder->set_state(op_.record_id, state);
   }
 
-  std::string describe() const {
-    std::string s = std::string(op_name(op_.kind)) + " #" + std::to_string(op_.seq) + " on group '" + g_->name +
-                    "' (global ranks " + rank_list(g_->members) + ")";
-    if (op_.kind != OpKind::kBarrier) s += ", " + std::string(dtype_name(op_.elem)) + " x " + std::to_string(op_.count);
-    if (!is_collective(op_.kind)) s += " tag " + std::to_string(op_.tag);
-    return s;
-  }
+  std::string describe() const { return describe_op(op_, g_->name, g_->members); }
 
   std::shared_ptr<Group> g_;
   OpDesc op_;

@@ -15,16 +15,11 @@
 
 #include "herd/comm/direct.h"
 #include "herd/core/format.h"
+#include "herd/core/launch_env.h"
 #include "herd/core/log.h"
 
 namespace herd::comm::mpi {
 namespace {
-
-std::string host_name() {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  return host;
-}
 
 [[noreturn]] void mpi_failed(const char* call, int rc, const char* file, int line) {
   char msg[MPI_MAX_ERROR_STRING] = {0};
@@ -32,7 +27,7 @@ std::string host_name() {
   MPI_Error_string(rc, msg, &len);
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::fprintf(stderr, "herd: %s failed on rank %d (host %s) at %s:%d: %s\n", call, rank, host_name().c_str(), file,
+  std::fprintf(stderr, "herd: %s failed on rank %d (host %s) at %s:%d: %s\n", call, rank, this_host().c_str(), file,
                line, msg);
   abort_job(2);
   std::abort();
@@ -265,13 +260,7 @@ class MpiWork final : public Work {
     g_->rt->recorder->set_state(op_.record_id, state);
   }
 
-  std::string describe() const {
-    std::string s = std::string(op_name(op_.kind)) + " #" + std::to_string(op_.seq) + " on group '" + g_->name +
-                    "' (global ranks " + rank_list(g_->members) + ")";
-    if (op_.kind != OpKind::kBarrier) s += ", " + std::string(dtype_name(op_.elem)) + " x " + std::to_string(op_.count);
-    if (!is_collective(op_.kind)) s += " tag " + std::to_string(op_.tag);
-    return s;
-  }
+  std::string describe() const { return describe_op(op_, g_->name, g_->members); }
 
   [[noreturn]] void on_timeout() {
     std::vector<int> no_data, not_taken;
@@ -408,7 +397,7 @@ Result<std::unique_ptr<Communicator>> make_world(const CommOptions& options) {
     int flag = 0;
     HERD_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
     if (flag) rt->tag_ub = *static_cast<int*>(ub);
-    rt->host = host_name();
+    rt->host = this_host();
     rt->recorder = std::make_shared<FlightRecorder>(rt->world_rank, options.recorder_capacity);
     g_runtime = rt;
     set_log_rank(rt->world_rank);

@@ -9,16 +9,13 @@
 #include <thread>
 
 #include "herd/core/format.h"
+#include "herd/core/launch_env.h"
 #include "herd/core/log.h"
 
 namespace herd::comm::nccl {
 namespace {
 
-std::string where(int rank) {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  return "global rank " + std::to_string(rank) + " (host " + host + ")";
-}
+std::string where(int rank) { return "global rank " + std::to_string(rank) + " (host " + this_host() + ")"; }
 
 // Every CUDA and NCCL call is checked; a failure becomes an error naming the call, rank and host.
 #define HERD_CUDA_TRY(call, rank)                                                              \

@@ -14,18 +14,13 @@
 
 #include "herd/core/json.h"
 #include "herd/core/json_text.h"
+#include "herd/core/launch_env.h"
 
 namespace herd::train {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string host_name() {
-  char buf[HOST_NAME_MAX + 1] = {0};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
 
 std::string utc_now() {
   const std::time_t now = std::time(nullptr);
@@ -116,7 +111,7 @@ Result<CheckpointDirLock> CheckpointDirLock::acquire(const std::string& dir, con
   }
   if (rc == 0) {
     const Json me = {
-        {"command", command}, {"pid", static_cast<long>(::getpid())}, {"host", host_name()}, {"since", utc_now()}};
+        {"command", command}, {"pid", static_cast<long>(::getpid())}, {"host", this_host()}, {"since", utc_now()}};
     if (!write_all(fd, json_text(me) + "\n")) {
       const int err = errno;
       ::close(fd);
@@ -145,7 +140,7 @@ Result<CheckpointDirLock> CheckpointDirLock::acquire(const std::string& dir, con
   const auto pid = holder["pid"].get<long>();
   const std::string host = holder["host"].get<std::string>();
   // The supervisor of this job (herd train --max-restarts, herd launch) holds it for the job.
-  if (host == host_name() && is_ancestor(static_cast<pid_t>(pid))) return CheckpointDirLock();
+  if (host == this_host() && is_ancestor(static_cast<pid_t>(pid))) return CheckpointDirLock();
   auto text_or = [&](const char* key, const char* fallback) {
     return holder.contains(key) && holder[key].is_string() ? holder[key].get<std::string>() : std::string(fallback);
   };

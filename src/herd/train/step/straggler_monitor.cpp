@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "herd/core/format.h"
+#include "herd/core/launch_env.h"
 #include "herd/core/stats.h"
 #include "herd/core/timer.h"
 
@@ -94,11 +95,11 @@ Result<StragglerMonitor> StragglerMonitor::make(const DiagnosticsSection& d, con
   // Stages and hosts never change during a run: one all-reduce at start, each rank filling its row.
   const auto w = static_cast<std::size_t>(m.world_);
   std::vector<std::int32_t> rows(w * (1 + kHostChars), 0);
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
+  const std::string host = this_host();
   std::int32_t* mine = rows.data() + static_cast<std::size_t>(m.rank_) * (1 + kHostChars);
   mine[0] = ctx.pp_rank();
-  for (int i = 0; i < kHostChars && host[i] != 0; ++i) mine[1 + i] = static_cast<unsigned char>(host[i]);
+  for (int i = 0; i < kHostChars && i < static_cast<int>(host.size()); ++i)
+    mine[1 + i] = static_cast<unsigned char>(host[i]);
   if (m.world_ > 1) {
     HERD_RETURN_IF_ERROR(ctx.world->all_reduce(rows.data(), rows.size(), DType::kI32, comm::ReduceOp::kMax));
   }
