@@ -264,6 +264,27 @@ TEST_F(DistCli, Tp2Dp2UnderTorchrunAndSrunWithoutPmixReproducesTheSingleRankLoss
   EXPECT_TRUE(fs::is_empty(dir_ / "meet"));
 }
 
+// Processes started by hand with the launch.* settings (no launcher variables) train as one job.
+TEST_F(DistCli, ProcessesStartedByHandWithLaunchSettingsReproduceTheSingleRankLoss) {
+  const std::string one = (dir_ / "one.jsonl").string(), two = (dir_ / "hand.jsonl").string();
+  auto r = herd::testing::run_herd(run_args(one));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string common = std::string(HERD_BINARY) + " " + run_args(two) +
+                             " --dp 2 --launch.world_size=2 --launch.master_addr=127.0.0.1 --launch.master_port=" +
+                             std::to_string(20000 + ::getpid() % 20000) +
+                             " --parallel.rendezvous_dir=" + (dir_ / "meet").string();
+  const std::string log = (dir_ / "hand.log").string();
+  const std::string cmd = common + " --launch.rank=1 > " + log + ".1 2>&1 & p=$!; " + common + " --launch.rank=0 > " +
+                          log + " 2>&1; s=$?; wait $p || s=1; exit $s";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << herd::testing::slurp(log) << herd::testing::slurp(log + ".1");
+  const auto a = losses_of(one), b = losses_of(two);
+  ASSERT_EQ(b.size(), 5u) << herd::testing::slurp(log);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
+  EXPECT_NE(herd::testing::slurp(log).find("training 2 ranks as processes over gloo; the launch.* settings"),
+            std::string::npos)
+      << herd::testing::slurp(log);
+}
+
 // A gloo rank that fails alone (rank 0 cannot open the metrics file) prints its error and ends its process;
 // its peer's collective then fails on the closed connection instead of waiting out the 300 s timeout.
 TEST_F(DistCli, AGlooRankThatFailsAloneEndsTheJobAtOnce) {

@@ -97,6 +97,40 @@ TEST(ResolveLaunch, GlooNeedsALauncherThatNamesTheJob) {
             "parallel.backend=mpi");
 }
 
+// The launch.* settings override every launcher's variables: processes started by hand run over gloo
+// and meet under the master address and port they are given.
+TEST(ResolveLaunch, LaunchSettingsOverrideTheLaunchersVariables) {
+  TrainConfig cfg;
+  cfg.launch.rank = 1;
+  cfg.launch.world_size = 2;
+  cfg.launch.master_addr = "node7";
+  cfg.launch.master_port = 29600;
+  const Result<JobLaunch> j = resolve_launch(cfg, kTorchrun);
+  if (!comm::gloo_compiled_in()) {
+    EXPECT_FALSE(j.ok());
+    return;
+  }
+  ASSERT_TRUE(j.ok()) << j.error().message();
+  EXPECT_EQ(j->backend, comm::Backend::kGloo);
+  EXPECT_EQ(j->env.source, LaunchSource::kFlags);
+  EXPECT_EQ(j->env.rank, 1);
+  EXPECT_EQ(j->env.job_key, "flags-node7-29600");
+  EXPECT_FALSE(j->lead());
+  cfg.launch.master_port = 0;
+  EXPECT_EQ(resolve_launch(cfg, {}).error().message(),
+            "launch.rank=1 launch.world_size=2 without launch.master_addr and launch.master_port: they name the job "
+            "the processes meet under (rank 0's host and a port); give both, the same on every process");
+  cfg.launch.rank = 2;
+  EXPECT_EQ(resolve_launch(cfg, {}).error().message(),
+            "launch.rank=2 launch.world_size=2: give launch.rank and launch.world_size together, the rank from 0 to "
+            "the world size - 1");
+  // One process by its own word is a job of one rank: ranks as threads.
+  cfg = TrainConfig{};
+  cfg.launch.rank = 0;
+  cfg.launch.world_size = 1;
+  EXPECT_EQ(resolve_launch(cfg, kTorchrun)->backend, comm::Backend::kLocal);
+}
+
 TEST(ResolveLaunch, TheRendezvousDirectoryIsSharedStorageWhereKnown) {
   TrainConfig cfg;
   cfg.checkpoint.dir = "/shared/run1/ckpt";

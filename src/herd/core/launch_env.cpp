@@ -123,6 +123,7 @@ const char* launch_source_name(LaunchSource s) {
     case LaunchSource::kSrunMpi: return "srun with PMIx";
     case LaunchSource::kSlurm: return "srun without PMIx";
     case LaunchSource::kTorchrun: return "torchrun";
+    case LaunchSource::kFlags: return "the launch.* settings";
   }
   return "?";
 }
@@ -173,6 +174,7 @@ std::string job_key(const Environment& env, const LaunchEnv& e) {
       if (find(env, "PMIX_NAMESPACE") == nullptr) return "";
       key = "mpirun-" + get("PMIX_NAMESPACE", "");
       break;
+    case LaunchSource::kFlags: key = "flags-" + e.master_addr + "-" + std::to_string(e.master_port); break;
     case LaunchSource::kNone: return "";
   }
   for (char& c : key) {
@@ -182,6 +184,34 @@ std::string job_key(const Environment& env, const LaunchEnv& e) {
 }
 
 }  // namespace
+
+Result<LaunchEnv> read_launch_env(const Environment& env, const LaunchFlags& f) {
+  if (!f.given()) return read_launch_env(env);
+  LaunchEnv e;
+  e.source = LaunchSource::kFlags;
+  e.variables = "launch.rank=" + std::to_string(f.rank) + " launch.world_size=" + std::to_string(f.world_size);
+  if (f.rank < 0 || f.world_size < 1 || f.rank >= f.world_size) {
+    return make_error(e.variables, ": give launch.rank and launch.world_size together, the rank from 0 to the world ",
+                      "size - 1");
+  }
+  if (f.local_size < 1 || f.local_rank < 0 || f.local_rank >= f.local_size) {
+    return make_error("launch.local_rank=", f.local_rank, " launch.local_world_size=", f.local_size,
+                      ": the local rank runs from 0 to the processes on this host - 1");
+  }
+  if (f.world_size > 1 && (f.master_addr.empty() || f.master_port <= 0)) {
+    return make_error(e.variables, " without launch.master_addr and launch.master_port: they name the job the ",
+                      "processes meet under (rank 0's host and a port); give both, the same on every process");
+  }
+  e.rank = f.rank;
+  e.world_size = f.world_size;
+  e.local_rank = f.local_rank;
+  e.local_size = f.local_size;
+  e.master_addr = f.master_addr;
+  e.master_port = f.master_port;
+  e.job_key = job_key(env, e);
+  if (const std::string* iface = find(env, "GLOO_SOCKET_IFNAME")) e.socket_iface = *iface;
+  return e;
+}
 
 std::string this_host() {
   char host[256] = {0};

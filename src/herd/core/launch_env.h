@@ -30,9 +30,9 @@
 
 namespace herd {
 
-enum class LaunchSource { kNone, kMpirun, kSrunMpi, kSlurm, kTorchrun };
+enum class LaunchSource { kNone, kMpirun, kSrunMpi, kSlurm, kTorchrun, kFlags };
 
-// "no launcher", "mpirun", "srun with PMIx", "srun without PMIx", "torchrun".
+// "no launcher", "mpirun", "srun with PMIx", "srun without PMIx", "torchrun", "the launch.* settings".
 const char* launch_source_name(LaunchSource s);
 
 struct LaunchEnv {
@@ -62,6 +62,23 @@ using Environment = std::map<std::string, std::string>;
 
 // This process's environment (environ).
 Environment process_environment();
+
+// Where the user says this process stands (`herd train --launch.rank=R --launch.world_size=N ...`):
+// processes started by hand or by a launcher herd does not read. Given, it overrides every launcher's
+// variables; the processes talk over gloo and meet under "flags-<master_addr>-<master_port>", which
+// every process of one start must be given alike.
+struct LaunchFlags {
+  int rank = -1;  // -1: not given
+  int world_size = 0;
+  int local_rank = 0;
+  int local_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+  bool given() const { return rank >= 0 || world_size > 0; }
+};
+
+// `flags` where given, else the launcher that set `env`.
+Result<LaunchEnv> read_launch_env(const Environment& env, const LaunchFlags& flags);
 
 // This host's name (gethostname); "unknown" when it fails.
 std::string this_host();

@@ -244,6 +244,16 @@ const std::vector<Field>& registry() {
       bind_field("comm.deterministic", &C::comm, &CommSection::deterministic,
                  "fixed rank-order reductions, bit-exact; false: MPI's native collectives (gloo: always fixed-order)"),
       bind_field("comm.recorder_size", &C::comm, &CommSection::recorder_size, "flight-recorder entries per rank"),
+      bind_field("launch.rank", &C::launch, &LaunchSection::rank,
+                 "this process's rank, for processes started by hand (overrides the launcher's variables); -1: "
+                 "from the launcher"),
+      bind_field("launch.world_size", &C::launch, &LaunchSection::world_size, "the job's processes, with launch.rank"),
+      bind_field("launch.local_rank", &C::launch, &LaunchSection::local_rank, "this process among its host's"),
+      bind_field("launch.local_world_size", &C::launch, &LaunchSection::local_world_size,
+                 "the job's processes on this host"),
+      bind_field("launch.master_addr", &C::launch, &LaunchSection::master_addr,
+                 "rank 0's host: with launch.master_port, the name the processes meet under"),
+      bind_field("launch.master_port", &C::launch, &LaunchSection::master_port, "a port, with launch.master_addr"),
       bind_field("diagnostics.dir", &C::diagnostics, &DiagnosticsSection::dir,
                  "flight-recorder dumps of a failed job; empty: <checkpoint.dir>/diagnostics, else beside "
                  "train.metrics_file, else the temp dir"),
@@ -397,6 +407,15 @@ Status validate(const TrainConfig& c) {
   if (c.schedule.decay_steps < 0) return make_error("schedule.decay_steps: must be >= 0, got ", c.schedule.decay_steps);
   if (c.schedule.ramp && c.data.seq_len % 2 != 0) {
     return make_error("data.seq_len (", c.data.seq_len, ") must be even with schedule.ramp");
+  }
+  for (const auto& [value, key] : {std::pair{c.launch.rank, "launch.rank"},
+                                   {c.launch.world_size, "launch.world_size"},
+                                   {c.launch.local_rank, "launch.local_rank"},
+                                   {c.launch.local_world_size, "launch.local_world_size"},
+                                   {c.launch.master_port, "launch.master_port"}}) {
+    if (value < -1 || value > (std::int64_t{1} << 20)) {
+      return make_error(key, " (", value, ") is out of range; give a count or rank below 1048576 (-1: not given)");
+    }
   }
   HERD_RETURN_IF_ERROR(positive(c.parallel.tp, "parallel.tp"));
   HERD_RETURN_IF_ERROR(positive(c.parallel.cp, "parallel.cp"));

@@ -155,6 +155,17 @@ struct CommSection {
   std::int64_t recorder_size = 2048;  // entries kept per rank by the flight recorder
 };
 
+// Where this process stands, as the user gives it (core/launch_env.h LaunchFlags): for processes started
+// by hand or by a launcher herd does not read; overrides every launcher's variables. -1 / 0 / "": not given.
+struct LaunchSection {
+  std::int64_t rank = -1;
+  std::int64_t world_size = 0;
+  std::int64_t local_rank = 0;
+  std::int64_t local_world_size = 1;
+  std::string master_addr;
+  std::int64_t master_port = 0;
+};
+
 // Where a failed job leaves what explains it: every rank's flight-recorder dump, named after the job.
 struct DiagnosticsSection {
   std::string dir = "";         // empty: <checkpoint.dir>/diagnostics, else beside train.metrics_file, else temp dir
@@ -193,6 +204,7 @@ struct TrainConfig {
   FaultSection fault;
   CommSection comm;
   DiagnosticsSection diagnostics;
+  LaunchSection launch;
   ProjectionSection projection;
 };
 

@@ -142,7 +142,13 @@ Status check_gloo(const LaunchEnv& e) {
 
 Result<JobLaunch> resolve_launch(const TrainConfig& cfg, const Environment& env) {
   JobLaunch j;
-  Result<LaunchEnv> found = read_launch_env(env);
+  const LaunchFlags flags{static_cast<int>(cfg.launch.rank),
+                          static_cast<int>(cfg.launch.world_size),
+                          static_cast<int>(cfg.launch.local_rank),
+                          static_cast<int>(cfg.launch.local_world_size),
+                          cfg.launch.master_addr,
+                          static_cast<int>(cfg.launch.master_port)};
+  Result<LaunchEnv> found = read_launch_env(env, flags);
   if (cfg.parallel.backend == "local") {
     if (found.ok() && found->world_size > 1) {
       return make_error("parallel.backend=local runs every rank as a thread of this process, but ",
