@@ -28,6 +28,7 @@
 #include "herd/core/bf16.h"
 #include "herd/core/error.h"
 #include "herd/kernels/attention.h"
+#include "herd/kernels/ops.h"
 #include "herd/model/shard.h"
 
 namespace herd::parallel::cp {
@@ -59,14 +60,17 @@ struct CpMask {
 Result<CpMask> make_cp_mask(comm::Communicator& group, std::int64_t batch, std::int64_t seq_len,
                             const std::int32_t* pos, const std::int32_t* doc);
 
-// Scratch reused across layers and steps (grows to its largest use, then stops allocating).
+// Scratch reused across layers and steps (grows to its largest use, then stops allocating), on the
+// device of `ops`, whose op interface (kernels/ops.h) runs CP attention's kernels and copies.
 template <typename T>
 struct CpWorkspace {
-  std::vector<T> gathered;  // (cp, B, 2c, 2, Hkv, D): the all-gather / reduce-scatter buffer
-  std::vector<T> kv;        // (B, T, 2, Hkv, D): gathered K/V in kernel layout (B > 1 only)
-  std::vector<T> dkv;       // (B, T, 2, Hkv, D): dK/dV of every key
+  explicit CpWorkspace(const kernels::Ops& ops = kernels::cpu_ops()) : ops(&ops) {}
+  const kernels::Ops* ops;
+  kernels::Buffer gathered;  // (cp, B, 2c, 2, Hkv, D) of T: the all-gather / reduce-scatter buffer
+  kernels::Buffer kv;        // (B, T, 2, Hkv, D) of T: gathered K/V in kernel layout (B > 1 only)
+  kernels::Buffer dkv;       // (B, T, 2, Hkv, D) of T: dK/dV of every key
   // bf16 inputs (In = bf16 below): the all-gather and kernel-layout buffers of K/V in bf16.
-  std::vector<bf16> gathered16, kv16;
+  kernels::Buffer gathered16, kv16;
 };
 
 // Local heads and layout. d.batch = B, d.tq = 2c, d.q_heads / d.kv_heads / d.head_dim the rank's

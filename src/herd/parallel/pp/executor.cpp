@@ -67,7 +67,9 @@ PipelineExecutor<T>::PipelineExecutor(comm::Communicator* pp, const model::Llama
   // The checker's peak in-flight count is exactly how many slots this rank's list ever holds.
   const int n_slots = plan_.check.peak_inflight[static_cast<std::size_t>(rank_)];
   for (int i = 0; i < n_slots; ++i) {
-    slots_.push_back(std::make_unique<tensor::Arena>(static_cast<std::size_t>(slot_bytes)));
+    const std::size_t bytes = tensor::Arena::round_up(static_cast<std::size_t>(slot_bytes));
+    slot_memory_.emplace_back(chunks_.front().ops(), bytes);
+    slots_.push_back(std::make_unique<tensor::Arena>(slot_memory_.back().data(), bytes));
     free_slots_.push_back(n_slots - 1 - i);
   }
 }
@@ -95,8 +97,8 @@ void PipelineExecutor<T>::zero_grads() {
 template <typename T>
 T* PipelineExecutor<T>::acquire_buffer() {
   if (free_buffers_.empty()) {
-    buffers_.push_back(aligned_array<T>(static_cast<std::size_t>(opt_.micro_batch * opt_.seq_len * cfg_.hidden)));
-    return buffers_.back().get();
+    buffers_.push_back(kernels::array_of<T>(chunks_.front().ops(), opt_.micro_batch * opt_.seq_len * cfg_.hidden));
+    return buffers_.back().as<T>();
   }
   T* b = free_buffers_.back();
   free_buffers_.pop_back();

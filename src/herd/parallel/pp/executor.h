@@ -115,9 +115,10 @@ class PipelineExecutor {
   std::vector<Stage> chunks_;
   std::vector<std::size_t> last_backward_;  // per chunk: index of its last backward in the action list
   std::vector<std::int64_t> chunk_saved_;
+  std::vector<kernels::Buffer> slot_memory_;  // each slot's block, on the chunks' device
   std::vector<std::unique_ptr<tensor::Arena>> slots_;
   std::vector<int> free_slots_;
-  std::vector<AlignedPtr<T>> buffers_;
+  std::vector<kernels::Buffer> buffers_;  // residual streams and their gradients, on the chunks' device
   std::vector<T*> free_buffers_;
 };
 
