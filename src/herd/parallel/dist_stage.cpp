@@ -257,12 +257,12 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
     T* full = a.allocate_array<T>(n * d, "scratch");
     if constexpr (std::is_same_v<T, float>) {
       if (ctx_.bf16()) {
-        tp::vocab_embedding_forward(*tpc_, mb.tokens, n, units_[0]->full_params_bf16(), vocab_, d, full, x);
+        tp::vocab_embedding_forward(*tpc_, st.ids, n, units_[0]->full_params_bf16(), vocab_, d, full, x);
       } else {
-        tp::vocab_embedding_forward<T>(*tpc_, mb.tokens, n, units_[0]->full_params(), vocab_, d, full, x);
+        tp::vocab_embedding_forward<T>(*tpc_, st.ids, n, units_[0]->full_params(), vocab_, d, full, x);
       }
     } else {
-      tp::vocab_embedding_forward<T>(*tpc_, mb.tokens, n, units_[0]->full_params(), vocab_, d, full, x);
+      tp::vocab_embedding_forward<T>(*tpc_, st.ids, n, units_[0]->full_params(), vocab_, d, full, x);
     }
     a.reset(m);
     if (reshard) units_[0]->release();
