@@ -119,6 +119,8 @@ DistributedStage<T>::~DistributedStage() = default;
 template <typename T>
 void DistributedStage<T>::init_weights(std::uint64_t seed) {
   const int tp = ctx_.tp_size(), r = ctx_.tp_rank();
+  // Drawn on the host in pieces of at most kPiece elements, each copied to the shard's device.
+  constexpr std::int64_t kPiece = std::int64_t{1} << 16;
   std::vector<T> host;
   for (const ShardedParam& p : params_) {
     fsdp::FlatUnit<T>& unit = *units_[static_cast<std::size_t>(p.unit)];
@@ -129,16 +131,19 @@ void DistributedStage<T>::init_weights(std::uint64_t seed) {
     const model::TpBlock blk = model::tp_block(p.w, tp, r);
     const std::uint64_t stream = nn::normal_stream(seed, static_cast<std::uint64_t>(p.index));
     const double sd = model::init_std(p.w.init, cfg_);
-    host.resize(static_cast<std::size_t>(b - a));  // drawn on the host, then copied to the shard's device
-    for (std::int64_t j = a; j < b; ++j) {
-      const std::int64_t e = j - p.w.local_offset;  // row-major inside the TP block
-      const std::int64_t g = (blk.r0 + e / blk.cols()) * p.w.cols + blk.c0 + e % blk.cols();
-      host[static_cast<std::size_t>(j - a)] =
-          p.w.init == model::WeightInit::kOnes
-              ? T(1)
-              : static_cast<T>(nn::normal_at(stream, static_cast<std::uint64_t>(g), sd));
+    for (std::int64_t piece = a; piece < b; piece += kPiece) {
+      const std::int64_t end = std::min(b, piece + kPiece);
+      host.resize(static_cast<std::size_t>(end - piece));
+      for (std::int64_t j = piece; j < end; ++j) {
+        const std::int64_t e = j - p.w.local_offset;  // row-major inside the TP block
+        const std::int64_t g = (blk.r0 + e / blk.cols()) * p.w.cols + blk.c0 + e % blk.cols();
+        host[static_cast<std::size_t>(j - piece)] =
+            p.w.init == model::WeightInit::kOnes
+                ? T(1)
+                : static_cast<T>(nn::normal_at(stream, static_cast<std::uint64_t>(g), sd));
+      }
+      ops_->copy_from_host(host.data(), unit.shard_params() + (piece - s0), bytes_of(end - piece, sizeof(T)));
     }
-    ops_->copy_from_host(host.data(), unit.shard_params() + (a - s0), bytes_of(b - a, sizeof(T)));
   }
   params_updated();
 }
@@ -168,12 +173,12 @@ void DistributedStage<T>::load_full(const T* full) {
   }
   for (std::size_t u = 0; u < units_.size(); ++u) {
     fsdp::FlatUnit<T>& unit = *units_[u];
-    std::vector<T> shard(static_cast<std::size_t>(unit.shard_size()), T(0));  // padding stays zero
-    for (std::int64_t i = 0; i < unit.shard_size(); ++i) {
-      const std::int64_t j = unit.shard_begin() + i;
-      if (j < unit.count()) shard[static_cast<std::size_t>(i)] = local[u][static_cast<std::size_t>(j)];
+    // The shard's elements of the unit, then zeros for the padding past its end.
+    const std::int64_t valid = std::clamp(unit.count() - unit.shard_begin(), std::int64_t{0}, unit.shard_size());
+    if (valid > 0) {
+      ops_->copy_from_host(local[u].data() + unit.shard_begin(), unit.shard_params(), bytes_of(valid, sizeof(T)));
     }
-    ops_->copy_from_host(shard.data(), unit.shard_params(), bytes_of(unit.shard_size(), sizeof(T)));
+    ops_->zero(unit.shard_params() + valid, bytes_of(unit.shard_size() - valid, sizeof(T)));
   }
   params_updated();
 }
