@@ -15,15 +15,18 @@ namespace {
 
 std::size_t bytes_of(std::int64_t n, std::size_t elem) { return static_cast<std::size_t>(n) * elem; }
 
-// Copies this TP rank's block of a full (rows, cols) weight to `local` (row-major, the block's shape).
+// Copies this TP rank's block of a full (rows, cols) weight to `local` (row-major, the block's shape),
+// both host buffers (a checkpoint's tensors being loaded).
 template <typename T>
 void tp_slice(const model::Weight& w, const model::TpBlock& b, const T* full, T* local) {
   for (std::int64_t i = b.r0; i < b.r1; ++i) {
-    std::memcpy(local + (i - b.r0) * b.cols(), full + i * w.cols + b.c0, bytes_of(b.cols(), sizeof(T)));
+    const T* row = full + i * w.cols + b.c0;
+    std::memcpy(local + (i - b.r0) * b.cols(), row, bytes_of(b.cols(), sizeof(T)));  // host
   }
 }
 
-// Inverse over all ranks: `gathered` holds the tp local blocks back to back (replicated: rank 0's copy).
+// Inverse over all ranks: `gathered` holds the tp local blocks back to back (replicated: rank 0's copy);
+// host buffers (a checkpoint's tensors being assembled).
 template <typename T>
 void tp_unslice(const model::Weight& w, int tp, const T* gathered, T* full) {
   const int ranks = w.split == model::TpSplit::kReplicated ? 1 : tp;
@@ -31,7 +34,8 @@ void tp_unslice(const model::Weight& w, int tp, const T* gathered, T* full) {
     const model::TpBlock b = model::tp_block(w, tp, r);
     const T* src = gathered + r * w.local_count();
     for (std::int64_t i = b.r0; i < b.r1; ++i) {
-      std::memcpy(full + i * w.cols + b.c0, src + (i - b.r0) * b.cols(), bytes_of(b.cols(), sizeof(T)));
+      const T* row = src + (i - b.r0) * b.cols();
+      std::memcpy(full + i * w.cols + b.c0, row, bytes_of(b.cols(), sizeof(T)));  // host
     }
   }
 }
