@@ -42,6 +42,29 @@ Result<CpMask> make_cp_mask(comm::Communicator& group, std::int64_t batch, std::
   return m;
 }
 
+void CpMask::place(const kernels::Ops& ops) {
+  const std::vector<std::int32_t>* arrays[] = {&pos_q, &doc_q, &pos_k, &doc_k};
+  std::size_t bytes = 0;
+  for (const auto* v : arrays) bytes += v->size() * sizeof(std::int32_t);
+  placed = kernels::Buffer(ops, bytes);
+  std::size_t at = 0;
+  for (const auto* v : arrays) {
+    const std::size_t n = v->size() * sizeof(std::int32_t);
+    if (n > 0) ops.copy_from_host(v->data(), static_cast<char*>(placed.data()) + at, n);
+    at += n;
+  }
+}
+
+kernels::AttentionMask CpMask::kernel_mask() const {
+  if (!placed) return {pos_q.data(), doc_q.data(), pos_k.data(), doc_k.data()};
+  const auto* base = placed.as<const std::int32_t>();
+  const std::int32_t* p_q = base;
+  const std::int32_t* d_q = p_q + pos_q.size();
+  const std::int32_t* p_k = d_q + doc_q.size();
+  const std::int32_t* d_k = p_k + pos_k.size();
+  return {p_q, doc_q.empty() ? nullptr : d_q, p_k, doc_k.empty() ? nullptr : d_k};
+}
+
 CpCommVolume cp_comm_volume(const CpSplit& split, const kernels::AttentionDims& d) {
   const std::int64_t tokens = d.batch * split.local_len();
   return {tokens * 2 * d.kv_heads * d.head_dim, tokens * d.q_heads * d.head_dim};

@@ -49,9 +49,15 @@ struct CpMask {
   std::vector<std::int32_t> pos_k;  // (B, T), gathered order
   std::vector<std::int32_t> doc_k;  // (B, T), gathered order
 
+  // The four arrays copied to a device (place()), where the attention kernel reads them; empty until then.
+  kernels::Buffer placed;
+
   std::int64_t tq() const { return split.local_len(); }
   std::int64_t tk() const { return split.seq_len; }
-  kernels::AttentionMask kernel_mask() const { return {pos_q.data(), doc_q.data(), pos_k.data(), doc_k.data()}; }
+  // Copies the arrays to `ops`'s device; kernel_mask() then points there.
+  void place(const kernels::Ops& ops);
+  // The arrays as the kernel reads them: the placed copies, or the vectors above before place().
+  kernels::AttentionMask kernel_mask() const;
 };
 
 // pos and doc (B, 2c): the local tokens' positions and document ids (doc null: one document), in the
