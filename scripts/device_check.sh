@@ -2,13 +2,14 @@
 # The one command to run when a GPU machine is lent (docs/gpu.md). Two halves:
 #
 #   scripts/device_check.sh --prepare   on the CPU machine: builds the GPU targets (kernels/cuda tests, the
-#                                       NCCL test, bench/gpu) in build/, computes the planner's prediction
+#                                       block through the CUDA op interface, the NCCL test, bench/gpu) in build/, computes the planner's prediction
 #                                       for the benchmark's runs (pure computation, no GPU), and packs the
 #                                       binaries with the shared libraries a bare GPU machine lacks into
 #                                       .device/ (ignored by git; about 20 MiB, carried to the device).
 #   scripts/device_check.sh             on the GPU machine, from the repository root, with .device/ carried:
 #                                       prints nvidia-smi and the driver and toolkit versions, runs every
-#                                       CUDA kernel test against the CPU reference, the NCCL test at world
+#                                       CUDA kernel test against the CPU reference, the transformer block on
+#                                       the CUDA op interface against the CPU's, the NCCL test at world
 #                                       size one and the bf16 training-step benchmark, and writes one JSON
 #                                       summary, $OUT/device_check.json (or .device/out/device_check.json
 #                                       without $OUT). Within 8 minutes; each stage has its own timeout.
@@ -24,8 +25,9 @@ if [ "${1:-}" = "--prepare" ]; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHERD_WERROR=ON -DHERD_ENABLE_CUDA=ON -DHERD_BUILD_TESTS=ON \
     -DHERD_BUILD_BENCH=ON >/dev/null
-  cmake --build build -j "$(nproc)" --target herd herd_kernels_cuda_tests herd_bench_gpu
-  targets=(build/tests/kernels/cuda/herd_kernels_cuda_tests build/bench/gpu/herd_bench_gpu build/herd)
+  cmake --build build -j "$(nproc)" --target herd herd_kernels_cuda_tests herd_nn_cuda_tests herd_bench_gpu
+  targets=(build/tests/kernels/cuda/herd_kernels_cuda_tests build/tests/nn/cuda/herd_nn_cuda_tests
+    build/bench/gpu/herd_bench_gpu build/herd)
   [ -x build/tests/comm/nccl/herd_comm_nccl_tests ] || cmake --build build --target herd_comm_nccl_tests || true
   [ -x build/tests/comm/nccl/herd_comm_nccl_tests ] && targets+=(build/tests/comm/nccl/herd_comm_nccl_tests)
   rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/fallback"
@@ -82,6 +84,10 @@ log "CUDA kernels against the CPU reference"
 timeout 240 "$bin/herd_kernels_cuda_tests" --gtest_output="json:$out/cuda_tests.json" 2>&1 | tail -60
 kernels_rc=${PIPESTATUS[0]}
 
+log "the transformer block on the CUDA op interface against the CPU's"
+timeout 120 "$bin/herd_nn_cuda_tests" --gtest_output="json:$out/nn_cuda_tests.json" 2>&1 | tail -20
+block_rc=${PIPESTATUS[0]}
+
 nccl_rc=skipped
 if [ -x "$bin/herd_comm_nccl_tests" ]; then
   log "NCCL at world size one"
@@ -107,9 +113,9 @@ for seq in 2048 8192; do
 done
 
 log "summary"
-python3 - "$out" "$pack" "$kernels_rc" "$nccl_rc" "$bench_rc" <<'PY'
+python3 - "$out" "$pack" "$kernels_rc" "$nccl_rc" "$bench_rc" "$block_rc" <<'PY'
 import datetime, json, os, sys
-out, pack, kernels_rc, nccl_rc, bench_rc = sys.argv[1:6]
+out, pack, kernels_rc, nccl_rc, bench_rc, block_rc = sys.argv[1:7]
 def load(path):
     try:
         with open(path) as f:
@@ -117,6 +123,7 @@ def load(path):
     except Exception as e:  # a stage that died leaves no file; say so in the summary
         return {"missing": f"{path}: {e}"}
 tests = load(os.path.join(out, "cuda_tests.json"))
+block_tests = load(os.path.join(out, "nn_cuda_tests.json"))
 summary = {
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     "commit": open(os.path.join(pack, "commit")).read().strip() if os.path.exists(os.path.join(pack, "commit")) else "unknown",
@@ -124,6 +131,7 @@ summary = {
     "kernel_tests": {"exit": int(kernels_rc), "tests": tests.get("tests"), "failures": tests.get("failures"),
                      "failed": [f"{s['name']}.{t['name']}" for s in tests.get("testsuites", []) for t in s.get("testsuite", [])
                                 if t.get("failures")]},
+    "block_tests": {"exit": int(block_rc), "tests": block_tests.get("tests"), "failures": block_tests.get("failures")},
     "nccl_test_exit": nccl_rc,
     "bench": load(os.path.join(out, "gpu_bench.json")),
     "bench_exit": int(bench_rc),
@@ -133,7 +141,8 @@ summary = {
 }
 with open(os.path.join(out, "device_check.json"), "w") as f:
     json.dump(summary, f, indent=2)
-print(json.dumps({k: summary[k] for k in ("date", "gpu", "kernel_tests", "nccl_test_exit", "bench_exit")}, indent=2))
+print(json.dumps({k: summary[k] for k in ("date", "gpu", "kernel_tests", "block_tests", "nccl_test_exit", "bench_exit")},
+                 indent=2))
 for r in summary["bench"].get("results", []):  # measured against the planner's h200 prediction
     plan = summary["planned"].get(str(r["seq_len"]), {})
     if "step_time_s" in plan:

@@ -20,10 +20,7 @@
 
 #include <type_traits>
 
-#include "herd/kernels/attention.h"
-#include "herd/kernels/copy.h"
-#include "herd/kernels/rmsnorm.h"
-#include "herd/kernels/swiglu.h"
+#include "herd/kernels/ops.h"
 #include "herd/nn/block_precision.h"
 
 namespace herd::nn {
@@ -40,8 +37,13 @@ using block_precision::widened;
 
 template <typename T>
 TransformerBlock<T>::TransformerBlock(const LayerSizes& sizes, model::Recompute recompute, std::string tag_prefix,
-                                      bool bf16_mode)
-    : sizes_(sizes), layout_(sizes), recompute_(recompute), prefix_(std::move(tag_prefix)), bf16_(bf16_mode) {
+                                      bool bf16_mode, const kernels::Ops& ops)
+    : sizes_(sizes),
+      layout_(sizes),
+      recompute_(recompute),
+      prefix_(std::move(tag_prefix)),
+      bf16_(bf16_mode),
+      ops_(&ops) {
   HERD_CHECK(!bf16_mode || (std::is_same_v<T, float>), "bf16 mode is a mode of the fp32 block");
 }
 
@@ -88,7 +90,7 @@ BlockState<T> TransformerBlock<T>::forward_as(tensor::Arena& arena, const MicroB
     if (none) keep(st.act, n * f, "mlp.act");
   }
   const tensor::Arena::Mark scratch = arena.mark();
-  store(x, nl * d, st.input);
+  store(*ops_, x, nl * d, st.input);
   compute<S>(arena, mb, rope, st, x, x);
   arena.reset(scratch);
   // Drop the pointers into the freed scratch: the backward re-materialises them.
@@ -123,14 +125,14 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
   // out (n_loc, d) = res + (a W^T) summed over TP ranks (row-parallel linear of width `in`).
   auto row_parallel = [&](const S* a, std::int64_t in, const S* w, const T* res, T* out) {
     if (!tp_) {  // out may be res itself: the GEMM then adds onto it in place
-      if (out != res) kernels::copy_buffer(res, out, sizeof(T) * static_cast<std::size_t>(n * d));
-      linear<T, S>(a, n, in, w, d, T(1), out);
+      if (out != res) ops_->copy(res, out, sizeof(T) * static_cast<std::size_t>(n * d));
+      linear<T, S>(*ops_, a, n, in, w, d, T(1), out);
       return;
     }
     T* partial = scratch.t(n * d);
-    linear<T, S>(a, n, in, w, d, T(0), partial);
+    linear<T, S>(*ops_, a, n, in, w, d, T(0), partial);
     tp_->reduce(partial, out, n, d);
-    for (std::int64_t i = 0; i < nl * d; ++i) out[i] += res[i];
+    ops_->add(res, nl * d, out);
   };
   need(st.attn_rstd, nl);
   need(st.attn_norm_out, nl * d);
@@ -148,40 +150,41 @@ void TransformerBlock<T>::compute(tensor::Arena& arena, const MicroBatch& mb, co
   const LayerLayout& L = layout_;
   const S* w = weights<S>();
 
-  const T* attn_norm_w = widened(w + L.attn_norm, d, scratch.t_copy(d));
-  const T* mlp_norm_w = widened(w + L.mlp_norm, d, scratch.t_copy(d));
+  const T* attn_norm_w = widened(*ops_, w + L.attn_norm, d, scratch.t_copy(d));
+  const T* mlp_norm_w = widened(*ops_, w + L.mlp_norm, d, scratch.t_copy(d));
   // The norms read their inputs as saved and write their outputs as saved (kernels/rmsnorm.h has both
   // storage types: in bf16 mode, widened as read and rounded as written), as their backward sees them.
-  kernels::rmsnorm_forward(st.input, d, attn_norm_w, nl, d, sizes_.norm_eps, st.attn_norm_out, d, st.attn_rstd);
+  ops_->rmsnorm_forward(st.input, d, attn_norm_w, nl, d, sizes_.norm_eps, st.attn_norm_out, d, st.attn_rstd);
   const S* attn_in = gathered(st.attn_norm_out);  // (N, d)
   T* q = staged(st.q, scratch.t_copy(n * qd));
   T* k = staged(st.k, scratch.t_copy(n * kvd));
-  linear<T, S>(attn_in, n, d, w + L.wq, qd, T(0), q);
-  linear<T, S>(attn_in, n, d, w + L.wk, kvd, T(0), k);
-  linear_saved<T, S>(attn_in, n, d, w + L.wv, kvd, st.v);  // v has no RoPE: saved as the GEMM writes it
-  rope_store(rope, mb.positions, n, sizes_.heads, q, qd, st.q);
-  rope_store(rope, mb.positions, n, sizes_.kv_heads, k, kvd, st.k);
+  linear<T, S>(*ops_, attn_in, n, d, w + L.wq, qd, T(0), q);
+  linear<T, S>(*ops_, attn_in, n, d, w + L.wk, kvd, T(0), k);
+  linear_saved<T, S>(*ops_, attn_in, n, d, w + L.wv, kvd, st.v);  // v has no RoPE: saved as the GEMM writes it
+  rope_store(*ops_, rope, mb.positions, n, sizes_.heads, q, qd, st.q);
+  rope_store(*ops_, rope, mb.positions, n, sizes_.kv_heads, k, kvd, st.k);
   // Attention reads q, k, v as saved: in bf16 mode the bf16 kernel (fp32 sums and statistics, P rounded
   // before P V), locally or under CP.
   T* attn_out = staged(st.attn_out, scratch.t_copy(n * qd));
   if (attn_) {
     attn_->forward(attention_dims(mb, sizes_), st.q, st.k, st.v, attn_out, st.lse);
   } else {
-    kernels::attention_forward(attention_dims(mb, sizes_), attention_mask(mb), st.q, st.k, st.v, attn_out, st.lse);
+    ops_->attention_forward(attention_dims(mb, sizes_), attention_mask(mb), st.q, st.k, st.v, attn_out, st.lse);
   }
-  store(attn_out, n * qd, st.attn_out);
+  store(*ops_, attn_out, n * qd, st.attn_out);
 
   // h = residual + attn_out Wo^T at T; saved (rounded, in bf16 mode) as the MLP norm's input. The
   // forward without TP keeps h in the residual stream itself (residual is x_out): both row-parallel
   // linears then add onto it in place instead of copying their residual first (the same sums).
   T* h = !tp_ && x_out != nullptr && residual == x_out ? x_out : staged(st.mlp_input, scratch.t_copy(nl * d));
-  row_parallel(st.attn_out, qd, w + L.wo, residual ? residual : widened(st.input, nl * d, scratch.t_copy(nl * d)), h);
-  store(h, nl * d, st.mlp_input);
-  kernels::rmsnorm_forward(st.mlp_input, d, mlp_norm_w, nl, d, sizes_.norm_eps, st.mlp_norm_out, d, st.mlp_rstd);
-  const S* mlp_in = gathered(st.mlp_norm_out);                 // (N, d)
-  linear_saved<T, S>(mlp_in, n, d, w + L.w_gate, f, st.gate);  // SwiGLU reads them as saved
-  linear_saved<T, S>(mlp_in, n, d, w + L.w_up, f, st.up);
-  kernels::swiglu_forward(st.gate, f, st.up, f, n, f, st.act, f);
+  row_parallel(st.attn_out, qd, w + L.wo,
+               residual ? residual : widened(*ops_, st.input, nl * d, scratch.t_copy(nl * d)), h);
+  store(*ops_, h, nl * d, st.mlp_input);
+  ops_->rmsnorm_forward(st.mlp_input, d, mlp_norm_w, nl, d, sizes_.norm_eps, st.mlp_norm_out, d, st.mlp_rstd);
+  const S* mlp_in = gathered(st.mlp_norm_out);                        // (N, d)
+  linear_saved<T, S>(*ops_, mlp_in, n, d, w + L.w_gate, f, st.gate);  // SwiGLU reads them as saved
+  linear_saved<T, S>(*ops_, mlp_in, n, d, w + L.w_up, f, st.up);
+  ops_->swiglu_forward(st.gate, f, st.up, f, n, f, st.act, f);
   if (x_out) row_parallel(st.act, f, w + L.w_down, h, x_out);
 }
 

@@ -42,6 +42,7 @@
 #include "herd/core/bf16.h"
 #include "herd/core/check.h"
 #include "herd/kernels/attention.h"
+#include "herd/kernels/ops.h"
 #include "herd/kernels/rope.h"
 #include "herd/model/flops.h"
 #include "herd/nn/batch.h"
@@ -129,12 +130,14 @@ struct BlockState {
 template <typename T>
 class TransformerBlock {
  public:
-  // bf16_mode: see the file comment (T = float only).
+  // bf16_mode: see the file comment (T = float only). `ops`: the run's device's op interface
+  // (kernels/ops.h), which every kernel, copy and sum of the block goes through; it outlives the block.
   TransformerBlock(const LayerSizes& sizes, model::Recompute recompute, std::string tag_prefix = "",
-                   bool bf16_mode = false);
+                   bool bf16_mode = false, const kernels::Ops& ops = kernels::cpu_ops());
 
   const LayerSizes& sizes() const { return sizes_; }
   const LayerLayout& layout() const { return layout_; }
+  const kernels::Ops& ops() const { return *ops_; }
   std::int64_t param_count() const { return layout_.total; }
   model::Recompute recompute() const { return recompute_; }
   bool bf16_mode() const { return bf16_; }
@@ -192,6 +195,7 @@ class TransformerBlock {
   model::Recompute recompute_;
   std::string prefix_;
   bool bf16_ = false;
+  const kernels::Ops* ops_;
   const bf16* w16_ = nullptr;
   T* w_ = nullptr;
   T* g_ = nullptr;

@@ -15,9 +15,7 @@
 // and two GEMMs instead of four.
 #include <type_traits>
 
-#include "herd/kernels/attention.h"
-#include "herd/kernels/rmsnorm.h"
-#include "herd/kernels/swiglu.h"
+#include "herd/kernels/ops.h"
 #include "herd/nn/block.h"
 #include "herd/nn/block_precision.h"
 
@@ -74,9 +72,9 @@ void TransformerBlock<T>::backward_as(tensor::Arena& arena, const MicroBatch& mb
     return d_norm_local;
   };
   // dLoss/d(output) as the linears' GEMM input, on all N rows.
-  auto output_grad = [&] { return gathered(rounded(dx, nl * d, dy_s)); };
-  const T* attn_norm_w = widened(w + L.attn_norm, d, scratch.t_copy(d));
-  const T* mlp_norm_w = widened(w + L.mlp_norm, d, scratch.t_copy(d));
+  auto output_grad = [&] { return gathered(rounded(*ops_, dx, nl * d, dy_s)); };
+  const T* attn_norm_w = widened(*ops_, w + L.attn_norm, d, scratch.t_copy(d));
+  const T* mlp_norm_w = widened(*ops_, w + L.mlp_norm, d, scratch.t_copy(d));
 
   if (recompute_ == model::Recompute::kFull) {
     compute<S>(arena, mb, rope, st, nullptr, nullptr);
@@ -85,33 +83,33 @@ void TransformerBlock<T>::backward_as(tensor::Arena& arena, const MicroBatch& mb
     // SwiGLU product.
     T* rstd = scratch.t(nl);
     st.attn_norm_out = scratch.s(nl * d);
-    kernels::rmsnorm_forward(st.input, d, attn_norm_w, nl, d, sizes_.norm_eps, st.attn_norm_out, d, rstd);
+    ops_->rmsnorm_forward(st.input, d, attn_norm_w, nl, d, sizes_.norm_eps, st.attn_norm_out, d, rstd);
     st.mlp_norm_out = scratch.s(nl * d);
-    kernels::rmsnorm_forward(st.mlp_input, d, mlp_norm_w, nl, d, sizes_.norm_eps, st.mlp_norm_out, d, rstd);
+    ops_->rmsnorm_forward(st.mlp_input, d, mlp_norm_w, nl, d, sizes_.norm_eps, st.mlp_norm_out, d, rstd);
     st.act = scratch.s(n * f);
-    kernels::swiglu_forward(st.gate, f, st.up, f, n, f, st.act, f);
+    ops_->swiglu_forward(st.gate, f, st.up, f, n, f, st.act, f);
   }
 
   // MLP: out = h + act Wdown^T.
   const tensor::Arena::Mark mlp_half = arena.mark();
   const S* dy = output_grad();  // (N, d)
   T* d_act = scratch.t(n * f);
-  linear_input_grad<T, S>(dy, n, d, w + L.w_down, f, T(0), d_act);
-  linear_weight_grad<T, S>(dy, n, d, st.act, f, g_ + L.w_down);
+  linear_input_grad<T, S>(*ops_, dy, n, d, w + L.w_down, f, T(0), d_act);
+  linear_weight_grad<T, S>(*ops_, dy, n, d, st.act, f, g_ + L.w_down);
   S* d_gu = scratch.s(n * 2 * f);  // (N, 2f): [dgate | dup] per row, matching the adjacent gate/up weights
-  kernels::swiglu_backward(d_act, f, st.gate, f, st.up, f, n, f, d_gu, 2 * f, d_gu + f, 2 * f);
-  linear_weight_grad<T, S>(d_gu, n, 2 * f, gathered(st.mlp_norm_out), d, g_ + L.w_gate);
+  ops_->swiglu_backward(d_act, f, st.gate, f, st.up, f, n, f, d_gu, 2 * f, d_gu + f, 2 * f);
+  linear_weight_grad<T, S>(*ops_, d_gu, n, 2 * f, gathered(st.mlp_norm_out), d, g_ + L.w_gate);
   T* d_norm = scratch.t(n * d);  // (N, d), partial over TP
-  linear_input_grad<T, S>(d_gu, n, 2 * f, w + L.w_gate, d, T(0), d_norm);
-  kernels::rmsnorm_backward(reduced(d_norm), d, st.mlp_input, d, mlp_norm_w, st.mlp_rstd, nl, d, dx, d,
-                            kernels::Accumulate::kAdd, g_ + L.mlp_norm);
+  linear_input_grad<T, S>(*ops_, d_gu, n, 2 * f, w + L.w_gate, d, T(0), d_norm);
+  ops_->rmsnorm_backward(reduced(d_norm), d, st.mlp_input, d, mlp_norm_w, st.mlp_rstd, nl, d, dx, d,
+                         kernels::Accumulate::kAdd, g_ + L.mlp_norm);
   arena.reset(mlp_half);
 
   // Attention: h = input + attn_out Wo^T.
   dy = output_grad();
   T* d_ao = scratch.t(n * qd);
-  linear_input_grad<T, S>(dy, n, d, w + L.wo, qd, T(0), d_ao);
-  linear_weight_grad<T, S>(dy, n, d, st.attn_out, qd, g_ + L.wo);
+  linear_input_grad<T, S>(*ops_, dy, n, d, w + L.wo, qd, T(0), d_ao);
+  linear_weight_grad<T, S>(*ops_, dy, n, d, st.attn_out, qd, g_ + L.wo);
   // Attention reads the saved q, k, v and output as they are (bf16 mode: the bf16 kernel, dO, P and dS
   // rounded where they enter its matmuls) and writes dq, dk, dv at T.
   T* dq = scratch.t(n * qd);
@@ -120,22 +118,23 @@ void TransformerBlock<T>::backward_as(tensor::Arena& arena, const MicroBatch& mb
   if (attn_) {
     attn_->backward(attention_dims(mb, sizes_), st.q, st.k, st.v, st.attn_out, st.lse, d_ao, dq, dk, dv);
   } else {
-    kernels::attention_backward(attention_dims(mb, sizes_), attention_mask(mb), st.q, st.k, st.v, st.attn_out, st.lse,
-                                d_ao, dq, dk, dv);
+    ops_->attention_backward(attention_dims(mb, sizes_), attention_mask(mb), st.q, st.k, st.v, st.attn_out, st.lse,
+                             d_ao, dq, dk, dv);
   }
-  const S* dq_s = rope_backward_rounded(rope, mb.positions, n, sizes_.heads, dq, qd, scratch.s_copy(n * qd));
-  const S* dk_s = rope_backward_rounded(rope, mb.positions, n, sizes_.kv_heads, dk, kvd, scratch.s_copy(n * kvd));
-  const S* dv_s = rounded(dv, n * kvd, scratch.s_copy(n * kvd));
+  const S* dq_s = rope_backward_rounded(*ops_, rope, mb.positions, n, sizes_.heads, dq, qd, scratch.s_copy(n * qd));
+  const S* dk_s =
+      rope_backward_rounded(*ops_, rope, mb.positions, n, sizes_.kv_heads, dk, kvd, scratch.s_copy(n * kvd));
+  const S* dv_s = rounded(*ops_, dv, n * kvd, scratch.s_copy(n * kvd));
   const S* attn_in = gathered(st.attn_norm_out);
-  linear_weight_grad<T, S>(dq_s, n, qd, attn_in, d, g_ + L.wq);
-  linear_weight_grad<T, S>(dk_s, n, kvd, attn_in, d, g_ + L.wk);
-  linear_weight_grad<T, S>(dv_s, n, kvd, attn_in, d, g_ + L.wv);
+  linear_weight_grad<T, S>(*ops_, dq_s, n, qd, attn_in, d, g_ + L.wq);
+  linear_weight_grad<T, S>(*ops_, dk_s, n, kvd, attn_in, d, g_ + L.wk);
+  linear_weight_grad<T, S>(*ops_, dv_s, n, kvd, attn_in, d, g_ + L.wv);
   d_norm = scratch.t(n * d);
-  linear_input_grad<T, S>(dq_s, n, qd, w + L.wq, d, T(0), d_norm);
-  linear_input_grad<T, S>(dk_s, n, kvd, w + L.wk, d, T(1), d_norm);
-  linear_input_grad<T, S>(dv_s, n, kvd, w + L.wv, d, T(1), d_norm);
-  kernels::rmsnorm_backward(reduced(d_norm), d, st.input, d, attn_norm_w, st.attn_rstd, nl, d, dx, d,
-                            kernels::Accumulate::kAdd, g_ + L.attn_norm);
+  linear_input_grad<T, S>(*ops_, dq_s, n, qd, w + L.wq, d, T(0), d_norm);
+  linear_input_grad<T, S>(*ops_, dk_s, n, kvd, w + L.wk, d, T(1), d_norm);
+  linear_input_grad<T, S>(*ops_, dv_s, n, kvd, w + L.wv, d, T(1), d_norm);
+  ops_->rmsnorm_backward(reduced(d_norm), d, st.input, d, attn_norm_w, st.attn_rstd, nl, d, dx, d,
+                         kernels::Accumulate::kAdd, g_ + L.attn_norm);
 
   arena.reset(state.mark);
   state = BlockState<T>{};

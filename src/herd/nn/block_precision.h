@@ -17,9 +17,7 @@
 
 #include "herd/core/bf16.h"
 #include "herd/kernels/attention.h"
-#include "herd/kernels/convert.h"
-#include "herd/kernels/copy.h"
-#include "herd/kernels/gemm.h"
+#include "herd/kernels/ops.h"
 #include "herd/kernels/rope.h"
 #include "herd/nn/batch.h"
 #include "herd/nn/layer_sizes.h"
@@ -36,41 +34,45 @@ inline constexpr bool kRounds = !std::is_same_v<S, T>;
 //   dW (out, in) += dy^T (out, N) x        (gradients accumulate: beta = 1)
 //   dx (N, in)   = dy (N, out) W + beta dx
 template <typename T, typename S>
-void gemm(kernels::Trans ta, kernels::Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, const S* a,
-          std::int64_t lda, const S* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+void gemm(const kernels::Ops& ops, kernels::Trans ta, kernels::Trans tb, std::int64_t m, std::int64_t n, std::int64_t k,
+          const S* a, std::int64_t lda, const S* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
   if constexpr (kRounds<T, S>) {
     static_assert(std::is_same_v<T, float> && std::is_same_v<S, bf16>, "bf16 mode is a mode of the fp32 block");
-    kernels::gemm_bf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    ops.gemm_bf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   } else {
-    kernels::gemm<T>(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
+    ops.gemm(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
   }
 }
 
 template <typename T, typename S>
-void linear(const S* x, std::int64_t n, std::int64_t in, const S* w, std::int64_t out, T beta, T* y) {
-  gemm<T, S>(kernels::Trans::kNo, kernels::Trans::kYes, n, out, in, x, in, w, in, beta, y, out);
+void linear(const kernels::Ops& ops, const S* x, std::int64_t n, std::int64_t in, const S* w, std::int64_t out, T beta,
+            T* y) {
+  gemm<T, S>(ops, kernels::Trans::kNo, kernels::Trans::kYes, n, out, in, x, in, w, in, beta, y, out);
 }
 
 // A linear whose output is a saved tensor and nothing else at T reads it: y (N, out) = x W^T written
 // at S. In bf16 mode the GEMM rounds its fp32 sums as it writes (gemm_bf16_rounded: what staging at T
 // and store() give, bit for bit, without the fp32 copy and the rounding pass); otherwise linear().
 template <typename T, typename S>
-void linear_saved(const S* x, std::int64_t n, std::int64_t in, const S* w, std::int64_t out, S* y) {
+void linear_saved(const kernels::Ops& ops, const S* x, std::int64_t n, std::int64_t in, const S* w, std::int64_t out,
+                  S* y) {
   if constexpr (kRounds<T, S>) {
-    kernels::gemm_bf16_rounded(kernels::Trans::kNo, kernels::Trans::kYes, n, out, in, x, in, w, in, y, out);
+    ops.gemm_bf16_rounded(kernels::Trans::kNo, kernels::Trans::kYes, n, out, in, x, in, w, in, y, out);
   } else {
-    linear<T, S>(x, n, in, w, out, T(0), y);
+    linear<T, S>(ops, x, n, in, w, out, T(0), y);
   }
 }
 
 template <typename T, typename S>
-void linear_weight_grad(const S* dy, std::int64_t n, std::int64_t out, const S* x, std::int64_t in, T* dw) {
-  gemm<T, S>(kernels::Trans::kYes, kernels::Trans::kNo, out, in, n, dy, out, x, in, T(1), dw, in);
+void linear_weight_grad(const kernels::Ops& ops, const S* dy, std::int64_t n, std::int64_t out, const S* x,
+                        std::int64_t in, T* dw) {
+  gemm<T, S>(ops, kernels::Trans::kYes, kernels::Trans::kNo, out, in, n, dy, out, x, in, T(1), dw, in);
 }
 
 template <typename T, typename S>
-void linear_input_grad(const S* dy, std::int64_t n, std::int64_t out, const S* w, std::int64_t in, T beta, T* dx) {
-  gemm<T, S>(kernels::Trans::kNo, kernels::Trans::kNo, n, in, out, dy, out, w, in, beta, dx, in);
+void linear_input_grad(const kernels::Ops& ops, const S* dy, std::int64_t n, std::int64_t out, const S* w,
+                       std::int64_t in, T beta, T* dx) {
+  gemm<T, S>(ops, kernels::Trans::kNo, kernels::Trans::kNo, n, in, out, dy, out, w, in, beta, dx, in);
 }
 
 // Where a saved tensor is computed at T: the tensor itself, or `buf`, which store() then rounds into it.
@@ -85,19 +87,19 @@ T* staged(S* saved, T* buf) {
 
 // saved (n) = x at S: rounded, copied, or nothing when x was staged in place.
 template <typename T, typename S>
-void store(const T* x, std::int64_t n, S* saved) {
+void store(const kernels::Ops& ops, const T* x, std::int64_t n, S* saved) {
   if constexpr (kRounds<T, S>) {
-    kernels::to_bf16(x, n, saved);
+    ops.to_bf16(x, n, saved);
   } else if (x != saved) {
-    kernels::copy_buffer(x, saved, sizeof(T) * static_cast<std::size_t>(n));
+    ops.copy(x, saved, sizeof(T) * static_cast<std::size_t>(n));
   }
 }
 
 // x (n) at T for a T kernel: x itself, or widened (exactly) into buf.
 template <typename T, typename S>
-const T* widened(const S* x, std::int64_t n, T* buf) {
+const T* widened(const kernels::Ops& ops, const S* x, std::int64_t n, T* buf) {
   if constexpr (kRounds<T, S>) {
-    kernels::to_float(x, n, buf);
+    ops.to_float(x, n, buf);
     return buf;
   } else {
     return x;
@@ -106,9 +108,9 @@ const T* widened(const S* x, std::int64_t n, T* buf) {
 
 // x (n) at S for a GEMM: x itself, or rounded into buf.
 template <typename T, typename S>
-const S* rounded(const T* x, std::int64_t n, S* buf) {
+const S* rounded(const kernels::Ops& ops, const T* x, std::int64_t n, S* buf) {
   if constexpr (kRounds<T, S>) {
-    kernels::to_bf16(x, n, buf);
+    ops.to_bf16(x, n, buf);
     return buf;
   } else {
     return x;
@@ -119,26 +121,26 @@ const S* rounded(const T* x, std::int64_t n, S* buf) {
 // no-op when x is the saved tensor), or rotated and rounded into the bf16 saved tensor in one pass (the
 // same bits as rotating in place and then store()).
 template <typename T, typename S>
-void rope_store(const kernels::RopeTable<T>& rope, const std::int32_t* pos, std::int64_t n, std::int64_t heads, T* x,
-                std::int64_t ld, S* saved) {
+void rope_store(const kernels::Ops& ops, const kernels::RopeTable<T>& rope, const std::int32_t* pos, std::int64_t n,
+                std::int64_t heads, T* x, std::int64_t ld, S* saved) {
   if constexpr (kRounds<T, S>) {
-    kernels::rope_forward(rope, pos, n, heads, x, ld, saved);
+    ops.rope_forward(rope, pos, n, heads, x, ld, saved);
   } else {
-    kernels::rope_forward<T>(rope, pos, n, heads, x, ld);
-    store(x, n * ld, saved);
+    ops.rope_forward(rope, pos, n, heads, x, ld);
+    store(ops, x, n * ld, saved);
   }
 }
 
 // RoPE's inverse rotation of dx at S for the GEMMs: dx itself, rotated in place, or (bf16 mode) rotated
 // and rounded into buf in one pass (rounded() after the rotation, bit for bit).
 template <typename T, typename S>
-const S* rope_backward_rounded(const kernels::RopeTable<T>& rope, const std::int32_t* pos, std::int64_t n,
-                               std::int64_t heads, T* dx, std::int64_t ld, S* buf) {
+const S* rope_backward_rounded(const kernels::Ops& ops, const kernels::RopeTable<T>& rope, const std::int32_t* pos,
+                               std::int64_t n, std::int64_t heads, T* dx, std::int64_t ld, S* buf) {
   if constexpr (kRounds<T, S>) {
-    kernels::rope_backward(rope, pos, n, heads, dx, ld, buf);
+    ops.rope_backward(rope, pos, n, heads, dx, ld, buf);
     return buf;
   } else {
-    kernels::rope_backward<T>(rope, pos, n, heads, dx, ld);
+    ops.rope_backward(rope, pos, n, heads, dx, ld);
     return dx;
   }
 }

@@ -2,11 +2,8 @@
 #include "herd/nn/model.h"
 
 #include <cmath>
-#include <cstring>
 
-#include "herd/kernels/embedding.h"
-#include "herd/kernels/gemm.h"
-#include "herd/kernels/rmsnorm.h"
+#include "herd/kernels/ops.h"
 #include "herd/model/activations.h"
 #include "herd/model/weights.h"
 #include "herd/nn/init.h"
@@ -58,7 +55,7 @@ LlamaModel<T>::LlamaModel(const model::LlamaConfig& cfg, model::Recompute recomp
   for (const model::Weight& w : table) named_.push_back({w.name, w.offset, w.rows, w.cols});
   units_ = model::llama_weight_units(table);
   for (std::int64_t l = 0; l < cfg.n_layers; ++l) {
-    blocks_.emplace_back(*sizes, recompute, "layers." + std::to_string(l) + ".");
+    blocks_.emplace_back(*sizes, recompute, "layers." + std::to_string(l) + ".", /*bf16_mode=*/false, ops_);
     HERD_CHECK(blocks_.back().layout().total == units_[static_cast<std::size_t>(l) + 1].count,
                "nn::LayerLayout and the weight table disagree on layer ", l);
   }
@@ -69,7 +66,7 @@ LlamaModel<T>::LlamaModel(const model::LlamaConfig& cfg, model::Recompute recomp
 
   params_ = aligned_array<T>(static_cast<std::size_t>(n_params_));
   grads_ = aligned_array<T>(static_cast<std::size_t>(n_params_));
-  std::memset(params_.get(), 0, sizeof(T) * static_cast<std::size_t>(n_params_));
+  ops_.zero(params_.get(), sizeof(T) * static_cast<std::size_t>(n_params_));
   zero_grads();
   for (std::size_t l = 0; l < blocks_.size(); ++l) {
     blocks_[l].bind(params_.get() + units_[l + 1].offset, grads_.get() + units_[l + 1].offset);
@@ -106,7 +103,7 @@ void LlamaModel<T>::init_weights(std::uint64_t seed) {
 
 template <typename T>
 void LlamaModel<T>::zero_grads() {
-  std::memset(grads_.get(), 0, sizeof(T) * static_cast<std::size_t>(n_params_));
+  ops_.zero(grads_.get(), sizeof(T) * static_cast<std::size_t>(n_params_));
 }
 
 template <typename T>
@@ -118,7 +115,7 @@ void LlamaModel<T>::check_batch(const MicroBatch& mb) const {
 template <typename T>
 void LlamaModel<T>::forward_blocks(const MicroBatch& mb, T* x, std::vector<BlockState<T>>* states) {
   const std::int64_t n = mb.rows(), d = cfg_.hidden;
-  kernels::embedding_forward<T>(mb.tokens, n, params_.get() + emb_, 0, cfg_.vocab, d, x);
+  ops_.embedding_forward(mb.tokens, n, params_.get() + emb_, 0, cfg_.vocab, d, x);
   for (TransformerBlock<T>& b : blocks_) {
     BlockState<T> st = b.forward(*arena_, mb, *rope_, x);
     if (states) {
@@ -136,7 +133,7 @@ kernels::CrossEntropyLoss LlamaModel<T>::forward_backward(const MicroBatch& mb, 
   tensor::Arena& a = *arena_;
   const tensor::Arena::Mark start = a.mark();
   auto* ids = a.allocate_array<std::int32_t>(n, "embedding.ids");
-  std::memcpy(ids, mb.tokens, sizeof(std::int32_t) * static_cast<std::size_t>(n));
+  ops_.copy_from_host(mb.tokens, ids, sizeof(std::int32_t) * static_cast<std::size_t>(n));
   T* x = a.allocate_array<T>(n * d, "residual");
   T* dx = a.allocate_array<T>(n * d, "residual.grad");
   std::vector<BlockState<T>> states;
@@ -150,20 +147,20 @@ kernels::CrossEntropyLoss LlamaModel<T>::forward_backward(const MicroBatch& mb, 
   T* fin_out = a.allocate_array<T>(n * d, "final_norm.output");
   T* lse = a.allocate_array<T>(n, "loss.lse");
   auto* targets = a.allocate_array<std::int32_t>(n, "loss.targets");
-  std::memcpy(fin_in, x, sizeof(T) * static_cast<std::size_t>(n * d));
-  std::memcpy(targets, mb.targets, sizeof(std::int32_t) * static_cast<std::size_t>(n));
+  ops_.copy(x, fin_in, sizeof(T) * static_cast<std::size_t>(n * d));
+  ops_.copy_from_host(mb.targets, targets, sizeof(std::int32_t) * static_cast<std::size_t>(n));
   T* w_fn = params_.get() + final_norm_;
-  kernels::rmsnorm_forward<T>(fin_in, d, w_fn, n, d, cfg_.norm_eps, fin_out, d, rstd);
+  ops_.rmsnorm_forward(fin_in, d, w_fn, n, d, cfg_.norm_eps, fin_out, d, rstd);
   T* dh = a.allocate_array<T>(n * d, "scratch");
-  std::memset(dh, 0, sizeof(T) * static_cast<std::size_t>(n * d));
-  const kernels::CrossEntropyLoss loss = kernels::cross_entropy_forward_backward<T>(
+  ops_.zero(dh, sizeof(T) * static_cast<std::size_t>(n * d));
+  const kernels::CrossEntropyLoss loss = ops_.cross_entropy_forward_backward(
       fin_out, n, d, params_.get() + output_, cfg_.vocab, targets, loss_scale, lse, dh, grads_.get() + output_);
-  kernels::rmsnorm_backward<T>(dh, d, fin_in, d, w_fn, rstd, n, d, dx, d, kernels::Accumulate::kOverwrite,
-                               grads_.get() + final_norm_);
+  ops_.rmsnorm_backward(dh, d, fin_in, d, w_fn, rstd, n, d, dx, d, kernels::Accumulate::kOverwrite,
+                        grads_.get() + final_norm_);
   a.reset(head);
 
   for (std::size_t l = blocks_.size(); l-- > 0;) blocks_[l].backward(a, mb, *rope_, states[l], dx);
-  kernels::embedding_backward<T>(ids, n, dx, 0, cfg_.vocab, d, grads_.get() + emb_);
+  ops_.embedding_backward(ids, n, dx, 0, cfg_.vocab, d, grads_.get() + emb_);
   a.reset(start);
   return loss;
 }
@@ -176,7 +173,7 @@ const T* LlamaModel<T>::forward_final_hidden(const MicroBatch& mb) {
   forward_blocks(mb, x, nullptr);
   T* rstd = a.allocate_array<T>(n, "final_norm.rstd");
   T* h = a.allocate_array<T>(n * d, "final_norm.output");
-  kernels::rmsnorm_forward<T>(x, d, params_.get() + final_norm_, n, d, cfg_.norm_eps, h, d, rstd);
+  ops_.rmsnorm_forward(x, d, params_.get() + final_norm_, n, d, cfg_.norm_eps, h, d, rstd);
   return h;
 }
 
@@ -189,7 +186,7 @@ kernels::CrossEntropyLoss LlamaModel<T>::evaluate(const MicroBatch& mb) {
   const T* h = forward_final_hidden(mb);
   T* lse = a.allocate_array<T>(n, "loss.lse");
   const kernels::CrossEntropyLoss loss =
-      kernels::cross_entropy_forward<T>(h, n, d, params_.get() + output_, cfg_.vocab, mb.targets, lse);
+      ops_.cross_entropy_forward(h, n, d, params_.get() + output_, cfg_.vocab, mb.targets, lse);
   a.reset(start);
   return loss;
 }
@@ -201,8 +198,8 @@ void LlamaModel<T>::logits(const MicroBatch& mb, T* out) {
   tensor::Arena& a = *arena_;
   const tensor::Arena::Mark start = a.mark();
   const T* h = forward_final_hidden(mb);
-  kernels::gemm<T>(kernels::Trans::kNo, kernels::Trans::kYes, n, cfg_.vocab, d, T(1), h, d, params_.get() + output_, d,
-                   T(0), out, cfg_.vocab);
+  ops_.gemm(kernels::Trans::kNo, kernels::Trans::kYes, n, cfg_.vocab, d, T(1), h, d, params_.get() + output_, d, T(0),
+            out, cfg_.vocab);
   a.reset(start);
 }
 

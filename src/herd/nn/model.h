@@ -16,6 +16,7 @@
 
 #include "herd/core/aligned.h"
 #include "herd/kernels/cross_entropy.h"
+#include "herd/kernels/ops.h"
 #include "herd/kernels/rope.h"
 #include "herd/model/config.h"
 #include "herd/model/flops.h"
@@ -86,6 +87,8 @@ class LlamaModel {
   // (N, d), allocated in the arena (the caller resets it to its mark).
   const T* forward_final_hidden(const MicroBatch& mb);
 
+  // The reference model's memory is the host's, so its kernels are the CPU's op interface.
+  const kernels::Ops& ops_ = kernels::cpu_ops();
   model::LlamaConfig cfg_;
   model::Recompute recompute_;
   std::int64_t max_rows_ = 0, max_seq_ = 0;

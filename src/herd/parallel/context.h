@@ -18,6 +18,8 @@
 #include "herd/comm/communicator.h"
 #include "herd/core/error.h"
 #include "herd/core/precision.h"
+#include "herd/kernels/device.h"
+#include "herd/kernels/ops.h"
 #include "herd/topology/parallel_dims.h"
 
 namespace herd::parallel {
@@ -43,6 +45,10 @@ struct ParallelContext {
   // lives here too. fp32 and fp64 are the model's type itself.
   Precision precision = Precision::kFP32;
   bool bf16() const { return precision == Precision::kBF16; }
+  // Where the rank's kernels run (`train.device`): every module of the rank runs its kernels, copies and
+  // sums through this device's op interface (kernels/ops.h) and allocates its buffers there.
+  kernels::Device device = kernels::Device::kCpu;
+  const kernels::Ops& ops() const { return kernels::ops_for(device); }
 
   topology::Coord coord() const { return dims.coord(rank); }
   int tp_rank() const { return static_cast<int>(coord().tp); }

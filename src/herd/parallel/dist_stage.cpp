@@ -7,10 +7,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "herd/kernels/convert.h"
-#include "herd/kernels/copy.h"
-#include "herd/kernels/gemm.h"
-#include "herd/kernels/rmsnorm.h"
 #include "herd/nn/init.h"
 
 namespace herd::parallel {
@@ -19,15 +15,18 @@ namespace {
 
 std::size_t bytes_of(std::int64_t n, std::size_t elem) { return static_cast<std::size_t>(n) * elem; }
 
-// Copies this TP rank's block of a full (rows, cols) weight to `local` (row-major, the block's shape).
+// Copies this TP rank's block of a full (rows, cols) weight to `local` (row-major, the block's shape),
+// both host buffers (a checkpoint's tensors being loaded).
 template <typename T>
 void tp_slice(const model::Weight& w, const model::TpBlock& b, const T* full, T* local) {
   for (std::int64_t i = b.r0; i < b.r1; ++i) {
-    std::memcpy(local + (i - b.r0) * b.cols(), full + i * w.cols + b.c0, bytes_of(b.cols(), sizeof(T)));
+    const T* row = full + i * w.cols + b.c0;
+    std::memcpy(local + (i - b.r0) * b.cols(), row, bytes_of(b.cols(), sizeof(T)));  // host
   }
 }
 
-// Inverse over all ranks: `gathered` holds the tp local blocks back to back (replicated: rank 0's copy).
+// Inverse over all ranks: `gathered` holds the tp local blocks back to back (replicated: rank 0's copy);
+// host buffers (a checkpoint's tensors being assembled).
 template <typename T>
 void tp_unslice(const model::Weight& w, int tp, const T* gathered, T* full) {
   const int ranks = w.split == model::TpSplit::kReplicated ? 1 : tp;
@@ -35,7 +34,8 @@ void tp_unslice(const model::Weight& w, int tp, const T* gathered, T* full) {
     const model::TpBlock b = model::tp_block(w, tp, r);
     const T* src = gathered + r * w.local_count();
     for (std::int64_t i = b.r0; i < b.r1; ++i) {
-      std::memcpy(full + i * w.cols + b.c0, src + (i - b.r0) * b.cols(), bytes_of(b.cols(), sizeof(T)));
+      const T* row = src + (i - b.r0) * b.cols();
+      std::memcpy(full + i * w.cols + b.c0, row, bytes_of(b.cols(), sizeof(T)));  // host
     }
   }
 }
@@ -49,6 +49,7 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
                                       std::shared_ptr<const kernels::RopeTable<T>> rope, bool release_after_backward)
     : cfg_(cfg),
       ctx_(ctx),
+      ops_(&ctx.ops()),
       recompute_(recompute),
       layers_(std::move(layers)),
       first_(first),
@@ -80,7 +81,7 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
     if (layer) {
       HERD_CHECK(static_cast<int>(units_.size()) - layer0_ == static_cast<int>(blocks_.size()),
                  "stage layers must be consecutive and increasing");
-      blocks_.emplace_back(local_, recompute, name + ".", ctx.bf16());
+      blocks_.emplace_back(local_, recompute, name + ".", ctx.bf16(), *ops_);
       HERD_CHECK(blocks_.back().layout().total == table_units[t].local_count,
                  "nn::LayerLayout and the weight table disagree on ", name);
     } else if (t == 0) {
@@ -91,7 +92,7 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
     }
     stage_unit[t] = static_cast<int>(units_.size());
     units_.push_back(std::make_unique<fsdp::FlatUnit<T>>(name, table_units[t].local_count, *ctx.fsdp(), ctx.bf16(),
-                                                         /*keep_buffers=*/!ctx.reshard_after_forward));
+                                                         /*keep_buffers=*/!ctx.reshard_after_forward, *ops_));
     norm_ranges_.emplace_back();
   }
   HERD_CHECK(blocks_.size() == layers_.size(), "stage layers out of range or not increasing");
@@ -111,10 +112,8 @@ DistributedStage<T>::DistributedStage(const model::LlamaConfig& cfg, const Paral
     b.set_attention(cph_);
   }
   for (auto& u : units_) {
-    m_.push_back(aligned_array<T>(static_cast<std::size_t>(u->shard_size())));
-    v_.push_back(aligned_array<T>(static_cast<std::size_t>(u->shard_size())));
-    kernels::zero_buffer(m_.back().get(), bytes_of(u->shard_size(), sizeof(T)));
-    kernels::zero_buffer(v_.back().get(), bytes_of(u->shard_size(), sizeof(T)));
+    m_.push_back(kernels::zeroed_array<T>(*ops_, u->shard_size()));
+    v_.push_back(kernels::zeroed_array<T>(*ops_, u->shard_size()));
   }
 }
 
@@ -124,6 +123,9 @@ DistributedStage<T>::~DistributedStage() = default;
 template <typename T>
 void DistributedStage<T>::init_weights(std::uint64_t seed) {
   const int tp = ctx_.tp_size(), r = ctx_.tp_rank();
+  // Drawn on the host in pieces of at most kPiece elements, each copied to the shard's device.
+  constexpr std::int64_t kPiece = std::int64_t{1} << 16;
+  std::vector<T> host;
   for (const ShardedParam& p : params_) {
     fsdp::FlatUnit<T>& unit = *units_[static_cast<std::size_t>(p.unit)];
     // This rank's unit elements [s0, s1) that belong to the weight: [a, b).
@@ -133,13 +135,18 @@ void DistributedStage<T>::init_weights(std::uint64_t seed) {
     const model::TpBlock blk = model::tp_block(p.w, tp, r);
     const std::uint64_t stream = nn::normal_stream(seed, static_cast<std::uint64_t>(p.index));
     const double sd = model::init_std(p.w.init, cfg_);
-    T* dst = unit.shard_params() + (a - s0);
-    for (std::int64_t j = a; j < b; ++j) {
-      const std::int64_t e = j - p.w.local_offset;  // row-major inside the TP block
-      const std::int64_t g = (blk.r0 + e / blk.cols()) * p.w.cols + blk.c0 + e % blk.cols();
-      dst[j - a] = p.w.init == model::WeightInit::kOnes
-                       ? T(1)
-                       : static_cast<T>(nn::normal_at(stream, static_cast<std::uint64_t>(g), sd));
+    for (std::int64_t piece = a; piece < b; piece += kPiece) {
+      const std::int64_t end = std::min(b, piece + kPiece);
+      host.resize(static_cast<std::size_t>(end - piece));
+      for (std::int64_t j = piece; j < end; ++j) {
+        const std::int64_t e = j - p.w.local_offset;  // row-major inside the TP block
+        const std::int64_t g = (blk.r0 + e / blk.cols()) * p.w.cols + blk.c0 + e % blk.cols();
+        host[static_cast<std::size_t>(j - piece)] =
+            p.w.init == model::WeightInit::kOnes
+                ? T(1)
+                : static_cast<T>(nn::normal_at(stream, static_cast<std::uint64_t>(g), sd));
+      }
+      ops_->copy_from_host(host.data(), unit.shard_params() + (piece - s0), bytes_of(end - piece, sizeof(T)));
     }
   }
   params_updated();
@@ -170,11 +177,12 @@ void DistributedStage<T>::load_full(const T* full) {
   }
   for (std::size_t u = 0; u < units_.size(); ++u) {
     fsdp::FlatUnit<T>& unit = *units_[u];
-    T* shard = unit.shard_params();
-    for (std::int64_t i = 0; i < unit.shard_size(); ++i) {
-      const std::int64_t j = unit.shard_begin() + i;
-      shard[i] = j < unit.count() ? local[u][static_cast<std::size_t>(j)] : T(0);  // padding stays zero
+    // The shard's elements of the unit, then zeros for the padding past its end.
+    const std::int64_t valid = std::clamp(unit.count() - unit.shard_begin(), std::int64_t{0}, unit.shard_size());
+    if (valid > 0) {
+      ops_->copy_from_host(local[u].data() + unit.shard_begin(), unit.shard_params(), bytes_of(valid, sizeof(T)));
     }
+    ops_->zero(unit.shard_params() + valid, bytes_of(unit.shard_size() - valid, sizeof(T)));
   }
   params_updated();
 }
@@ -251,19 +259,19 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
   std::size_t u = 0;
   if (first_) {
     st.ids = a.allocate_array<std::int32_t>(n, "embedding.ids");
-    std::memcpy(st.ids, mb.tokens, bytes_of(n, sizeof(std::int32_t)));
+    ops_->copy_from_host(mb.tokens, st.ids, bytes_of(n, sizeof(std::int32_t)));
     HERD_RETURN_IF_ERROR(units_[0]->wait_gather());
     prefetch(1);
     const tensor::Arena::Mark m = a.mark();
     T* full = a.allocate_array<T>(n * d, "scratch");
     if constexpr (std::is_same_v<T, float>) {
       if (ctx_.bf16()) {
-        tp::vocab_embedding_forward(*tpc_, mb.tokens, n, units_[0]->full_params_bf16(), vocab_, d, full, x);
+        tp::vocab_embedding_forward(*tpc_, st.ids, n, units_[0]->full_params_bf16(), vocab_, d, full, x);
       } else {
-        tp::vocab_embedding_forward<T>(*tpc_, mb.tokens, n, units_[0]->full_params(), vocab_, d, full, x);
+        tp::vocab_embedding_forward<T>(*tpc_, st.ids, n, units_[0]->full_params(), vocab_, d, full, x);
       }
     } else {
-      tp::vocab_embedding_forward<T>(*tpc_, mb.tokens, n, units_[0]->full_params(), vocab_, d, full, x);
+      tp::vocab_embedding_forward<T>(*tpc_, st.ids, n, units_[0]->full_params(), vocab_, d, full, x);
     }
     a.reset(m);
     if (reshard) units_[0]->release();
@@ -288,7 +296,7 @@ Result<DistStageState<T>> DistributedStage<T>::forward(tensor::Arena& a, const n
   if (reshard && fuse_head && head_ > 0) units_[static_cast<std::size_t>(head_ - 1)]->begin_gather();
   st.head_mark = a.mark();
   head_forward(a, n, st, x);
-  std::memcpy(st.targets, mb.targets, bytes_of(n, sizeof(std::int32_t)));
+  ops_->copy_from_host(mb.targets, st.targets, bytes_of(n, sizeof(std::int32_t)));
   if (fuse_head) {
     HERD_RETURN_IF_ERROR(head_backward(a, n, st, loss_scale, x));  // x becomes dLoss/dx
     st.head_done = true;
@@ -329,13 +337,13 @@ const S* head_weights(fsdp::FlatUnit<T>& hu) {
 }
 // n values of storage S as T: the buffer itself when S is T, else widened into arena scratch.
 template <typename T, typename S>
-const T* widened(tensor::Arena& a, const S* x, std::int64_t n) {
+const T* widened(const kernels::Ops& ops, tensor::Arena& a, const S* x, std::int64_t n) {
   if constexpr (std::is_same_v<S, T>) {
-    (void)a, (void)n;
+    (void)ops, (void)a, (void)n;
     return x;
   } else {
     T* out = a.allocate_array<T>(n, "scratch");
-    kernels::to_float(x, n, out);
+    ops.to_float(x, n, out);
     return out;
   }
 }
@@ -373,21 +381,21 @@ void DistributedStage<T>::head_forward_in(tensor::Arena& a, std::int64_t n, Stat
   st.lse = a.allocate_array<T>(n, "loss.lse");
   st.targets = a.allocate_array<std::int32_t>(n, "loss.targets");
   if constexpr (std::is_same_v<S, T>) {
-    kernels::copy_buffer(x, in, bytes_of(nl * d, sizeof(T)));
+    ops_->copy(x, in, bytes_of(nl * d, sizeof(T)));
   } else {
-    kernels::to_bf16(x, nl * d, in);
+    ops_->to_bf16(x, nl * d, in);
   }
   const tensor::Arena::Mark m = a.mark();
-  const T* xin = widened<T>(a, in, nl * d);  // the norm's input as its backward sees it
-  const T* w = widened<T>(a, head_weights<S>(hu), d);
+  const T* xin = widened<T>(*ops_, a, in, nl * d);  // the norm's input as its backward sees it
+  const T* w = widened<T>(*ops_, a, head_weights<S>(hu), d);
   T* normed = nullptr;
   if constexpr (std::is_same_v<S, T>) {
     normed = out;
   } else {
     normed = a.allocate_array<T>(nl * d, "scratch");
   }
-  kernels::rmsnorm_forward<T>(xin, d, w, nl, d, cfg_.norm_eps, normed, d, st.fin_rstd);
-  if constexpr (!std::is_same_v<S, T>) kernels::to_bf16(normed, nl * d, out);
+  ops_->rmsnorm_forward(xin, d, w, nl, d, cfg_.norm_eps, normed, d, st.fin_rstd);
+  if constexpr (!std::is_same_v<S, T>) ops_->to_bf16(normed, nl * d, out);
   a.reset(m);
 }
 
@@ -406,7 +414,7 @@ Status DistributedStage<T>::head_backward_in(tensor::Arena& a, std::int64_t n, S
   T* dh = nullptr;  // (N, d) partial over TP; none for the loss only
   if (dx) {
     dh = a.allocate_array<T>(n * d, "scratch");
-    kernels::zero_buffer(dh, bytes_of(n * d, sizeof(T)));
+    ops_->zero(dh, bytes_of(n * d, sizeof(T)));
   }
   T* stats = a.allocate_array<T>(3 * n * (2 * tpc_->size() + 1), "scratch");
   st.loss = tp::vocab_cross_entropy(*tpc_, h, n, d, w + d, vocab_, st.targets, loss_scale, st.lse, dh,
@@ -414,10 +422,9 @@ Status DistributedStage<T>::head_backward_in(tensor::Arena& a, std::int64_t n, S
   if (dx) {
     T* dh_local = a.allocate_array<T>(nl * d, "scratch");
     tpc_->reduce(dh, dh_local, n, d);
-    const T* xin = widened<T>(a, norm_input<S>(st), nl * d);
-    const T* wn = widened<T>(a, w, d);
-    kernels::rmsnorm_backward<T>(dh_local, d, xin, d, wn, st.fin_rstd, nl, d, dx, d, kernels::Accumulate::kOverwrite,
-                                 g_fn);
+    const T* xin = widened<T>(*ops_, a, norm_input<S>(st), nl * d);
+    const T* wn = widened<T>(*ops_, a, w, d);
+    ops_->rmsnorm_backward(dh_local, d, xin, d, wn, st.fin_rstd, nl, d, dx, d, kernels::Accumulate::kOverwrite, g_fn);
   }
   a.reset(m);
   return tpc_->status();
@@ -473,16 +480,16 @@ void DistributedStage<T>::head_logits(tensor::Arena& a, std::int64_t n, const St
     if (ctx_.bf16()) {
       bf16* h = a.allocate_array<bf16>(n * d, "scratch");
       tpc_->gather(st.fin_out_h, h, n, d);
-      kernels::gemm_bf16(kernels::Trans::kNo, kernels::Trans::kYes, n, vocab_.rows, d, 1.0f, h, d,
-                         hu.full_params_bf16() + d, d, 0.0f, out, vocab_.rows);
+      ops_->gemm_bf16(kernels::Trans::kNo, kernels::Trans::kYes, n, vocab_.rows, d, 1.0f, h, d,
+                      hu.full_params_bf16() + d, d, 0.0f, out, vocab_.rows);
       a.reset(m);
       return;
     }
   }
   T* h = a.allocate_array<T>(n * d, "scratch");
   tpc_->gather(st.fin_out, h, n, d);
-  kernels::gemm<T>(kernels::Trans::kNo, kernels::Trans::kYes, n, vocab_.rows, d, T(1), h, d, hu.full_params() + d, d,
-                   T(0), out, vocab_.rows);
+  ops_->gemm(kernels::Trans::kNo, kernels::Trans::kYes, n, vocab_.rows, d, T(1), h, d, hu.full_params() + d, d, T(0),
+             out, vocab_.rows);
   a.reset(m);
 }
 
@@ -500,17 +507,17 @@ double DistributedStage<T>::counted_sum_squares() const {
     const T* g = unit.shard_grads();
     const std::int64_t b = unit.shard_begin(), e = b + unit.shard_size();
     if (ctx_.tp_rank() == 0) {
-      s += kernels::sum_squares<T>(g, unit.shard_size());
+      s += ops_->sum_squares(g, unit.shard_size());
       continue;
     }
     // Replicated norm weights are counted on TP rank 0 only.
     std::int64_t pos = b;
     for (const auto& [nb, ne] : norm_ranges_[u]) {
       const std::int64_t cut_b = std::clamp(nb, b, e), cut_e = std::clamp(ne, b, e);
-      if (cut_b > pos) s += kernels::sum_squares<T>(g + (pos - b), cut_b - pos);
+      if (cut_b > pos) s += ops_->sum_squares(g + (pos - b), cut_b - pos);
       pos = std::max(pos, cut_e);
     }
-    if (e > pos) s += kernels::sum_squares<T>(g + (pos - b), e - pos);
+    if (e > pos) s += ops_->sum_squares(g + (pos - b), e - pos);
   }
   return s;
 }
@@ -523,8 +530,16 @@ void DistributedStage<T>::adamw(const kernels::AdamWConfig& cfg, double clip, st
     // weights are written (kernels/optim.h: the same bits as a scaling pass before and a rounding pass
     // at the next gather).
     bf16* rounded = unit.shard_params_bf16();
-    kernels::adamw_step<T>(unit.shard_params(), unit.shard_grads(), m_[u].get(), v_[u].get(), unit.shard_size(), cfg,
-                           step, static_cast<T>(clip), rounded);
+    T* m = m_[u].template as<T>();
+    T* v = v_[u].template as<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      ops_->adamw_step(unit.shard_params(), unit.shard_grads(), m, v, unit.shard_size(), cfg, step,
+                       static_cast<T>(clip), rounded);
+    } else {
+      HERD_CHECK(rounded == nullptr, "bf16 weight copies are of fp32 master weights");
+      ops_->adamw_step(unit.shard_params(), unit.shard_grads(), m, v, unit.shard_size(), cfg, step,
+                       static_cast<T>(clip));
+    }
     if (rounded != nullptr) {
       unit.params_updated_rounded();
     } else {

@@ -36,6 +36,7 @@
 
 #include "herd/core/aligned.h"
 #include "herd/kernels/cross_entropy.h"
+#include "herd/kernels/ops.h"
 #include "herd/kernels/optim.h"
 #include "herd/kernels/rope.h"
 #include "herd/model/config.h"
@@ -97,8 +98,8 @@ class DistributedStage {
   const std::vector<ShardedParam>& params() const { return params_; }
   std::int64_t unit_count() const { return static_cast<std::int64_t>(units_.size()); }
   fsdp::FlatUnit<T>& unit(std::int64_t i) { return *units_[static_cast<std::size_t>(i)]; }
-  T* adam_m(std::int64_t u) { return m_[static_cast<std::size_t>(u)].get(); }
-  T* adam_v(std::int64_t u) { return v_[static_cast<std::size_t>(u)].get(); }
+  T* adam_m(std::int64_t u) { return m_[static_cast<std::size_t>(u)].template as<T>(); }
+  T* adam_v(std::int64_t u) { return v_[static_cast<std::size_t>(u)].template as<T>(); }
   // Rows of the stage boundary (x, dx) for a micro-batch of n local rows.
   std::int64_t boundary_rows(std::int64_t n) const { return tpc_->local_rows(n); }
 
@@ -114,6 +115,8 @@ class DistributedStage {
   // The master shards were written from outside (a checkpoint load): bf16 copies are refreshed.
   void params_updated();
   bool bf16_compute() const { return ctx_.bf16(); }
+  // The op interface of the rank's device (ParallelContext::device): where the stage's buffers live.
+  const kernels::Ops& ops() const { return *ops_; }
 
   // Pipelines: the CP masks of the step's micro-batches (collective over CP) and the one to use next.
   Status prepare_micro_batches(const std::vector<nn::MicroBatch>& mbs);
@@ -160,6 +163,7 @@ class DistributedStage {
 
   model::LlamaConfig cfg_;
   ParallelContext ctx_;
+  const kernels::Ops* ops_;  // ctx_.ops(): the run's device
   model::Recompute recompute_;
   std::vector<int> layers_;
   bool first_ = false, last_ = false, release_after_backward_ = true;
@@ -172,7 +176,7 @@ class DistributedStage {
   std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> norm_ranges_;  // per unit: [begin, end)
   std::vector<ShardedParam> params_;
   std::vector<nn::TransformerBlock<T>> blocks_;
-  std::vector<AlignedPtr<T>> m_, v_;       // AdamW moments per unit shard
+  std::vector<kernels::Buffer> m_, v_;     // AdamW moments per unit shard, on the run's device
   int emb_ = -1, head_ = -1, layer0_ = 0;  // unit indices
 };
 

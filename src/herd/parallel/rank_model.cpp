@@ -36,8 +36,8 @@ Result<std::unique_ptr<RankModel<T>>> RankModel<T>::make(const ParallelContext& 
   // One stage holds every layer: there are no ends to lighten.
   HERD_ASSIGN_OR_RETURN(pp::PipelinePlan plan, pp::plan_pipeline(cfg, spec, options.lighter_ends && spec.pp > 1));
   std::unique_ptr<RankModel> m(new RankModel(ctx, cfg, options));
-  m->tpc_ = std::make_unique<tp::TpCollectives<T>>(*ctx.tp, ctx.sequence_parallel);
-  if (ctx.cp_size() > 1) m->cph_ = std::make_unique<cp::CpAttentionHooks<T>>(*ctx.cp);
+  m->tpc_ = std::make_unique<tp::TpCollectives<T>>(*ctx.tp, ctx.sequence_parallel, ctx.ops());
+  if (ctx.cp_size() > 1) m->cph_ = std::make_unique<cp::CpAttentionHooks<T>>(*ctx.cp, ctx.ops());
   m->rope_ = std::make_shared<const kernels::RopeTable<T>>(nn::rope_config(cfg), cfg.max_seq_len);
   // Chunk c of pipeline rank r is virtual stage r + c x PP. One stage (pp = 1) releases its units after
   // each backward; a pipeline keeps its chunks gathered across the step's micro-batches.

@@ -9,7 +9,14 @@
 namespace herd::tensor {
 
 Arena::Arena(std::size_t capacity_bytes)
-    : block_(aligned_array<char>(round_up(capacity_bytes))), capacity_(round_up(capacity_bytes)) {
+    : owned_(aligned_array<char>(round_up(capacity_bytes))), block_(owned_.get()), capacity_(round_up(capacity_bytes)) {
+  records_.reserve(4096);
+}
+
+Arena::Arena(void* block, std::size_t capacity_bytes) : block_(static_cast<char*>(block)), capacity_(capacity_bytes) {
+  HERD_CHECK(block != nullptr || capacity_bytes == 0, "an arena over no memory");
+  HERD_CHECK(reinterpret_cast<std::uintptr_t>(block) % kAlignment == 0, "an arena's block must be ", kAlignment,
+             "-byte aligned");
   records_.reserve(4096);
 }
 
@@ -17,7 +24,7 @@ void* Arena::allocate(std::size_t bytes, const std::string& tag) {
   const std::size_t rounded = round_up(bytes);
   HERD_CHECK(used_ + rounded <= capacity_, "arena full: '", tag, "' asks ", bytes, " bytes with ", used_, " of ",
              capacity_, " in use");
-  void* p = block_.get() + used_;
+  void* p = block_ + used_;
   used_ += rounded;
   peak_ = std::max(peak_, used_);
   TagStats& s = tags_[tag];

@@ -31,6 +31,10 @@ class Arena {
   };
 
   explicit Arena(std::size_t capacity_bytes);
+  // Over `block` (capacity_bytes, 64-byte aligned), owned by the caller and outliving the arena: memory
+  // of any device (kernels/ops.h's Buffer), since the arena only hands out offsets into it and never
+  // reads or writes it.
+  Arena(void* block, std::size_t capacity_bytes);
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
@@ -62,7 +66,8 @@ class Arena {
     std::size_t bytes;
     TagStats* tag;
   };
-  AlignedPtr<char> block_;
+  AlignedPtr<char> owned_;  // the block when the arena allocated it
+  char* block_;
   std::size_t capacity_;
   std::size_t used_ = 0;
   std::size_t peak_ = 0;

@@ -18,6 +18,7 @@
 #include "herd/kernels/cross_entropy.h"
 #include "herd/kernels/device.h"
 #include "herd/kernels/gemm.h"
+#include "herd/kernels/ops.h"
 #include "herd/kernels/optim.h"
 #include "herd/kernels/rmsnorm.h"
 #include "herd/kernels/rope.h"
@@ -162,5 +163,9 @@ void round_to_bf16(float* x, std::int64_t n, bf16* out);
 
 // --- calibration (rates.cpp): DeviceBackend::measure_rates of kernels/device.h, on device 0.
 DeviceRates measure_device_rates(const DeviceRateShapes& shapes);
+
+// --- The op interface (ops.cu): kernels/ops.h's Ops for Device::kCuda over the functions above, also
+// what ops_for(Device::kCuda) returns once the binary has loaded ops.cu (it registers itself).
+const Ops& device_ops();
 
 }  // namespace herd::kernels::cuda

@@ -3,7 +3,6 @@
 #include "herd/parallel/cp/cp_attention.h"
 
 #include <algorithm>
-#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -43,6 +42,29 @@ Result<CpMask> make_cp_mask(comm::Communicator& group, std::int64_t batch, std::
   return m;
 }
 
+void CpMask::place(const kernels::Ops& ops) {
+  const std::vector<std::int32_t>* arrays[] = {&pos_q, &doc_q, &pos_k, &doc_k};
+  std::size_t bytes = 0;
+  for (const auto* v : arrays) bytes += v->size() * sizeof(std::int32_t);
+  placed = kernels::Buffer(ops, bytes);
+  std::size_t at = 0;
+  for (const auto* v : arrays) {
+    const std::size_t n = v->size() * sizeof(std::int32_t);
+    if (n > 0) ops.copy_from_host(v->data(), static_cast<char*>(placed.data()) + at, n);
+    at += n;
+  }
+}
+
+kernels::AttentionMask CpMask::kernel_mask() const {
+  if (!placed) return {pos_q.data(), doc_q.data(), pos_k.data(), doc_k.data()};
+  const auto* base = placed.as<const std::int32_t>();
+  const std::int32_t* p_q = base;
+  const std::int32_t* d_q = p_q + pos_q.size();
+  const std::int32_t* p_k = d_q + doc_q.size();
+  const std::int32_t* d_k = p_k + pos_k.size();
+  return {p_q, doc_q.empty() ? nullptr : d_q, p_k, doc_k.empty() ? nullptr : d_k};
+}
+
 CpCommVolume cp_comm_volume(const CpSplit& split, const kernels::AttentionDims& d) {
   const std::int64_t tokens = d.batch * split.local_len();
   return {tokens * 2 * d.kv_heads * d.head_dim, tokens * d.q_heads * d.head_dim};
@@ -71,28 +93,33 @@ kernels::AttentionDims kernel_dims(const kernels::AttentionDims& d, const Shape&
 }
 
 // Copies rank-major (cp, B, 2c, row) <-> batch-major (B, cp x 2c, row) rows of `row` elements.
+// Per rank r, its B blocks of L rows: consecutive in rank-major order, T rows apart in batch-major.
 template <typename T>
-void permute_rows(const Shape& s, const T* src, T* dst, bool to_batch_major) {
+void permute_rows(const kernels::Ops& ops, const Shape& s, const T* src, T* dst, bool to_batch_major) {
   const std::int64_t row = 2 * s.kvd;
-  for (std::int64_t r = 0; r < s.cp; ++r)
-    for (std::int64_t b = 0; b < s.B; ++b) {
-      const T* rm = nullptr;
-      T* out = nullptr;
-      const std::int64_t rank_major = ((r * s.B + b) * s.L) * row, batch_major = (b * s.T + r * s.L) * row;
-      if (to_batch_major) {
-        rm = src + rank_major;
-        out = dst + batch_major;
-      } else {
-        rm = src + batch_major;
-        out = dst + rank_major;
-      }
-      std::memcpy(out, rm, static_cast<std::size_t>(s.L * row) * sizeof(T));
+  const std::size_t block = static_cast<std::size_t>(s.L * row) * sizeof(T);
+  const std::size_t batch_pitch = static_cast<std::size_t>(s.T * row) * sizeof(T);
+  for (std::int64_t r = 0; r < s.cp; ++r) {
+    const std::int64_t rank_major = (r * s.B * s.L) * row, batch_major = (r * s.L) * row;
+    if (to_batch_major) {
+      ops.copy_rows(src + rank_major, block, dst + batch_major, batch_pitch, block, s.B);
+    } else {
+      ops.copy_rows(src + batch_major, batch_pitch, dst + rank_major, block, block, s.B);
     }
+  }
+}
+
+// buf as `count` elements of U, reallocated on `ops`'s device when it is smaller (its contents are not kept).
+template <typename U>
+U* sized(const kernels::Ops& ops, kernels::Buffer& buf, std::int64_t count) {
+  const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(U);
+  if (buf.bytes() < bytes) buf = kernels::Buffer(ops, bytes);
+  return buf.as<U>();
 }
 
 // The all-gather and kernel-layout buffers of K/V at the input type: T's own, or the bf16 ones.
 template <typename In, typename T>
-std::pair<std::vector<In>*, std::vector<In>*> kv_buffers(CpWorkspace<T>& ws) {
+std::pair<kernels::Buffer*, kernels::Buffer*> kv_buffers(CpWorkspace<T>& ws) {
   if constexpr (std::is_same_v<In, T>) {
     return {&ws.gathered, &ws.kv};
   } else {
@@ -103,20 +130,19 @@ std::pair<std::vector<In>*, std::vector<In>*> kv_buffers(CpWorkspace<T>& ws) {
 // All-gathers the local K/V into the kernel layout (B, T, 2, Hkv, D) and returns it.
 template <typename In, typename T>
 Result<const In*> gather_kv(comm::Communicator& group, const Shape& s, const In* k, const In* v, CpWorkspace<T>& ws) {
+  const kernels::Ops& ops = *ws.ops;
   auto [gathered_buf, kv_buf] = kv_buffers<In>(ws);
-  std::vector<In>& gathered = *gathered_buf;
-  gathered.resize(static_cast<std::size_t>(s.cp * s.block()));
-  In* mine = gathered.data() + s.rank * s.block();
-  for (std::int64_t i = 0; i < s.B * s.L; ++i) {
-    std::memcpy(mine + i * 2 * s.kvd, k + i * s.ld_k, static_cast<std::size_t>(s.kvd) * sizeof(In));
-    std::memcpy(mine + i * 2 * s.kvd + s.kvd, v + i * s.ld_v, static_cast<std::size_t>(s.kvd) * sizeof(In));
-  }
-  HERD_RETURN_IF_ERROR(group.all_gather(mine, gathered.data(), static_cast<std::size_t>(s.block()), dtype_of<In>()));
-  if (s.B == 1) return static_cast<const In*>(gathered.data());  // rank-major is already (1, T, ...)
-  std::vector<In>& kv = *kv_buf;
-  kv.resize(gathered.size());
-  permute_rows(s, gathered.data(), kv.data(), /*to_batch_major=*/true);
-  return static_cast<const In*>(kv.data());
+  In* gathered = sized<In>(ops, *gathered_buf, s.cp * s.block());
+  In* mine = gathered + s.rank * s.block();
+  // Token i's K row and V row side by side: (B L, 2, Hkv, D).
+  const std::size_t row = static_cast<std::size_t>(s.kvd) * sizeof(In);
+  ops.copy_rows(k, static_cast<std::size_t>(s.ld_k) * sizeof(In), mine, 2 * row, row, s.B * s.L);
+  ops.copy_rows(v, static_cast<std::size_t>(s.ld_v) * sizeof(In), mine + s.kvd, 2 * row, row, s.B * s.L);
+  HERD_RETURN_IF_ERROR(group.all_gather(mine, gathered, static_cast<std::size_t>(s.block()), dtype_of<In>()));
+  if (s.B == 1) return static_cast<const In*>(gathered);  // rank-major is already (1, T, ...)
+  In* kv = sized<In>(ops, *kv_buf, s.cp * s.block());
+  permute_rows(ops, s, gathered, kv, /*to_batch_major=*/true);
+  return static_cast<const In*>(kv);
 }
 
 }  // namespace
@@ -127,7 +153,7 @@ Status cp_attention_forward(comm::Communicator& group, const CpMask& mask, const
   const Shape s = shape_of(mask, d);
   HERD_CHECK(group.size() == s.cp && group.rank() == s.rank);
   HERD_ASSIGN_OR_RETURN(const In* kv, gather_kv(group, s, k, v, ws));
-  kernels::attention_forward(kernel_dims(d, s), mask.kernel_mask(), q, kv, kv + s.kvd, out, lse);
+  ws.ops->attention_forward(kernel_dims(d, s), mask.kernel_mask(), q, kv, kv + s.kvd, out, lse);
   return {};
 }
 
@@ -139,22 +165,21 @@ Status cp_attention_backward(comm::Communicator& group, const CpMask& mask, cons
   HERD_CHECK(group.size() == s.cp && group.rank() == s.rank);
   HERD_ASSIGN_OR_RETURN(const In* kv, gather_kv(group, s, k, v, ws));
   // For B = 1 the kernel writes dK/dV straight into the rank-major reduce-scatter layout.
-  ws.dkv.resize(static_cast<std::size_t>(s.cp * s.block()));
-  kernels::attention_backward(kernel_dims(d, s), mask.kernel_mask(), q, kv, kv + s.kvd, out, lse, dout, dq,
-                              ws.dkv.data(), ws.dkv.data() + s.kvd);
-  T* rank_major = ws.dkv.data();
+  const kernels::Ops& ops = *ws.ops;
+  T* dkv = sized<T>(ops, ws.dkv, s.cp * s.block());
+  ops.attention_backward(kernel_dims(d, s), mask.kernel_mask(), q, kv, kv + s.kvd, out, lse, dout, dq, dkv,
+                         dkv + s.kvd);
+  T* rank_major = dkv;
   if (s.B > 1) {  // ws.gathered is free (the kernel has consumed kv) or, with bf16 inputs, unused
-    ws.gathered.resize(ws.dkv.size());
-    permute_rows(s, ws.dkv.data(), ws.gathered.data(), /*to_batch_major=*/false);
-    rank_major = ws.gathered.data();
+    rank_major = sized<T>(ops, ws.gathered, s.cp * s.block());
+    permute_rows(ops, s, dkv, rank_major, /*to_batch_major=*/false);
   }
   T* mine = rank_major + s.rank * s.block();
   HERD_RETURN_IF_ERROR(
       group.reduce_scatter(rank_major, mine, static_cast<std::size_t>(s.block()), dtype_of<T>(), comm::ReduceOp::kSum));
-  for (std::int64_t i = 0; i < s.B * s.L; ++i) {
-    std::memcpy(dk + i * s.ld_k, mine + i * 2 * s.kvd, static_cast<std::size_t>(s.kvd) * sizeof(T));
-    std::memcpy(dv + i * s.ld_v, mine + i * 2 * s.kvd + s.kvd, static_cast<std::size_t>(s.kvd) * sizeof(T));
-  }
+  const std::size_t row = static_cast<std::size_t>(s.kvd) * sizeof(T);
+  ops.copy_rows(mine, 2 * row, dk, static_cast<std::size_t>(s.ld_k) * sizeof(T), row, s.B * s.L);
+  ops.copy_rows(mine + s.kvd, 2 * row, dv, static_cast<std::size_t>(s.ld_v) * sizeof(T), row, s.B * s.L);
   return {};
 }
 

@@ -28,6 +28,7 @@
 #include "herd/core/bf16.h"
 #include "herd/core/error.h"
 #include "herd/kernels/attention.h"
+#include "herd/kernels/ops.h"
 #include "herd/model/shard.h"
 
 namespace herd::parallel::cp {
@@ -48,9 +49,15 @@ struct CpMask {
   std::vector<std::int32_t> pos_k;  // (B, T), gathered order
   std::vector<std::int32_t> doc_k;  // (B, T), gathered order
 
+  // The four arrays copied to a device (place()), where the attention kernel reads them; empty until then.
+  kernels::Buffer placed;
+
   std::int64_t tq() const { return split.local_len(); }
   std::int64_t tk() const { return split.seq_len; }
-  kernels::AttentionMask kernel_mask() const { return {pos_q.data(), doc_q.data(), pos_k.data(), doc_k.data()}; }
+  // Copies the arrays to `ops`'s device; kernel_mask() then points there.
+  void place(const kernels::Ops& ops);
+  // The arrays as the kernel reads them: the placed copies, or the vectors above before place().
+  kernels::AttentionMask kernel_mask() const;
 };
 
 // pos and doc (B, 2c): the local tokens' positions and document ids (doc null: one document), in the
@@ -59,14 +66,17 @@ struct CpMask {
 Result<CpMask> make_cp_mask(comm::Communicator& group, std::int64_t batch, std::int64_t seq_len,
                             const std::int32_t* pos, const std::int32_t* doc);
 
-// Scratch reused across layers and steps (grows to its largest use, then stops allocating).
+// Scratch reused across layers and steps (grows to its largest use, then stops allocating), on the
+// device of `ops`, whose op interface (kernels/ops.h) runs CP attention's kernels and copies.
 template <typename T>
 struct CpWorkspace {
-  std::vector<T> gathered;  // (cp, B, 2c, 2, Hkv, D): the all-gather / reduce-scatter buffer
-  std::vector<T> kv;        // (B, T, 2, Hkv, D): gathered K/V in kernel layout (B > 1 only)
-  std::vector<T> dkv;       // (B, T, 2, Hkv, D): dK/dV of every key
+  explicit CpWorkspace(const kernels::Ops& ops = kernels::cpu_ops()) : ops(&ops) {}
+  const kernels::Ops* ops;
+  kernels::Buffer gathered;  // (cp, B, 2c, 2, Hkv, D) of T: the all-gather / reduce-scatter buffer
+  kernels::Buffer kv;        // (B, T, 2, Hkv, D) of T: gathered K/V in kernel layout (B > 1 only)
+  kernels::Buffer dkv;       // (B, T, 2, Hkv, D) of T: dK/dV of every key
   // bf16 inputs (In = bf16 below): the all-gather and kernel-layout buffers of K/V in bf16.
-  std::vector<bf16> gathered16, kv16;
+  kernels::Buffer gathered16, kv16;
 };
 
 // Local heads and layout. d.batch = B, d.tq = 2c, d.q_heads / d.kv_heads / d.head_dim the rank's

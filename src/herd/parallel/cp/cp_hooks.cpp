@@ -17,6 +17,7 @@ Status CpAttentionHooks<T>::set_micro_batches(const std::vector<nn::MicroBatch>&
       return m.error();
     }
     masks_[i] = std::move(*m);
+    masks_[i].place(*ws_.ops);  // where the attention kernel reads it
   }
   return Status::Ok();
 }

@@ -26,7 +26,10 @@ namespace herd::parallel::cp {
 template <typename T>
 class CpAttentionHooks final : public nn::AttentionHooks<T> {
  public:
-  explicit CpAttentionHooks(comm::Communicator& cp) : cp_(&cp) {}
+  // ops: the op interface of the rank's device (kernels/ops.h), which holds the workspaces and runs the
+  // attention kernels and copies; it outlives the hooks.
+  explicit CpAttentionHooks(comm::Communicator& cp, const kernels::Ops& ops = kernels::cpu_ops())
+      : cp_(&cp), ws_(ops), ws_bf16_(ops) {}
 
   // mb: this rank's slice (B, 2c) of a micro-batch of sequences of cp x 2c tokens. Collective over CP.
   // Builds its mask and selects it.

@@ -1,33 +1,21 @@
 // FlatUnit: gather, release and reduce-scatter of one FSDP unit (see flat_unit.h).
 #include "herd/parallel/fsdp/flat_unit.h"
 
-#include <cstring>
 #include <type_traits>
-
-#include "herd/kernels/convert.h"
-#include "herd/kernels/copy.h"
 
 namespace herd::parallel::fsdp {
 
-namespace {
 template <typename T>
-AlignedPtr<T> zeros(std::int64_t n) {
-  AlignedPtr<T> p = aligned_array<T>(static_cast<std::size_t>(n));
-  kernels::zero_buffer(p.get(), sizeof(T) * static_cast<std::size_t>(n));
-  return p;
-}
-}  // namespace
-
-template <typename T>
-FlatUnit<T>::FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp, bool gather_bf16, bool keep_buffers)
-    : name_(std::move(name)), count_(count), dp_(&dp), bf16_(gather_bf16), keep_(keep_buffers) {
+FlatUnit<T>::FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp, bool gather_bf16, bool keep_buffers,
+                      const kernels::Ops& ops)
+    : name_(std::move(name)), count_(count), dp_(&dp), ops_(&ops), bf16_(gather_bf16), keep_(keep_buffers) {
   HERD_CHECK(!gather_bf16 || (std::is_same_v<T, float>), "FSDP unit ", name_,
              ": bf16 gathers are of fp32 master weights");
   shard_ = (count + dp.size() - 1) / dp.size();
   begin_ = shard_ * dp.rank();
   in_place_ = dp.size() == 1;
-  params_ = zeros<T>(shard_);
-  grads_ = zeros<T>(shard_);
+  params_ = kernels::zeroed_array<T>(ops, shard_);
+  grads_ = kernels::zeroed_array<T>(ops, shard_);
 }
 
 template <typename T>
@@ -41,8 +29,8 @@ void FlatUnit<T>::begin_gather() {
   if constexpr (std::is_same_v<T, float>) {
     if (bf16_) {
       if (in_place_) {
-        if (!full_h_) full_h_ = aligned_array<bf16>(static_cast<std::size_t>(shard_));
-        if (stale_) kernels::to_bf16(params_.get(), shard_, full_h_.get());
+        if (!full_h_) full_h_ = kernels::array_of<bf16>(*ops_, shard_);
+        if (stale_) ops_->to_bf16(params_.as<T>(), shard_, full_h_.as<bf16>());
         stale_ = false;
         held_ = true;
         return;
@@ -51,12 +39,13 @@ void FlatUnit<T>::begin_gather() {
       // This rank's shard rounded into its own place (unless the optimizer wrote it there), then gathered
       // in place around it.
       if (!full_h_) {
-        full_h_ = aligned_array<bf16>(static_cast<std::size_t>(padded()));
+        full_h_ = kernels::array_of<bf16>(*ops_, padded());
         stale_ = true;
       }
-      if (stale_) kernels::to_bf16(params_.get(), shard_, full_h_.get() + begin_);
+      if (stale_) ops_->to_bf16(params_.as<T>(), shard_, full_h_.as<bf16>() + begin_);
       stale_ = false;
-      handle_ = dp_->iall_gather(full_h_.get() + begin_, full_h_.get(), static_cast<std::size_t>(shard_), DType::kBF16);
+      handle_ = dp_->iall_gather(full_h_.as<bf16>() + begin_, full_h_.as<bf16>(), static_cast<std::size_t>(shard_),
+                                 DType::kBF16);
       held_ = in_flight_ = true;
       return;
     }
@@ -66,8 +55,8 @@ void FlatUnit<T>::begin_gather() {
     return;
   }
   if (held_) return;
-  if (!full_) full_ = aligned_array<T>(static_cast<std::size_t>(padded()));
-  handle_ = dp_->iall_gather(params_.get(), full_.get(), static_cast<std::size_t>(shard_), dtype_of<T>());
+  if (!full_) full_ = kernels::array_of<T>(*ops_, padded());
+  handle_ = dp_->iall_gather(params_.as<T>(), full_.as<T>(), static_cast<std::size_t>(shard_), dtype_of<T>());
   held_ = in_flight_ = true;
 }
 
@@ -84,10 +73,10 @@ bf16* FlatUnit<T>::shard_params_bf16() {
   if (!bf16_ || !(in_place_ || keep_)) return nullptr;
   HERD_CHECK(!in_flight_, "FSDP unit ", name_, ": bf16 weights written while their all-gather is in flight");
   if (!full_h_) {
-    full_h_ = aligned_array<bf16>(static_cast<std::size_t>(in_place_ ? shard_ : padded()));
+    full_h_ = kernels::array_of<bf16>(*ops_, in_place_ ? shard_ : padded());
     stale_ = true;
   }
-  return full_h_.get() + (in_place_ ? 0 : begin_);
+  return full_h_.as<bf16>() + (in_place_ ? 0 : begin_);
 }
 
 template <typename T>
@@ -110,18 +99,18 @@ double FlatUnit<T>::step_peak_bytes() const {
 
 template <typename T>
 T* FlatUnit<T>::full_grads() {
-  if (in_place_) return grads_.get();  // accumulates into the shard; zero_grads() zeroes it
-  if (!full_grads_) full_grads_ = aligned_array<T>(static_cast<std::size_t>(padded()));
-  if (!grads_valid_) kernels::zero_buffer(full_grads_.get(), sizeof(T) * static_cast<std::size_t>(padded()));
+  if (in_place_) return grads_.as<T>();  // accumulates into the shard; zero_grads() zeroes it
+  if (!full_grads_) full_grads_ = kernels::array_of<T>(*ops_, padded());
+  if (!grads_valid_) ops_->zero(full_grads_.as<T>(), sizeof(T) * static_cast<std::size_t>(padded()));
   grads_valid_ = true;
-  return full_grads_.get();
+  return full_grads_.as<T>();
 }
 
 template <typename T>
 void FlatUnit<T>::begin_reduce_scatter_grads() {
   HERD_CHECK(!grads_in_flight_, "FSDP unit ", name_, ": gradient reduce-scatter posted twice");
   if (in_place_) return;  // the sum over a group of one is the buffer itself
-  grad_handle_ = dp_->ireduce_scatter(full_grads(), grads_.get(), static_cast<std::size_t>(shard_), dtype_of<T>(),
+  grad_handle_ = dp_->ireduce_scatter(full_grads(), grads_.as<T>(), static_cast<std::size_t>(shard_), dtype_of<T>(),
                                       comm::ReduceOp::kSum);
   grads_in_flight_ = true;
 }
@@ -139,7 +128,7 @@ Status FlatUnit<T>::wait_grads() {
 template <typename T>
 void FlatUnit<T>::zero_grads() {
   HERD_CHECK(!grads_in_flight_, "FSDP unit ", name_, ": zero_grads with a reduce-scatter in flight");
-  kernels::zero_buffer(grads_.get(), sizeof(T) * static_cast<std::size_t>(shard_));
+  ops_->zero(grads_.as<T>(), sizeof(T) * static_cast<std::size_t>(shard_));
   grads_valid_ = false;
 }
 

@@ -34,6 +34,7 @@
 #include "herd/core/aligned.h"
 #include "herd/core/bf16.h"
 #include "herd/core/error.h"
+#include "herd/kernels/ops.h"
 
 namespace herd::parallel::fsdp {
 
@@ -43,8 +44,9 @@ class FlatUnit {
   // gather_bf16: gather bf16 copies of the fp32 shards (T = float only). keep_buffers: release() and
   // wait_grads() keep the full buffers for the next step (below); false frees them, for a unit resharded
   // after forward (ZeRO-3), whose point is not to hold every unit's gathered weights at once.
+  // ops: the op interface of the device that holds the unit's buffers (kernels/ops.h); it outlives the unit.
   FlatUnit(std::string name, std::int64_t count, comm::Communicator& dp, bool gather_bf16 = false,
-           bool keep_buffers = true);
+           bool keep_buffers = true, const kernels::Ops& ops = kernels::cpu_ops());
   // Waits for any op still in flight (an error path may leave one) before its buffers go.
   ~FlatUnit();
   FlatUnit(const FlatUnit&) = delete;
@@ -59,10 +61,10 @@ class FlatUnit {
   bool in_place() const { return in_place_; }
   bool bf16_gather() const { return bf16_; }
 
-  T* shard_params() { return params_.get(); }  // (S) master weights
-  T* shard_grads() { return grads_.get(); }    // (S) reduced gradients of the step
-  const T* shard_params() const { return params_.get(); }
-  const T* shard_grads() const { return grads_.get(); }
+  T* shard_params() { return params_.as<T>(); }  // (S) master weights
+  T* shard_grads() { return grads_.as<T>(); }    // (S) reduced gradients of the step
+  const T* shard_params() const { return params_.as<T>(); }
+  const T* shard_grads() const { return grads_.as<T>(); }
 
   // Posts the all-gather of the full parameters (no-op when gathered or in flight).
   void begin_gather();
@@ -71,8 +73,8 @@ class FlatUnit {
   bool gathered() const { return held_ && !in_flight_; }
   // (padded) The gathered weights: the fp32 ones, or under bf16 (full_params() is then null) their bf16
   // copy; null when not gathered.
-  T* full_params() { return bf16_ || !held_ ? nullptr : in_place_ ? params_.get() : full_.get(); }
-  const bf16* full_params_bf16() const { return bf16_ && held_ ? full_h_.get() : nullptr; }
+  T* full_params() { return bf16_ || !held_ ? nullptr : in_place_ ? params_.as<T>() : full_.as<T>(); }
+  const bf16* full_params_bf16() const { return bf16_ && held_ ? full_h_.as<bf16>() : nullptr; }
   // Ends the use of the full parameters: full_params() is null until the next gather. With keep_buffers
   // the buffer itself is kept for that gather, as PyTorch's caching allocator keeps a freed block: without
   // resharding the step holds every unit's gathered weights and gradients at its peak anyway
@@ -105,8 +107,9 @@ class FlatUnit {
   std::string name_;
   std::int64_t count_, shard_, begin_;
   comm::Communicator* dp_;
-  AlignedPtr<T> params_, grads_, full_, full_grads_;
-  AlignedPtr<bf16> full_h_;  // bf16: the gathered copy (padded), or a group of one's copy (count)
+  const kernels::Ops* ops_;
+  kernels::Buffer params_, grads_, full_, full_grads_;
+  kernels::Buffer full_h_;  // bf16: the gathered copy (padded), or a group of one's copy (count)
   comm::Handle handle_, grad_handle_;
   bool in_flight_ = false, grads_in_flight_ = false;
   bool grads_valid_ = false;  // full_grads_ is zeroed and accumulating this step's gradients

@@ -67,7 +67,9 @@ PipelineExecutor<T>::PipelineExecutor(comm::Communicator* pp, const model::Llama
   // The checker's peak in-flight count is exactly how many slots this rank's list ever holds.
   const int n_slots = plan_.check.peak_inflight[static_cast<std::size_t>(rank_)];
   for (int i = 0; i < n_slots; ++i) {
-    slots_.push_back(std::make_unique<tensor::Arena>(static_cast<std::size_t>(slot_bytes)));
+    const std::size_t bytes = tensor::Arena::round_up(static_cast<std::size_t>(slot_bytes));
+    slot_memory_.emplace_back(chunks_.front().ops(), bytes);
+    slots_.push_back(std::make_unique<tensor::Arena>(slot_memory_.back().data(), bytes));
     free_slots_.push_back(n_slots - 1 - i);
   }
 }
@@ -95,8 +97,8 @@ void PipelineExecutor<T>::zero_grads() {
 template <typename T>
 T* PipelineExecutor<T>::acquire_buffer() {
   if (free_buffers_.empty()) {
-    buffers_.push_back(aligned_array<T>(static_cast<std::size_t>(opt_.micro_batch * opt_.seq_len * cfg_.hidden)));
-    return buffers_.back().get();
+    buffers_.push_back(kernels::array_of<T>(chunks_.front().ops(), opt_.micro_batch * opt_.seq_len * cfg_.hidden));
+    return buffers_.back().as<T>();
   }
   T* b = free_buffers_.back();
   free_buffers_.pop_back();
@@ -107,6 +109,28 @@ template <typename T>
 void PipelineExecutor<T>::release_buffer(T* b) {
   HERD_CHECK(b != nullptr, "releasing a null boundary buffer");
   free_buffers_.push_back(b);
+}
+
+template <typename T>
+std::vector<nn::MicroBatch> PipelineExecutor<T>::on_device(const std::vector<nn::MicroBatch>& mbs) {
+  const kernels::Ops& ops = chunks_.front().ops();
+  std::int64_t count = 0;
+  for (const nn::MicroBatch& mb : mbs) count += mb.rows() * (mb.doc_ids != nullptr ? 2 : 1);
+  const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(std::int32_t);
+  if (batch_meta_.bytes() < bytes) batch_meta_ = kernels::Buffer(ops, bytes);
+  std::int32_t* at = batch_meta_.as<std::int32_t>();
+  std::vector<nn::MicroBatch> out = mbs;
+  auto put = [&](const std::int32_t*& p, std::int64_t n) {
+    if (p == nullptr) return;
+    ops.copy_from_host(p, at, static_cast<std::size_t>(n) * sizeof(std::int32_t));
+    p = at;
+    at += n;
+  };
+  for (nn::MicroBatch& mb : out) {
+    put(mb.positions, mb.rows());
+    put(mb.doc_ids, mb.rows());
+  }
+  return out;
 }
 
 // One step's state: per (micro-batch, chunk) its arena slot, saved state and the boundary buffers in
@@ -198,8 +222,9 @@ Result<kernels::CrossEntropyLoss> PipelineExecutor<T>::forward_only(const nn::Mi
   tensor::Arena& slot = *slots_.front();
   const tensor::Arena::Mark start = slot.mark();
   T* x = acquire_buffer();
+  const nn::MicroBatch device_mb = on_device({mb}).front();
   // Without fusing the head, the forward computes the loss only (no gradient GEMMs).
-  Result<typename Stage::State> st = chunk.forward(slot, mb, x, T(0), /*fuse_head=*/false);
+  Result<typename Stage::State> st = chunk.forward(slot, device_mb, x, T(0), /*fuse_head=*/false);
   if (st.ok() && logits != nullptr) chunk.head_logits(slot, mb.rows(), *st, logits);
   slot.reset(start);
   release_buffer(x);
@@ -230,9 +255,12 @@ Result<StepStats> PipelineExecutor<T>::step(const std::vector<nn::MicroBatch>& m
   }
   const T loss_scale = external_scale ? *external_scale : tokens > 0 ? T(1) / static_cast<T>(tokens) : T(0);
   HERD_RETURN_IF_ERROR(chunks_.front().prepare_micro_batches(mbs));  // CP masks, shared by the chunks
+  const std::vector<nn::MicroBatch> device_mbs = on_device(mbs);
 
-  StepRun run{
-      mbs, loss_scale, std::vector<typename StepRun::Flight>(static_cast<std::size_t>(spec.microbatches * v_)), {}};
+  StepRun run{device_mbs,
+              loss_scale,
+              std::vector<typename StepRun::Flight>(static_cast<std::size_t>(spec.microbatches * v_)),
+              {}};
   auto flight = [&](const Action& a) -> typename StepRun::Flight& { return run.flight(a, pp_, v_); };
   auto tag = [&](int m, int stage, bool backward) { return comm::p2p_tag(m, stage, backward, n_st).value(); };
   // Elements crossing a boundary for micro-batch m: its local (n_loc, d) rows (buffers are sized for the largest).

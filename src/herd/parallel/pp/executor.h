@@ -102,6 +102,10 @@ class PipelineExecutor {
                    const ExecutorOptions& options);
   Status open_channels();
   T* acquire_buffer();
+  // The micro-batches as the chunks' blocks read them: positions and document ids copied to the chunks'
+  // device (RoPE and the attention mask read them there, kept in batch_meta_ until the next call);
+  // tokens and targets the host's, which the stage copies where it needs them.
+  std::vector<nn::MicroBatch> on_device(const std::vector<nn::MicroBatch>& mbs);
   void release_buffer(T* b);
   struct StepRun;  // one step's micro-batches in flight and its totals (executor.cpp)
   Status forward_action(StepRun& run, const schedule::Action& a);
@@ -115,9 +119,11 @@ class PipelineExecutor {
   std::vector<Stage> chunks_;
   std::vector<std::size_t> last_backward_;  // per chunk: index of its last backward in the action list
   std::vector<std::int64_t> chunk_saved_;
+  std::vector<kernels::Buffer> slot_memory_;  // each slot's block, on the chunks' device
   std::vector<std::unique_ptr<tensor::Arena>> slots_;
   std::vector<int> free_slots_;
-  std::vector<AlignedPtr<T>> buffers_;
+  std::vector<kernels::Buffer> buffers_;  // residual streams and their gradients, on the chunks' device
+  kernels::Buffer batch_meta_;            // on_device's positions and document ids
   std::vector<T*> free_buffers_;
 };
 

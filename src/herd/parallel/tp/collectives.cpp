@@ -1,10 +1,7 @@
 // TpCollectives and the vocab-parallel embedding and loss (see collectives.h).
 #include "herd/parallel/tp/collectives.h"
 
-#include <cstring>
-
 #include "herd/core/check.h"
-#include "herd/kernels/embedding.h"
 
 namespace herd::parallel::tp {
 
@@ -15,7 +12,7 @@ std::size_t ucount(std::int64_t n) { return static_cast<std::size_t>(n); }
 template <typename T>
 void TpCollectives<T>::gather(const T* local, T* full, std::int64_t n, std::int64_t cols) const {
   if (!sp_ || tp_->size() == 1) {  // every rank holds all rows: nothing to communicate
-    if (full != local) std::memcpy(full, local, sizeof(T) * ucount(n * cols));
+    if (full != local) ops_->copy(local, full, sizeof(T) * ucount(n * cols));
     return;
   }
   if (!status_.ok()) return;
@@ -25,7 +22,7 @@ void TpCollectives<T>::gather(const T* local, T* full, std::int64_t n, std::int6
 template <typename T>
 void TpCollectives<T>::gather(const bf16* local, bf16* full, std::int64_t n, std::int64_t cols) const {
   if (!sp_ || tp_->size() == 1) {
-    if (full != local) std::memcpy(full, local, sizeof(bf16) * ucount(n * cols));
+    if (full != local) ops_->copy(local, full, sizeof(bf16) * ucount(n * cols));
     return;
   }
   if (!status_.ok()) return;
@@ -36,7 +33,7 @@ template <typename T>
 void TpCollectives<T>::reduce(const T* partial, T* local, std::int64_t n, std::int64_t cols) const {
   if (!status_.ok()) return;
   if (tp_->size() == 1) {  // the partial sum is the sum
-    if (local != partial) std::memcpy(local, partial, sizeof(T) * ucount(n * cols));
+    if (local != partial) ops_->copy(partial, local, sizeof(T) * ucount(n * cols));
     return;
   }
   if (sp_) {
@@ -66,7 +63,7 @@ VocabShard vocab_shard(std::int64_t vocab, int tp_size, int tp_rank) {
 template <typename T>
 void vocab_embedding_forward(const TpCollectives<T>& c, const std::int32_t* ids, std::int64_t n, const T* table,
                              VocabShard shard, std::int64_t d, T* full, T* x) {
-  kernels::embedding_forward<T>(ids, n, table, shard.begin, shard.rows, d, full);  // zero rows off-shard
+  c.ops().embedding_forward(ids, n, table, shard.begin, shard.rows, d, full);  // zero rows off-shard
   c.reduce(full, x, n, d);
 }
 
@@ -74,12 +71,12 @@ template <typename T>
 void vocab_embedding_backward(const TpCollectives<T>& c, const std::int32_t* ids, std::int64_t n, const T* dx,
                               VocabShard shard, std::int64_t d, T* full, T* dtable) {
   c.gather(dx, full, n, d);
-  kernels::embedding_backward<T>(ids, n, full, shard.begin, shard.rows, d, dtable);
+  c.ops().embedding_backward(ids, n, full, shard.begin, shard.rows, d, dtable);
 }
 
 void vocab_embedding_forward(const TpCollectives<float>& c, const std::int32_t* ids, std::int64_t n, const bf16* table,
                              VocabShard shard, std::int64_t d, float* full, float* x) {
-  kernels::embedding_forward(ids, n, table, shard.begin, shard.rows, d, full);
+  c.ops().embedding_forward(ids, n, table, shard.begin, shard.rows, d, full);
   c.reduce(full, x, n, d);
 }
 
@@ -91,29 +88,29 @@ kernels::CrossEntropyLoss vocab_ce(const TpCollectives<T>& c, const In* h, std::
                                    VocabShard shard, const std::int32_t* targets, T scale, T* lse, T* dh, T* dw,
                                    T* stats) {
   const int tp = c.size();
+  const kernels::Ops& ops = c.ops();
   const bool loss_only = dh == nullptr && dw == nullptr;
   HERD_CHECK(loss_only || (dh != nullptr && dw != nullptr),
              "vocab_cross_entropy: dh and dw are both given or both null");
   // One rank holds the whole vocabulary: the fused sweep, which reuses each row tile's logits for its
   // gradient when the vocabulary fits one tile (the same numbers, one logits GEMM fewer).
   if (tp == 1 && !loss_only) {
-    return kernels::cross_entropy_forward_backward(h, n, d, w, shard.rows, targets, scale, lse, dh, dw);
+    return ops.cross_entropy_forward_backward(h, n, d, w, shard.rows, targets, scale, lse, dh, dw);
   }
   // Local (max | sum-exp | target logit), 3n, packed so one all-gather carries all three, then
   // regrouped shard-major, (3, tp, n), as ce_combine_stats reads them.
   T* mine = stats;
   T* all = mine + 3 * n;            // (tp, 3, n)
   T* regrouped = all + 3 * n * tp;  // (3, tp, n)
-  kernels::ce_shard_stats(h, n, d, w, shard.begin, shard.rows, targets, mine, mine + n, mine + 2 * n);
+  ops.ce_shard_stats(h, n, d, w, shard.begin, shard.rows, targets, mine, mine + n, mine + 2 * n);
   c.all_gather(mine, all, 3 * n);
-  for (int s = 0; s < tp; ++s) {
-    for (int k = 0; k < 3; ++k) {
-      std::memcpy(regrouped + (k * tp + s) * n, all + (s * 3 + k) * n, sizeof(T) * ucount(n));
-    }
+  for (int s = 0; s < tp; ++s) {  // row k of shard s -> (k, s): three rows of n, 3n apart to tp n apart
+    ops.copy_rows(all + s * 3 * n, sizeof(T) * ucount(n), regrouped + s * n, sizeof(T) * ucount(tp * n),
+                  sizeof(T) * ucount(n), 3);
   }
   const kernels::CrossEntropyLoss loss =
-      kernels::ce_combine_stats<T>(n, tp, regrouped, regrouped + tp * n, regrouped + 2 * tp * n, targets, lse);
-  if (!loss_only) kernels::ce_shard_backward(h, n, d, w, shard.begin, shard.rows, targets, lse, scale, dh, dw);
+      ops.ce_combine_stats(n, tp, regrouped, regrouped + tp * n, regrouped + 2 * tp * n, targets, lse);
+  if (!loss_only) ops.ce_shard_backward(h, n, d, w, shard.begin, shard.rows, targets, lse, scale, dh, dw);
   return loss;
 }
 

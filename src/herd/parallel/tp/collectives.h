@@ -24,6 +24,7 @@
 
 #include "herd/comm/communicator.h"
 #include "herd/kernels/cross_entropy.h"
+#include "herd/kernels/ops.h"
 #include "herd/nn/block.h"
 
 namespace herd::parallel::tp {
@@ -31,7 +32,10 @@ namespace herd::parallel::tp {
 template <typename T>
 class TpCollectives final : public nn::TensorParallelHooks<T> {
  public:
-  TpCollectives(comm::Communicator& tp, bool sequence_parallel) : tp_(&tp), sp_(sequence_parallel) {}
+  // ops: the op interface of the rank's device (kernels/ops.h): the copies of a group of one and the
+  // vocab-parallel kernels below run through it. It outlives the collectives.
+  TpCollectives(comm::Communicator& tp, bool sequence_parallel, const kernels::Ops& ops = kernels::cpu_ops())
+      : tp_(&tp), sp_(sequence_parallel), ops_(&ops) {}
 
   std::int64_t local_rows(std::int64_t n) const override { return sp_ ? n / tp_->size() : n; }
   void gather(const T* local, T* full, std::int64_t n, std::int64_t cols) const override;
@@ -45,6 +49,7 @@ class TpCollectives final : public nn::TensorParallelHooks<T> {
   int size() const { return tp_->size(); }
   int rank() const { return tp_->rank(); }
   bool sequence_parallel() const { return sp_; }
+  const kernels::Ops& ops() const { return *ops_; }
   const Status& status() const { return status_; }
 
  private:
@@ -53,6 +58,7 @@ class TpCollectives final : public nn::TensorParallelHooks<T> {
   }
   comm::Communicator* tp_;
   bool sp_;
+  const kernels::Ops* ops_;
   mutable Status status_;
 };
 

@@ -221,6 +221,7 @@ Status run_rank_unguarded(comm::Communicator& world_in, const TrainConfig& cfg, 
                         parallel::ParallelGroups::make(world, layout.dims));
   parallel::ParallelContext ctx = groups->context(cfg.parallel.sequence_parallel, cfg.parallel.reshard_after_forward);
   ctx.precision = cfg.train.precision;
+  HERD_ASSIGN_OR_RETURN(ctx.device, train_device(cfg));  // the op interface every module of the rank runs on
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<parallel::RankModel<T>> model,
                         parallel::RankModel<T>::make(ctx, m, layout.model_options(cfg.data.seq_len)));
   HERD_ASSIGN_OR_RETURN(std::unique_ptr<Trainer<T>> trainer,
