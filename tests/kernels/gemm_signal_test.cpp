@@ -1,5 +1,5 @@
 // Signals handled while oneDNN's sgemm runs must leave the heap and the result intact. oneDNN's JIT GEMM
-// kernels point rsp into the heap while they run (oneDNN issue 4845, in Debian 12's 2.6.3), so a
+// kernels point rsp into the heap while they run (Debian 12's oneDNN 2.6.3), so a
 // handler's frame landed in the heap: a SIGTERM or SIGUSR2 to a training rank aborted it in a later
 // malloc or free. gemm holds the thread's asynchronous signals around each oneDNN call; without that,
 // this test aborted every time (glibc: "corrupted size vs. prev_size while consolidating").

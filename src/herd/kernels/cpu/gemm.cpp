@@ -55,8 +55,8 @@ void check_dims(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t
 #ifdef HERD_HAVE_DNNL
 // Holds the calling thread's asynchronous signals while a oneDNN kernel runs, and delivers them after.
 // oneDNN's JIT GEMM kernels (2.6 in Debian 12, and up to 3.11) point rsp into the heap while they run,
-// so the frame of a signal handled on their thread lands in the heap and corrupts it (oneDNN issue 4845,
-// fixed in 3.12): a SIGTERM to a training rank, or SIGUSR2 for a dump, aborted it in a later malloc or
+// so the frame of a signal handled on their thread lands in the heap and corrupts it (fixed in
+// oneDNN 3.12): a SIGTERM to a training rank, or SIGUSR2 for a dump, aborted it in a later malloc or
 // free in 1 of 4 tries. Held, a signal goes to a thread that is not in such a kernel, or waits for this
 // one's return. The faults a kernel itself raises (SIGSEGV, SIGBUS, SIGFPE, SIGILL) stay deliverable.
 class AsyncSignalsHeld {

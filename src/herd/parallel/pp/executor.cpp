@@ -114,6 +114,7 @@ void PipelineExecutor<T>::release_buffer(T* b) {
 template <typename T>
 std::vector<nn::MicroBatch> PipelineExecutor<T>::on_device(const std::vector<nn::MicroBatch>& mbs) {
   const kernels::Ops& ops = chunks_.front().ops();
+  if (ops.device() == kernels::Device::kCpu) return mbs;  // the host's arrays are the device's
   std::int64_t count = 0;
   for (const nn::MicroBatch& mb : mbs) count += mb.rows() * (mb.doc_ids != nullptr ? 2 : 1);
   const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(std::int32_t);

@@ -105,7 +105,7 @@ class PipelineExecutor {
   // The micro-batches as the chunks' blocks read them: positions and document ids copied to the chunks'
   // device (RoPE and the attention mask read them there, kept in batch_meta_ until the next call);
   // tokens and targets the host's, which the stage copies where it needs them.
-  std::vector<nn::MicroBatch> on_device(const std::vector<nn::MicroBatch>& mbs);
+  std::vector<nn::MicroBatch> on_device(const std::vector<nn::MicroBatch>& mbs);  // as given on the CPU
   void release_buffer(T* b);
   struct StepRun;  // one step's micro-batches in flight and its totals (executor.cpp)
   Status forward_action(StepRun& run, const schedule::Action& a);
