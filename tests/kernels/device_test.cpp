@@ -34,6 +34,7 @@ class FakeBackend final : public DeviceBackend {
     return n_;
   }
   std::string describe(int) const override { return "Fake GPU"; }
+  void bind_thread(int) const override {}
   DeviceRates measure_rates(const DeviceRateShapes&) const override { return {}; }
 
  private:

@@ -55,6 +55,9 @@ class DeviceBackend {
   virtual int device_count(std::string* why) const = 0;
   // One line per device: name, compute capability, memory, driver and runtime versions.
   virtual std::string describe(int index) const = 0;
+  // Binds the calling thread to device `index` (0 .. device_count() - 1): its kernels, allocations and
+  // queue are that device's from then on. A thread that never calls it uses device 0.
+  virtual void bind_thread(int index) const = 0;
   // Times this backend's kernels on device 0 at `shapes` (bf16). Throws the backend's error on a device fault.
   virtual DeviceRates measure_rates(const DeviceRateShapes& shapes) const = 0;
 };

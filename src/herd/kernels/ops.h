@@ -45,6 +45,15 @@ class Ops {
   virtual void copy_to_host(const void* src, void* host, std::size_t bytes) const = 0;
   // Waits until every op this thread enqueued has finished (the CPU's ops finish before they return).
   virtual void synchronize() const = 0;
+  // Whether `p` points into this device's memory (the CPU's: any host pointer), for the code that
+  // receives pointers of either kind (the communicators, comm/device_memory.h).
+  virtual bool holds(const void* p) const = 0;
+  // The calling thread's queue of work on this device (a cudaStream_t on a GPU), for libraries that
+  // order their own streams after it (NCCL); null on the CPU, whose ops finish before they return.
+  virtual void* queue() const = 0;
+  // The most bytes this device's allocator has handed out at once in this process, for the memory
+  // report; -1 where the device does not count them (the CPU, whose arena the trainer measures itself).
+  virtual double peak_allocated_bytes() const = 0;
 
   // --- Copies, fills and element-wise sums (kernels/copy.h).
   virtual void copy(const void* src, void* dst, std::size_t bytes) const = 0;  // no overlap

@@ -32,6 +32,9 @@ class CpuOps final : public Ops {
   void copy_from_host(const void* host, void* dst, std::size_t bytes) const override { copy_buffer(host, dst, bytes); }
   void copy_to_host(const void* src, void* host, std::size_t bytes) const override { copy_buffer(src, host, bytes); }
   void synchronize() const override {}
+  bool holds(const void*) const override { return true; }
+  void* queue() const override { return nullptr; }
+  double peak_allocated_bytes() const override { return -1; }
 
   void copy(const void* src, void* dst, std::size_t bytes) const override { copy_buffer(src, dst, bytes); }
   void copy_rows(const void* src, std::size_t src_pitch, void* dst, std::size_t dst_pitch, std::size_t row_bytes,

@@ -12,6 +12,7 @@ class CudaBackend final : public DeviceBackend {
   Device device() const override { return Device::kCuda; }
   int device_count(std::string* why) const override { return cuda::device_count(why); }
   std::string describe(int index) const override { return describe_device(index); }
+  void bind_thread(int index) const override { set_device(index); }
   DeviceRates measure_rates(const DeviceRateShapes& shapes) const override { return measure_device_rates(shapes); }
 };
 

@@ -102,6 +102,16 @@ class CudaOps final : public Ops {
     if (bytes > 0) cuda::copy_to_host(host, src, bytes);
   }
   void synchronize() const override { cuda::synchronize(); }
+  bool holds(const void* p) const override {
+    cudaPointerAttributes a{};
+    if (p == nullptr || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      (void)cudaGetLastError();  // a plain host pointer is not an error worth keeping
+      return false;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  }
+  void* queue() const override { return compute_stream(); }
+  double peak_allocated_bytes() const override { return static_cast<double>(allocator_stats().peak_allocated); }
 
   void copy(const void* src, void* dst, std::size_t bytes) const override {
     if (bytes > 0) copy_device(dst, src, bytes);
