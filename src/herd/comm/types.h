@@ -8,12 +8,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "herd/core/dtype.h"
 #include "herd/core/error.h"
 
 namespace herd::comm {
+
+class DeviceMemory;  // comm/device_memory.h
 
 enum class ReduceOp { kSum, kMax, kMin };
 enum class OpKind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSend, kRecv, kBarrier };
@@ -41,6 +44,9 @@ struct CommOptions {
   std::string job_id;
   // Entries kept per rank by the flight recorder (comm.recorder_size).
   std::size_t recorder_capacity = 2048;
+  // The rank's device memory when it trains on a GPU (comm/device_memory.h); null: every buffer is host
+  // memory.
+  std::shared_ptr<const DeviceMemory> device_memory;
 };
 
 // A point-to-point tag for pipeline traffic, unique per (micro-batch, virtual stage, direction), and

@@ -95,6 +95,9 @@ struct WorldState {
   void abort_locked(const std::string& reason);
 };
 
+// Whether this rank's buffers of `op` are device memory (CommOptions::device_memory says).
+bool on_device(const CommOptions& o, const OpDesc& op);
+
 // Advances every pending op of `global_rank` once, in posting order; drops finished ones. Returns
 // whether anything changed. May release and retake the lock.
 bool progress_rank(WorldState& w, int global_rank, std::unique_lock<std::mutex>& lk);
@@ -122,6 +125,11 @@ class LocalWork final : public Work {
  private:
   int work_phases() const;
   void run_phase(int phase, const std::vector<Arrival>& arr);
+  // Data movement: host memcpy and comm/reduce.h, or the device's copies and sums for an op on device
+  // buffers (CommOptions::device_memory), which device_done() waits for.
+  void copy_bytes(void* dst, const void* src, std::size_t n) const;
+  void reduce(const void* const* srcs, int n, void* dst, std::size_t count) const;
+  void device_done() const;
   bool step_collective(std::unique_lock<std::mutex>& lk);
   bool step_recv(std::unique_lock<std::mutex>& lk);
 
@@ -134,6 +142,7 @@ class LocalWork final : public Work {
   int stage_ = 0;
   bool done_ = false;
   bool timed_out_ = false;  // this rank's wait hit the deadline (recorded as timed_out, not failed)
+  bool device_ = false;     // the op's buffers are device memory (CommOptions::device_memory)
   Status status_;
   std::shared_ptr<P2PMsg> msg_;  // send: the message posted; recv: unused
 };

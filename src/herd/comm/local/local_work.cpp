@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "herd/comm/device_memory.h"
 #include "herd/comm/local/local_state.h"
 #include "herd/comm/reduce.h"
 #include "herd/core/format.h"
@@ -19,16 +20,39 @@ std::pair<std::size_t, std::size_t> chunk(std::size_t count, int n, int i) {
 const char* cbyte(const void* p, std::size_t off) { return static_cast<const char*>(p) + off; }
 char* byte(void* p, std::size_t off) { return static_cast<char*>(p) + off; }
 
-void copy_bytes(void* dst, const void* src, std::size_t n) {
-  if (n > 0 && dst != src) std::memcpy(dst, src, n);
+}  // namespace
+
+bool on_device(const CommOptions& o, const OpDesc& op) {
+  const DeviceMemory* dm = o.device_memory.get();
+  return dm != nullptr && ((op.send != nullptr && dm->holds(op.send)) || (op.recv != nullptr && dm->holds(op.recv)));
 }
 
-}  // namespace
+void LocalWork::copy_bytes(void* dst, const void* src, std::size_t n) const {
+  if (n == 0 || dst == src) return;
+  if (device_) {
+    w_->opts.device_memory->copy(dst, src, n);
+  } else {
+    std::memcpy(dst, src, n);
+  }
+}
+
+void LocalWork::reduce(const void* const* srcs, int n, void* dst, std::size_t count) const {
+  if (device_) {
+    w_->opts.device_memory->reduce_ordered(op_.elem, op_.reduce, srcs, n, dst, count);
+  } else {
+    reduce_ordered(op_.elem, op_.reduce, srcs, n, dst, count);
+  }
+}
+
+void LocalWork::device_done() const {
+  if (device_) w_->opts.device_memory->synchronize();
+}
 
 LocalWork::LocalWork(std::shared_ptr<WorldState> w, std::shared_ptr<GroupState> g, const OpDesc& op, int group_rank,
                      FlightRecorder* recorder)
     : w_(std::move(w)), g_(std::move(g)), op_(op), grank_(group_rank), recorder_(recorder) {
   global_ = g_->members[grank_];
+  device_ = on_device(w_->opts, op_);
 }
 
 int LocalWork::work_phases() const {
@@ -113,7 +137,7 @@ void LocalWork::run_phase(int phase, const std::vector<Arrival>& arr) {
       const auto [b, e] = chunk(op_.count, n, grank_);
       if (phase == 1) {
         for (int j = 0; j < n; ++j) srcs[j] = cbyte(arr[j].send, b * eb);
-        if (e > b) reduce_ordered(op_.elem, op_.reduce, srcs.data(), n, byte(me.recv, b * eb), e - b);
+        if (e > b) reduce(srcs.data(), n, byte(me.recv, b * eb), e - b);
       } else {
         for (int j = 0; j < n; ++j) {
           if (j == grank_) continue;
@@ -128,7 +152,7 @@ void LocalWork::run_phase(int phase, const std::vector<Arrival>& arr) {
       return;
     case OpKind::kReduceScatter:
       for (int j = 0; j < n; ++j) srcs[j] = cbyte(arr[j].send, grank_ * op_.count * eb);
-      if (op_.count > 0) reduce_ordered(op_.elem, op_.reduce, srcs.data(), n, me.recv, op_.count);
+      if (op_.count > 0) reduce(srcs.data(), n, me.recv, op_.count);
       return;
     case OpKind::kBroadcast:
       if (grank_ != op_.peer) copy_bytes(me.recv, arr[op_.peer].recv, op_.count * eb);
@@ -151,6 +175,7 @@ bool LocalWork::step_collective(std::unique_lock<std::mutex>& lk) {
     w_->active++;
     lk.unlock();
     run_phase(phase, arr);
+    device_done();  // peers read what this phase wrote once the stage advances
     lk.lock();
     if (--w_->active == 0 && w_->aborted) w_->notify_all();
     if (w_->aborted) return true;
@@ -187,6 +212,7 @@ bool LocalWork::step_recv(std::unique_lock<std::mutex>& lk) {
   w_->active++;
   lk.unlock();
   copy_bytes(op_.recv, m->buf, op_.count * dtype_bytes(op_.elem));
+  device_done();
   lk.lock();
   if (--w_->active == 0 && w_->aborted) w_->notify_all();
   m->done = true;

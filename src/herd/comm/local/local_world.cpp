@@ -7,6 +7,7 @@
 #include <exception>
 #include <thread>
 
+#include "herd/comm/device_memory.h"
 #include "herd/comm/local/local_state.h"
 #include "herd/core/exception.h"
 #include "herd/core/log.h"
@@ -104,6 +105,9 @@ class LocalCommunicator final : public Communicator {
 
  protected:
   std::shared_ptr<Work> post(const OpDesc& op) override {
+    // Peers read this rank's device buffers from their own threads: what its queue still has to write
+    // into them lands first.
+    if (on_device(w_->opts, op)) w_->opts.device_memory->synchronize();
     std::unique_lock<std::mutex> lk(w_->mu);
     if (w_->aborted) {
       recorder().set_state(op.record_id, OpState::kFailed);

@@ -5,9 +5,13 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "herd/comm/device_memory.h"
 #include "herd/core/format.h"
 #include "herd/core/launch_env.h"
 #include "herd/core/log.h"
@@ -143,6 +147,33 @@ class NcclWork final : public Work {
   Status status_;
 };
 
+// An op on host buffers, carried by the bootstrap communicator (NCCL moves device memory only).
+class HostWork final : public Work {
+ public:
+  HostWork(Handle h, std::uint64_t record_id, FlightRecorder* recorder)
+      : h_(std::move(h)), id_(record_id), recorder_(recorder) {}
+  bool test() override {
+    if (!done_ && h_.test()) finish(h_.wait());
+    return done_;
+  }
+  Status wait() override {
+    if (!done_) finish(h_.wait());
+    return status_;
+  }
+
+ private:
+  void finish(Status s) {
+    done_ = true;
+    recorder_->set_state(id_, s.ok() ? OpState::kCompleted : OpState::kFailed);
+    status_ = std::move(s);
+  }
+  Handle h_;
+  std::uint64_t id_;
+  FlightRecorder* recorder_;
+  bool done_ = false;
+  Status status_;
+};
+
 Result<std::shared_ptr<NcclGroup>> init_group(Communicator& bootstrap, int device) {
   const int me = bootstrap.global_rank();
   auto g = std::make_shared<NcclGroup>();
@@ -178,6 +209,7 @@ class NcclCommunicator final : public Communicator {
 
  protected:
   std::shared_ptr<Work> post(const OpDesc& op) override {
+    if (!on_device(op)) return std::make_shared<HostWork>(post_host(op), op.record_id, &recorder());
     Result<std::shared_ptr<Work>> w = enqueue(op);
     if (w.ok()) return *w;
     recorder().set_state(op.record_id, OpState::kFailed);
@@ -185,19 +217,143 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  const DeviceMemory* memory() const { return options().device_memory.get(); }
+
+  // Without device memory (CommOptions::device_memory) every buffer is taken for device memory, as a
+  // caller that only hands NCCL device buffers does; with it, an op on host buffers (and a barrier)
+  // goes to the bootstrap communicator.
+  bool on_device(const OpDesc& op) const {
+    const DeviceMemory* dm = memory();
+    if (dm == nullptr) return true;
+    return (op.send != nullptr && dm->holds(op.send)) || (op.recv != nullptr && dm->holds(op.recv));
+  }
+
+  Handle post_host(const OpDesc& op) {
+    Communicator& b = *g_->bootstrap;
+    switch (op.kind) {
+      case OpKind::kAllReduce: return b.iall_reduce(op.send, op.recv, op.count, op.elem, op.reduce);
+      case OpKind::kAllGather: return b.iall_gather(op.send, op.recv, op.count, op.elem);
+      case OpKind::kReduceScatter: return b.ireduce_scatter(op.send, op.recv, op.count, op.elem, op.reduce);
+      case OpKind::kBroadcast: return b.ibroadcast(op.recv, op.count, op.elem, op.peer);
+      case OpKind::kSend: return b.isend(op.send, op.count, op.elem, op.peer, op.tag);
+      case OpKind::kRecv: return b.irecv(op.recv, op.count, op.elem, op.peer, op.tag);
+      case OpKind::kBarrier: return b.ibarrier();
+    }
+    return b.ibarrier();
+  }
+
+  // The element range of chunk `i` when `count` elements are cut into size() near-equal chunks (the
+  // local and MPI backends' cut).
+  std::pair<std::size_t, std::size_t> chunk(std::size_t count, int i) const {
+    const auto n = static_cast<std::size_t>(size());
+    return {count * static_cast<std::size_t>(i) / n, count * static_cast<std::size_t>(i + 1) / n};
+  }
+
+  // Every rank sends part p of its buffer to rank p and receives its own part from every rank into
+  // `parts` (rank-major), on the group's stream: the data movement of a reduce-scatter. part(p) gives
+  // (offset, count) in elements; this rank's own part is copied.
+  template <typename Part>
+  Status exchange(const void* send, void* parts, std::size_t own_count, Part part, ncclDataType_t t, std::size_t eb) {
+    const int me = global_rank();
+    HERD_NCCL_TRY(ncclGroupStart(), me);
+    for (int p = 0; p < size(); ++p) {
+      const auto [off, cnt] = part(p);
+      const char* src = static_cast<const char*>(send) + off * eb;
+      char* dst = static_cast<char*>(parts) + static_cast<std::size_t>(p) * own_count * eb;
+      if (p == rank()) {
+        if (cnt > 0) HERD_CUDA_TRY(cudaMemcpyAsync(dst, src, cnt * eb, cudaMemcpyDeviceToDevice, g_->stream), me);
+        continue;
+      }
+      if (cnt > 0) HERD_NCCL_TRY(ncclSend(src, cnt, t, p, g_->comm, g_->stream), me);
+      if (own_count > 0) HERD_NCCL_TRY(ncclRecv(dst, own_count, t, p, g_->comm, g_->stream), me);
+    }
+    HERD_NCCL_TRY(ncclGroupEnd(), me);
+    return Status::Ok();
+  }
+
+  // `from` waits, on the device, for the work enqueued so far on `to_wait_for`.
+  Status order(cudaStream_t from, cudaStream_t to_wait_for) {
+    const int me = global_rank();
+    cudaEvent_t ev = nullptr;
+    HERD_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), me);
+    const cudaError_t r = cudaEventRecord(ev, to_wait_for);
+    const cudaError_t w = r == cudaSuccess ? cudaStreamWaitEvent(from, ev, 0) : r;
+    cudaEventDestroy(ev);  // released once the wait is satisfied
+    HERD_CUDA_TRY(w, me);
+    return Status::Ok();
+  }
+
+  // A reduction in rank order (the deterministic contract of every backend): the parts each rank
+  // reduces are exchanged by point-to-point (the same bytes as NCCL's ring reduce-scatter moves), then
+  // summed ((a0 + a1) + a2) ... on the rank's compute queue by the device memory's ordered reduction,
+  // and for an all-reduce the reduced parts gathered back. The result is bit-identical to the local and
+  // MPI backends' on the same inputs. Returns the stream the op's completion is recorded on.
+  Result<cudaStream_t> deterministic_reduce(const OpDesc& op) {
+    const int me = global_rank();
+    const DeviceMemory* dm = memory();
+    if (dm == nullptr || dm->queue() == nullptr) {
+      return make_error(op_name(op.kind), " #", op.seq, " on ", describe(),
+                        ": a rank-order reduction on NCCL needs the rank's device memory (CommOptions::device_memory); "
+                        "set comm.deterministic=false for NCCL's own order");
+    }
+    auto queue = static_cast<cudaStream_t>(dm->queue());
+    const ncclDataType_t t = nccl_type(op.elem);
+    const std::size_t eb = dtype_bytes(op.elem);
+    const int n = size();
+    const bool all = op.kind == OpKind::kAllReduce;
+    const auto [mb, me_end] = all ? chunk(op.count, rank()) : std::pair<std::size_t, std::size_t>{0, op.count};
+    const std::size_t own = me_end - mb;
+    void* parts = dm->allocate(std::max<std::size_t>(1, own * static_cast<std::size_t>(n) * eb));
+    Status moved = exchange(
+        op.send, parts, own,
+        [&](int p) {
+          if (all) {
+            const auto [b, e] = chunk(op.count, p);
+            return std::pair<std::size_t, std::size_t>{b, e - b};
+          }
+          return std::pair<std::size_t, std::size_t>{static_cast<std::size_t>(p) * op.count, op.count};
+        },
+        t, eb);
+    if (moved.ok()) moved = order(queue, g_->stream);
+    if (!moved.ok()) {
+      dm->deallocate(parts);
+      return moved.error();
+    }
+    std::vector<const void*> srcs(static_cast<std::size_t>(n));
+    for (int p = 0; p < n; ++p) srcs[static_cast<std::size_t>(p)] = static_cast<const char*>(parts) + p * own * eb;
+    void* out = static_cast<char*>(op.recv) + mb * eb;
+    if (own > 0) dm->reduce_ordered(op.elem, op.reduce, srcs.data(), n, out, own);
+    dm->deallocate(parts);  // ordered after the reduction on the same queue
+    if (!all) return queue;
+    // Gather the reduced chunks: every rank's own chunk to every other rank.
+    HERD_RETURN_IF_ERROR(order(g_->stream, queue));
+    HERD_NCCL_TRY(ncclGroupStart(), me);
+    for (int p = 0; p < n; ++p) {
+      if (p == rank()) continue;
+      const auto [b, e] = chunk(op.count, p);
+      if (own > 0) HERD_NCCL_TRY(ncclSend(out, own, t, p, g_->comm, g_->stream), me);
+      if (e > b) HERD_NCCL_TRY(ncclRecv(static_cast<char*>(op.recv) + b * eb, e - b, t, p, g_->comm, g_->stream), me);
+    }
+    HERD_NCCL_TRY(ncclGroupEnd(), me);
+    return g_->stream;
+  }
+
   Result<std::shared_ptr<Work>> enqueue(const OpDesc& op) {
     const int me = global_rank();
     const std::string what = std::string(op_name(op.kind)) + " #" + std::to_string(op.seq) + " on " + describe();
     const bool reduces = op.kind == OpKind::kAllReduce || op.kind == OpKind::kReduceScatter;
-    if (reduces && options().deterministic) {
-      return make_error(what,
-                        ": NCCL reduces in its own ring/tree order, not rank order; set "
-                        "comm.deterministic=false to use it (or reduce on the local/mpi backend)");
-    }
     if (g_->comm == nullptr) return make_error(what, ": the NCCL communicator was aborted after a timeout");
     HERD_CUDA_TRY(cudaSetDevice(g_->device), me);
     const ncclDataType_t t = nccl_type(op.elem);
     cudaStream_t s = g_->stream;
+    // The rank's kernels that write the send buffer (or last read the receive buffer) run first.
+    if (memory() != nullptr && memory()->queue() != nullptr) {
+      HERD_RETURN_IF_ERROR(order(s, static_cast<cudaStream_t>(memory()->queue())));
+    }
+    if (reduces && options().deterministic) {
+      HERD_ASSIGN_OR_RETURN(s, deterministic_reduce(op));
+      return complete_on(s, op, what);
+    }
     switch (op.kind) {
       case OpKind::kAllReduce:
         HERD_NCCL_TRY(ncclAllReduce(op.send, op.recv, op.count, t, nccl_op(op.reduce), g_->comm, s), me);
@@ -215,6 +371,12 @@ class NcclCommunicator final : public Communicator {
         HERD_NCCL_TRY(ncclAllReduce(g_->barrier_buf, g_->barrier_buf, 1, ncclInt32, ncclSum, g_->comm, s), me);
         break;
     }
+    return complete_on(s, op, what);
+  }
+
+  // The op's handle: a CUDA event recorded on `s` after its last piece of work.
+  Result<std::shared_ptr<Work>> complete_on(cudaStream_t s, const OpDesc& op, const std::string& what) {
+    const int me = global_rank();
     cudaEvent_t ev = nullptr;
     HERD_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), me);
     HERD_CUDA_TRY(cudaEventRecord(ev, s), me);

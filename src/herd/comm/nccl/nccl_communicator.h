@@ -8,14 +8,21 @@
 // (local or mpi), which must outlive the NCCL one; sub-groups are made by splitting the bootstrap
 // communicator the same way, so only members take part, as on the other backends.
 //
-// Differences from local/mpi, by design of NCCL:
-//   - Reductions follow NCCL's ring/tree order, not rank order: in deterministic mode (the default)
-//     all_reduce and reduce_scatter return an error naming comm.deterministic=false instead of
-//     silently breaking the bit-exact contract. Data movement (all_gather, broadcast, send/recv) is
-//     exact in both modes.
-//   - Point-to-point ops match by order per peer; the tag is recorded but not used for matching.
-//   - On a timeout the NCCL communicator is aborted (ncclCommAbort), the flight recorder is dumped
-//     and the error names the op; NCCL does not say which peer is missing.
+// A training rank passes its device memory (CommOptions::device_memory): then an op on host buffers
+// (loss sums, flags, a barrier) runs on the bootstrap communicator instead, and each device op is
+// ordered after the work the rank has enqueued on its compute queue (the kernels that wrote the send
+// buffer) by an event, so the rank's kernels and the communication stream overlap without a host wait.
+//
+// Reductions:
+//   - comm.deterministic (the default): rank order, as every backend. The parts each rank reduces are
+//     exchanged point-to-point (what a ring reduce-scatter moves), summed ((a0 + a1) + a2) ... on the
+//     rank's compute queue, and for an all-reduce the reduced parts are gathered back: bit-identical to
+//     the local and MPI backends, at the bandwidth of a ring, with one buffer of the op's size.
+//   - comm.deterministic=false: NCCL's own ring/tree all_reduce and reduce_scatter.
+//   Data movement (all_gather, broadcast, send/recv) is exact in both modes.
+// Point-to-point ops match by order per peer; the tag is recorded but not used for matching. On a
+// timeout the NCCL communicator is aborted (ncclCommAbort), the flight recorder is dumped and the error
+// names the op; NCCL does not say which peer is missing.
 #pragma once
 
 #include <memory>

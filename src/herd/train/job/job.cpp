@@ -10,11 +10,16 @@
 #include <filesystem>
 
 #include "herd/comm/local/local_world.h"
+#if HERD_HAVE_NCCL
+#include "herd/comm/nccl/nccl_communicator.h"
+#endif
 #include "herd/core/cores.h"
 #include "herd/core/log.h"
+#include "herd/kernels/device.h"
 #include "herd/kernels/gemm.h"
 #include "herd/measure/comm_timer.h"
 #include "herd/model/shard.h"
+#include "herd/parallel/device_memory.h"
 #include "herd/parallel/pp/plan.h"
 #include "herd/train/job/fault_injector.h"
 #include "herd/train/job/watchdog.h"
@@ -86,6 +91,12 @@ comm::CommOptions comm_options(const TrainConfig& cfg) {
   o.dump_dir = diagnostics_dir(cfg);
   o.job_id = cfg.diagnostics.job_id;
   o.recorder_capacity = static_cast<std::size_t>(cfg.comm.recorder_size);
+  // A GPU run hands its communicators device buffers: the local backend then moves and sums them on
+  // the device (ranks as threads sharing it), NCCL orders its stream after the rank's queue.
+  const Result<kernels::Device> device = train_device(cfg);
+  if (device.ok() && *device != kernels::Device::kCpu) {
+    o.device_memory = parallel::make_device_memory(kernels::ops_for(*device));
+  }
   return o;
 }
 
@@ -339,6 +350,27 @@ Status run_local_job(const TrainConfig& cfg, const model::LlamaConfig& m, const 
   return run_threads<T>(cfg, layout, m, data, out, stop_after, gather);
 }
 
+// A GPU rank started as a process: the GPU of its local rank (round-robin over the visible ones) and
+// an NCCL communicator over `host_world` for its device buffers; null on the CPU.
+Result<std::unique_ptr<comm::Communicator>> device_communicator(comm::Communicator& host_world, const TrainConfig& cfg,
+                                                                int local_rank, const comm::CommOptions& opts) {
+  HERD_ASSIGN_OR_RETURN(const kernels::Device d, train_device(cfg));
+  if (d == kernels::Device::kCpu) return std::unique_ptr<comm::Communicator>();
+  const kernels::DeviceBackend* backend = kernels::device_backend(d);
+  HERD_CHECK(backend != nullptr, "train.device was checked before the job started");
+  const int gpus = std::max(1, backend->device_count(nullptr));
+  backend->bind_thread(local_rank % gpus);
+#if HERD_HAVE_NCCL
+  return comm::nccl::make_communicator(host_world, local_rank % gpus, opts);
+#else
+  (void)host_world;
+  (void)opts;
+  return make_error("train.device: '", kernels::device_name(d),
+                    "' with ranks as processes needs NCCL, which this herd was built without (CMake did not find "
+                    "libnccl in the CUDA toolkit); install it and rebuild, or run the ranks as threads of one process");
+#endif
+}
+
 template <typename T>
 Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const JobLayout& layout, JobResult<T>* out,
                std::int64_t stop_after, bool gather) {
@@ -371,11 +403,14 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const JobLayout& 
     cfg.diagnostics.job_id = id;
   }
   const comm::CommOptions opts = comm_options(cfg);
-  HERD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, make_world(opts));
+  HERD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> host_world, make_world(opts));
   first.reset();
+  HERD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> device_world,
+                        device_communicator(*host_world, cfg, launch.env.local_rank, opts));
+  comm::Communicator* world = device_world ? device_world.get() : host_world.get();
   if (world->rank() == 0 && (out == nullptr || !out->quiet)) {
-    log_info("training ", world->size(), " ranks as processes over ", comm::backend_name(launch.backend), "; ",
-             launch.env.describe());
+    log_info("training ", world->size(), " ranks as processes over ", comm::backend_name(launch.backend),
+             device_world ? std::string(" (device buffers over NCCL)") : std::string(), "; ", launch.env.describe());
   }
   // This process watches itself: a rank silent past the timeout (hung outside communication; one in a
   // collective is ended by the collective's own timeout first) dumps its recorder and exits, and mpirun
@@ -402,9 +437,12 @@ Status run_job(const TrainConfig& cfg_in, const JobInputs& in, const JobLayout& 
                                                  : blas_threads_per_rank(world->size()));
   Status s = run_rank<T>(*world, cfg, layout, in.model, in.data, out, stop_after, gather);
   dog.rank_done(0);
-  if (s.ok()) return s;
-  const Error e = s.error().with_context("rank " + std::to_string(world->rank()));
-  if (world->size() > 1) {
+  if (s.ok()) {
+    device_world.reset();  // before the host communicator it was bootstrapped over
+    return s;
+  }
+  const Error e = s.error().with_context("rank " + std::to_string(host_world->rank()));
+  if (host_world->size() > 1) {
     // Its peers may be waiting for this rank in a collective, which cannot be cancelled, and returning
     // would block this process in MPI_Finalize, so the error would be printed only after they time out
     // (or never, when their timeout aborts the job first): print it now and end the job.

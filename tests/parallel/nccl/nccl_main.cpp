@@ -7,8 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "herd/comm/device_memory.h"
 #include "herd/comm/local/local_world.h"
 #include "herd/comm/nccl/nccl_communicator.h"
+#include "herd/comm/reduce.h"
+#if HERD_HAVE_CUDA_KERNELS
+#include "herd/kernels/device.h"
+#include "herd/kernels/ops.h"
+#include "herd/parallel/device_memory.h"
+#endif
 
 namespace herd::comm {
 namespace {
@@ -46,12 +53,49 @@ Status rank_body(Communicator& boot) {
   cudaMemcpy(out.data(), d_send, count * sizeof(float), cudaMemcpyDeviceToHost);
   for (std::size_t i = 0; i < count; ++i) EXPECT_OR_FAIL(out[i] == static_cast<float>(i % 1000), "broadcast ", i);
   HERD_RETURN_IF_ERROR(c->barrier());
-  // The deterministic contract is refused rather than broken.
+  // Without the rank's device memory the deterministic contract is refused rather than broken.
   CommOptions det = o;
   det.deterministic = true;
   HERD_ASSIGN_OR_RETURN(auto cd, nccl::make_communicator(boot, r, det));
   const Status s = cd->all_reduce(d_send, count, DType::kF32, ReduceOp::kSum);
   EXPECT_OR_FAIL(!s.ok() && s.error().message().find("comm.deterministic=false") != std::string::npos);
+#if HERD_HAVE_CUDA_KERNELS
+  // With it: reductions in rank order, bit for bit the host's ((a0 + a1) + a2) ..., on values whose sum
+  // depends on the order; host buffers go through the bootstrap communicator.
+  kernels::device_backend(kernels::Device::kCuda)->bind_thread(r);
+  det.device_memory = parallel::make_device_memory(kernels::ops_for(kernels::Device::kCuda));
+  HERD_ASSIGN_OR_RETURN(auto cm, nccl::make_communicator(boot, r, det));
+  const std::size_t odd = count + 3;  // chunks of unequal size
+  auto value = [](int rank, std::size_t i) {
+    return 0.1f * static_cast<float>(rank + 1) + 1e-3f * static_cast<float>(i % 977);
+  };
+  std::vector<float> mine(odd * n);
+  for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = value(r, i);
+  float *d_a = nullptr, *d_b = nullptr;
+  if (cudaMalloc(&d_a, odd * n * sizeof(float)) != cudaSuccess) return make_error("cudaMalloc");
+  if (cudaMalloc(&d_b, odd * n * sizeof(float)) != cudaSuccess) return make_error("cudaMalloc");
+  auto expected = [&](std::size_t i) {
+    std::vector<float> v(n);
+    for (int j = 0; j < n; ++j) v[j] = value(j, i);
+    return reduce_reference(ReduceOp::kSum, v.data(), n);
+  };
+  cudaMemcpy(d_a, mine.data(), odd * sizeof(float), cudaMemcpyHostToDevice);
+  HERD_RETURN_IF_ERROR(cm->all_reduce(d_a, odd, DType::kF32, ReduceOp::kSum));  // in place
+  std::vector<float> got(odd * n);
+  cudaMemcpy(got.data(), d_a, odd * sizeof(float), cudaMemcpyDeviceToHost);
+  for (std::size_t i = 0; i < odd; ++i) EXPECT_OR_FAIL(got[i] == expected(i), "rank-order all_reduce ", i);
+  cudaMemcpy(d_a, mine.data(), odd * n * sizeof(float), cudaMemcpyHostToDevice);
+  HERD_RETURN_IF_ERROR(cm->reduce_scatter(d_a, d_b, odd, DType::kF32, ReduceOp::kSum));
+  cudaMemcpy(got.data(), d_b, odd * sizeof(float), cudaMemcpyDeviceToHost);
+  for (std::size_t i = 0; i < odd; ++i) {
+    EXPECT_OR_FAIL(got[i] == expected(static_cast<std::size_t>(r) * odd + i), "rank-order reduce_scatter ", i);
+  }
+  double host = r + 0.5;
+  HERD_RETURN_IF_ERROR(cm->all_reduce(&host, 1, DType::kF64, ReduceOp::kMax));
+  EXPECT_OR_FAIL(host == n - 0.5, "host all_reduce through the bootstrap");
+  cudaFree(d_a);
+  cudaFree(d_b);
+#endif
   cudaFree(d_send);
   cudaFree(d_recv);
   return Status::Ok();
