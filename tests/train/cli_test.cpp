@@ -49,7 +49,8 @@ TEST(TrainCli, PrecisionIsFp32Bf16OrFp64) {
 }
 
 // train.device: cpu or cuda. cuda names what is missing on this build and machine (the CUDA toolkit at
-// build time, a visible GPU) in one line, before anything is allocated; no run starts.
+// build time, a visible GPU) or what it cannot run (fp64) in one line, before anything is allocated; no
+// run starts.
 TEST(TrainCli, DeviceIsCpuOrCuda) {
   auto r = run_herd_combined("train --device tpu");
   EXPECT_EQ(r.status, 1);
@@ -57,7 +58,7 @@ TEST(TrainCli, DeviceIsCpuOrCuda) {
   r = run_herd_combined("train --print-config --device cuda");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("\"device\": \"cuda\""), std::string::npos) << r.out;
-  r = run_herd_combined("train --train.device=cuda --train.steps=1");
+  r = run_herd_combined("train --train.device=cuda --train.precision=fp64 --train.steps=1");
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   const kernels::DeviceBackend* cuda = kernels::device_backend(kernels::Device::kCuda);
@@ -68,7 +69,7 @@ TEST(TrainCli, DeviceIsCpuOrCuda) {
     EXPECT_NE(r.out.find("no GPU is visible"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("use train.device=cpu"), std::string::npos) << r.out;
   } else {
-    EXPECT_NE(r.out.find("the training step does not yet"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("train.precision: fp64 runs on the CPU only"), std::string::npos) << r.out;
   }
 }
 

@@ -196,6 +196,12 @@ Status DistributedStage<T>::gather_full(bool grads, T* full) {
     fsdp::FlatUnit<T>& unit = *units_[u];
     local[u].resize(static_cast<std::size_t>(unit.padded()));
     const T* src = grads ? unit.shard_grads() : unit.shard_params();
+    std::vector<T> host;  // the gather is host memory: a device shard goes through a host copy
+    if (ctx_.device != kernels::Device::kCpu) {
+      host.resize(static_cast<std::size_t>(unit.shard_size()));
+      ops_->copy_to_host(src, host.data(), bytes_of(unit.shard_size(), sizeof(T)));
+      src = host.data();
+    }
     HERD_RETURN_IF_ERROR(
         ctx_.fsdp()->all_gather(src, local[u].data(), static_cast<std::size_t>(unit.shard_size()), et));
   }

@@ -132,6 +132,13 @@ Result<double> RankModel<T>::step(const kernels::AdamWConfig& cfg, double lr, do
 
 template <typename T>
 void RankModel<T>::after_load() {
+  if (ctx_.device != kernels::Device::kCpu) {
+    const kernels::Ops& ops = ctx_.ops();
+    for (std::size_t i = 0; i < loaded_.device.size(); ++i) {
+      ops.copy_from_host(loaded_.device[i].second, loaded_.device[i].first,
+                         sizeof(T) * static_cast<std::size_t>(loaded_.count[i]));
+    }
+  }
   for (Stage& c : chunks()) c.params_updated();
 }
 
@@ -153,6 +160,7 @@ RankMemoryUse RankModel<T>::memory_use() {
 // group is exact because every weight lives on exactly one pipeline rank.
 template <typename T>
 Result<std::vector<T>> RankModel<T>::gather_full(bool grads) {
+  // Host memory on every device (DistributedStage::gather_full reads device shards through host copies).
   std::vector<T> full(static_cast<std::size_t>(full_count_), T(0));
   for (Stage& c : chunks()) HERD_RETURN_IF_ERROR(c.gather_full(grads, full.data()));
   if (ctx_.pp_size() > 1) HERD_RETURN_IF_ERROR(ctx_.pp->all_reduce(full.data(), full.size(), comm::ReduceOp::kSum));
@@ -198,7 +206,33 @@ std::vector<ShardPiece<T>> RankModel<T>::pieces(bool for_load) {
       out.push_back(s);
     }
   }
+  if (ctx_.device != kernels::Device::kCpu) stage_on_host(out, for_load ? loaded_ : saved_, for_load);
   return out;
+}
+
+// Points the pieces at host copies of their device arrays (params, m, v; g too unless loading).
+template <typename T>
+void RankModel<T>::stage_on_host(std::vector<ShardPiece<T>>& pieces, Staged& st, bool for_load) {
+  const kernels::Ops& ops = ctx_.ops();
+  std::size_t total = 0;
+  for (const ShardPiece<T>& p : pieces) total += 4 * static_cast<std::size_t>(p.count());
+  st.host.assign(total, T(0));
+  st.device.clear();
+  st.count.clear();
+  std::size_t at = 0;
+  for (ShardPiece<T>& p : pieces) {
+    for (T** array : {&p.param, &p.m, &p.v, &p.g}) {
+      T* host = st.host.data() + at;
+      at += static_cast<std::size_t>(p.count());
+      // Current values first, so a loader that leaves elements alone keeps them.
+      ops.copy_to_host(*array, host, sizeof(T) * static_cast<std::size_t>(p.count()));
+      if (for_load && array != &p.g) {
+        st.device.emplace_back(*array, host);
+        st.count.push_back(p.count());
+      }
+      *array = host;
+    }
+  }
 }
 
 template class RankModel<float>;

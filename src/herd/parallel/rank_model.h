@@ -66,6 +66,9 @@ struct RankMemoryUse {
   // The rank thread's kernel scratch at the end of the run (kernels/scratch.h): the cross-entropy's
   // logits tile and attention's tiles, held outside the slots.
   double kernel_scratch_bytes = 0;
+  // A GPU run: the most bytes the device's caching allocator handed out at once in this process (every
+  // rank that shares the process's GPU), which is what the GPU must hold; -1 on the CPU.
+  double device_peak_bytes = -1;
   double total() const { return state_bytes + arena_peak_bytes + kernel_scratch_bytes; }
   double activation_bytes() const { return arena_peak_bytes + kernel_scratch_bytes; }
 };
@@ -127,7 +130,10 @@ class RankModel {
   void set_optimizer_steps(std::int64_t steps) { steps_ = steps; }
 
   // This rank's pieces of every named tensor (parameters and both AdamW moments). Replicated norms
-  // are saved by TP rank 0 only (each element once) and loaded by every TP rank.
+  // are saved by TP rank 0 only (each element once) and loaded by every TP rank. The pointers are host
+  // memory on every device: on a GPU the pieces are host copies of the shards (made by each call, valid
+  // until the next call of the same function), and what a loader writes into load_pieces() reaches the
+  // device in after_load().
   std::vector<ShardPiece<T>> shard_pieces() { return pieces(/*for_load=*/false); }
   std::vector<ShardPiece<T>> load_pieces() { return pieces(/*for_load=*/true); }
   // The master shards were overwritten from outside (a checkpoint): bf16 copies refresh at the next
@@ -146,6 +152,15 @@ class RankModel {
  private:
   RankModel(const ParallelContext& ctx, const model::LlamaConfig& cfg, const RankModelOptions& options);
   std::vector<ShardPiece<T>> pieces(bool for_load);
+  // Host copies of the pieces on a device (shard_pieces and load_pieces each own one), and where each
+  // loaded piece goes back to.
+  struct Staged {
+    std::vector<T> host;
+    std::vector<std::pair<T*, T*>> device;  // (device shard, host copy) per array
+    std::vector<std::int64_t> count;
+  };
+  Staged saved_, loaded_;
+  void stage_on_host(std::vector<ShardPiece<T>>& pieces, Staged& st, bool for_load);
 
   ParallelContext ctx_;
   model::LlamaConfig cfg_;

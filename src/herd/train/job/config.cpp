@@ -548,9 +548,12 @@ Status check_run_device(const TrainConfig& cfg) {
   HERD_ASSIGN_OR_RETURN(const kernels::Device d, train_device(cfg));
   HERD_RETURN_IF_ERROR(kernels::check_device(d, "train.device"));
   if (d == kernels::Device::kCpu) return Status::Ok();
-  return make_error("train.device: 'cuda' on ", kernels::device_backend(d)->describe(0),
-                    ": herd's kernels run there (scripts/device_check.sh), but the training step does not yet "
-                    "(docs/gpu.md); use train.device=cpu");
+  // The device's op interface runs fp32 and bf16; fp64 is the CPU's reference precision.
+  if (cfg.train.precision == Precision::kFP64) {
+    return make_error("train.precision: fp64 runs on the CPU only, got train.device=", kernels::device_name(d),
+                      "; use train.precision=fp32 or bf16 there, or train.device=cpu");
+  }
+  return Status::Ok();
 }
 
 Precision planned_precision(const TrainConfig& cfg) {

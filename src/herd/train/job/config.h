@@ -250,8 +250,7 @@ Result<Precision> parse_run_precision(const std::string& name);
 // train.device as a device: cpu or cuda; anything else is "train.device: expected cpu or cuda, got 'x'".
 Result<kernels::Device> train_device(const TrainConfig& cfg);
 // train.device against this binary and machine (kernels/device.h): cpu always passes; cuda needs the CUDA
-// backend built in and a visible GPU, and then stops at the step that is not ported yet (docs/gpu.md
-// says what runs on a GPU today). Checked before anything is allocated.
+// backend built in, a visible GPU and fp32 or bf16 (docs/gpu.md). Checked before anything is allocated.
 Status check_run_device(const TrainConfig& cfg);
 // The precision the planner plans the run at: bf16 as bf16; fp32, and fp64 (herd's reference, which no
 // plan covers), as fp32.

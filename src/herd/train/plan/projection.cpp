@@ -246,7 +246,10 @@ std::string planned_vs_measured_line(const Projection& p, const MeasuredRun& run
          (mem.saved_activation_bytes < 0
               ? std::string()
               : " | saved activations " + mib(p.saved_activation_bytes) + " vs " + mib(mem.saved_activation_bytes) +
-                    " (" + pct(p.saved_activation_bytes, mem.saved_activation_bytes) + ")");
+                    " (" + pct(p.saved_activation_bytes, mem.saved_activation_bytes) + ")") +
+         (mem.device_peak_bytes < 0 ? std::string()
+                                    : " | GPU allocator peak " + mib(mem.device_peak_bytes) + " (" +
+                                          pct(p.memory_bytes(), mem.device_peak_bytes) + " against one rank's plan)");
 }
 
 Json projection_json(const Projection& p, const MeasuredRun& run) {
@@ -303,7 +306,8 @@ Json projection_json(const Projection& p, const MeasuredRun& run) {
             {"activation_bytes", mem.activation_bytes()},
             {"arena_peak_bytes", mem.arena_peak_bytes},
             {"kernel_scratch_bytes", mem.kernel_scratch_bytes},
-            {"saved_activation_bytes", mem.saved_activation_bytes}}},
+            {"saved_activation_bytes", mem.saved_activation_bytes},
+            {"device_peak_bytes", mem.device_peak_bytes}}},
           {"parts", parts_json(step_parts(p, run))}};
 }
 

@@ -289,6 +289,7 @@ template <typename T>
 Result<parallel::RankMemoryUse> Trainer<T>::busiest_rank_memory() {
   parallel::RankMemoryUse mine = model_->memory_use();
   mine.kernel_scratch_bytes = static_cast<double>(kernels::this_thread_scratch_bytes());
+  mine.device_peak_bytes = ctx_.ops().peak_allocated_bytes();
   const int world = ctx_.world->size();
   if (world == 1) return mine;
   const double send[4] = {mine.state_bytes, mine.arena_peak_bytes, mine.saved_activation_bytes,
@@ -296,10 +297,12 @@ Result<parallel::RankMemoryUse> Trainer<T>::busiest_rank_memory() {
   std::vector<double> all(4 * static_cast<std::size_t>(world));
   HERD_RETURN_IF_ERROR(ctx_.world->all_gather(send, all.data(), 4, DType::kF64));
   parallel::RankMemoryUse busiest;
+  busiest.device_peak_bytes = mine.device_peak_bytes;
   for (int r = 0; r < world; ++r) {
     const double* v = all.data() + 4 * r;
     parallel::RankMemoryUse m;
     m.state_bytes = v[0], m.arena_peak_bytes = v[1], m.saved_activation_bytes = v[2], m.kernel_scratch_bytes = v[3];
+    m.device_peak_bytes = busiest.device_peak_bytes;
     if (r == 0 || m.total() > busiest.total()) busiest = m;
   }
   return busiest;
