@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # The one command to run when a GPU machine is lent (docs/gpu.md). Two halves:
 #
-#   scripts/device_check.sh --prepare   on the CPU machine: builds the GPU targets (kernels/cuda tests, the
-#                                       block through the CUDA op interface, the NCCL test, bench/gpu) in build/, computes the planner's prediction
-#                                       for the benchmark's runs (pure computation, no GPU), and packs the
-#                                       binaries with the shared libraries a bare GPU machine lacks into
-#                                       .device/ (ignored by git; about 20 MiB, carried to the device).
+#   scripts/device_check.sh --prepare   on the CPU machine: builds herd and the GPU tests (kernels/cuda, the
+#                                       block through the CUDA op interface, the NCCL backend) in build/,
+#                                       makes the demo's token shards, and packs the binaries, the shards
+#                                       and the shared libraries a bare GPU machine lacks into .device/
+#                                       (ignored by git; carried to the device).
 #   scripts/device_check.sh             on the GPU machine, from the repository root, with .device/ carried:
 #                                       prints nvidia-smi and the driver and toolkit versions, runs every
 #                                       CUDA kernel test against the CPU reference, the transformer block on
-#                                       the CUDA op interface against the CPU's, the NCCL test at world
-#                                       size one and the bf16 training-step benchmark, and writes one JSON
-#                                       summary, $OUT/device_check.json (or .device/out/device_check.json
-#                                       without $OUT). Within 8 minutes; each stage has its own timeout.
+#                                       the CUDA op interface against the CPU's, the NCCL test, then
+#                                       `herd train --train.device=cuda` itself (bench/gpu/train_bench.py):
+#                                       parity of the GPU run with herd's CPU run (tiny model, fp32 and
+#                                       bf16), every 8-rank layout on the one GPU against the one-rank GPU
+#                                       run, herd calibrate --device cuda, and the 1B model of bench/gpu at
+#                                       sequence 2,048 and 8,192 with the planner's prediction on that
+#                                       calibration. Writes one JSON summary with a "train" list,
+#                                       $OUT/device_check.json (or .device/out/device_check.json without
+#                                       $OUT). Within 8 minutes; each stage has its own timeout.
 #
 # The device machine has the CUDA driver, runtime, cuBLASLt and NCCL (its CUDA 13 image) but none of
 # herd's Debian packages, and no network: those libraries travel in .device/lib.tar.xz.
@@ -25,11 +30,10 @@ if [ "${1:-}" = "--prepare" ]; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHERD_WERROR=ON -DHERD_ENABLE_CUDA=ON -DHERD_BUILD_TESTS=ON \
     -DHERD_BUILD_BENCH=ON >/dev/null
-  cmake --build build -j "$(nproc)" --target herd herd_kernels_cuda_tests herd_nn_cuda_tests herd_bench_gpu
-  targets=(build/tests/kernels/cuda/herd_kernels_cuda_tests build/tests/nn/cuda/herd_nn_cuda_tests
-    build/bench/gpu/herd_bench_gpu build/herd)
-  [ -x build/tests/comm/nccl/herd_comm_nccl_tests ] || cmake --build build --target herd_comm_nccl_tests || true
-  [ -x build/tests/comm/nccl/herd_comm_nccl_tests ] && targets+=(build/tests/comm/nccl/herd_comm_nccl_tests)
+  cmake --build build -j "$(nproc)" --target herd herd_kernels_cuda_tests herd_nn_cuda_tests
+  targets=(build/tests/kernels/cuda/herd_kernels_cuda_tests build/tests/nn/cuda/herd_nn_cuda_tests build/herd)
+  [ -x build/tests/parallel/nccl/herd_comm_nccl_tests ] || cmake --build build --target herd_comm_nccl_tests || true
+  [ -x build/tests/parallel/nccl/herd_comm_nccl_tests ] && targets+=(build/tests/parallel/nccl/herd_comm_nccl_tests)
   rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/fallback"
   cp "${targets[@]}" "$pack/bin/" && strip "$pack"/bin/*
   # Every shared library the binaries load, except glibc's and CUDA's (the device has its own driver,
@@ -44,12 +48,9 @@ if [ "${1:-}" = "--prepare" ]; then
   done
   # Binaries and libraries in one archive: the carried folder must stay under 64 MiB.
   tar -C "$pack" -cJf "$pack/lib.tar.xz" bin lib fallback && rm -rf "$pack/bin" "$pack/lib" "$pack/fallback"
-  # The planner's prediction for the benchmark's runs on the h200 preset (one GPU, no parallelism).
-  # The benchmark's steps hold 16,384 tokens: 16384 / seq micro-batches of one sequence.
-  for seq in 2048 8192; do
-    build/herd estimate --model bench/gpu/llama3-1b.json --cluster h200 --gpus 1 --tp 1 --cp 1 --pp 1 --dp 1 --seq-len "$seq" \
-      --global-batch $((16384 / seq)) --microbatch-size 1 --precision bf16 --software herd --json >"$pack/plan_$seq.json"
-  done
+  # The demo's token shards (the bundled corpus), which every device run trains on.
+  scripts/demo_data.sh >/dev/null
+  cp -r runs/demo/data "$pack/data"
   git rev-parse --short HEAD >"$pack/commit"
   du -sh "$pack"
   echo "prepared $pack; on the device: scripts/device_check.sh (carry: [\"$pack\"])"
@@ -90,32 +91,33 @@ block_rc=${PIPESTATUS[0]}
 
 nccl_rc=skipped
 if [ -x "$bin/herd_comm_nccl_tests" ]; then
-  log "NCCL at world size one"
+  log "NCCL: collectives, and rank-order reductions with the rank's device memory"
   timeout 60 "$bin/herd_comm_nccl_tests" 2>&1 | tail -20
   nccl_rc=${PIPESTATUS[0]}
 fi
 
-log "bf16 training step of the 1B model (bench/gpu)"
-timeout 300 "$bin/herd_bench_gpu" --model bench/gpu/llama3-1b.json --tokens-per-step 16384 --attention-kernels mma \
-  --json "$out/gpu_bench.json" 2>&1 | tail -20
-bench_rc=${PIPESTATUS[0]}
+log "herd train --train.device=cuda against herd's CPU run, and every 8-rank layout on this GPU"
+timeout 200 python3 bench/gpu/train_bench.py parity --herd "$bin/herd" --data "$pack/data" --steps 10 --timeout 60 \
+  --out "$out/train_parity.json" 2>&1 | tail -30
+parity_rc=${PIPESTATUS[0]}
 
-# herd's kernels calibrated on this GPU (herd calibrate --device cuda: the h200 preset with the
-# efficiencies they reach at each sequence length), and the planner's prediction of the same steps on
-# that calibration: the GPU counterpart of herd train's calibrated "planned vs measured".
+# herd's kernels calibrated on this GPU at each sequence length, then herd train on the 1B model with its
+# plan made on that calibration (herd train's planned vs measured).
+perf_rc=0
 for seq in 2048 8192; do
-  log "herd calibrate --device cuda at sequence $seq"
-  timeout 120 "$bin/herd" calibrate --device cuda --model bench/gpu/llama3-1b.json --micro-batch 1 --seq-len "$seq" \
-    --out "$out/h200_calibrated_$seq.json" 2>&1 | tail -14
-  timeout 60 "$bin/herd" estimate --model bench/gpu/llama3-1b.json --cluster "$out/h200_calibrated_$seq.json" --gpus 1 \
-    --tp 1 --cp 1 --pp 1 --dp 1 --seq-len "$seq" --global-batch $((16384 / seq)) --microbatch-size 1 --precision bf16 \
-    --software herd --json >"$out/plan_calibrated_$seq.json" 2>"$out/plan_calibrated_$seq.err" || cat "$out/plan_calibrated_$seq.err"
+  log "herd calibrate --device cuda, then herd train on the 1B model at sequence $seq"
+  timeout 90 "$bin/herd" calibrate --device cuda --model bench/gpu/llama3-1b.json --micro-batch 1 --seq-len "$seq" \
+    --out "$out/calibrated_$seq.json" 2>&1 | tail -6
+  timeout 150 python3 bench/gpu/train_bench.py perf --herd "$bin/herd" --data "$pack/data" --seq "$seq" \
+    --cluster "$out/calibrated_$seq.json" --timeout 140 --out "$out/train_perf_$seq.json" 2>&1 | tail -12
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || perf_rc=$rc
 done
 
 log "summary"
-python3 - "$out" "$pack" "$kernels_rc" "$nccl_rc" "$bench_rc" "$block_rc" <<'PY'
+python3 - "$out" "$pack" "$kernels_rc" "$nccl_rc" "$block_rc" "$parity_rc" "$perf_rc" <<'PY'
 import datetime, json, os, sys
-out, pack, kernels_rc, nccl_rc, bench_rc, block_rc = sys.argv[1:7]
+out, pack, kernels_rc, nccl_rc, block_rc, parity_rc, perf_rc = sys.argv[1:8]
 def load(path):
     try:
         with open(path) as f:
@@ -124,6 +126,9 @@ def load(path):
         return {"missing": f"{path}: {e}"}
 tests = load(os.path.join(out, "cuda_tests.json"))
 block_tests = load(os.path.join(out, "nn_cuda_tests.json"))
+train = load(os.path.join(out, "train_parity.json")).get("train", [])
+for seq in ("2048", "8192"):
+    train += load(os.path.join(out, f"train_perf_{seq}.json")).get("train", [])
 summary = {
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     "commit": open(os.path.join(pack, "commit")).read().strip() if os.path.exists(os.path.join(pack, "commit")) else "unknown",
@@ -133,26 +138,19 @@ summary = {
                                 if t.get("failures")]},
     "block_tests": {"exit": int(block_rc), "tests": block_tests.get("tests"), "failures": block_tests.get("failures")},
     "nccl_test_exit": nccl_rc,
-    "bench": load(os.path.join(out, "gpu_bench.json")),
-    "bench_exit": int(bench_rc),
-    "planned": {seq: load(os.path.join(pack, f"plan_{seq}.json")) for seq in ("2048", "8192")},
-    "calibration": {seq: load(os.path.join(out, f"h200_calibrated_{seq}.json")) for seq in ("2048", "8192")},
-    "planned_calibrated": {seq: load(os.path.join(out, f"plan_calibrated_{seq}.json")) for seq in ("2048", "8192")},
+    "parity_exit": int(parity_rc),
+    "perf_exit": int(perf_rc),
+    "train": train,
+    "calibration": {seq: load(os.path.join(out, f"calibrated_{seq}.json")) for seq in ("2048", "8192")},
 }
 with open(os.path.join(out, "device_check.json"), "w") as f:
     json.dump(summary, f, indent=2)
-print(json.dumps({k: summary[k] for k in ("date", "gpu", "kernel_tests", "block_tests", "nccl_test_exit", "bench_exit")},
-                 indent=2))
-for r in summary["bench"].get("results", []):  # measured against the planner's h200 prediction
-    plan = summary["planned"].get(str(r["seq_len"]), {})
-    if "step_time_s" in plan:
-        print(f"seq {r['seq_len']}: step {r['step_s']:.4f} s measured, {plan['step_time_s']:.4f} s planned "
-              f"({100 * (plan['step_time_s'] / r['step_s'] - 1):+.1f}%); memory {r['peak_allocated_gib']:.1f} GiB measured, "
-              f"{plan['memory']['total_bytes'] / 2**30:.1f} GiB planned; split {r.get('step_split_s')}; "
-              f"attention ms {r.get('attention_split_ms')}")
-    cal = summary["planned_calibrated"].get(str(r["seq_len"]), {})
-    if "step_time_s" in cal:
-        print(f"seq {r['seq_len']}: {cal['step_time_s']:.4f} s planned on this GPU's calibration "
-              f"({100 * (cal['step_time_s'] / r['step_s'] - 1):+.1f}% against the measured step)")
+print(json.dumps({k: summary[k] for k in ("date", "gpu", "kernel_tests", "block_tests", "nccl_test_exit", "parity_exit",
+                                          "perf_exit")}, indent=2))
+for r in train:
+    p = r["planned"]
+    print(f"{r['model']} seq {r['seq_len']}: step {r['step_s']} s (planned {p['step_s']}), {r['tokens_per_s']} tokens/s, "
+          f"MFU {r['mfu']}, GPU peak {r['peak_memory_gib']} GiB (planned {p['memory_gib']}), parity {r['parity']['ok']} "
+          f"(max relative difference {r['parity']['max_rel_diff']}, {len(r['parity']['layouts'])} layouts)")
 PY
-[ "$kernels_rc" = 0 ] && [ "$bench_rc" = 0 ] && { [ "$nccl_rc" = 0 ] || [ "$nccl_rc" = skipped ]; }
+[ "$kernels_rc" = 0 ] && [ "$parity_rc" = 0 ] && [ "$perf_rc" = 0 ] && { [ "$nccl_rc" = 0 ] || [ "$nccl_rc" = skipped ]; }
