@@ -1,7 +1,8 @@
-// Six terms of the published-run model, each against numbers computed by hand in the comments:
+// Terms of the published-run model, each against numbers computed by hand in the comments:
 // spanning-group NIC bandwidth (and the published nccl-tests bus bandwidth of 8-GPU DGX nodes),
 // the layer split, the software profiles, materialized attention, synchronous sends / gradient
-// reduction after the backward, and fp8 casts (model_changes_cli_test.cpp: the same knobs through `herd estimate`).
+// reduction after the backward, fp8 casts and the loss's traffic per software profile
+// (model_changes_cli_test.cpp: the same knobs through `herd estimate`).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -193,6 +194,32 @@ TEST(ModelChanges, Fp8GemmsUseTheirOwnFraction) {
   const Result<topology::Cluster> bad = topology::cluster_from_json(j);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("accelerator.matmul_efficiency_fp8"), std::string::npos);
+}
+
+// The softmax cross-entropy after the output head moves each profile's bytes per local logit.
+TEST(ModelChanges, LossTrafficFollowsTheSoftwareProfile) {
+  // llama3-8b, one accelerator: 4,096 rows x 128,256 ids = 525,336,576 logits per micro-batch, at the
+  // round accelerator's 1e13 B/s. herd's tiled loss: 8 B a logit each way (4.2027e-4 s). Megatron's
+  // vocab-parallel cross-entropy (fused): 38 forward, 14 backward; PyTorch's F.cross_entropy on fp32
+  // logits (eager, compiled): 22 and 26. Nothing else in the output piece depends on the profile.
+  const double logits = 4096.0 * 128256;
+  auto output = [](Software sw) {
+    TrainingSpec t = kOne;
+    t.system.software = sw;
+    return costs(t).output;
+  };
+  const PieceCost herd = output(Software::kHerd), fused = output(Software::kFused);
+  const PieceCost eager = output(Software::kEager), compiled = output(Software::kCompiled);
+  EXPECT_NEAR(fused.fwd_math - herd.fwd_math, (38 - 8) * logits / 1e13, 1e-9);
+  EXPECT_NEAR(fused.bwd_math - herd.bwd_math, (14 - 8) * logits / 1e13, 1e-9);
+  EXPECT_NEAR(eager.fwd_math - herd.fwd_math, (22 - 8) * logits / 1e13, 1e-9);
+  EXPECT_NEAR(eager.bwd_math - herd.bwd_math, (26 - 8) * logits / 1e13, 1e-9);
+  EXPECT_DOUBLE_EQ(compiled.fwd_math, eager.fwd_math);
+  EXPECT_DOUBLE_EQ(compiled.bwd_math, eager.bwd_math);
+  // The layers do not move: the loss belongs to the last stage's output piece only.
+  TrainingSpec t_herd = kOne, t_fused = kOne;
+  t_herd.system.software = Software::kHerd;
+  EXPECT_DOUBLE_EQ(costs(t_herd).embedding.fwd_math, costs(t_fused).embedding.fwd_math);
 }
 
 }  // namespace
