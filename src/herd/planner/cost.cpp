@@ -270,8 +270,10 @@ double layer_tp(const TrainingSpec& train, const Layout& l, const SoftwareProfil
   const std::array<LinearTime, 4>& lin = k.lin;
   if (l.sp() && train.system.tp_overlap) {
     const double ag = all_gather_s(s.act_full, l.tp, link), rs = reduce_scatter_s(s.act_full, l.tp, link);
+    // Of what the schedule would hide, the profile's tp_overlap_hidden_share is hidden (a GPU's
+    // measured share, kTpOverlapHiddenShareGpu); the rest stays exposed.
     auto pair = [&](double comm, double gemm, double& exposed_sum, double& hidden) {
-      const double x = tp_overlapped_exposed_s(comm, gemm, s.tp);
+      const double x = comm - sw.tp_overlap_hidden_share * (comm - tp_overlapped_exposed_s(comm, gemm, s.tp));
       exposed_sum += x;
       hidden += comm - x;
     };

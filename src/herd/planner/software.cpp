@@ -6,6 +6,7 @@ SoftwareProfile software_profile(Software s, const topology::Accelerator& acc) {
   SoftwareProfile p;
   p.software = s;
   p.overlap_slowdown = acc.sm_count > 0 ? kNcclChannels / static_cast<double>(acc.sm_count) : 0.0;
+  p.tp_overlap_hidden_share = acc.sm_count > 0 ? kTpOverlapHiddenShareGpu : 1.0;
   if (s == Software::kEager) {
     // PyTorch eager, op by op (bytes per element of a bf16 tensor, 2 bytes):
     // RMSNorm `(x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x) * w`: upcast (read 2,

@@ -35,6 +35,9 @@ struct SoftwareProfile {
   // channel on an SM of its own, 2 channels per network peer (NCCL_NCHANNELS_PER_NET_PEER) x 8 NICs
   // = 16 SMs of the accelerator's sm_count; 0 when the accelerator has no SM count (TPU, CPU).
   double overlap_slowdown = 0;
+  // Share of the TP collective time that --tp-overlap's chunked schedule would hide (cost.cpp,
+  // layer_tp) which is really hidden: kTpOverlapHiddenShareGpu on an accelerator with SMs, 1 without.
+  double tp_overlap_hidden_share = 1;
 
   // herd's own runtime (Software::kHerd), where it departs from the fused stacks; false elsewhere.
   // The weight-gradient GEMMs accumulate into the fp32 gradient buffer in either precision (gemm_bf16
@@ -57,6 +60,14 @@ struct SoftwareProfile {
 
 // NCCL channels of a ring collective over 8 NICs per node (2 per network peer, NCCL's default).
 inline constexpr double kNcclChannels = 16;
+
+// On a GPU, the share of the TP collective time the chunked overlap schedule would hide that a run
+// really hides (Transformer Engine's userbuffers, PyTorch's async TP): the median, over the tuned runs
+// of tests/planner/published_runs.json that set --tp-overlap on, of (step without overlap - published)
+// / (step without overlap - step with the schedule's whole hiding). The rest is lost to what runs
+// beside the chunked GEMMs (their SMs, L2 and HBM shared with the copies; the chunks' own lower rate),
+// which no kernel benchmark read quantifies. docs/planner.md section 4.4 has the nine runs.
+inline constexpr double kTpOverlapHiddenShareGpu = 0.40;
 
 // Bytes per local logit of the softmax cross-entropy, forward and backward (docs/planner.md section 3).
 // Megatron-Core's vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py), op by op on fp32
