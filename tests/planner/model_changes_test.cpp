@@ -1,7 +1,8 @@
-// Six terms of the published-run model, each against numbers computed by hand in the comments:
+// Terms of the published-run model, each against numbers computed by hand in the comments:
 // spanning-group NIC bandwidth (and the published nccl-tests bus bandwidth of 8-GPU DGX nodes),
 // the layer split, the software profiles, materialized attention, synchronous sends / gradient
-// reduction after the backward, and fp8 casts (model_changes_cli_test.cpp: the same knobs through `herd estimate`).
+// reduction after the backward, fp8 casts, the loss's traffic per software profile and the share of
+// TP overlap a GPU realises (model_changes_cli_test.cpp: the same knobs through `herd estimate`).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -193,6 +194,60 @@ TEST(ModelChanges, Fp8GemmsUseTheirOwnFraction) {
   const Result<topology::Cluster> bad = topology::cluster_from_json(j);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("accelerator.matmul_efficiency_fp8"), std::string::npos);
+}
+
+// The softmax cross-entropy after the output head moves each profile's bytes per local logit.
+TEST(ModelChanges, LossTrafficFollowsTheSoftwareProfile) {
+  // llama3-8b, one accelerator: 4,096 rows x 128,256 ids = 525,336,576 logits per micro-batch, at the
+  // round accelerator's 1e13 B/s. herd's tiled loss: 8 B a logit each way (4.2027e-4 s). Megatron's
+  // vocab-parallel cross-entropy (fused): 38 forward, 14 backward; PyTorch's F.cross_entropy on fp32
+  // logits (eager, compiled): 22 and 26. Nothing else in the output piece depends on the profile.
+  const double logits = 4096.0 * 128256;
+  auto output = [](Software sw) {
+    TrainingSpec t = kOne;
+    t.system.software = sw;
+    return costs(t).output;
+  };
+  const PieceCost herd = output(Software::kHerd), fused = output(Software::kFused);
+  const PieceCost eager = output(Software::kEager), compiled = output(Software::kCompiled);
+  EXPECT_NEAR(fused.fwd_math - herd.fwd_math, (38 - 8) * logits / 1e13, 1e-9);
+  EXPECT_NEAR(fused.bwd_math - herd.bwd_math, (14 - 8) * logits / 1e13, 1e-9);
+  EXPECT_NEAR(eager.fwd_math - herd.fwd_math, (22 - 8) * logits / 1e13, 1e-9);
+  EXPECT_NEAR(eager.bwd_math - herd.bwd_math, (26 - 8) * logits / 1e13, 1e-9);
+  EXPECT_DOUBLE_EQ(compiled.fwd_math, eager.fwd_math);
+  EXPECT_DOUBLE_EQ(compiled.bwd_math, eager.bwd_math);
+  // The layers do not move: the loss belongs to the last stage's output piece only.
+  TrainingSpec t_herd = kOne, t_fused = kOne;
+  t_herd.system.software = Software::kHerd;
+  EXPECT_DOUBLE_EQ(costs(t_herd).embedding.fwd_math, costs(t_fused).embedding.fwd_math);
+}
+
+// Of the TP time the chunked overlap would hide, a GPU hides kTpOverlapHiddenShareGpu (0.40); an
+// accelerator without SMs (the round one, a TPU) keeps the schedule's whole hiding.
+TEST(ModelChanges, TpOverlapOnAGpuHidesItsMeasuredShare) {
+  EXPECT_DOUBLE_EQ(kTpOverlapHiddenShareGpu, 0.40);
+  const topology::Cluster dgx = *topology::cluster_preset("dgx-h100");
+  EXPECT_DOUBLE_EQ(software_profile(Software::kFused, dgx.accelerator).tp_overlap_hidden_share, 0.40);
+  EXPECT_DOUBLE_EQ(software_profile(Software::kCompiled, dgx.accelerator).tp_overlap_hidden_share, 0.40);
+  const topology::Cluster tpu = *topology::cluster_preset("tpu-v5p");
+  EXPECT_DOUBLE_EQ(software_profile(Software::kFused, tpu.accelerator).tp_overlap_hidden_share, 1.0);
+  // TP 2 on an H100 node, sequence parallelism: every collective c is shorter than the GEMM it pairs
+  // with, so the schedule exposes c / 2 of each (system_knobs_test.cpp); forward 4 pairs: 4c without
+  // overlap, 2c with the schedule's whole hiding. A GPU hides 0.40 of the 2c: 4c - 0.8c = 3.2c exposed,
+  // and the hidden 0.8c costs 16 / 132 of its length in compute.
+  Layout l;
+  l.tp = 2;
+  TrainingSpec ov = kOne;
+  ov.system.tp_overlap = true;
+  const StepCosts plain = *step_costs(k8b, dgx, kOne, l), on = *step_costs(k8b, dgx, ov, l);
+  const double c4 = plain.layer.fwd_tp;  // 4c
+  EXPECT_NEAR(on.layer.fwd_tp, c4 - 0.40 * c4 / 2, 1e-12);
+  EXPECT_NEAR(on.layer.bwd_tp, plain.layer.bwd_tp - 0.40 * plain.layer.bwd_tp / 2, 1e-12);
+  EXPECT_NEAR(on.layer.tp_hidden, 0.40 * (c4 + plain.layer.bwd_tp) / 2, 1e-12);
+  EXPECT_NEAR(on.layer.fwd_math - plain.layer.fwd_math, 16.0 / 132 * 0.40 * c4 / 2, 1e-12);
+  // Without SMs the schedule's whole hiding stands: 2c exposed forward.
+  const StepCosts r_plain = costs(kOne, l), r_on = costs(ov, l);
+  EXPECT_NEAR(r_on.layer.fwd_tp, r_plain.layer.fwd_tp / 2, 1e-12);
 }
 
 }  // namespace

@@ -106,7 +106,10 @@ TEST(SystemKnobs, TpRowReportsTheWholeCollectiveTimeAndWhatTheOverlapLeavesExpos
   EXPECT_DOUBLE_EQ(r_off.total_s, r_off.exposed_s);
   EXPECT_NEAR(r_on.total_s, r_off.total_s, 1e-12 * r_off.total_s);
   EXPECT_DOUBLE_EQ(r_on.exposed_s, on.time.tp_s);
-  EXPECT_LT(r_on.exposed_s, 0.5 * r_on.total_s);
+  // The schedule would hide more than half (a GEMM-bound pair exposes 1/8 of its collective); an H100
+  // hides 0.40 of that (kTpOverlapHiddenShareGpu): at least a fifth of the whole.
+  EXPECT_LT(r_on.exposed_s, 0.8 * r_on.total_s);
+  EXPECT_GT(r_on.exposed_s, 0.6 * r_on.total_s);
   EXPECT_NE(r_on.overlap.find("--tp-overlap on"), std::string::npos) << r_on.overlap;
   EXPECT_NE(r_off.overlap.find("no overlap assumed"), std::string::npos) << r_off.overlap;
 }

@@ -188,7 +188,9 @@ TEST(ScalingBook, ShardingVerdicts) {
   EXPECT_EQ(b->bound, "compute-bound");
   EXPECT_TRUE(b->fits());
   EXPECT_LT(b->compute_bound_ratio, 1.0);
-  EXPECT_GT(a->compute_bound_ratio, 2.0);
+  // Pure FSDP: 1.57 s of all-gathers and reduce-scatters at 360 GB/s per chip (6 links of 90 GB/s x
+  // 0.8) against 1.23 s of compute, a ratio of 1.28 (the book's own, 850 / 512 tokens per chip: 1.7).
+  EXPECT_GT(a->compute_bound_ratio, 1.2);
 }
 
 }  // namespace

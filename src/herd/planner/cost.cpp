@@ -270,8 +270,10 @@ double layer_tp(const TrainingSpec& train, const Layout& l, const SoftwareProfil
   const std::array<LinearTime, 4>& lin = k.lin;
   if (l.sp() && train.system.tp_overlap) {
     const double ag = all_gather_s(s.act_full, l.tp, link), rs = reduce_scatter_s(s.act_full, l.tp, link);
+    // Of what the schedule would hide, the profile's tp_overlap_hidden_share is hidden (a GPU's
+    // measured share, kTpOverlapHiddenShareGpu); the rest stays exposed.
     auto pair = [&](double comm, double gemm, double& exposed_sum, double& hidden) {
-      const double x = tp_overlapped_exposed_s(comm, gemm, s.tp);
+      const double x = comm - sw.tp_overlap_hidden_share * (comm - tp_overlapped_exposed_s(comm, gemm, s.tp));
       exposed_sum += x;
       hidden += comm - x;
     };
@@ -320,20 +322,20 @@ void layer_recompute(const topology::Accelerator& acc, const Layout& l, const So
 }
 
 // Output head (vocab-parallel) and loss: the final norm output is gathered over TP, logits for the
-// local vocabulary shard are computed tile by tile in fp32, and the softmax statistics are all-reduced
-// over TP (latency only).
-PieceCost output_cost(const model::ModelParams& mp, const topology::Accelerator& acc, const Layout& l, const Shapes& s,
-                      const topology::GroupLink& tp_link) {
+// local vocabulary shard go through the profile's softmax cross-entropy (loss_bytes_fwd / _bwd per
+// logit), and the softmax statistics are all-reduced over TP (latency only).
+PieceCost output_cost(const model::ModelParams& mp, const topology::Accelerator& acc, const Layout& l,
+                      const SoftwareProfile& sw, const Shapes& s, const topology::GroupLink& tp_link) {
   const double vocab_shard = static_cast<double>(mp.output > 0 ? mp.output : mp.embedding) / s.h;
   PieceCost O;
   double head_fwd = 0;
   // Under fp8 the output head stays in bf16 (Megatron and NeMo keep the first and last layers out of fp8).
   const double head_all = linear_train_s(s.m, vocab_shard, s.h, s.bf16_peak, s.e, acc, &head_fwd);
-  const double logits = s.b * s.t * vocab_shard * 4.0;
-  O.fwd_math = head_fwd + memory_bound_s(2 * logits + 4 * s.An, acc) + 4 * s.launch;
+  const double logits = s.b * s.t * vocab_shard;
+  O.fwd_math = head_fwd + memory_bound_s(sw.loss_bytes_fwd * logits + 4 * s.An, acc) + 4 * s.launch;
   // Its weight gradient is added into the fp32 buffer (read and write, 8 bytes per weight), in the
   // GEMM's epilogue under gradient accumulation fusion.
-  O.bwd_math = head_all - head_fwd + memory_bound_s(2 * logits + 6 * s.An, acc) +
+  O.bwd_math = head_all - head_fwd + memory_bound_s(sw.loss_bytes_bwd * logits + 6 * s.An, acc) +
                (s.gaf ? 0.0 : memory_bound_s(2 * s.gb * s.h * vocab_shard, acc)) + 6 * s.launch;
   if (l.tp > 1) {
     const double stats = 2 * all_reduce_s(s.b * s.t * 4.0, l.tp, tp_link);
@@ -423,7 +425,7 @@ Result<StepCosts> step_costs(const model::LlamaConfig& cfg, const topology::Clus
                      (l.recompute == model::Recompute::kFull ? L.model_flops / 3.0 : 0.0);
 
   const model::ModelParams mp = model::model_params_tp_shard(cfg, l.tp);
-  c.output = output_cost(mp, acc, l, s, c.tp_link);
+  c.output = output_cost(mp, acc, l, sw, s, c.tp_link);
   c.embedding = embedding_cost(mp, acc, l, s, c.tp_link);
   activation_bytes(cfg, train, l, s, c);
   return c;

@@ -6,6 +6,7 @@ SoftwareProfile software_profile(Software s, const topology::Accelerator& acc) {
   SoftwareProfile p;
   p.software = s;
   p.overlap_slowdown = acc.sm_count > 0 ? kNcclChannels / static_cast<double>(acc.sm_count) : 0.0;
+  p.tp_overlap_hidden_share = acc.sm_count > 0 ? kTpOverlapHiddenShareGpu : 1.0;
   if (s == Software::kEager) {
     // PyTorch eager, op by op (bytes per element of a bf16 tensor, 2 bytes):
     // RMSNorm `(x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x) * w`: upcast (read 2,
@@ -19,6 +20,8 @@ SoftwareProfile software_profile(Software s, const topology::Accelerator& acc) {
     p.bwd = {84, 20, 10, 4};
     p.launches_fwd = 50;
     p.launches_bwd = 100;
+    p.loss_bytes_fwd = kTorchLossBytesFwd;
+    p.loss_bytes_bwd = kTorchLossBytesBwd;
   } else {
     // Fused kernels (Megatron / Transformer Engine): each norm reads An and writes An, each residual
     // add reads 2 An and writes An (10 An); RoPE reads and writes q and k in place (2 Q); SwiGLU reads
@@ -28,6 +31,8 @@ SoftwareProfile software_profile(Software s, const topology::Accelerator& acc) {
     p.bwd = {14, 2, 5, 3};
     p.launches_fwd = 20;
     p.launches_bwd = 40;
+    p.loss_bytes_fwd = kMegatronLossBytesFwd;
+    p.loss_bytes_bwd = kMegatronLossBytesBwd;
     p.attention_fwd_efficiency = acc.attention_fwd_efficiency;
     p.attention_bwd_efficiency = acc.attention_bwd_efficiency;
     if (s == Software::kFused) return p;
@@ -39,12 +44,18 @@ SoftwareProfile software_profile(Software s, const topology::Accelerator& acc) {
       p.tiled_logits = true;
       p.flat_unit_gradients = true;
       p.collectives_on_compute_threads = acc.host_cores > 0;
+      // Its cross-entropy (kernels/cpu/cross_entropy.cpp) writes each fp32 logit tile once and reads it
+      // once, and turns it into its gradient in place: 8 bytes a logit each way.
+      p.loss_bytes_fwd = 8;
+      p.loss_bytes_bwd = 8;
       return p;
     }
     // torch.compile (Inductor) fuses the elementwise chains between the GEMMs into generated kernels:
     // a norm with its casts, RoPE, SwiGLU and the residual adds each read their inputs and write their
     // outputs once, as the fused kernels above do. It does not change what the model code calls: the
-    // rest below is eager's.
+    // rest below is eager's, the loss included (torchtitan compiles the blocks, not the loss).
+    p.loss_bytes_fwd = kTorchLossBytesFwd;
+    p.loss_bytes_bwd = kTorchLossBytesBwd;
   }
   // PyTorch model code (eager or compiled): separate q, k, v, gate and up GEMMs; `selective` recompute
   // is op-level selective checkpointing (every second forward matmul output saved, torchtitan's

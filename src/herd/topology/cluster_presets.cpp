@@ -155,8 +155,9 @@ Result<Cluster> cluster_preset(const std::string& name) {
                {"core", 32768, 50, 10, 0.85, 1, {}}};
   } else if (name == "tpu-v5p") {
     // TPU v5p (Google Cloud docs; scaling book): 459 TFLOP/s BF16, 96 GB HBM at 2.8 TB/s; a pod is a
-    // 16 x 20 x 28 = 8,960-chip 3D torus of ICI links, 4.5e10 B/s per link per direction, 6 links
-    // per chip (one each way along each axis), about 1 us per hop.
+    // 16 x 20 x 28 = 8,960-chip 3D torus of ICI links, 9e10 B/s per link per direction (the scaling
+    // book's one-way figure for v5p; Google Cloud gives 1,200 GB/s bidirectional per chip, 100 per link
+    // each way), 6 links per chip (one each way along each axis), about 1 us per hop.
     c.accelerator = {.name = "TPU v5p",
                      .peak_tflops_bf16 = 459,
                      .memory_gib = 96e9 / (1024.0 * 1024 * 1024),
@@ -166,7 +167,7 @@ Result<Cluster> cluster_preset(const std::string& name) {
                      .attention_bwd_efficiency = 0.45,
                      .memory_bw_efficiency = 0.80,
                      .speed_variation = 0.01};
-    c.tiers = {{"ici", 8960, 45, 1, 0.80, 1, {16, 20, 28}}};
+    c.tiers = {{"ici", 8960, 90, 1, 0.80, 1, {16, 20, 28}}};
     c.gpus_per_node = 4;  // a v5p host (VM) holds 4 chips
   } else if (name == "local-cpu") {
     c.accelerator = local_cpu();
