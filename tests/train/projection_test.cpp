@@ -435,3 +435,31 @@ TEST(Projection, MfuPeakIsTheCalibratedGemmRateOfTheRunsPrecision) {
 
 }  // namespace
 }  // namespace herd::train
+
+namespace herd::train {
+namespace {
+
+// A GPU run plans on its GPU's preset (no GPU here: the H100 one) unless projection.cluster_file names
+// a calibration, and its MFU divides by that accelerator's peak in the run's precision.
+TEST(Projection, AGpuRunPlansOnItsGpusPresetAndItsMfuUsesThatPeak) {
+  TrainConfig cfg;
+  cfg.train.device = "cuda";
+  cfg.train.precision = Precision::kBF16;
+  const Result<topology::Cluster> gpu = run_cluster(cfg);
+  ASSERT_TRUE(gpu.ok()) << gpu.error().message();
+  const topology::Cluster h100 = *topology::cluster_preset("dgx-h100");
+  EXPECT_EQ(gpu->accelerator.name, h100.accelerator.name);
+  EXPECT_EQ(device_peak_flops(cfg), h100.accelerator.peak_tflops_bf16 * 1e12);
+  cfg.train.precision = Precision::kFP32;
+  EXPECT_EQ(device_peak_flops(cfg), h100.accelerator.peak_tflops_fp32 * 1e12);
+  cfg.train.device = "cpu";
+  EXPECT_EQ(run_cluster(cfg)->accelerator.name, topology::cluster_preset("local-cpu")->accelerator.name);
+  cfg.train.device = "cuda";
+  cfg.projection.cluster_file = "/nonexistent/calibration.json";
+  const Result<topology::Cluster> missing = run_cluster(cfg);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("projection.cluster_file"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace herd::train

@@ -115,9 +115,11 @@ void print_resolved(const train::TrainConfig& cfg, const model::LlamaConfig& m) 
 }
 
 // projection.cluster_file empty: this machine's stored calibration when there is one (said with its
-// age and load), else the preset, said plainly. A broken stored file is a warning: training goes on.
+// age and load), else the preset, said plainly; a GPU run plans on its GPU's preset (train::run_cluster). A broken
+// stored file is a warning: training goes on.
 void resolve_calibration(const TrainOptions& o, train::TrainConfig& cfg, bool lead) {
   if (!cfg.projection.cluster_file.empty()) return;
+  if (cfg.train.device != "cpu") return;  // the stored calibration is this host's CPU; a GPU plans on its preset
   Result<std::optional<train::StoredCalibration>> stored = train::find_stored_calibration(o.calibration_dir);
   if (!stored.ok()) {
     if (lead) log_warning(stored.error().message(), "; planning with the uncalibrated local-cpu preset");

@@ -10,6 +10,7 @@
 #include "herd/core/json_text.h"
 #include "herd/core/log.h"
 #include "herd/core/stats.h"
+#include "herd/kernels/device.h"
 #include "herd/train/plan/calibration_store.h"
 #include "herd/train/plan/host_speed.h"
 
@@ -22,6 +23,36 @@ Result<topology::Cluster> local_cpu_cluster(const std::string& cluster_file) {
     return c;
   }
   return topology::cluster_preset("local-cpu");
+}
+
+namespace {
+
+// The preset of the GPU this process sees, by its name.
+std::string gpu_preset(const TrainConfig& cfg) {
+  const Result<kernels::Device> d = train_device(cfg);
+  const kernels::DeviceBackend* b = d.ok() ? kernels::device_backend(*d) : nullptr;
+  const std::string name = b != nullptr && b->device_count(nullptr) > 0 ? b->describe(0) : "";
+  return name.find("H200") != std::string::npos ? "h200" : "dgx-h100";
+}
+
+bool on_gpu(const TrainConfig& cfg) {
+  const Result<kernels::Device> d = train_device(cfg);
+  return d.ok() && *d != kernels::Device::kCpu;
+}
+
+}  // namespace
+
+Result<topology::Cluster> run_cluster(const TrainConfig& cfg) {
+  if (cfg.projection.cluster_file.empty() && on_gpu(cfg)) return topology::cluster_preset(gpu_preset(cfg));
+  return local_cpu_cluster(cfg.projection.cluster_file);
+}
+
+double device_peak_flops(const TrainConfig& cfg) {
+  Result<topology::Cluster> c = run_cluster(cfg);
+  if (!c.ok()) c = topology::cluster_preset(gpu_preset(cfg));
+  const topology::Accelerator& a = c->accelerator;
+  const bool bf16 = cfg.train.precision == Precision::kBF16;
+  return (bf16 && a.peak_tflops_bf16 > 0 ? a.peak_tflops_bf16 : a.peak_tflops_fp32) * 1e12;
 }
 
 double background_jobs(double fixed) { return fixed >= 0 ? fixed : measure::sample_background_jobs(); }
@@ -331,7 +362,7 @@ Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m,
   if (!print) return make_error("no projection: this trainer does not report");
   Result<Projection> p = [&]() -> Result<Projection> {
     HERD_ASSIGN_OR_RETURN(const ResolvedLayout l, resolve_layout(cfg));
-    HERD_ASSIGN_OR_RETURN(topology::Cluster c, local_cpu_cluster(cfg.projection.cluster_file));
+    HERD_ASSIGN_OR_RETURN(topology::Cluster c, run_cluster(cfg));
     measure::HostCpuTimes at_start;
     if (c.accelerator.host_cores > 0) {
       c.accelerator.background_jobs = background_jobs(cfg.projection.background_jobs);
@@ -345,7 +376,10 @@ Result<Projection> plan_run(const TrainConfig& cfg, const model::LlamaConfig& m,
     p.probe_calibrated_flops = reference;
     p.host_speed_at_start = p.host_speed_at_end = speed;
     // Said on the line itself: a plan from the committed preset was not measured on this machine.
-    if (cfg.projection.cluster_file.empty()) p.cluster = "local-cpu preset, uncalibrated";
+    if (cfg.projection.cluster_file.empty()) {
+      p.cluster = on_gpu(cfg) ? gpu_preset(cfg) + " preset (herd calibrate --device cuda measures this GPU)"
+                              : "local-cpu preset, uncalibrated";
+    }
     return p;
   }();
   if (print) log_info(p.ok() ? planned_line(*p) : "planned: no projection (" + p.error().message() + ")");

@@ -33,6 +33,13 @@ namespace herd::train {
 // when not empty, else the committed `local-cpu` preset. A malformed file is an error naming
 // projection.cluster_file and the file's field.
 Result<topology::Cluster> local_cpu_cluster(const std::string& cluster_file = "");
+// The cluster a run plans with: projection.cluster_file when given; on a GPU (train.device=cuda) the
+// preset of the GPU it finds (h200 for an H200, dgx-h100 otherwise: `herd calibrate --device cuda`
+// measures herd's own kernels instead); else the local-cpu preset.
+Result<topology::Cluster> run_cluster(const TrainConfig& cfg);
+// A GPU run's peak for MFU, FLOP/s of one GPU in the run's precision (bf16's tensor-core peak, fp32's
+// otherwise), of run_cluster's accelerator.
+double device_peak_flops(const TrainConfig& cfg);
 
 // Other jobs competing for this host's cores right now, before a run starts (the "planned" line):
 // `fixed` when it is >= 0 (projection.background_jobs; 0: an idle host), here and for the run

@@ -91,6 +91,11 @@ Result<std::unique_ptr<Trainer<T>>> Trainer<T>::make(const TrainConfig& cfg, con
   const double cores = usable_cores();
   const double threads = static_cast<double>(kernels::num_threads()) * static_cast<double>(ctx.dims.world());
   t->peak_flops_ = peak_flops_per_core(cfg) * std::min(cores, threads);
+  // On a GPU: its peak, once per GPU (ranks as threads share one; one process per GPU otherwise).
+  if (ctx.device != kernels::Device::kCpu) {
+    const bool threads_share_gpu = std::string(ctx.world->backend()) == "local";
+    t->peak_flops_ = device_peak_flops(cfg) * (threads_share_gpu ? 1.0 : static_cast<double>(ctx.dims.world()));
+  }
 
   if (!cfg.checkpoint.dir.empty()) {
     // Before any save: the directory must take writes (a one-line error now, not at the first save), the
