@@ -410,8 +410,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--herd", default=os.path.join(ROOT, "build", "herd"))
     ap.add_argument("--data", default=DEFAULT_DATA)
-    ap.add_argument("--md", default=os.path.join(ROOT, "docs", "planner-validation.md"))
-    ap.add_argument("--svg", default=os.path.join(ROOT, "docs", "images", "planner-validation.svg"))
+    ap.add_argument("--md", default=None, help="the page (default: docs/planner-validation.md, or "
+                    "docs/planner-held-out.md for tests/planner/held_out_runs.json)")
+    ap.add_argument("--svg", default=None, help="the plot (default: beside the page's name in docs/images)")
     ap.add_argument("--write-bounds", action="store_true",
                     help="rewrite the JSON's bounds from today's errors (tight runs and overall MAPE bound)")
     ap.add_argument("--what-if", action="append", default=[], metavar="FIELD=VALUE",
@@ -420,6 +421,9 @@ def main():
     ap.add_argument("--only", default="", metavar="TEXT",
                     help="only the runs whose id contains TEXT; prints, writes no page, plot or bounds")
     a = ap.parse_args()
+    page = "planner-held-out" if os.path.basename(a.data) == "held_out_runs.json" else "planner-validation"
+    a.md = a.md or os.path.join(ROOT, "docs", page + ".md")
+    a.svg = a.svg or os.path.join(ROOT, "docs", "images", page + ".svg")
     if not os.path.exists(a.data):
         fail(f"--data {a.data}: no such file")
     what_if = []
