@@ -20,6 +20,7 @@
 namespace herd::parallel {
 namespace {
 
+using kernels::testing::DeviceRegistration;
 using kernels::testing::HostDeviceOps;
 using testing::Batch;
 using testing::make_batch;
@@ -33,21 +34,6 @@ kernels::AdamWConfig device_adamw() {
   c.weight_decay = 0.1;
   return c;
 }
-
-// The device registered as kCuda for one test, the binary's own (if any) put back after.
-class DeviceRegistration {
- public:
-  explicit DeviceRegistration(const kernels::Ops* ops)
-      : previous_(kernels::has_ops(kernels::Device::kCuda) ? &kernels::ops_for(kernels::Device::kCuda) : nullptr) {
-    kernels::register_ops(ops);
-  }
-  ~DeviceRegistration() {
-    if (previous_ != nullptr) kernels::register_ops(previous_);
-  }
-
- private:
-  const kernels::Ops* previous_;
-};
 
 struct DeviceRun {
   std::vector<double> losses;

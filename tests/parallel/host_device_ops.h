@@ -575,4 +575,20 @@ class HostDeviceOps final : public Ops {
   mutable std::vector<std::string> violations_;
 };
 
+// `ops` registered as the CUDA interface for a scope; the binary's own (if any) put back after.
+class DeviceRegistration {
+ public:
+  explicit DeviceRegistration(const Ops* ops) : previous_(has_ops(Device::kCuda) ? &ops_for(Device::kCuda) : nullptr) {
+    register_ops(ops);
+  }
+  ~DeviceRegistration() {
+    if (previous_ != nullptr) register_ops(previous_);
+  }
+  DeviceRegistration(const DeviceRegistration&) = delete;
+  DeviceRegistration& operator=(const DeviceRegistration&) = delete;
+
+ private:
+  const Ops* previous_;
+};
+
 }  // namespace herd::kernels::testing

@@ -20,20 +20,7 @@ namespace herd::train {
 namespace {
 
 using herd::testing::ScratchDir;
-
-class DeviceRegistration {
- public:
-  explicit DeviceRegistration(const kernels::Ops* ops)
-      : previous_(kernels::has_ops(kernels::Device::kCuda) ? &kernels::ops_for(kernels::Device::kCuda) : nullptr) {
-    kernels::register_ops(ops);
-  }
-  ~DeviceRegistration() {
-    if (previous_ != nullptr) kernels::register_ops(previous_);
-  }
-
- private:
-  const kernels::Ops* previous_;
-};
+using kernels::testing::DeviceRegistration;
 
 Result<JobResult<float>> run_device_job(const TrainConfig& c, std::int64_t stop_after = 0) {
   JobResult<float> out;
