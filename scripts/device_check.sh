@@ -9,7 +9,8 @@
 #   scripts/device_check.sh             on the GPU machine, from the repository root, with .device/ carried:
 #                                       prints nvidia-smi and the driver and toolkit versions, runs every
 #                                       CUDA kernel test against the CPU reference, the transformer block on
-#                                       the CUDA op interface against the CPU's, the NCCL test, then
+#                                       the CUDA op interface against the CPU's, the golden PyTorch check
+#                                       through the trainer's model on the GPU, the NCCL test, then
 #                                       `herd train --train.device=cuda` itself (bench/gpu/train_bench.py):
 #                                       parity of the GPU run with herd's CPU run (tiny model, fp32 and
 #                                       bf16), every 8-rank layout on the one GPU against the one-rank GPU
@@ -30,8 +31,9 @@ if [ "${1:-}" = "--prepare" ]; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHERD_WERROR=ON -DHERD_ENABLE_CUDA=ON -DHERD_BUILD_TESTS=ON \
     -DHERD_BUILD_BENCH=ON >/dev/null
-  cmake --build build -j "$(nproc)" --target herd herd_kernels_cuda_tests herd_nn_cuda_tests
-  targets=(build/tests/kernels/cuda/herd_kernels_cuda_tests build/tests/nn/cuda/herd_nn_cuda_tests build/herd)
+  cmake --build build -j "$(nproc)" --target herd herd_kernels_cuda_tests herd_nn_cuda_tests herd_train_cuda_tests
+  targets=(build/tests/kernels/cuda/herd_kernels_cuda_tests build/tests/nn/cuda/herd_nn_cuda_tests
+    build/tests/train/cuda/herd_train_cuda_tests build/herd)
   [ -x build/tests/parallel/nccl/herd_comm_nccl_tests ] || cmake --build build --target herd_comm_nccl_tests || true
   [ -x build/tests/parallel/nccl/herd_comm_nccl_tests ] && targets+=(build/tests/parallel/nccl/herd_comm_nccl_tests)
   rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/fallback"
@@ -89,6 +91,10 @@ log "the transformer block on the CUDA op interface against the CPU's"
 timeout 120 "$bin/herd_nn_cuda_tests" --gtest_output="json:$out/nn_cuda_tests.json" 2>&1 | tail -20
 block_rc=${PIPESTATUS[0]}
 
+log "the golden PyTorch check through the trainer's model on the GPU"
+HERD_SOURCE_DIR="$PWD" timeout 60 "$bin/herd_train_cuda_tests" --gtest_output="json:$out/golden_cuda_tests.json" 2>&1 | tail -12
+golden_rc=${PIPESTATUS[0]}
+
 nccl_rc=skipped
 if [ -x "$bin/herd_comm_nccl_tests" ]; then
   log "NCCL: collectives, and rank-order reductions with the rank's device memory"
@@ -115,9 +121,9 @@ for seq in 2048 8192; do
 done
 
 log "summary"
-python3 - "$out" "$pack" "$kernels_rc" "$nccl_rc" "$block_rc" "$parity_rc" "$perf_rc" <<'PY'
+python3 - "$out" "$pack" "$kernels_rc" "$nccl_rc" "$block_rc" "$parity_rc" "$perf_rc" "$golden_rc" <<'PY'
 import datetime, json, os, sys
-out, pack, kernels_rc, nccl_rc, block_rc, parity_rc, perf_rc = sys.argv[1:8]
+out, pack, kernels_rc, nccl_rc, block_rc, parity_rc, perf_rc, golden_rc = sys.argv[1:9]
 def load(path):
     try:
         with open(path) as f:
@@ -126,6 +132,7 @@ def load(path):
         return {"missing": f"{path}: {e}"}
 tests = load(os.path.join(out, "cuda_tests.json"))
 block_tests = load(os.path.join(out, "nn_cuda_tests.json"))
+golden_tests = load(os.path.join(out, "golden_cuda_tests.json"))
 train = load(os.path.join(out, "train_parity.json")).get("train", [])
 for seq in ("2048", "8192"):
     train += load(os.path.join(out, f"train_perf_{seq}.json")).get("train", [])
@@ -137,6 +144,7 @@ summary = {
                      "failed": [f"{s['name']}.{t['name']}" for s in tests.get("testsuites", []) for t in s.get("testsuite", [])
                                 if t.get("failures")]},
     "block_tests": {"exit": int(block_rc), "tests": block_tests.get("tests"), "failures": block_tests.get("failures")},
+    "golden_tests": {"exit": int(golden_rc), "tests": golden_tests.get("tests"), "failures": golden_tests.get("failures")},
     "nccl_test_exit": nccl_rc,
     "parity_exit": int(parity_rc),
     "perf_exit": int(perf_rc),
@@ -145,7 +153,8 @@ summary = {
 }
 with open(os.path.join(out, "device_check.json"), "w") as f:
     json.dump(summary, f, indent=2)
-print(json.dumps({k: summary[k] for k in ("date", "gpu", "kernel_tests", "block_tests", "nccl_test_exit", "parity_exit",
+print(json.dumps({k: summary[k] for k in ("date", "gpu", "kernel_tests", "block_tests", "golden_tests", "nccl_test_exit",
+                                          "parity_exit",
                                           "perf_exit")}, indent=2))
 for r in train:
     p = r["planned"]
@@ -153,4 +162,4 @@ for r in train:
           f"MFU {r['mfu']}, GPU peak {r['peak_memory_gib']} GiB (planned {p['memory_gib']}), parity {r['parity']['ok']} "
           f"(max relative difference {r['parity']['max_rel_diff']}, {len(r['parity']['layouts'])} layouts)")
 PY
-[ "$kernels_rc" = 0 ] && [ "$parity_rc" = 0 ] && [ "$perf_rc" = 0 ] && { [ "$nccl_rc" = 0 ] || [ "$nccl_rc" = skipped ]; }
+[ "$kernels_rc" = 0 ] && [ "$golden_rc" = 0 ] && [ "$parity_rc" = 0 ] && [ "$perf_rc" = 0 ] && { [ "$nccl_rc" = 0 ] || [ "$nccl_rc" = skipped ]; }

@@ -6,7 +6,7 @@
 
 namespace herd::testing {
 
-const char* source_dir();   // the checkout the tests were configured from
+const char* source_dir();   // the checkout the tests were configured from, or $HERD_SOURCE_DIR
 const char* herd_binary();  // the herd executable of the same build
 
 }  // namespace herd::testing
