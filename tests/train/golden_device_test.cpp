@@ -5,28 +5,33 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <string>
+
 #include "parallel/host_device_ops.h"
 
 namespace herd::testing {
 namespace {
 
-void expect_golden(kernels::Device device) {
+void expect_golden(kernels::Device device, const char* label) {
   for (model::Recompute r : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
     SCOPED_TRACE(model::recompute_name(r));
     const Result<GoldenDeviceErrors> e = golden_rank_model(device, r);
     ASSERT_TRUE(e.ok()) << e.error().message();
+    std::printf("%s, %s: loss %.2e, worst gradient %.2e (%s) from PyTorch's float64\n", label, model::recompute_name(r),
+                e->loss, e->worst_grad, e->worst_grad_name.c_str());
     EXPECT_LE(e->loss, 1e-5);
     EXPECT_LE(e->worst_grad, 1e-5) << "gradient of " << e->worst_grad_name;
   }
 }
 
-TEST(GoldenDevice, TheRankModelOnTheCpuMatchesPyTorch) { expect_golden(kernels::Device::kCpu); }
+TEST(GoldenDevice, TheRankModelOnTheCpuMatchesPyTorch) { expect_golden(kernels::Device::kCpu, "cpu"); }
 
 TEST(GoldenDevice, TheRankModelOnADeviceMatchesPyTorch) {
   kernels::testing::HostDeviceOps device;
   {
     kernels::testing::DeviceRegistration registered(&device);
-    expect_golden(kernels::Device::kCuda);
+    expect_golden(kernels::Device::kCuda, "stand-in device");
   }
   EXPECT_EQ(device.violations(), std::vector<std::string>{});
 }

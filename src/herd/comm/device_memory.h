@@ -39,6 +39,11 @@ class DeviceMemory {
   virtual void synchronize() const = 0;
   // The calling thread's device queue (a cudaStream_t), null where there is none.
   virtual void* queue() const = 0;
+
+  // Whether an op on these buffers moves device memory: either one is the device's (null is neither).
+  bool holds_either(const void* send, const void* recv) const {
+    return (send != nullptr && holds(send)) || (recv != nullptr && holds(recv));
+  }
 };
 
 }  // namespace herd::comm

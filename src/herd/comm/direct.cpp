@@ -15,9 +15,7 @@ DirectCollective::DirectCollective(const OpDesc& op, int group_rank, int group_s
 
 std::size_t DirectCollective::eb() const { return dtype_bytes(op_.elem); }
 
-std::pair<std::size_t, std::size_t> DirectCollective::chunk(int i) const {
-  return {op_.count * static_cast<std::size_t>(i) / n_, op_.count * static_cast<std::size_t>(i + 1) / n_};
-}
+std::pair<std::size_t, std::size_t> DirectCollective::chunk(int i) const { return chunk_range(op_.count, n_, i); }
 
 const char* DirectCollective::cptr(const void* p, std::size_t elems) const {
   return static_cast<const char*>(p) + elems * eb();

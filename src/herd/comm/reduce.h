@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 
 #include "herd/comm/types.h"
 
@@ -18,6 +19,13 @@ namespace herd::comm {
 
 // srcs: n pointers to `count` elements of type `t` each; dst: `count` elements. t must be reducible.
 void reduce_ordered(DType t, ReduceOp op, const void* const* srcs, int n, void* dst, std::size_t count);
+
+// The element range [begin, end) of chunk `i` when `count` elements are cut into `n` near-equal chunks:
+// the cut every backend's all-reduce uses (each rank reduces its own chunk), so they agree on who sums what.
+inline std::pair<std::size_t, std::size_t> chunk_range(std::size_t count, int n, int i) {
+  return {count * static_cast<std::size_t>(i) / static_cast<std::size_t>(n),
+          count * static_cast<std::size_t>(i + 1) / static_cast<std::size_t>(n)};
+}
 
 // The reference the tests compare against: the same order, one element at a time, no blocking.
 template <typename T>

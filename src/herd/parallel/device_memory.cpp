@@ -26,8 +26,9 @@ class OpsDeviceMemory final : public comm::DeviceMemory {
     }
   }
 
-  // acc = srcs[0]; acc += srcs[j] for j = 1 .. n-1; dst = acc: the order of comm/reduce.h, each sum
-  // rounded once, through a private accumulator so that dst may alias any source.
+  // acc = srcs[0]; acc += srcs[j] for j = 1 .. n-1: the order of comm/reduce.h, each sum rounded once.
+  // The accumulator is dst itself unless dst is a later source (an in-place all-reduce's chunk on any
+  // rank but the first), which the sums must still read: then a private buffer, copied to dst after.
   void reduce_ordered(DType t, comm::ReduceOp op, const void* const* srcs, int n, void* dst,
                       std::size_t count) const override {
     HERD_CHECK(op == comm::ReduceOp::kSum && (t == DType::kF32 || t == DType::kF64), "device reduction of ",
@@ -35,8 +36,10 @@ class OpsDeviceMemory final : public comm::DeviceMemory {
     HERD_CHECK(n >= 1, "device reduction over ", n, " sources");
     if (count == 0) return;
     const std::size_t bytes = count * dtype_bytes(t);
-    void* acc = ops_.allocate(bytes);
-    ops_.copy(srcs[0], acc, bytes);
+    bool dst_is_later_source = false;
+    for (int j = 1; j < n; ++j) dst_is_later_source = dst_is_later_source || srcs[j] == dst;
+    void* acc = dst_is_later_source ? ops_.allocate(bytes) : dst;
+    if (acc != srcs[0]) ops_.copy(srcs[0], acc, bytes);
     const auto len = static_cast<std::int64_t>(count);
     for (int j = 1; j < n; ++j) {
       if (t == DType::kF32) {
@@ -45,8 +48,10 @@ class OpsDeviceMemory final : public comm::DeviceMemory {
         ops_.add(static_cast<const double*>(srcs[j]), len, static_cast<double*>(acc));
       }
     }
-    ops_.copy(acc, dst, bytes);
-    ops_.deallocate(acc);
+    if (acc != dst) {
+      ops_.copy(acc, dst, bytes);
+      ops_.deallocate(acc);
+    }
   }
 
   void* allocate(std::size_t bytes) const override { return ops_.allocate(bytes); }

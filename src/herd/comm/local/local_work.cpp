@@ -11,20 +11,13 @@
 namespace herd::comm::local_detail {
 namespace {
 
-// [begin, end) of chunk `i` when `count` elements are cut into `n` near-equal chunks.
-std::pair<std::size_t, std::size_t> chunk(std::size_t count, int n, int i) {
-  return {count * static_cast<std::size_t>(i) / static_cast<std::size_t>(n),
-          count * static_cast<std::size_t>(i + 1) / static_cast<std::size_t>(n)};
-}
-
 const char* cbyte(const void* p, std::size_t off) { return static_cast<const char*>(p) + off; }
 char* byte(void* p, std::size_t off) { return static_cast<char*>(p) + off; }
 
 }  // namespace
 
 bool on_device(const CommOptions& o, const OpDesc& op) {
-  const DeviceMemory* dm = o.device_memory.get();
-  return dm != nullptr && ((op.send != nullptr && dm->holds(op.send)) || (op.recv != nullptr && dm->holds(op.recv)));
+  return o.device_memory != nullptr && o.device_memory->holds_either(op.send, op.recv);
 }
 
 void LocalWork::copy_bytes(void* dst, const void* src, std::size_t n) const {
@@ -134,14 +127,14 @@ void LocalWork::run_phase(int phase, const std::vector<Arrival>& arr) {
   std::vector<const void*> srcs(n);
   switch (op_.kind) {
     case OpKind::kAllReduce: {
-      const auto [b, e] = chunk(op_.count, n, grank_);
+      const auto [b, e] = chunk_range(op_.count, n, grank_);
       if (phase == 1) {
         for (int j = 0; j < n; ++j) srcs[j] = cbyte(arr[j].send, b * eb);
         if (e > b) reduce(srcs.data(), n, byte(me.recv, b * eb), e - b);
       } else {
         for (int j = 0; j < n; ++j) {
           if (j == grank_) continue;
-          const auto [bj, ej] = chunk(op_.count, n, j);
+          const auto [bj, ej] = chunk_range(op_.count, n, j);
           copy_bytes(byte(me.recv, bj * eb), cbyte(arr[j].recv, bj * eb), (ej - bj) * eb);
         }
       }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "herd/comm/device_memory.h"
+#include "herd/comm/reduce.h"
 #include "herd/core/format.h"
 #include "herd/core/launch_env.h"
 #include "herd/core/log.h"
@@ -222,11 +223,7 @@ class NcclCommunicator final : public Communicator {
   // Without device memory (CommOptions::device_memory) every buffer is taken for device memory, as a
   // caller that only hands NCCL device buffers does; with it, an op on host buffers (and a barrier)
   // goes to the bootstrap communicator.
-  bool on_device(const OpDesc& op) const {
-    const DeviceMemory* dm = memory();
-    if (dm == nullptr) return true;
-    return (op.send != nullptr && dm->holds(op.send)) || (op.recv != nullptr && dm->holds(op.recv));
-  }
+  bool on_device(const OpDesc& op) const { return memory() == nullptr || memory()->holds_either(op.send, op.recv); }
 
   Handle post_host(const OpDesc& op) {
     Communicator& b = *g_->bootstrap;
@@ -240,13 +237,6 @@ class NcclCommunicator final : public Communicator {
       case OpKind::kBarrier: return b.ibarrier();
     }
     return b.ibarrier();
-  }
-
-  // The element range of chunk `i` when `count` elements are cut into size() near-equal chunks (the
-  // local and MPI backends' cut).
-  std::pair<std::size_t, std::size_t> chunk(std::size_t count, int i) const {
-    const auto n = static_cast<std::size_t>(size());
-    return {count * static_cast<std::size_t>(i) / n, count * static_cast<std::size_t>(i + 1) / n};
   }
 
   // Every rank sends part p of its buffer to rank p and receives its own part from every rank into
@@ -301,14 +291,14 @@ class NcclCommunicator final : public Communicator {
     const std::size_t eb = dtype_bytes(op.elem);
     const int n = size();
     const bool all = op.kind == OpKind::kAllReduce;
-    const auto [mb, me_end] = all ? chunk(op.count, rank()) : std::pair<std::size_t, std::size_t>{0, op.count};
+    const auto [mb, me_end] = all ? chunk_range(op.count, n, rank()) : std::pair<std::size_t, std::size_t>{0, op.count};
     const std::size_t own = me_end - mb;
     void* parts = dm->allocate(std::max<std::size_t>(1, own * static_cast<std::size_t>(n) * eb));
     Status moved = exchange(
         op.send, parts, own,
         [&](int p) {
           if (all) {
-            const auto [b, e] = chunk(op.count, p);
+            const auto [b, e] = chunk_range(op.count, n, p);
             return std::pair<std::size_t, std::size_t>{b, e - b};
           }
           return std::pair<std::size_t, std::size_t>{static_cast<std::size_t>(p) * op.count, op.count};
@@ -330,7 +320,7 @@ class NcclCommunicator final : public Communicator {
     HERD_NCCL_TRY(ncclGroupStart(), me);
     for (int p = 0; p < n; ++p) {
       if (p == rank()) continue;
-      const auto [b, e] = chunk(op.count, p);
+      const auto [b, e] = chunk_range(op.count, n, p);
       if (own > 0) HERD_NCCL_TRY(ncclSend(out, own, t, p, g_->comm, g_->stream), me);
       if (e > b) HERD_NCCL_TRY(ncclRecv(static_cast<char*>(op.recv) + b * eb, e - b, t, p, g_->comm, g_->stream), me);
     }
