@@ -134,9 +134,8 @@ template <typename T>
 void RankModel<T>::after_load() {
   if (ctx_.device != kernels::Device::kCpu) {
     const kernels::Ops& ops = ctx_.ops();
-    for (std::size_t i = 0; i < loaded_.device.size(); ++i) {
-      ops.copy_from_host(loaded_.device[i].second, loaded_.device[i].first,
-                         sizeof(T) * static_cast<std::size_t>(loaded_.count[i]));
+    for (const typename Staged::Copy& c : loaded_.back) {
+      ops.copy_from_host(c.host, c.device, sizeof(T) * static_cast<std::size_t>(c.count));
     }
   }
   for (Stage& c : chunks()) c.params_updated();
@@ -217,8 +216,7 @@ void RankModel<T>::stage_on_host(std::vector<ShardPiece<T>>& pieces, Staged& st,
   std::size_t total = 0;
   for (const ShardPiece<T>& p : pieces) total += 4 * static_cast<std::size_t>(p.count());
   st.host.assign(total, T(0));
-  st.device.clear();
-  st.count.clear();
+  st.back.clear();
   std::size_t at = 0;
   for (ShardPiece<T>& p : pieces) {
     for (T** array : {&p.param, &p.m, &p.v, &p.g}) {
@@ -227,8 +225,7 @@ void RankModel<T>::stage_on_host(std::vector<ShardPiece<T>>& pieces, Staged& st,
       // Current values first, so a loader that leaves elements alone keeps them.
       ops.copy_to_host(*array, host, sizeof(T) * static_cast<std::size_t>(p.count()));
       if (for_load && array != &p.g) {
-        st.device.emplace_back(*array, host);
-        st.count.push_back(p.count());
+        st.back.push_back({*array, host, p.count()});
       }
       *array = host;
     }

@@ -155,9 +155,13 @@ class RankModel {
   // Host copies of the pieces on a device (shard_pieces and load_pieces each own one), and where each
   // loaded piece goes back to.
   struct Staged {
+    struct Copy {
+      T* device;
+      const T* host;
+      std::int64_t count;
+    };
     std::vector<T> host;
-    std::vector<std::pair<T*, T*>> device;  // (device shard, host copy) per array
-    std::vector<std::int64_t> count;
+    std::vector<Copy> back;  // loaded arrays: what after_load() copies to the device
   };
   Staged saved_, loaded_;
   void stage_on_host(std::vector<ShardPiece<T>>& pieces, Staged& st, bool for_load);
